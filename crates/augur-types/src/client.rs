@@ -1,0 +1,130 @@
+//! The client protocol: what a client session sends to the node that coordinates its transactions,
+//! and what comes back. The same messages travel in process, through the simulator, and over TCP.
+
+use crate::{ClientId, Key, RequestId, Timestamp, TxnId, Value};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why a transaction did not commit. Benchmarks count aborts by reason and clients decide from it
+/// whether to retry, so reasons are data, never strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbortReason {
+    /// Certification found a committed version newer than the transaction's snapshot.
+    WriteWriteConflict,
+    /// Wait-die: a younger transaction met a conflicting prepared version of an older one.
+    WaitDie,
+    /// Read-set validation failed (optimistic protocols).
+    ValidationFailed,
+    /// A lock could not be acquired in time.
+    LockTimeout,
+    /// A speculatively committed transaction aborted after all; the client must compensate.
+    Misspeculation,
+    /// Aborted because a transaction it depended on aborted.
+    CascadingAbort,
+    /// The client asked for the abort.
+    UserRollback,
+    /// A participant did not answer within the protocol's bound.
+    Timeout,
+    /// The snapshot is older than the garbage-collection watermark.
+    SnapshotTooOld,
+    /// The coordinator restarted or forgot the transaction.
+    TransactionLost,
+}
+
+impl AbortReason {
+    /// Whether running the same transaction again may succeed.
+    pub fn is_retryable(self) -> bool {
+        !matches!(
+            self,
+            AbortReason::UserRollback | AbortReason::Misspeculation
+        )
+    }
+
+    /// The stable snake_case name used in results files.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::WriteWriteConflict => "write_write_conflict",
+            AbortReason::WaitDie => "wait_die",
+            AbortReason::ValidationFailed => "validation_failed",
+            AbortReason::LockTimeout => "lock_timeout",
+            AbortReason::Misspeculation => "misspeculation",
+            AbortReason::CascadingAbort => "cascading_abort",
+            AbortReason::UserRollback => "user_rollback",
+            AbortReason::Timeout => "timeout",
+            AbortReason::SnapshotTooOld => "snapshot_too_old",
+            AbortReason::TransactionLost => "transaction_lost",
+        }
+    }
+}
+
+impl fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One operation of an interactive transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientOp {
+    /// Start a transaction; `read_only` lets protocols take a cheaper path.
+    Begin {
+        read_only: bool,
+    },
+    Read {
+        txn: TxnId,
+        key: Key,
+    },
+    /// Buffer a write; `None` deletes the key.
+    Write {
+        txn: TxnId,
+        key: Key,
+        value: Option<Value>,
+    },
+    Commit {
+        txn: TxnId,
+    },
+    Abort {
+        txn: TxnId,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRequest {
+    pub client: ClientId,
+    pub id: RequestId,
+    pub op: ClientOp,
+}
+
+/// A request the coordinator refused without touching any transaction state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum RequestError {
+    #[error("unknown transaction {0:?} (never begun here, or already finished)")]
+    UnknownTransaction(TxnId),
+    #[error("transaction {0:?} was begun read-only and cannot write")]
+    WriteInReadOnly(TxnId),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientReply {
+    Begun {
+        txn: TxnId,
+        snapshot: Timestamp,
+    },
+    Value(Option<Value>),
+    Written,
+    Committed {
+        commit_ts: Timestamp,
+    },
+    /// The transaction is over and none of its writes took effect.
+    Aborted(AbortReason),
+    Rejected(RequestError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientResponse {
+    pub id: RequestId,
+    pub reply: ClientReply,
+}

@@ -1,0 +1,18 @@
+//! Vocabulary shared by every layer of augur: identifiers, keys and values, timestamps, typed abort
+//! reasons, the client request/reply protocol, and data placement (data centres, nodes, partitions,
+//! replicas, latency profiles).
+//!
+//! Nothing here does I/O; these are plain data types, serialisable with serde so that the same
+//! values cross the in-process network, the simulated network and TCP frames unchanged.
+
+mod client;
+mod ids;
+mod key;
+pub mod latency;
+pub mod placement;
+
+pub use client::{AbortReason, ClientOp, ClientReply, ClientRequest, ClientResponse, RequestError};
+pub use ids::{ClientId, DcId, NodeId, PartitionId, RequestId, Timestamp, TxnId};
+pub use key::{Key, Value};
+pub use latency::LatencyProfile;
+pub use placement::{Placement, PlacementError};
