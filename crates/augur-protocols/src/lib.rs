@@ -1,1 +1,13 @@
+//! augur's concurrency-control protocols.
+//!
+//! Each protocol is one module named after it, opening with the paper section it implements and
+//! the isolation level it guarantees. Every protocol is a [`augur_runtime::Protocol`] state
+//! machine over the shared multi-version store, so it runs unchanged in the simulator, in process
+//! and over TCP. [`registry`] is how the rest of augur finds them by name at run time.
 
+pub mod clocksi_rep;
+mod coordinator;
+pub mod nocc;
+pub mod registry;
+
+pub use registry::{IsolationLevel, ProtocolInfo, ProtocolVisitor, UnknownProtocol, visit};

@@ -1,1 +1,23 @@
+//! The runtime layer: the only thing protocol code talks to.
+//!
+//! A protocol is a sans-IO state machine ([`Protocol`]): it is handed one input at a time (a
+//! client request, a message from a peer, a timer it set) together with a [`Ctx`] that carries the
+//! node's clock reading and seeded random numbers and collects the effects the handler asks for
+//! (messages to send, replies to clients, timers to set). It never does I/O, never reads the OS
+//! clock, never starts a thread. Because of that, the same protocol code runs
+//!
+//! * in the [`sim`] runtime: one thread, virtual time, a latency matrix between data centres and
+//!   every choice drawn from one seed, so the same seed yields a byte-identical history;
+//! * in the [`local`] runtime: real time on tokio, every node a task of one process, messages
+//!   delayed by the latency matrix (the embedded default behind `augur bench`);
+//! * over [`tcp`]: one node per process, length-delimited frames carrying a versioned envelope.
+//!
+//! Clients are async code over [`augur_client::Transport`]; each runtime provides a transport.
 
+pub mod clock;
+pub mod local;
+mod protocol;
+pub mod sim;
+pub mod tcp;
+
+pub use protocol::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions};

@@ -30,6 +30,8 @@ pub enum AbortReason {
     SnapshotTooOld,
     /// The coordinator restarted or forgot the transaction.
     TransactionLost,
+    /// The coordinator refused a malformed request; the transaction did nothing.
+    InvalidRequest,
 }
 
 impl AbortReason {
@@ -54,6 +56,7 @@ impl AbortReason {
             AbortReason::Timeout => "timeout",
             AbortReason::SnapshotTooOld => "snapshot_too_old",
             AbortReason::TransactionLost => "transaction_lost",
+            AbortReason::InvalidRequest => "invalid_request",
         }
     }
 }
@@ -75,14 +78,12 @@ pub enum ClientOp {
         txn: TxnId,
         key: Key,
     },
-    /// Buffer a write; `None` deletes the key.
-    Write {
-        txn: TxnId,
-        key: Key,
-        value: Option<Value>,
-    },
+    /// Commit with the write set the client buffered during execution (`None` deletes a key).
+    /// Clients buffer writes themselves, so a transaction costs one round trip per read plus one
+    /// for the commit, whatever the distance between client and coordinator.
     Commit {
         txn: TxnId,
+        writes: Vec<(Key, Option<Value>)>,
     },
     Abort {
         txn: TxnId,
@@ -114,7 +115,6 @@ pub enum ClientReply {
         snapshot: Timestamp,
     },
     Value(Option<Value>),
-    Written,
     Committed {
         commit_ts: Timestamp,
     },

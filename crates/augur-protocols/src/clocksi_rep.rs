@@ -1,0 +1,757 @@
+//! `clocksi-rep`: the non-speculative base protocol of STR (Tx. Cheng et al., *STR*, §6.1), a
+//! Clock-SI-style protocol extended with synchronous master–slave replication.
+//!
+//! **Guarantee: snapshot isolation** for committed transactions.
+//!
+//! * **Execution.** A transaction's read snapshot `RS` is its coordinator's physical clock at
+//!   begin (never below the commit timestamp of the client's previous transaction, so a session
+//!   reads its own writes). A read is served by any replica (the coordinator's own when it has
+//!   one, else the nearest): the replica first waits for its clock to reach `RS`, then waits while
+//!   a *prepared* version with a proposed timestamp `≤ RS` exists (it may still commit inside the
+//!   snapshot), then returns the newest committed version with commit timestamp `≤ RS`. Writes are
+//!   buffered by the client and shipped with the commit request.
+//! * **Local certification.** For every updated key the coordinator replicates, a committed
+//!   version newer than `RS` aborts the transaction at once; a conflicting prepared version of an
+//!   older transaction aborts it too (wait-die: the younger dies). Blocking on an older prepared
+//!   version is left to the master, which certifies authoritatively.
+//! * **Global certification (2PC).** The coordinator sends a prepare to the master of every updated
+//!   partition. The master certifies each key (committed version newer than `RS` → abort; prepared
+//!   version of another transaction → wait-die: an older transaction waits for the outcome, a
+//!   younger one aborts), installs pre-commit locks as prepared versions, proposes
+//!   `max(clock + 1, RS + 1)` and synchronously replicates the prepare to its slaves, which install
+//!   the versions and propose their own clock the same way.
+//! * **Commit.** With a proposal from every replica of every updated partition, the commit
+//!   timestamp is their maximum. The coordinator answers the client and sends the commit to all
+//!   those replicas, which turn the prepared versions into committed ones and release waiters.
+//!
+//! Proposals exceed the proposing replica's clock, and a replica serves a snapshot only once its
+//! clock has reached it, so a version committed later can never fall inside a snapshot already
+//! served there.
+//!
+//! Failures: a participant that does not answer within `participant_timeout` makes the coordinator
+//! abort with `Timeout`; an abort that overtakes a replicated prepare is remembered so the late
+//! prepare is ignored. Recovery of prepared versions whose coordinator crashed (and master
+//! fail-over) is not implemented: such versions block readers of their keys until the node
+//! restarts.
+
+use crate::coordinator::{PartitionWrites, Pending, TxnIds, group_by_partition, watermark};
+use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_storage::{MvStore, VersionState};
+use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+/// Keys examined per garbage-collection step.
+const GC_BATCH: usize = 2048;
+
+/// A read as the serving replica sees it. The coordinator is `txn.coordinator()`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRequest {
+    pub txn: TxnId,
+    /// Distinguishes this read from an earlier one of the same transaction that timed out.
+    pub seq: u32,
+    pub key: Key,
+    pub snapshot: Timestamp,
+}
+
+type Writes = Vec<(Key, Option<Value>)>;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    Read(ReadRequest),
+    ReadReply {
+        txn: TxnId,
+        seq: u32,
+        result: Result<Option<Value>, AbortReason>,
+    },
+    /// Coordinator → master: certify and pre-commit these partitions' writes.
+    Prepare {
+        txn: TxnId,
+        snapshot: Timestamp,
+        partitions: Vec<(PartitionId, Writes)>,
+    },
+    /// Master → slave: the master pre-committed `writes`; install them and propose a timestamp.
+    ReplicatePrepare {
+        txn: TxnId,
+        snapshot: Timestamp,
+        partition: PartitionId,
+        writes: Writes,
+    },
+    /// Replica → coordinator: pre-committed `partition`, proposing `ts`.
+    Prepared {
+        txn: TxnId,
+        partition: PartitionId,
+        ts: Timestamp,
+    },
+    /// Master → coordinator: certification failed.
+    Refused {
+        txn: TxnId,
+        reason: AbortReason,
+    },
+    Commit {
+        txn: TxnId,
+        commit_ts: Timestamp,
+    },
+    Abort {
+        txn: TxnId,
+    },
+}
+
+#[derive(Debug)]
+pub enum Timer {
+    Gc,
+    /// Serve this read once the clock has reached its snapshot.
+    ClockWait(ReadRequest),
+    ReadTimeout {
+        txn: TxnId,
+        seq: u32,
+    },
+    CommitTimeout(TxnId),
+}
+
+/// Per-key protocol metadata: who is waiting for the key's prepared versions to resolve.
+#[derive(Debug, Default)]
+pub struct KeyMeta {
+    waiters: Vec<Waiter>,
+}
+
+#[derive(Debug)]
+enum Waiter {
+    Read(ReadRequest),
+    Prepare(TxnId),
+}
+
+enum Phase {
+    Executing,
+    Committing {
+        acks_needed: usize,
+        commit_ts: Timestamp,
+        partitions: Vec<PartitionId>,
+    },
+}
+
+/// A transaction this node coordinates.
+struct CoordTxn {
+    client: ClientId,
+    snapshot: Timestamp,
+    read_only: bool,
+    phase: Phase,
+    pending: Option<Pending>,
+    read_seq: u32,
+    last_active: Timestamp,
+}
+
+/// A transaction pre-committed at this replica.
+struct Participant {
+    snapshot: Timestamp,
+    keys: Vec<Key>,
+}
+
+/// A prepare waiting at a master for an older transaction's outcome (wait-die).
+struct ParkedPrepare {
+    snapshot: Timestamp,
+    partitions: Vec<(PartitionId, Writes)>,
+}
+
+/// One node running `clocksi-rep`.
+pub struct ClockSiRep {
+    env: NodeEnv,
+    store: MvStore<KeyMeta>,
+    ids: TxnIds,
+    coordinated: FxHashMap<TxnId, CoordTxn>,
+    participants: FxHashMap<TxnId, Participant>,
+    parked: FxHashMap<TxnId, ParkedPrepare>,
+    /// Transactions aborted here, kept for `gc_retention` so a late prepare is ignored.
+    aborted: FxHashMap<TxnId, Timestamp>,
+    /// Commit timestamp of each client's last transaction: its next snapshot starts no earlier.
+    session_floor: FxHashMap<ClientId, Timestamp>,
+    /// Snapshots below this may miss garbage-collected versions.
+    gc_watermark: Timestamp,
+}
+
+impl ClockSiRep {
+    pub fn store(&self) -> &MvStore<KeyMeta> {
+        &self.store
+    }
+
+    fn id(&self) -> NodeId {
+        self.env.id
+    }
+
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.ids.allocate();
+        let floor = self
+            .session_floor
+            .get(&pending.client)
+            .copied()
+            .unwrap_or_default();
+        let snapshot = ctx.now().max(floor);
+        self.coordinated.insert(
+            txn,
+            CoordTxn {
+                client: pending.client,
+                snapshot,
+                read_only,
+                phase: Phase::Executing,
+                pending: None,
+                read_seq: 0,
+                last_active: ctx.now(),
+            },
+        );
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+        }
+        t.pending = Some(pending);
+        t.read_seq += 1;
+        t.last_active = ctx.now();
+        let read = ReadRequest {
+            txn,
+            seq: t.read_seq,
+            key,
+            snapshot: t.snapshot,
+        };
+        let partition = self.env.placement.partition_of(&read.key);
+        if self.env.placement.replicates(self.id(), partition) {
+            self.serve_read(ctx, read);
+        } else {
+            let replica = self.env.placement.closest_replica(self.id(), partition);
+            let timeout = self.env.options.participant_timeout;
+            ctx.set_timer(timeout, Timer::ReadTimeout { txn, seq: read.seq });
+            ctx.send(replica, Msg::Read(read));
+        }
+    }
+
+    /// Serve a read at this replica, or park it until it can be served.
+    fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
+        if read.snapshot < self.gc_watermark {
+            return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
+        }
+        let now = ctx.now();
+        if now < read.snapshot {
+            let wait = read.snapshot.since(now);
+            return ctx.set_timer(wait, Timer::ClockWait(read));
+        }
+        let value = match self.store.get_mut(&read.key) {
+            None => None,
+            Some(entry) => {
+                let blocked = entry.uncommitted().any(|v| {
+                    v.state == VersionState::Prepared
+                        && v.ts <= read.snapshot
+                        && v.writer != read.txn
+                });
+                if blocked {
+                    entry.meta.waiters.push(Waiter::Read(read));
+                    return;
+                }
+                entry.read_at(read.snapshot).and_then(|v| v.value.clone())
+            }
+        };
+        self.finish_read(ctx, read, Ok(value));
+    }
+
+    fn finish_read(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        read: ReadRequest,
+        result: Result<Option<Value>, AbortReason>,
+    ) {
+        let coordinator = read.txn.coordinator();
+        if coordinator == self.id() {
+            self.read_done(ctx, read.txn, read.seq, result);
+        } else {
+            ctx.send(
+                coordinator,
+                Msg::ReadReply {
+                    txn: read.txn,
+                    seq: read.seq,
+                    result,
+                },
+            );
+        }
+    }
+
+    fn read_done(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        seq: u32,
+        result: Result<Option<Value>, AbortReason>,
+    ) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return;
+        };
+        if t.read_seq != seq || !matches!(t.phase, Phase::Executing) {
+            return;
+        }
+        let Some(pending) = t.pending.take() else {
+            return;
+        };
+        t.last_active = ctx.now();
+        match result {
+            Ok(value) => pending.answer(ctx, ClientReply::Value(value)),
+            Err(reason) => {
+                self.coordinated.remove(&txn);
+                pending.answer(ctx, ClientReply::Aborted(reason));
+            }
+        }
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let Some(t) = self.coordinated.get(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+        }
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        let snapshot = t.snapshot;
+        if writes.is_empty() {
+            // Read-only transactions commit as soon as they finish executing (§6.1).
+            self.coordinated.remove(&txn);
+            return pending.answer(
+                ctx,
+                ClientReply::Committed {
+                    commit_ts: snapshot,
+                },
+            );
+        }
+        let grouped = group_by_partition(&self.env.placement, writes);
+        if let Err(reason) = self.certify_locally(txn, snapshot, &grouped) {
+            self.coordinated.remove(&txn);
+            return pending.answer(ctx, ClientReply::Aborted(reason));
+        }
+        let placement = self.env.placement.clone();
+        let acks_needed = grouped.keys().map(|p| placement.replicas(*p).len()).sum();
+        let partitions: Vec<PartitionId> = grouped.keys().copied().collect();
+        let t = self.coordinated.get_mut(&txn).expect("checked above");
+        t.pending = Some(pending);
+        t.phase = Phase::Committing {
+            acks_needed,
+            commit_ts: snapshot.next(),
+            partitions,
+        };
+        ctx.set_timer(
+            self.env.options.participant_timeout,
+            Timer::CommitTimeout(txn),
+        );
+        // One prepare per master node, carrying every partition it masters.
+        let mut by_master: Vec<(NodeId, Vec<(PartitionId, Writes)>)> = Vec::new();
+        for (p, w) in grouped {
+            let master = placement.master(p);
+            match by_master.iter_mut().find(|(m, _)| *m == master) {
+                Some((_, parts)) => parts.push((p, w)),
+                None => by_master.push((master, vec![(p, w)])),
+            }
+        }
+        for (master, partitions) in by_master {
+            if master == self.id() {
+                self.prepare(ctx, txn, snapshot, partitions);
+            } else {
+                ctx.send(
+                    master,
+                    Msg::Prepare {
+                        txn,
+                        snapshot,
+                        partitions,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Local certification (§6.1): only against keys this node replicates but does not master,
+    /// where the master will certify again with locks.
+    fn certify_locally(
+        &self,
+        txn: TxnId,
+        snapshot: Timestamp,
+        grouped: &PartitionWrites,
+    ) -> Result<(), AbortReason> {
+        let placement = &self.env.placement;
+        for (p, writes) in grouped {
+            if !placement.replicates(self.id(), *p) || placement.master(*p) == self.id() {
+                continue;
+            }
+            for (key, _) in writes {
+                // Only an abort matters here: waiting for an older prepared version is the
+                // master's job, with its locks.
+                self.conflicts(txn, snapshot, key)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Certify one key for `txn`: `Err` aborts, `Waits::On` means an older transaction holds a
+    /// prepared version (wait-die: wait), `Waits::No` means the key is free.
+    fn conflicts(&self, txn: TxnId, snapshot: Timestamp, key: &Key) -> Result<Waits, AbortReason> {
+        let Some(entry) = self.store.get(key) else {
+            return Ok(Waits::No);
+        };
+        if entry.latest_committed().is_some_and(|v| v.ts > snapshot) {
+            return Err(AbortReason::WriteWriteConflict);
+        }
+        for v in entry.uncommitted() {
+            if v.writer == txn {
+                continue;
+            }
+            let holder = self
+                .participants
+                .get(&v.writer)
+                .map(|p| p.snapshot)
+                .unwrap_or_default();
+            if (snapshot, txn) < (holder, v.writer) {
+                return Ok(Waits::On(key.clone()));
+            }
+            return Err(AbortReason::WaitDie);
+        }
+        Ok(Waits::No)
+    }
+
+    /// Master-side certification and pre-commit of `partitions` for `txn`.
+    fn prepare(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        snapshot: Timestamp,
+        partitions: Vec<(PartitionId, Writes)>,
+    ) {
+        if self.aborted.contains_key(&txn) {
+            return;
+        }
+        for (_, writes) in &partitions {
+            for (key, _) in writes {
+                match self.conflicts(txn, snapshot, key) {
+                    Ok(Waits::No) => {}
+                    Ok(Waits::On(key)) => {
+                        self.store
+                            .entry(&key)
+                            .meta
+                            .waiters
+                            .push(Waiter::Prepare(txn));
+                        self.parked.insert(
+                            txn,
+                            ParkedPrepare {
+                                snapshot,
+                                partitions,
+                            },
+                        );
+                        return;
+                    }
+                    Err(reason) => return self.refuse(ctx, txn, reason),
+                }
+            }
+        }
+        let ts = proposal(ctx.now(), snapshot);
+        let slaves_of: Vec<Vec<NodeId>> = partitions
+            .iter()
+            .map(|(p, _)| self.env.placement.slaves(*p).to_vec())
+            .collect();
+        for ((partition, writes), slaves) in partitions.into_iter().zip(slaves_of) {
+            self.install(txn, snapshot, ts, &writes);
+            self.notify_prepared(ctx, txn, partition, ts);
+            for slave in slaves {
+                let msg = Msg::ReplicatePrepare {
+                    txn,
+                    snapshot,
+                    partition,
+                    writes: writes.clone(),
+                };
+                ctx.send(slave, msg);
+            }
+        }
+    }
+
+    fn replicate_prepare(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        snapshot: Timestamp,
+        partition: PartitionId,
+        writes: Writes,
+    ) {
+        if self.aborted.contains_key(&txn) {
+            return;
+        }
+        let ts = proposal(ctx.now(), snapshot);
+        self.install(txn, snapshot, ts, &writes);
+        self.notify_prepared(ctx, txn, partition, ts);
+    }
+
+    fn install(&mut self, txn: TxnId, snapshot: Timestamp, ts: Timestamp, writes: &Writes) {
+        let participant = self.participants.entry(txn).or_insert_with(|| Participant {
+            snapshot,
+            keys: Vec::new(),
+        });
+        for (key, value) in writes {
+            self.store
+                .entry(key)
+                .install(txn, ts, VersionState::Prepared, value.clone());
+            participant.keys.push(key.clone());
+        }
+    }
+
+    fn notify_prepared(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        partition: PartitionId,
+        ts: Timestamp,
+    ) {
+        if txn.coordinator() == self.id() {
+            self.prepared(ctx, txn, ts);
+        } else {
+            ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
+        }
+    }
+
+    fn refuse(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        if txn.coordinator() == self.id() {
+            self.abort_everywhere(ctx, txn, reason);
+        } else {
+            ctx.send(txn.coordinator(), Msg::Refused { txn, reason });
+        }
+    }
+
+    /// A replica's proposal reached the coordinator.
+    fn prepared(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return;
+        };
+        let Phase::Committing {
+            acks_needed,
+            commit_ts,
+            ..
+        } = &mut t.phase
+        else {
+            return;
+        };
+        *acks_needed -= 1;
+        *commit_ts = (*commit_ts).max(ts);
+        if *acks_needed > 0 {
+            return;
+        }
+        let commit_ts = *commit_ts;
+        let t = self.coordinated.remove(&txn).expect("present");
+        let Phase::Committing { partitions, .. } = t.phase else {
+            unreachable!()
+        };
+        let floor = self.session_floor.entry(t.client).or_default();
+        *floor = (*floor).max(commit_ts);
+        if let Some(pending) = t.pending {
+            pending.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+        for node in self.replicas_of(&partitions) {
+            if node == self.id() {
+                self.apply_commit(ctx, txn, commit_ts);
+            } else {
+                ctx.send(node, Msg::Commit { txn, commit_ts });
+            }
+        }
+    }
+
+    /// Every replica of `partitions`, each once, in node order.
+    fn replicas_of(&self, partitions: &[PartitionId]) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = partitions
+            .iter()
+            .flat_map(|p| self.env.placement.replicas(*p).iter().copied())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Coordinator-side abort of a committing transaction: tell every replica, answer the client.
+    fn abort_everywhere(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        let Some(t) = self.coordinated.remove(&txn) else {
+            return;
+        };
+        if let Phase::Committing { partitions, .. } = &t.phase {
+            for node in self.replicas_of(partitions) {
+                if node == self.id() {
+                    self.apply_abort(ctx, txn);
+                } else {
+                    ctx.send(node, Msg::Abort { txn });
+                }
+            }
+        }
+        if let Some(pending) = t.pending {
+            pending.answer(ctx, ClientReply::Aborted(reason));
+        }
+    }
+
+    fn apply_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, commit_ts: Timestamp) {
+        let Some(participant) = self.participants.remove(&txn) else {
+            return;
+        };
+        for key in &participant.keys {
+            if let Some(entry) = self.store.get_mut(key) {
+                entry.commit(txn, commit_ts);
+            }
+        }
+        self.wake(ctx, participant.keys);
+    }
+
+    fn apply_abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        self.aborted.insert(txn, ctx.now());
+        self.parked.remove(&txn);
+        let Some(participant) = self.participants.remove(&txn) else {
+            return;
+        };
+        for key in &participant.keys {
+            if let Some(entry) = self.store.get_mut(key) {
+                entry.remove_uncommitted(txn);
+            }
+        }
+        self.wake(ctx, participant.keys);
+    }
+
+    /// Re-run everything that waited on `keys` now that a prepared version there resolved.
+    fn wake(&mut self, ctx: &mut Ctx<'_, Self>, keys: Vec<Key>) {
+        for key in keys {
+            let Some(entry) = self.store.get_mut(&key) else {
+                continue;
+            };
+            for waiter in std::mem::take(&mut entry.meta.waiters) {
+                match waiter {
+                    Waiter::Read(read) => self.serve_read(ctx, read),
+                    Waiter::Prepare(txn) => {
+                        if let Some(p) = self.parked.remove(&txn) {
+                            self.prepare(ctx, txn, p.snapshot, p.partitions);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn collect_garbage(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let retention = self.env.options.gc_retention;
+        let floor = now.saturating_sub(retention);
+        let idle_limit = now.saturating_sub(self.env.options.idle_txn_timeout);
+        // Transactions whose client vanished mid-execution are dropped; nothing of theirs was
+        // installed anywhere, since writes travel only with the commit.
+        self.coordinated.retain(|_, t| {
+            !(matches!(t.phase, Phase::Executing)
+                && t.pending.is_none()
+                && t.last_active < idle_limit)
+        });
+        let wm = watermark(floor, self.coordinated.values().map(|t| t.snapshot));
+        self.gc_watermark = self.gc_watermark.max(wm);
+        self.store.collect_garbage(self.gc_watermark, GC_BATCH);
+        self.aborted.retain(|_, at| *at >= floor);
+    }
+}
+
+/// A proposal above both the proposer's clock (so no snapshot it already served can contain the
+/// version) and the transaction's snapshot (so the commit lands after everything it read).
+fn proposal(now: Timestamp, snapshot: Timestamp) -> Timestamp {
+    now.next().max(snapshot.next())
+}
+
+enum Waits {
+    No,
+    On(Key),
+}
+
+impl Protocol for ClockSiRep {
+    type Msg = Msg;
+    type Timer = Timer;
+
+    fn new(env: &NodeEnv) -> Self {
+        ClockSiRep {
+            env: env.clone(),
+            store: MvStore::new(),
+            ids: TxnIds::new(env.id),
+            coordinated: FxHashMap::default(),
+            participants: FxHashMap::default(),
+            parked: FxHashMap::default(),
+            aborted: FxHashMap::default(),
+            session_floor: FxHashMap::default(),
+            gc_watermark: Timestamp::ZERO,
+        }
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+    }
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        let pending = Pending {
+            client: request.client,
+            request: request.id,
+        };
+        match request.op {
+            ClientOp::Begin { read_only } => self.begin(ctx, pending, read_only),
+            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
+            ClientOp::Commit { txn, writes } => self.commit(ctx, pending, txn, writes),
+            ClientOp::Abort { txn } => {
+                if let Some(t) = self.coordinated.get(&txn)
+                    && matches!(t.phase, Phase::Committing { .. })
+                {
+                    let why = format!("transaction {txn:?} is already committing");
+                    return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+                }
+                self.coordinated.remove(&txn);
+                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
+            }
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, _from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Read(read) => self.serve_read(ctx, read),
+            Msg::ReadReply { txn, seq, result } => self.read_done(ctx, txn, seq, result),
+            Msg::Prepare {
+                txn,
+                snapshot,
+                partitions,
+            } => self.prepare(ctx, txn, snapshot, partitions),
+            Msg::ReplicatePrepare {
+                txn,
+                snapshot,
+                partition,
+                writes,
+            } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
+            Msg::Prepared { txn, ts, .. } => self.prepared(ctx, txn, ts),
+            Msg::Refused { txn, reason } => self.abort_everywhere(ctx, txn, reason),
+            Msg::Commit { txn, commit_ts } => self.apply_commit(ctx, txn, commit_ts),
+            Msg::Abort { txn } => self.apply_abort(ctx, txn),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
+        match timer {
+            Timer::Gc => {
+                self.collect_garbage(ctx);
+                ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+            }
+            Timer::ClockWait(read) => self.serve_read(ctx, read),
+            Timer::ReadTimeout { txn, seq } => {
+                self.read_done(ctx, txn, seq, Err(AbortReason::Timeout))
+            }
+            Timer::CommitTimeout(txn) => {
+                if self
+                    .coordinated
+                    .get(&txn)
+                    .is_some_and(|t| matches!(t.phase, Phase::Committing { .. }))
+                {
+                    self.abort_everywhere(ctx, txn, AbortReason::Timeout);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Bookkeeping every coordinator needs, whatever its protocol: transaction ids, the client request
+//! a transaction is waiting to answer, idle-transaction expiry, and grouping a write set by
+//! partition.
+
+use augur_runtime::Ctx;
+use augur_runtime::Protocol;
+use augur_types::{ClientId, ClientReply, ClientResponse, Key, NodeId, PartitionId, Placement};
+use augur_types::{RequestId, Timestamp, TxnId, Value};
+use std::collections::BTreeMap;
+
+/// A write set grouped by partition, in partition order (so message order is deterministic).
+pub type PartitionWrites = BTreeMap<PartitionId, Vec<(Key, Option<Value>)>>;
+
+pub fn group_by_partition(
+    placement: &Placement,
+    writes: Vec<(Key, Option<Value>)>,
+) -> PartitionWrites {
+    let mut grouped = PartitionWrites::new();
+    for (key, value) in writes {
+        grouped
+            .entry(placement.partition_of(&key))
+            .or_default()
+            .push((key, value));
+    }
+    grouped
+}
+
+/// The client request a transaction owes an answer to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub client: ClientId,
+    pub request: RequestId,
+}
+
+impl Pending {
+    pub fn answer<P: Protocol>(self, ctx: &mut Ctx<'_, P>, reply: ClientReply) {
+        ctx.reply(
+            self.client,
+            ClientResponse {
+                id: self.request,
+                reply,
+            },
+        );
+    }
+}
+
+/// Allocates transaction ids for one coordinator node.
+#[derive(Debug)]
+pub struct TxnIds {
+    node: NodeId,
+    next: u64,
+}
+
+impl TxnIds {
+    pub fn new(node: NodeId) -> TxnIds {
+        TxnIds { node, next: 1 }
+    }
+
+    pub fn allocate(&mut self) -> TxnId {
+        let id = TxnId::new(self.node, self.next);
+        self.next += 1;
+        id
+    }
+}
+
+/// The oldest timestamp still needed by a transaction that started at `snapshots`, or `floor`
+/// when none is older: the garbage-collection watermark.
+pub fn watermark(floor: Timestamp, snapshots: impl Iterator<Item = Timestamp>) -> Timestamp {
+    snapshots.fold(floor, Timestamp::min)
+}

@@ -1,0 +1,222 @@
+//! `nocc`: no concurrency control at all — the upper bound that overhead ratios are measured
+//! against (the "NoCC" baseline of Sparkle §5 and the RC bound of DST play the same role).
+//!
+//! **Guarantee: none. This protocol is incorrect by design.** A read returns the latest version
+//! the nearest replica holds; a commit applies the client's writes blindly, stamped with the
+//! coordinator's clock, at every replica of every updated partition, and answers once all of them
+//! acknowledged, so it pays the same replication round trip as the real protocols and the ratio
+//! isolates the cost of concurrency control. Lost updates, dirty and non-repeatable reads, and
+//! every other anomaly are possible.
+
+use crate::coordinator::{Pending, TxnIds, group_by_partition};
+use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_storage::MvStore;
+use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
+use augur_types::{TxnId, Value};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+/// Keys examined per garbage-collection step.
+const GC_BATCH: usize = 2048;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    Read {
+        txn: TxnId,
+        key: Key,
+    },
+    ReadReply {
+        txn: TxnId,
+        value: Option<Value>,
+    },
+    Apply {
+        txn: TxnId,
+        ts: Timestamp,
+        writes: Vec<(Key, Option<Value>)>,
+    },
+    Applied {
+        txn: TxnId,
+    },
+}
+
+#[derive(Debug)]
+pub enum Timer {
+    Gc,
+    Timeout(TxnId),
+}
+
+struct Txn {
+    pending: Option<Pending>,
+    acks_needed: usize,
+    ts: Timestamp,
+}
+
+/// One node running `nocc`.
+pub struct Nocc {
+    env: NodeEnv,
+    store: MvStore,
+    ids: TxnIds,
+    txns: FxHashMap<TxnId, Txn>,
+}
+
+impl Nocc {
+    fn apply(&mut self, txn: TxnId, ts: Timestamp, writes: Vec<(Key, Option<Value>)>) {
+        for (key, value) in writes {
+            self.store.entry(&key).put_committed(txn, ts, value);
+        }
+    }
+
+    fn applied(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return;
+        };
+        t.acks_needed = t.acks_needed.saturating_sub(1);
+        if t.acks_needed == 0 {
+            let t = self.txns.remove(&txn).expect("present");
+            if let Some(p) = t.pending {
+                p.answer(ctx, ClientReply::Committed { commit_ts: t.ts });
+            }
+        }
+    }
+
+    fn answer_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, value: Option<Value>) {
+        if let Some(p) = self.txns.get_mut(&txn).and_then(|t| t.pending.take()) {
+            p.answer(ctx, ClientReply::Value(value));
+        }
+    }
+
+    fn latest(&self, key: &Key) -> Option<Value> {
+        self.store
+            .get(key)
+            .and_then(|e| e.latest_committed())
+            .and_then(|v| v.value.clone())
+    }
+}
+
+impl Protocol for Nocc {
+    type Msg = Msg;
+    type Timer = Timer;
+
+    fn new(env: &NodeEnv) -> Self {
+        Nocc {
+            env: env.clone(),
+            store: MvStore::new(),
+            ids: TxnIds::new(env.id),
+            txns: FxHashMap::default(),
+        }
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+    }
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        let pending = Pending {
+            client: request.client,
+            request: request.id,
+        };
+        match request.op {
+            ClientOp::Begin { .. } => {
+                let txn = self.ids.allocate();
+                self.txns.insert(
+                    txn,
+                    Txn {
+                        pending: None,
+                        acks_needed: 0,
+                        ts: ctx.now(),
+                    },
+                );
+                pending.answer(
+                    ctx,
+                    ClientReply::Begun {
+                        txn,
+                        snapshot: ctx.now(),
+                    },
+                );
+            }
+            ClientOp::Read { txn, key } => {
+                let Some(t) = self.txns.get_mut(&txn) else {
+                    return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+                };
+                let partition = self.env.placement.partition_of(&key);
+                if self.env.placement.replicates(self.env.id, partition) {
+                    let value = self.latest(&key);
+                    return pending.answer(ctx, ClientReply::Value(value));
+                }
+                t.pending = Some(pending);
+                let replica = self.env.placement.closest_replica(self.env.id, partition);
+                ctx.set_timer(self.env.options.participant_timeout, Timer::Timeout(txn));
+                ctx.send(replica, Msg::Read { txn, key });
+            }
+            ClientOp::Commit { txn, writes } => {
+                let Some(t) = self.txns.get_mut(&txn) else {
+                    return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+                };
+                let ts = ctx.now();
+                t.ts = ts;
+                if writes.is_empty() {
+                    self.txns.remove(&txn);
+                    return pending.answer(ctx, ClientReply::Committed { commit_ts: ts });
+                }
+                let placement = self.env.placement.clone();
+                let grouped = group_by_partition(&placement, writes);
+                t.acks_needed = grouped.keys().map(|p| placement.replicas(*p).len()).sum();
+                t.pending = Some(pending);
+                ctx.set_timer(self.env.options.participant_timeout, Timer::Timeout(txn));
+                for (p, writes) in grouped {
+                    for &replica in placement.replicas(p) {
+                        if replica == self.env.id {
+                            self.apply(txn, ts, writes.clone());
+                            self.applied(ctx, txn);
+                        } else {
+                            ctx.send(
+                                replica,
+                                Msg::Apply {
+                                    txn,
+                                    ts,
+                                    writes: writes.clone(),
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            ClientOp::Abort { txn } => {
+                self.txns.remove(&txn);
+                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
+            }
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Read { txn, key } => {
+                let value = self.latest(&key);
+                ctx.send(from, Msg::ReadReply { txn, value });
+            }
+            Msg::ReadReply { txn, value } => self.answer_read(ctx, txn, value),
+            Msg::Apply { txn, ts, writes } => {
+                self.apply(txn, ts, writes);
+                ctx.send(from, Msg::Applied { txn });
+            }
+            Msg::Applied { txn } => self.applied(ctx, txn),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
+        match timer {
+            Timer::Gc => {
+                // nocc keeps one version per key in spirit: everything but the newest goes.
+                self.store.collect_garbage(ctx.now(), GC_BATCH);
+                let idle = ctx.now().saturating_sub(self.env.options.idle_txn_timeout);
+                self.txns.retain(|_, t| t.pending.is_some() || t.ts >= idle);
+                ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+            }
+            Timer::Timeout(txn) => {
+                if let Some(p) = self.txns.remove(&txn).and_then(|t| t.pending) {
+                    p.answer(ctx, ClientReply::Aborted(AbortReason::Timeout));
+                }
+            }
+        }
+    }
+}

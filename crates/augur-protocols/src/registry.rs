@@ -1,0 +1,125 @@
+//! The run-time protocol registry. Adding a protocol means writing its module and adding one
+//! entry to [`PROTOCOLS`] and one arm to [`visit`].
+
+use augur_runtime::Protocol;
+use serde::Serialize;
+use std::fmt;
+
+/// The isolation level a protocol claims; the checker verifies histories against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IsolationLevel {
+    /// No guarantee at all.
+    None,
+    ReadCommitted,
+    SnapshotIsolation,
+    /// Speculative snapshot isolation (STR §5).
+    Spsi,
+    Serializable,
+    StrictSerializable,
+}
+
+impl fmt::Display for IsolationLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IsolationLevel::None => "none",
+            IsolationLevel::ReadCommitted => "read committed",
+            IsolationLevel::SnapshotIsolation => "snapshot isolation",
+            IsolationLevel::Spsi => "speculative snapshot isolation (SPSI)",
+            IsolationLevel::Serializable => "serializable",
+            IsolationLevel::StrictSerializable => "strict serializable",
+        })
+    }
+}
+
+/// What `augur protocols` prints about a protocol.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct ProtocolInfo {
+    pub name: &'static str,
+    pub isolation: IsolationLevel,
+    pub paper: &'static str,
+    pub summary: &'static str,
+}
+
+/// Every implemented protocol, in the order `augur protocols` lists them.
+pub const PROTOCOLS: &[ProtocolInfo] = &[
+    ProtocolInfo {
+        name: "nocc",
+        isolation: IsolationLevel::None,
+        paper: "baseline (upper bound for overhead ratios)",
+        summary: "no concurrency control: reads the latest version, writes blindly; incorrect by design",
+    },
+    ProtocolInfo {
+        name: "clocksi-rep",
+        isolation: IsolationLevel::SnapshotIsolation,
+        paper: "STR §6.1 (Clock-SI with synchronous master-slave replication)",
+        summary: "physical-clock snapshots, 2PC certification at masters, replicated prepares",
+    },
+];
+
+/// Something to do with a protocol type chosen by name at run time.
+pub trait ProtocolVisitor {
+    type Output;
+    fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> Self::Output;
+}
+
+/// A protocol name that is not registered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown protocol '{name}'; valid protocols: {valid}")]
+pub struct UnknownProtocol {
+    pub name: String,
+    pub valid: String,
+}
+
+pub fn info(name: &str) -> Result<&'static ProtocolInfo, UnknownProtocol> {
+    PROTOCOLS
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| UnknownProtocol {
+            name: name.to_string(),
+            valid: PROTOCOLS
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Call `visitor.visit::<P>()` with the protocol type registered under `name`.
+pub fn visit<V: ProtocolVisitor>(name: &str, visitor: V) -> Result<V::Output, UnknownProtocol> {
+    let info = info(name)?;
+    Ok(match info.name {
+        "nocc" => visitor.visit::<crate::nocc::Nocc>(info),
+        "clocksi-rep" => visitor.visit::<crate::clocksi_rep::ClockSiRep>(info),
+        other => unreachable!("protocol '{other}' is listed but has no registry arm"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Name;
+    impl ProtocolVisitor for Name {
+        type Output = &'static str;
+        fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> &'static str {
+            info.name
+        }
+    }
+
+    #[test]
+    fn every_listed_protocol_resolves() {
+        for p in PROTOCOLS {
+            assert_eq!(visit(p.name, Name).unwrap(), p.name);
+        }
+    }
+
+    #[test]
+    fn unknown_names_list_the_valid_ones() {
+        let err = visit("spanner", Name).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep"
+        );
+    }
+}

@@ -1,0 +1,146 @@
+use augur_types::{ClientId, ClientRequest, ClientResponse, NodeId, Placement, Timestamp};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Settings every protocol understands, plus protocol-specific `key=value` settings.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct ProtocolOptions {
+    /// How long a coordinator waits for a participant before aborting with `Timeout`.
+    pub participant_timeout: Duration,
+    /// Versions older than this (relative to the node's clock) may be garbage-collected; a
+    /// transaction whose snapshot is older aborts with `SnapshotTooOld`.
+    pub gc_retention: Duration,
+    /// How often a node runs a bounded garbage-collection step.
+    pub gc_interval: Duration,
+    /// How long a transaction may sit idle at its coordinator before it is aborted.
+    pub idle_txn_timeout: Duration,
+    /// Protocol-specific settings (`--set protocol.KEY=VALUE`).
+    pub settings: BTreeMap<String, String>,
+}
+
+impl Default for ProtocolOptions {
+    fn default() -> Self {
+        ProtocolOptions {
+            participant_timeout: Duration::from_secs(2),
+            gc_retention: Duration::from_secs(5),
+            gc_interval: Duration::from_millis(50),
+            idle_txn_timeout: Duration::from_secs(10),
+            settings: BTreeMap::new(),
+        }
+    }
+}
+
+/// What a node knows about itself and its cluster when it is created.
+#[derive(Clone, Debug)]
+pub struct NodeEnv {
+    pub id: NodeId,
+    pub placement: Arc<Placement>,
+    pub options: Arc<ProtocolOptions>,
+}
+
+/// A concurrency-control protocol, as the state machine one node runs.
+///
+/// Handlers must be deterministic functions of the node's state, the input and the [`Ctx`]
+/// (its clock reading and its RNG): iterate only over ordered or insertion-ordered collections
+/// where order can change behaviour.
+pub trait Protocol: Send + Sized + 'static {
+    /// Messages between nodes running this protocol.
+    type Msg: Clone + Debug + Send + Serialize + DeserializeOwned + 'static;
+    /// Payloads of the timers this protocol sets.
+    type Timer: Debug + Send + 'static;
+
+    fn new(env: &NodeEnv) -> Self;
+
+    /// Called once before any input; a place to set periodic timers.
+    fn on_start(&mut self, _ctx: &mut Ctx<'_, Self>) {}
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest);
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Self::Msg);
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Self::Timer);
+}
+
+/// The effects one handler invocation asked for; the runtime carries them out afterwards.
+pub struct Effects<P: Protocol> {
+    pub sends: Vec<(NodeId, P::Msg)>,
+    pub replies: Vec<(ClientId, ClientResponse)>,
+    pub timers: Vec<(Duration, P::Timer)>,
+}
+
+impl<P: Protocol> Default for Effects<P> {
+    fn default() -> Self {
+        Effects {
+            sends: Vec::new(),
+            replies: Vec::new(),
+            timers: Vec::new(),
+        }
+    }
+}
+
+impl<P: Protocol> Effects<P> {
+    pub fn is_empty(&self) -> bool {
+        self.sends.is_empty() && self.replies.is_empty() && self.timers.is_empty()
+    }
+}
+
+/// The handler's window on the world: time, randomness, and effect collection.
+pub struct Ctx<'a, P: Protocol> {
+    id: NodeId,
+    now: Timestamp,
+    rng: &'a mut ChaCha8Rng,
+    effects: &'a mut Effects<P>,
+}
+
+impl<'a, P: Protocol> Ctx<'a, P> {
+    /// Runtimes build contexts; tests of single handlers may too.
+    pub fn new(
+        id: NodeId,
+        now: Timestamp,
+        rng: &'a mut ChaCha8Rng,
+        effects: &'a mut Effects<P>,
+    ) -> Self {
+        Ctx {
+            id,
+            now,
+            rng,
+            effects,
+        }
+    }
+
+    /// The node running the handler.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The node's physical clock when this input was handed over. Monotonic per node; loosely
+    /// synchronised across nodes (the simulator can skew it).
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// The node's seeded random number generator.
+    pub fn rng(&mut self) -> &mut ChaCha8Rng {
+        self.rng
+    }
+
+    /// Send `msg` to `to` (which may be this node: it is then delivered as a later input).
+    pub fn send(&mut self, to: NodeId, msg: P::Msg) {
+        self.effects.sends.push((to, msg));
+    }
+
+    /// Answer a client request.
+    pub fn reply(&mut self, client: ClientId, response: ClientResponse) {
+        self.effects.replies.push((client, response));
+    }
+
+    /// Call `on_timer(timer)` after `after` (measured on this node's clock).
+    pub fn set_timer(&mut self, after: Duration, timer: P::Timer) {
+        self.effects.timers.push((after, timer));
+    }
+}

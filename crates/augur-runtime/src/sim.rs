@@ -1,0 +1,642 @@
+//! The deterministic simulator: every node of a cluster and every client in one thread, on virtual
+//! time, with messages delayed by the placement's latency matrix.
+//!
+//! Determinism comes from three rules: events are ordered by (virtual time, insertion sequence);
+//! client tasks are polled in FIFO wake-up order; every random choice (node RNGs, clock skews,
+//! network jitter, client RNGs) is derived from the one seed. The same seed and the same protocol
+//! code therefore replay the same history, byte for byte.
+
+use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions};
+use augur_client::{Transport, TransportError};
+use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
+use augur_types::{Placement, RequestId, Timestamp};
+use futures::future::BoxFuture;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+/// Virtual time starts here rather than at zero so that timestamps look like real ones and a
+/// negative clock skew never underflows.
+const EPOCH_US: u64 = 1_000_000_000;
+
+/// Settings of a simulation run.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// How long a client waits for a reply before giving up on the request.
+    pub client_timeout: Duration,
+    /// Each node's clock is offset by a fixed amount drawn uniformly from ±`max_clock_skew`.
+    pub max_clock_skew: Duration,
+    /// Extra delay drawn uniformly from `0..=jitter` for each message (per-link order is kept).
+    pub jitter: Duration,
+}
+
+impl SimConfig {
+    pub fn new(seed: u64) -> SimConfig {
+        SimConfig {
+            seed,
+            client_timeout: Duration::from_secs(5),
+            max_clock_skew: Duration::ZERO,
+            jitter: Duration::ZERO,
+        }
+    }
+}
+
+/// One client request or reply, as seen at the client: the raw material of histories.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientEvent {
+    /// Virtual time in microseconds since the start of the run.
+    pub at_us: u64,
+    pub client: ClientId,
+    pub request: RequestId,
+    pub kind: ClientEventKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientEventKind {
+    Invoke(ClientOp),
+    Complete(Result<ClientReply, TransportError>),
+}
+
+enum Event<P: Protocol> {
+    Deliver {
+        to: NodeId,
+        from: NodeId,
+        msg: P::Msg,
+    },
+    Request {
+        to: NodeId,
+        request: ClientRequest,
+    },
+    Timer {
+        node: NodeId,
+        timer: P::Timer,
+        incarnation: u32,
+    },
+    Reply {
+        client: ClientId,
+        response: ClientResponse,
+    },
+    RequestTimeout {
+        client: ClientId,
+        request: RequestId,
+    },
+    Wake {
+        waker: Waker,
+    },
+}
+
+struct Scheduled<E> {
+    at: u64,
+    seq: u64,
+    event: E,
+}
+
+impl<E> PartialEq for Scheduled<E> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl<E> Eq for Scheduled<E> {}
+impl<E> PartialOrd for Scheduled<E> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<E> Ord for Scheduled<E> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+struct SimNode<P> {
+    protocol: P,
+    rng: ChaCha8Rng,
+    skew_us: i64,
+    /// Bumped on restart so timers set by an earlier incarnation are ignored.
+    incarnation: u32,
+    up: bool,
+}
+
+/// State shared between the simulator and its client futures.
+#[derive(Default)]
+struct Shared {
+    now_us: u64,
+    outgoing: Vec<(NodeId, ClientRequest)>,
+    sleeps: Vec<(u64, Waker)>,
+    slots: FxHashMap<(ClientId, RequestId), Slot>,
+    record: bool,
+    events: Vec<ClientEvent>,
+}
+
+#[derive(Default)]
+struct Slot {
+    result: Option<Result<ClientReply, TransportError>>,
+    waker: Option<Waker>,
+}
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+struct TaskWaker {
+    id: usize,
+    ready: Arc<Mutex<VecDeque<usize>>>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut ready = self.ready.lock().expect("ready queue");
+        if !ready.contains(&self.id) {
+            ready.push_back(self.id);
+        }
+    }
+}
+
+/// A whole cluster and its clients under virtual time.
+pub struct Simulation<P: Protocol> {
+    config: SimConfig,
+    env: Vec<NodeEnv>,
+    placement: Arc<Placement>,
+    nodes: Vec<SimNode<P>>,
+    queue: BinaryHeap<Reverse<Scheduled<Event<P>>>>,
+    seq: u64,
+    now_us: u64,
+    net_rng: ChaCha8Rng,
+    seed_rng: ChaCha8Rng,
+    /// Per directed link, the latest delivery time scheduled, to keep links FIFO under jitter.
+    link_clock: FxHashMap<(NodeId, NodeId), u64>,
+    shared: Arc<Mutex<Shared>>,
+    tasks: Vec<Option<Task>>,
+    wakers: Vec<Waker>,
+    ready: Arc<Mutex<VecDeque<usize>>>,
+    client_home: FxHashMap<ClientId, NodeId>,
+    next_client: u64,
+    messages_delivered: u64,
+}
+
+impl<P: Protocol> Simulation<P> {
+    pub fn new(
+        placement: Arc<Placement>,
+        options: Arc<ProtocolOptions>,
+        config: SimConfig,
+    ) -> Self {
+        let mut seed_rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let max_skew = config.max_clock_skew.as_micros() as i64;
+        let mut env = Vec::new();
+        let mut nodes = Vec::new();
+        for id in placement.nodes() {
+            let e = NodeEnv {
+                id,
+                placement: placement.clone(),
+                options: options.clone(),
+            };
+            let skew_us = if max_skew > 0 {
+                seed_rng.random_range(-max_skew..=max_skew)
+            } else {
+                0
+            };
+            nodes.push(SimNode {
+                protocol: P::new(&e),
+                rng: ChaCha8Rng::seed_from_u64(seed_rng.random()),
+                skew_us,
+                incarnation: 0,
+                up: true,
+            });
+            env.push(e);
+        }
+        let net_rng = ChaCha8Rng::seed_from_u64(seed_rng.random());
+        let mut sim = Simulation {
+            config,
+            env,
+            placement,
+            nodes,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            now_us: 0,
+            net_rng,
+            seed_rng,
+            link_clock: FxHashMap::default(),
+            shared: Arc::new(Mutex::new(Shared::default())),
+            tasks: Vec::new(),
+            wakers: Vec::new(),
+            ready: Arc::new(Mutex::new(VecDeque::new())),
+            client_home: FxHashMap::default(),
+            next_client: 0,
+            messages_delivered: 0,
+        };
+        for n in 0..sim.nodes.len() {
+            sim.start_node(NodeId(n as u32));
+        }
+        sim
+    }
+
+    /// Keep every client request and reply (see [`Simulation::client_events`]).
+    pub fn record_client_events(&mut self) {
+        self.shared.lock().expect("shared").record = true;
+    }
+
+    pub fn client_events(&self) -> Vec<ClientEvent> {
+        self.shared.lock().expect("shared").events.clone()
+    }
+
+    pub fn placement(&self) -> &Arc<Placement> {
+        &self.placement
+    }
+
+    /// Virtual time elapsed since the start of the run.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_micros(self.now_us)
+    }
+
+    pub fn messages_delivered(&self) -> u64 {
+        self.messages_delivered
+    }
+
+    /// A fresh RNG for a client, derived from the run's seed.
+    pub fn fork_rng(&mut self) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(self.seed_rng.random())
+    }
+
+    /// Read-only access to a node's protocol state (for tests and invariant checks).
+    pub fn node(&self, id: NodeId) -> &P {
+        &self.nodes[id.0 as usize].protocol
+    }
+
+    /// Start a client task whose coordinator is `home`. `body` receives the client's transport.
+    pub fn spawn_client<F, Fut>(&mut self, home: NodeId, body: F) -> ClientId
+    where
+        F: FnOnce(SimTransport) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let client = ClientId(self.next_client);
+        self.next_client += 1;
+        self.client_home.insert(client, home);
+        let transport = SimTransport {
+            client,
+            home,
+            next_request: Arc::new(AtomicU64::new(0)),
+            shared: self.shared.clone(),
+        };
+        let id = self.tasks.len();
+        self.tasks.push(Some(Box::pin(body(transport))));
+        let waker = Waker::from(Arc::new(TaskWaker {
+            id,
+            ready: self.ready.clone(),
+        }));
+        self.wakers.push(waker);
+        self.ready.lock().expect("ready").push_back(id);
+        client
+    }
+
+    /// Crash `node`: it loses its volatile state and every message to it is dropped until it is
+    /// restarted.
+    pub fn crash(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.0 as usize];
+        n.up = false;
+        n.incarnation += 1;
+    }
+
+    /// Restart a crashed node with fresh protocol state.
+    pub fn restart(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.0 as usize];
+        n.protocol = P::new(&self.env[node.0 as usize]);
+        n.up = true;
+        self.start_node(node);
+    }
+
+    fn start_node(&mut self, node: NodeId) {
+        self.with_node(node, |p, ctx| p.on_start(ctx));
+    }
+
+    fn node_clock(&self, node: NodeId) -> Timestamp {
+        let skew = self.nodes[node.0 as usize].skew_us;
+        Timestamp((EPOCH_US + self.now_us).saturating_add_signed(skew))
+    }
+
+    fn schedule(&mut self, at: u64, event: Event<P>) {
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        }));
+    }
+
+    fn with_node(&mut self, node: NodeId, f: impl FnOnce(&mut P, &mut Ctx<'_, P>)) {
+        let now = self.node_clock(node);
+        let mut effects = Effects::default();
+        let n = &mut self.nodes[node.0 as usize];
+        if !n.up {
+            return;
+        }
+        let incarnation = n.incarnation;
+        let mut ctx = Ctx::new(node, now, &mut n.rng, &mut effects);
+        f(&mut n.protocol, &mut ctx);
+        self.apply(node, incarnation, effects);
+    }
+
+    fn apply(&mut self, node: NodeId, incarnation: u32, effects: Effects<P>) {
+        for (to, msg) in effects.sends {
+            let mut at = self.now_us + self.placement.one_way(node, to).as_micros() as u64;
+            if !self.config.jitter.is_zero() {
+                at += self
+                    .net_rng
+                    .random_range(0..=self.config.jitter.as_micros() as u64);
+            }
+            let last = self.link_clock.entry((node, to)).or_insert(0);
+            at = at.max(*last);
+            *last = at;
+            self.schedule(
+                at,
+                Event::Deliver {
+                    to,
+                    from: node,
+                    msg,
+                },
+            );
+        }
+        for (client, response) in effects.replies {
+            self.schedule(self.now_us, Event::Reply { client, response });
+        }
+        for (after, timer) in effects.timers {
+            let at = self.now_us + after.as_micros() as u64;
+            self.schedule(
+                at,
+                Event::Timer {
+                    node,
+                    timer,
+                    incarnation,
+                },
+            );
+        }
+    }
+
+    /// Poll every ready client task, then turn what they asked for into events.
+    fn run_clients(&mut self) {
+        loop {
+            let next = self.ready.lock().expect("ready").pop_front();
+            let Some(id) = next else { break };
+            let Some(task) = self.tasks[id].as_mut() else {
+                continue;
+            };
+            let mut cx = Context::from_waker(&self.wakers[id]);
+            if task.as_mut().poll(&mut cx).is_ready() {
+                self.tasks[id] = None;
+            }
+        }
+        let (outgoing, sleeps) = {
+            let mut sh = self.shared.lock().expect("shared");
+            (
+                std::mem::take(&mut sh.outgoing),
+                std::mem::take(&mut sh.sleeps),
+            )
+        };
+        for (to, request) in outgoing {
+            let timeout_at = self.now_us + self.config.client_timeout.as_micros() as u64;
+            self.schedule(
+                timeout_at,
+                Event::RequestTimeout {
+                    client: request.client,
+                    request: request.id,
+                },
+            );
+            self.schedule(self.now_us, Event::Request { to, request });
+        }
+        for (at, waker) in sleeps {
+            self.schedule(at, Event::Wake { waker });
+        }
+    }
+
+    /// Run until virtual time `elapsed` since the start (or until nothing is left to do).
+    pub fn run_until(&mut self, elapsed: Duration) {
+        let end = elapsed.as_micros() as u64;
+        loop {
+            self.run_clients();
+            match self.queue.peek() {
+                Some(Reverse(s)) if s.at <= end => {}
+                _ => break,
+            }
+            let Reverse(Scheduled { at, event, .. }) = self.queue.pop().expect("peeked");
+            self.now_us = at;
+            self.shared.lock().expect("shared").now_us = at;
+            self.dispatch(event);
+        }
+        self.now_us = self.now_us.max(end);
+        self.shared.lock().expect("shared").now_us = self.now_us;
+    }
+
+    /// Run for `d` more virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        self.run_until(self.elapsed() + d);
+    }
+
+    /// Whether every client task has finished.
+    pub fn clients_done(&self) -> bool {
+        self.tasks.iter().all(Option::is_none)
+    }
+
+    fn dispatch(&mut self, event: Event<P>) {
+        match event {
+            Event::Deliver { to, from, msg } => {
+                if self.nodes[to.0 as usize].up {
+                    self.messages_delivered += 1;
+                    self.with_node(to, |p, ctx| p.on_message(ctx, from, msg));
+                }
+            }
+            Event::Request { to, request } => {
+                self.with_node(to, |p, ctx| p.on_client(ctx, request));
+            }
+            Event::Timer {
+                node,
+                timer,
+                incarnation,
+            } => {
+                if self.nodes[node.0 as usize].incarnation == incarnation {
+                    self.with_node(node, |p, ctx| p.on_timer(ctx, timer));
+                }
+            }
+            Event::Reply { client, response } => {
+                self.complete(client, response.id, Ok(response.reply))
+            }
+            Event::RequestTimeout { client, request } => {
+                let timeout = self.config.client_timeout;
+                self.complete(client, request, Err(TransportError::Timeout(timeout)));
+            }
+            Event::Wake { waker } => waker.wake(),
+        }
+    }
+
+    fn complete(
+        &mut self,
+        client: ClientId,
+        request: RequestId,
+        result: Result<ClientReply, TransportError>,
+    ) {
+        let waker = {
+            let mut sh = self.shared.lock().expect("shared");
+            let Some(slot) = sh.slots.get_mut(&(client, request)) else {
+                return;
+            };
+            if slot.result.is_some() {
+                return;
+            }
+            let waker = slot.waker.take();
+            if sh.record {
+                let at_us = sh.now_us;
+                sh.events.push(ClientEvent {
+                    at_us,
+                    client,
+                    request,
+                    kind: ClientEventKind::Complete(result.clone()),
+                });
+            }
+            sh.slots.get_mut(&(client, request)).expect("slot").result = Some(result);
+            waker
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// A client's transport inside the simulator.
+pub struct SimTransport {
+    client: ClientId,
+    home: NodeId,
+    next_request: Arc<AtomicU64>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl SimTransport {
+    pub fn home(&self) -> NodeId {
+        self.home
+    }
+}
+
+impl Transport for SimTransport {
+    fn client_id(&self) -> ClientId {
+        self.client
+    }
+
+    fn call(&self, op: ClientOp) -> BoxFuture<'_, Result<ClientReply, TransportError>> {
+        let id = RequestId(self.next_request.fetch_add(1, Ordering::Relaxed));
+        let request = ClientRequest {
+            client: self.client,
+            id,
+            op,
+        };
+        Box::pin(SimCall {
+            transport: self,
+            request: Some(request),
+            id,
+        })
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_micros(self.shared.lock().expect("shared").now_us)
+    }
+
+    fn sleep(&self, d: Duration) -> BoxFuture<'_, ()> {
+        let until = self.shared.lock().expect("shared").now_us + d.as_micros() as u64;
+        Box::pin(SimSleep {
+            shared: &self.shared,
+            until,
+            registered: false,
+        })
+    }
+}
+
+struct SimCall<'a> {
+    transport: &'a SimTransport,
+    request: Option<ClientRequest>,
+    id: RequestId,
+}
+
+impl Future for SimCall<'_> {
+    type Output = Result<ClientReply, TransportError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let key = (self.transport.client, self.id);
+        let mut sh = self.transport.shared.lock().expect("shared");
+        if let Some(request) = self.request.take() {
+            if sh.record {
+                let at_us = sh.now_us;
+                sh.events.push(ClientEvent {
+                    at_us,
+                    client: request.client,
+                    request: request.id,
+                    kind: ClientEventKind::Invoke(request.op.clone()),
+                });
+            }
+            sh.slots.insert(
+                key,
+                Slot {
+                    result: None,
+                    waker: Some(cx.waker().clone()),
+                },
+            );
+            sh.outgoing.push((self.transport.home, request));
+            return Poll::Pending;
+        }
+        let slot = sh.slots.get_mut(&key).expect("a pending call has a slot");
+        match slot.result.take() {
+            Some(result) => {
+                sh.slots.remove(&key);
+                Poll::Ready(result)
+            }
+            None => {
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for SimCall<'_> {
+    fn drop(&mut self) {
+        if self.request.is_none() {
+            // A call abandoned before completion must not leave its slot behind; a completed
+            // one already removed it.
+            let key = (self.transport.client, self.id);
+            if let Ok(mut sh) = self.transport.shared.lock() {
+                if sh.slots.get(&key).is_some_and(|s| s.result.is_none()) {
+                    sh.slots.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+struct SimSleep<'a> {
+    shared: &'a Arc<Mutex<Shared>>,
+    until: u64,
+    registered: bool,
+}
+
+impl Future for SimSleep<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut sh = self.shared.lock().expect("shared");
+        if sh.now_us >= self.until {
+            return Poll::Ready(());
+        }
+        if !self.registered {
+            let until = self.until;
+            sh.sleeps.push((until, cx.waker().clone()));
+            drop(sh);
+            self.registered = true;
+        }
+        Poll::Pending
+    }
+}
