@@ -1,1 +1,74 @@
+//! Benchmark workloads. Each is written once as [`augur_client::Procedure`]s over the small
+//! read/write interface, so every protocol runs the same transaction code.
 
+pub mod synthetic_str;
+
+use augur_client::Procedure;
+use augur_types::{NodeId, Placement};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Workload names accepted by `--workload`.
+pub const WORKLOADS: &[&str] = &["synthetic-str"];
+
+/// A source of transactions for closed- or open-loop clients.
+pub trait Workload: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// The next transaction for a client whose coordinator is `home`.
+    fn next(&self, home: NodeId, rng: &mut ChaCha8Rng) -> Box<dyn Procedure>;
+    /// Every setting in force (defaults included), echoed into results.
+    fn settings(&self) -> serde_json::Value;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("unknown workload '{0}'; valid workloads: {valid}", valid = WORKLOADS.join(", "))]
+    Unknown(String),
+    #[error("unknown setting '{key}' for workload {workload}; valid settings: {valid}")]
+    UnknownSetting {
+        workload: &'static str,
+        key: String,
+        valid: String,
+    },
+    #[error("bad value '{value}' for {key}: {why}")]
+    BadValue {
+        key: String,
+        value: String,
+        why: String,
+    },
+}
+
+/// Build the named workload with `settings` (`--set key=value`) over `placement`.
+pub fn build(
+    name: &str,
+    settings: &BTreeMap<String, String>,
+    placement: Arc<Placement>,
+) -> Result<Arc<dyn Workload>, WorkloadError> {
+    match name {
+        "synthetic-str" => Ok(Arc::new(synthetic_str::SyntheticStr::new(
+            settings, placement,
+        )?)),
+        other => Err(WorkloadError::Unknown(other.to_string())),
+    }
+}
+
+/// The keys a workload accepts, for validation and error messages.
+pub fn settings_of(name: &str) -> Result<&'static [&'static str], WorkloadError> {
+    match name {
+        "synthetic-str" => Ok(synthetic_str::SETTINGS),
+        other => Err(WorkloadError::Unknown(other.to_string())),
+    }
+}
+
+/// Parse one setting value, naming the key on failure.
+pub(crate) fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, WorkloadError>
+where
+    T::Err: std::fmt::Display,
+{
+    value.parse().map_err(|e: T::Err| WorkloadError::BadValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        why: e.to_string(),
+    })
+}

@@ -1,1 +1,88 @@
-fn main() {}
+//! The `augur` command.
+
+mod bench;
+mod bench_tcp;
+mod node;
+mod report;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "augur",
+    version,
+    about = "A partitioned, replicated, multi-version transactional key-value store with pluggable concurrency control"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run protocols on an embedded (or loopback TCP) cluster and compare them.
+    Bench(Box<bench::BenchArgs>),
+    /// Serve one node of a cluster described by a TOML file.
+    Node {
+        /// The cluster file (see docs/cluster-config.md).
+        #[arg(long)]
+        config: PathBuf,
+        /// This node's id in the cluster file.
+        #[arg(long)]
+        id: u32,
+    },
+    /// List the implemented protocols with the isolation level each claims and its paper.
+    Protocols,
+}
+
+/// Errors that exit with status 2: the user asked for something that does not exist.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => bench::run(&args),
+        Command::Node { config, id } => node::run(&config, id),
+        Command::Protocols => {
+            list_protocols();
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<BadInput>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn list_protocols() {
+    println!("{:<14} {:<40} paper", "protocol", "isolation level");
+    for p in augur_protocols::registry::PROTOCOLS {
+        println!("{:<14} {:<40} {}", p.name, p.isolation.to_string(), p.paper);
+        println!("{:<14} {}", "", p.summary);
+    }
+}

@@ -1,0 +1,345 @@
+//! `augur bench`: run one or more protocols, one after another, on identical embedded clusters
+//! with closed-loop clients, and report each protocol's throughput, aborts and latency along with
+//! its throughput ratio to the first protocol named.
+
+use crate::BadInput;
+use crate::report::{self, ProtocolResult, RunStats};
+use augur_client::{Outcome, Session, Transport, run_once};
+use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
+use augur_runtime::local::LocalCluster;
+use augur_runtime::{Protocol, ProtocolOptions};
+use augur_types::{LatencyProfile, NodeId, Placement};
+use augur_workloads::Workload;
+use clap::{Args, ValueEnum};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the benchmark reaches its cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    /// Every node a task of this process; messages delayed by the latency matrix.
+    Inproc,
+    /// Every node an `augur node` process on loopback; clients over TCP.
+    Tcp,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// Protocols to compare, comma-separated; ratios are relative to the first.
+    #[arg(long, value_delimiter = ',', default_value = "nocc,clocksi-rep")]
+    pub protocol: Vec<String>,
+    /// Workload to run.
+    #[arg(long, default_value = "synthetic-str")]
+    pub workload: String,
+    /// Measured seconds per protocol (after warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Warm-up seconds per protocol, excluded from the results.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Data centres (the first D of the latency profile); default: as many as the profile has,
+    /// capped at the node count.
+    #[arg(long)]
+    pub dcs: Option<usize>,
+    /// Latency profile: lan, 3dc, ec2-9dc.
+    #[arg(long, default_value = "lan")]
+    pub latency: String,
+    /// Replicas per partition (master included); default min(3, nodes).
+    #[arg(long)]
+    pub replication: Option<usize>,
+    /// Closed-loop clients per node.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+    /// Seed for every random choice of the run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Directory for summary.json.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Workload settings (`key=value`), and protocol settings as `protocol.key=value`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Where the nodes run.
+    #[arg(long, value_enum, default_value_t = TransportKind::Inproc)]
+    pub transport: TransportKind,
+}
+
+/// A validated benchmark configuration, echoed into `summary.json`.
+#[derive(Clone, serde::Serialize)]
+pub struct BenchConfig {
+    pub protocols: Vec<String>,
+    pub workload: String,
+    pub workload_settings: serde_json::Value,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub nodes: usize,
+    pub dcs: Vec<String>,
+    pub latency: String,
+    pub replication: usize,
+    pub clients_per_node: usize,
+    pub seed: u64,
+    pub transport: TransportKind,
+    pub protocol_options: ProtocolOptions,
+    #[serde(skip)]
+    pub placement: Arc<Placement>,
+    #[serde(skip)]
+    pub workload_impl: Arc<dyn Workload>,
+    #[serde(skip)]
+    pub out: PathBuf,
+}
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+impl BenchArgs {
+    /// Check every argument and build the configuration; errors name the valid choices.
+    pub fn validate(&self) -> anyhow::Result<BenchConfig> {
+        for p in &self.protocol {
+            registry::info(p).map_err(|e| bad(e.to_string()))?;
+        }
+        if self.protocol.is_empty() {
+            return Err(bad("--protocol needs at least one protocol"));
+        }
+        if !(self.duration > 0.0 && self.duration.is_finite()) {
+            return Err(bad("--duration must be a positive number of seconds"));
+        }
+        if !(self.warmup >= 0.0 && self.warmup.is_finite()) {
+            return Err(bad("--warmup must be zero or more seconds"));
+        }
+        if self.clients == 0 {
+            return Err(bad("--clients must be at least 1"));
+        }
+        let profile = LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
+        let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
+        let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
+        let replication = self.replication.unwrap_or(self.nodes.clamp(1, 3));
+        let placement = Placement::ring(profile.clone(), self.nodes, replication)
+            .map_err(|e| bad(e.to_string()))?;
+        let placement = Arc::new(placement);
+        let mut workload_settings = BTreeMap::new();
+        let mut protocol_options = ProtocolOptions::default();
+        for kv in &self.set {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
+            };
+            match k.strip_prefix("protocol.") {
+                Some(pk) => {
+                    protocol_options
+                        .settings
+                        .insert(pk.to_string(), v.to_string());
+                }
+                None => {
+                    workload_settings.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+        let workload =
+            augur_workloads::build(&self.workload, &workload_settings, placement.clone())
+                .map_err(|e| bad(e.to_string()))?;
+        Ok(BenchConfig {
+            protocols: self.protocol.clone(),
+            workload: self.workload.clone(),
+            workload_settings: workload.settings(),
+            duration_s: self.duration,
+            warmup_s: self.warmup,
+            nodes: self.nodes,
+            dcs: profile.dcs.clone(),
+            latency: self.latency.clone(),
+            replication,
+            clients_per_node: self.clients,
+            seed: self.seed,
+            transport: self.transport,
+            protocol_options,
+            placement,
+            workload_impl: workload,
+            out: self.out.clone(),
+        })
+    }
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let config = args.validate()?;
+    std::fs::create_dir_all(&config.out)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", config.out.display()))?;
+    let mut results = Vec::new();
+    for name in &config.protocols {
+        let result = match config.transport {
+            TransportKind::Inproc => registry::visit(name, RunInProcess { config: &config })?,
+            TransportKind::Tcp => crate::bench_tcp::run(&config, name)?,
+        }?;
+        results.push(result);
+    }
+    report::finish(&config, results)
+}
+
+/// Runs one protocol on an in-process cluster.
+struct RunInProcess<'a> {
+    config: &'a BenchConfig,
+}
+
+impl ProtocolVisitor for RunInProcess<'_> {
+    type Output = anyhow::Result<ProtocolResult>;
+
+    fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> Self::Output {
+        let config = self.config;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let stats = runtime.block_on(async {
+            let cluster = LocalCluster::<P>::start(
+                config.placement.clone(),
+                Arc::new(config.protocol_options.clone()),
+                config.seed,
+                Duration::from_secs(10),
+            );
+            let stats = drive(config, info, |home| cluster.connect(home)).await;
+            cluster.shutdown().await;
+            stats
+        });
+        Ok(ProtocolResult::new(info, config, stats))
+    }
+}
+
+/// Run every client of the benchmark against transports made by `connect`, with a progress
+/// display, and merge their statistics.
+pub async fn drive<T: Transport>(
+    config: &BenchConfig,
+    info: &ProtocolInfo,
+    connect: impl Fn(NodeId) -> T,
+) -> RunStats {
+    let warmup = Duration::from_secs_f64(config.warmup_s);
+    let measured = Duration::from_secs_f64(config.duration_s);
+    let mut seeds = ChaCha8Rng::seed_from_u64(config.seed);
+    let mut tasks = Vec::new();
+    for home in config.placement.nodes() {
+        for _ in 0..config.clients_per_node {
+            let session = Session::new(connect(home));
+            let rng = ChaCha8Rng::seed_from_u64(seeds.random());
+            let workload = config.workload_impl.clone();
+            tasks.push(tokio::spawn(client_loop(
+                session, workload, home, rng, warmup, measured,
+            )));
+        }
+    }
+    let progress = Progress::start(info.name, warmup + measured);
+    let mut total = RunStats::default();
+    for t in tasks {
+        match t.await {
+            Ok(stats) => total.merge(stats),
+            Err(e) => tracing::error!("a client task failed: {e}"),
+        }
+    }
+    progress.finish();
+    total
+}
+
+/// One closed-loop client: run transactions back to back, retrying aborted ones until they
+/// commit; a transaction's latency runs from its first attempt to its commit.
+async fn client_loop<T: Transport>(
+    session: Session<T>,
+    workload: Arc<dyn Workload>,
+    home: NodeId,
+    mut rng: ChaCha8Rng,
+    warmup: Duration,
+    measured: Duration,
+) -> RunStats {
+    let transport = session.transport();
+    let origin = transport.now();
+    let measure_from = origin + warmup;
+    let end = measure_from + measured;
+    let mut stats = RunStats::default();
+    while transport.now() < end {
+        let mut procedure = workload.next(home, &mut rng);
+        let started = transport.now();
+        let counts = started >= measure_from;
+        loop {
+            let outcome = run_once(&session, procedure.as_mut()).await;
+            let finished = transport.now();
+            let counts = counts && finished <= end;
+            match outcome {
+                Outcome::Committed { .. } => {
+                    if counts {
+                        stats.record_commit(procedure.name(), finished - started);
+                    }
+                    break;
+                }
+                Outcome::Aborted(reason) => {
+                    if counts {
+                        stats.record_abort(procedure.name(), reason);
+                    }
+                    if !reason.is_retryable() || finished >= end {
+                        break;
+                    }
+                }
+                Outcome::Unknown => {
+                    if counts {
+                        stats.record_unknown(procedure.name());
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    stats
+}
+
+/// A progress bar on a terminal, plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+    name: String,
+}
+
+impl Progress {
+    fn start(name: &str, total: Duration) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            eprintln!("running {name} for {:.1}s", total.as_secs_f64());
+            return Progress {
+                bar: None,
+                ticker: None,
+                name: name.to_string(),
+            };
+        }
+        let bar = indicatif::ProgressBar::new(total.as_millis() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix:>14} [{bar:40}] {elapsed}/{duration}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(name.to_string());
+        let ticking = bar.clone();
+        let ticker = tokio::spawn(async move {
+            let start = std::time::Instant::now();
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                ticking.set_position(start.elapsed().as_millis() as u64);
+            }
+        });
+        Progress {
+            bar: Some(bar),
+            ticker: Some(ticker),
+            name: name.to_string(),
+        }
+    }
+
+    fn finish(self) {
+        if let Some(t) = self.ticker {
+            t.abort();
+        }
+        match self.bar {
+            Some(bar) => bar.finish_and_clear(),
+            None => eprintln!("finished {}", self.name),
+        }
+    }
+}
