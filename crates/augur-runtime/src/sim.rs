@@ -37,6 +37,10 @@ pub struct SimConfig {
     pub max_clock_skew: Duration,
     /// Extra delay drawn uniformly from `0..=jitter` for each message (per-link order is kept).
     pub jitter: Duration,
+    /// One-way delay between a client and its coordinator. Never zero: a client retrying an
+    /// instantly refused transaction must let virtual time advance, or it would spin forever
+    /// at one instant.
+    pub client_delay: Duration,
 }
 
 impl SimConfig {
@@ -46,6 +50,7 @@ impl SimConfig {
             client_timeout: Duration::from_secs(5),
             max_clock_skew: Duration::ZERO,
             jitter: Duration::ZERO,
+            client_delay: Duration::from_micros(20),
         }
     }
 }
@@ -298,6 +303,11 @@ impl<P: Protocol> Simulation<P> {
         client
     }
 
+    /// Set `node`'s clock to run `offset_us` microseconds ahead (negative: behind) of virtual time.
+    pub fn set_clock_offset(&mut self, node: NodeId, offset_us: i64) {
+        self.nodes[node.0 as usize].skew_us = offset_us;
+    }
+
     /// Crash `node`: it loses its volatile state and every message to it is dropped until it is
     /// restarted.
     pub fn crash(&mut self, node: NodeId) {
@@ -365,8 +375,12 @@ impl<P: Protocol> Simulation<P> {
                 },
             );
         }
+        let client_delay = self.client_delay_us();
         for (client, response) in effects.replies {
-            self.schedule(self.now_us, Event::Reply { client, response });
+            self.schedule(
+                self.now_us + client_delay,
+                Event::Reply { client, response },
+            );
         }
         for (after, timer) in effects.timers {
             let at = self.now_us + after.as_micros() as u64;
@@ -379,6 +393,10 @@ impl<P: Protocol> Simulation<P> {
                 },
             );
         }
+    }
+
+    fn client_delay_us(&self) -> u64 {
+        (self.config.client_delay.as_micros() as u64).max(1)
     }
 
     /// Poll every ready client task, then turn what they asked for into events.
@@ -410,7 +428,10 @@ impl<P: Protocol> Simulation<P> {
                     request: request.id,
                 },
             );
-            self.schedule(self.now_us, Event::Request { to, request });
+            self.schedule(
+                self.now_us + self.client_delay_us(),
+                Event::Request { to, request },
+            );
         }
         for (at, waker) in sleeps {
             self.schedule(at, Event::Wake { waker });
@@ -608,10 +629,10 @@ impl Drop for SimCall<'_> {
             // A call abandoned before completion must not leave its slot behind; a completed
             // one already removed it.
             let key = (self.transport.client, self.id);
-            if let Ok(mut sh) = self.transport.shared.lock() {
-                if sh.slots.get(&key).is_some_and(|s| s.result.is_none()) {
-                    sh.slots.remove(&key);
-                }
+            if let Ok(mut sh) = self.transport.shared.lock()
+                && sh.slots.get(&key).is_some_and(|s| s.result.is_none())
+            {
+                sh.slots.remove(&key);
             }
         }
     }

@@ -209,8 +209,8 @@ impl TcpNodeHandle {
         }
     }
 
-    /// Stop the node: close the listening socket and every connection, end the node loop after
-    /// the input it is handling, and wait for it.
+    /// Stop the node: close the listening socket and every connection, let the node loop handle
+    /// the inputs already queued, and wait for it to end.
     pub async fn shutdown(mut self) {
         self.stop.cancel();
         if let Some(node) = self.node.take() {
@@ -1006,6 +1006,11 @@ mod tests {
             };
             assert_eq!(postcard::to_stdvec(&owned).unwrap(), frame.to_vec());
         }
+        // The examples of docs/cluster-config.md.
+        let hello = encode_frame(&Body::<()>::Hello { from: NodeId(2) }).unwrap();
+        assert_eq!(hello.to_vec(), [1, 0, 2]);
+        let begin = encode_frame(&Body::<()>::Request(request(7, 0))).unwrap();
+        assert_eq!(begin.to_vec(), [1, 2, 7, 0, 0, 0]);
         // Client frames do not depend on the peer message type.
         let frame = encode_frame(&Body::<RelayMsg>::Request(request(1, 2))).unwrap();
         assert_eq!(

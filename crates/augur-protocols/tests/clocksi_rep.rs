@@ -1,0 +1,211 @@
+//! Scenario tests for `clocksi-rep` (STR §6.1) in the deterministic simulator, where message
+//! timing follows the latency matrix exactly.
+
+use augur_client::{Session, Transport, TxnError};
+use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_runtime::ProtocolOptions;
+use augur_runtime::sim::{SimConfig, Simulation};
+use augur_types::{AbortReason, Key, LatencyProfile, NodeId, Placement};
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn sim(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<ClockSiRep> {
+    let profile = LatencyProfile::named(profile)
+        .unwrap()
+        .truncated(dcs)
+        .unwrap();
+    let placement = Arc::new(Placement::ring(profile, nodes, rf).unwrap());
+    Simulation::new(
+        placement,
+        Arc::new(ProtocolOptions::default()),
+        SimConfig::new(7),
+    )
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+type Log = Arc<Mutex<Vec<(String, Duration, Option<Bytes>)>>>;
+
+/// Write `value` to `key` in one transaction from `home`, starting at `at`.
+fn spawn_writer(
+    s: &mut Simulation<ClockSiRep>,
+    home: u32,
+    at: Duration,
+    key: Key,
+    value: &'static str,
+) {
+    s.spawn_client(NodeId(home), move |t| async move {
+        t.sleep(at).await;
+        let session = Session::new(t);
+        let mut txn = session.begin(false).await.unwrap();
+        txn.write(key, Some(Bytes::from_static(value.as_bytes())))
+            .unwrap();
+        txn.commit().await.unwrap();
+    });
+}
+
+/// Read `key` in a transaction from `home` that begins at `at`; log when the read returned.
+fn spawn_reader(
+    s: &mut Simulation<ClockSiRep>,
+    home: u32,
+    at: Duration,
+    key: Key,
+    name: &str,
+    log: &Log,
+) {
+    let log = log.clone();
+    let name = name.to_string();
+    s.spawn_client(NodeId(home), move |t| async move {
+        t.sleep(at).await;
+        let session = Session::new(t);
+        let mut txn = session.begin(true).await.unwrap();
+        let value = txn.read(&key).await.unwrap();
+        let when = session.transport().now();
+        txn.commit().await.unwrap();
+        log.lock().unwrap().push((name, when, value));
+    });
+}
+
+/// Two data centres 67 ms apart (VA, OR). Partition 0 is mastered in VA (node 0) with a slave in
+/// OR (node 1). A writer coordinated in OR prepares at the master at ~33 ms, at its own slave at
+/// ~67 ms, so its commit timestamp is ~67 ms and the commit reaches VA at ~100 ms. A reader in VA
+/// whose snapshot is 50 ms finds the prepared version (proposed at ~33 ms ≤ 50 ms), waits, and
+/// then must not see it (67 > 50); a reader with snapshot 80 ms waits and must see it.
+#[test]
+fn a_read_blocked_by_a_prepared_version_sees_it_only_if_it_commits_inside_the_snapshot() {
+    let mut s = sim("3dc", 2, 2, 2);
+    let key = Key::numbered(0, 1);
+    let log: Log = Arc::default();
+    spawn_writer(&mut s, 1, ms(0), key.clone(), "new");
+    spawn_reader(&mut s, 0, ms(50), key.clone(), "early", &log);
+    spawn_reader(&mut s, 0, ms(80), key.clone(), "late", &log);
+    spawn_reader(&mut s, 0, ms(20), key.clone(), "before-prepare", &log);
+    s.run_until(Duration::from_secs(2));
+    assert!(s.clients_done());
+    let log = log.lock().unwrap();
+    let find = |n: &str| log.iter().find(|(name, ..)| name == n).cloned().unwrap();
+    let (_, when, value) = find("before-prepare");
+    assert_eq!(value, None, "no prepared version yet: the old state");
+    assert!(
+        when < ms(25),
+        "nothing to wait for: served at once ({when:?})"
+    );
+    let (_, when, value) = find("early");
+    assert_eq!(
+        value, None,
+        "commit timestamp above the snapshot: invisible"
+    );
+    assert!(when >= ms(100), "the read waited for the commit ({when:?})");
+    let (_, when, value) = find("late");
+    assert_eq!(
+        value,
+        Some(Bytes::from_static(b"new")),
+        "commit inside the snapshot: visible"
+    );
+    assert!(when >= ms(100), "the read waited for the commit ({when:?})");
+}
+
+/// Two transactions from different data centres read and update the same key concurrently:
+/// exactly one commits, the other aborts with a write-write reason.
+#[test]
+fn of_two_conflicting_writers_one_aborts() {
+    let mut s = sim("3dc", 3, 3, 3);
+    let key = Key::numbered(0, 9);
+    let outcomes: Arc<Mutex<Vec<Result<(), TxnError>>>> = Arc::default();
+    for home in [1, 2] {
+        let (key, outcomes) = (key.clone(), outcomes.clone());
+        s.spawn_client(NodeId(home), move |t| async move {
+            let session = Session::new(t);
+            let mut txn = session.begin(false).await.unwrap();
+            let _ = txn.read(&key).await.unwrap();
+            txn.write(key, Some(Bytes::from(format!("from {home}"))))
+                .unwrap();
+            let r = txn.commit().await.map(|_| ());
+            outcomes.lock().unwrap().push(r);
+        });
+    }
+    s.run_until(Duration::from_secs(3));
+    let outcomes = outcomes.lock().unwrap();
+    assert_eq!(outcomes.len(), 2);
+    assert_eq!(
+        outcomes.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{outcomes:?}"
+    );
+    let err = outcomes.iter().find_map(|r| r.clone().err()).unwrap();
+    assert!(
+        matches!(
+            err,
+            TxnError::Aborted(AbortReason::WriteWriteConflict | AbortReason::WaitDie)
+        ),
+        "{err:?}"
+    );
+}
+
+/// Node 1's clock runs 50 ms behind. A transaction coordinated on node 0 reads a key only node 1
+/// holds: node 1 must hold the read until its clock reaches the snapshot.
+#[test]
+fn a_read_waits_for_the_serving_clock_to_reach_the_snapshot() {
+    let mut s = sim("lan", 1, 2, 1);
+    s.set_clock_offset(NodeId(1), -50_000);
+    let log: Log = Arc::default();
+    spawn_reader(&mut s, 0, ms(0), Key::numbered(1, 5), "remote", &log);
+    spawn_reader(&mut s, 1, ms(0), Key::numbered(1, 5), "local", &log);
+    s.run_until(Duration::from_secs(1));
+    let log = log.lock().unwrap();
+    let remote = log.iter().find(|(n, ..)| n == "remote").unwrap().1;
+    let local = log.iter().find(|(n, ..)| n == "local").unwrap().1;
+    assert!(
+        remote >= ms(50),
+        "served only once node 1's clock caught up ({remote:?})"
+    );
+    assert!(
+        local < ms(1),
+        "a snapshot from node 1's own clock needs no wait ({local:?})"
+    );
+}
+
+/// A lost update is impossible: concurrent increments of one counter from every node, each
+/// retried until it commits, add up exactly.
+#[test]
+fn concurrent_increments_are_never_lost() {
+    let mut s = sim("3dc", 3, 3, 3);
+    let key = Key::numbered(2, 0);
+    let per_client = 5;
+    for home in 0..3u32 {
+        for _ in 0..2 {
+            let key = key.clone();
+            s.spawn_client(NodeId(home), move |t| async move {
+                let session = Session::new(t);
+                let mut done = 0;
+                while done < per_client {
+                    let mut txn = session.begin(false).await.unwrap();
+                    let Ok(v) = txn.read(&key).await else {
+                        continue;
+                    };
+                    let n: u64 = v
+                        .map(|b| String::from_utf8_lossy(&b).parse().unwrap())
+                        .unwrap_or(0);
+                    txn.write(key.clone(), Some(Bytes::from((n + 1).to_string())))
+                        .unwrap();
+                    if txn.commit().await.is_ok() {
+                        done += 1;
+                    }
+                }
+            });
+        }
+    }
+    s.run_until(Duration::from_secs(120));
+    assert!(s.clients_done(), "every client finished its increments");
+    let log: Log = Arc::default();
+    spawn_reader(&mut s, 0, ms(0), key, "final", &log);
+    s.run_for(Duration::from_secs(2));
+    let value = log.lock().unwrap()[0].2.clone().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&value),
+        (3 * 2 * per_client).to_string()
+    );
+}

@@ -1,0 +1,298 @@
+//! A cluster of `augur node` processes on loopback, driven by TCP client sessions: transactions
+//! across partitions and nodes, a write-write conflict, malformed frames, and a node that dies.
+
+use augur_client::{Session, TxnError};
+use augur_runtime::tcp::TcpTransport;
+use augur_types::{AbortReason, ClientId, Key, Timestamp, Value};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Node processes, killed when dropped (also when a test panics, after printing their logs).
+struct Cluster {
+    dir: tempfile::TempDir,
+    addrs: Vec<SocketAddr>,
+    children: Vec<Option<Child>>,
+}
+
+impl Cluster {
+    /// Start `n` nodes of `clocksi-rep` with `replication` replicas per partition and wait until
+    /// every node accepts connections.
+    fn start(n: usize, replication: usize) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        // Free ports: bind port 0, note the port, release it for the node.
+        let addrs: Vec<SocketAddr> = (0..n)
+            .map(|_| {
+                TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+            })
+            .collect();
+        let mut config = format!(
+            "protocol = \"clocksi-rep\"\nlatency = \"lan\"\nreplication = {replication}\nseed = 3\n\n\
+             [options]\nparticipant_timeout_ms = 500\n"
+        );
+        for (i, addr) in addrs.iter().enumerate() {
+            config.push_str(&format!("\n[[nodes]]\nid = {i}\naddr = \"{addr}\"\n"));
+        }
+        let path = dir.path().join("cluster.toml");
+        std::fs::write(&path, config).unwrap();
+        let mut cluster = Cluster {
+            dir,
+            addrs,
+            children: Vec::new(),
+        };
+        for i in 0..n {
+            let log = File::create(cluster.log_path(i)).unwrap();
+            let child = Command::new(env!("CARGO_BIN_EXE_augur"))
+                .arg("node")
+                .arg("--config")
+                .arg(&path)
+                .arg("--id")
+                .arg(i.to_string())
+                .env("RUST_LOG", "info")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap();
+            cluster.children.push(Some(child));
+        }
+        for i in 0..n {
+            cluster.wait_until_listening(i);
+        }
+        cluster
+    }
+
+    fn log_path(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("node{i}.log"))
+    }
+
+    fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.log_path(i)).unwrap_or_default()
+    }
+
+    fn wait_until_listening(&mut self, i: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.children[i].as_mut().unwrap().try_wait().unwrap() {
+                panic!("node {i} exited with {status}:\n{}", self.log(i));
+            }
+            if TcpStream::connect_timeout(&self.addrs[i], Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {i} does not listen:\n{}",
+                self.log(i)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether node `i`'s process is still running.
+    fn alive(&mut self, i: usize) -> bool {
+        match self.children[i].as_mut() {
+            Some(child) => child.try_wait().unwrap().is_none(),
+            None => false,
+        }
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.children[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    async fn session(&self, node: usize, client: u64) -> Session<TcpTransport> {
+        let t = TcpTransport::connect(self.addrs[node], ClientId(client), REQUEST_TIMEOUT)
+            .await
+            .unwrap();
+        Session::new(t)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.children.len() {
+            self.kill(i);
+        }
+        if std::thread::panicking() {
+            for i in 0..self.children.len() {
+                eprintln!("--- node {i} log ---\n{}", self.log(i));
+            }
+        }
+    }
+}
+
+fn value(s: &str) -> Option<Value> {
+    Some(Value::copy_from_slice(s.as_bytes()))
+}
+
+/// Write `writes` in one transaction of `session` and commit it.
+async fn write_all(session: &Session<TcpTransport>, writes: &[(Key, &str)]) -> Timestamp {
+    let mut txn = session.begin(false).await.unwrap();
+    for (key, v) in writes {
+        txn.write(key.clone(), value(v)).unwrap();
+    }
+    txn.commit().await.unwrap()
+}
+
+/// Read `keys` in a read-only transaction whose snapshot includes `after`.
+async fn read_all(
+    session: &Session<TcpTransport>,
+    keys: &[Key],
+    after: Timestamp,
+) -> Vec<Option<Value>> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut txn = session.begin(true).await.unwrap();
+        // Clocks of different processes are not exactly aligned: wait for a later snapshot.
+        if txn.snapshot() < after {
+            assert!(Instant::now() < deadline, "snapshots stay before {after}");
+            txn.abort().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        let mut values = Vec::new();
+        for key in keys {
+            values.push(txn.read(key).await.unwrap());
+        }
+        txn.commit().await.unwrap();
+        return values;
+    }
+}
+
+/// Send `bytes` to `addr` on a fresh connection and check the node closes it.
+fn assert_dropped(addr: SocketAddr, bytes: &[u8]) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+            Err(e) => panic!("connection not dropped after {bytes:?}: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_processes_run_transactions_over_tcp() {
+    let mut cluster = Cluster::start(3, 3);
+
+    // One transaction writing a key on each partition (shard tag mod 3), committed at node 0 and
+    // read back through node 1.
+    let s0 = cluster.session(0, 1).await;
+    let s1 = cluster.session(1, 2).await;
+    let s2 = cluster.session(2, 3).await;
+    let keys: Vec<Key> = (0..3).map(|shard| Key::numbered(shard, 7)).collect();
+    let writes: Vec<(Key, &str)> = keys.iter().cloned().zip(["a", "b", "c"]).collect();
+    let committed = write_all(&s0, &writes).await;
+    assert_eq!(
+        read_all(&s1, &keys, committed).await,
+        [value("a"), value("b"), value("c")]
+    );
+
+    // Two transactions read and write the same key: the first to commit wins, the other aborts
+    // at certification.
+    let key = Key::numbered(1, 99);
+    let mut first = s0.begin(false).await.unwrap();
+    let mut second = s2.begin(false).await.unwrap();
+    assert_eq!(first.read(&key).await.unwrap(), None);
+    assert_eq!(second.read(&key).await.unwrap(), None);
+    first.write(key.clone(), value("first")).unwrap();
+    second.write(key.clone(), value("second")).unwrap();
+    let committed = first.commit().await.unwrap();
+    // Let the commit reach every replica, so certification sees a committed version.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        second.commit().await.unwrap_err(),
+        TxnError::Aborted(AbortReason::WriteWriteConflict)
+    );
+    assert_eq!(
+        read_all(&s1, std::slice::from_ref(&key), committed).await,
+        [value("first")]
+    );
+
+    // Malformed frames get their connection dropped; the node goes on serving.
+    let addr = cluster.addrs[1];
+    tokio::task::spawn_blocking(move || {
+        assert_dropped(addr, b"\xff\xff\xff\xffnot a frame");
+        assert_dropped(addr, b"\x00\x00\x00\x05\xff\xff\xff\xff\xff");
+        assert_dropped(addr, b"\x00\x00\x00\x03\x02\x00\x00"); // wire version 2
+    })
+    .await
+    .unwrap();
+    assert!(cluster.alive(1), "node 1 died:\n{}", cluster.log(1));
+    let committed = write_all(&s1, &[(Key::numbered(2, 1), "after garbage")]).await;
+    assert_eq!(
+        read_all(&s0, &[Key::numbered(2, 1)], committed).await,
+        [value("after garbage")]
+    );
+    let log = cluster.log(1);
+    assert!(
+        log.contains("dropping connection"),
+        "no reason logged:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_node_fails_transactions_that_need_it_in_bounded_time() {
+    // Two replicas per partition: partition p lives on nodes p and p + 1 (mod 3).
+    let mut cluster = Cluster::start(3, 2);
+    let s0 = cluster.session(0, 1).await;
+    let s2 = cluster.session(2, 2).await;
+    write_all(
+        &s0,
+        &[(Key::numbered(0, 1), "x"), (Key::numbered(2, 1), "y")],
+    )
+    .await;
+
+    cluster.kill(2);
+
+    // Partition 2 is mastered by the dead node: its prepare is never answered.
+    let start = Instant::now();
+    let mut txn = s0.begin(false).await.unwrap();
+    txn.write(Key::numbered(2, 1), value("z")).unwrap();
+    // The coordinator is alive, so the answer is a typed abort, not a transport error.
+    assert_eq!(
+        txn.commit().await.unwrap_err(),
+        TxnError::Aborted(AbortReason::Timeout)
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        start.elapsed()
+    );
+
+    // The dead node's clients learn it at once.
+    let start = Instant::now();
+    assert!(matches!(
+        s2.begin(false).await,
+        Err(TxnError::Unavailable(_))
+    ));
+    assert!(start.elapsed() < REQUEST_TIMEOUT + Duration::from_secs(1));
+    assert!(
+        TcpTransport::connect(cluster.addrs[2], ClientId(9), REQUEST_TIMEOUT)
+            .await
+            .is_err()
+    );
+
+    // Partition 0 (nodes 0 and 1) does not need it.
+    let committed = write_all(&s0, &[(Key::numbered(0, 1), "still here")]).await;
+    let s1 = cluster.session(1, 3).await;
+    assert_eq!(
+        read_all(&s1, &[Key::numbered(0, 1)], committed).await,
+        [value("still here")]
+    );
+}
