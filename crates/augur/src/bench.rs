@@ -203,7 +203,13 @@ impl ProtocolVisitor for RunInProcess<'_> {
                 config.seed,
                 Duration::from_secs(10),
             );
-            let stats = drive(config, info, |home| cluster.connect(home)).await;
+            let mut transports = Vec::new();
+            for home in config.placement.nodes() {
+                for _ in 0..config.clients_per_node {
+                    transports.push((home, cluster.connect(home)));
+                }
+            }
+            let stats = drive(config, info, transports).await;
             cluster.shutdown().await;
             stats
         });
@@ -211,26 +217,24 @@ impl ProtocolVisitor for RunInProcess<'_> {
     }
 }
 
-/// Run every client of the benchmark against transports made by `connect`, with a progress
+/// Run one closed-loop client per transport (each bound to its home node), with a progress
 /// display, and merge their statistics.
 pub async fn drive<T: Transport>(
     config: &BenchConfig,
     info: &ProtocolInfo,
-    connect: impl Fn(NodeId) -> T,
+    transports: Vec<(NodeId, T)>,
 ) -> RunStats {
     let warmup = Duration::from_secs_f64(config.warmup_s);
     let measured = Duration::from_secs_f64(config.duration_s);
     let mut seeds = ChaCha8Rng::seed_from_u64(config.seed);
     let mut tasks = Vec::new();
-    for home in config.placement.nodes() {
-        for _ in 0..config.clients_per_node {
-            let session = Session::new(connect(home));
-            let rng = ChaCha8Rng::seed_from_u64(seeds.random());
-            let workload = config.workload_impl.clone();
-            tasks.push(tokio::spawn(client_loop(
-                session, workload, home, rng, warmup, measured,
-            )));
-        }
+    for (home, transport) in transports {
+        let session = Session::new(transport);
+        let rng = ChaCha8Rng::seed_from_u64(seeds.random());
+        let workload = config.workload_impl.clone();
+        tasks.push(tokio::spawn(client_loop(
+            session, workload, home, rng, warmup, measured,
+        )));
     }
     let progress = Progress::start(info.name, warmup + measured);
     let mut total = RunStats::default();

@@ -1,11 +1,119 @@
-//! `augur bench --transport tcp`: the same benchmark against `augur node` processes on loopback.
+//! `augur bench --transport tcp`: the same benchmark against `augur node` processes on loopback,
+//! one per node, with clients connected over TCP. Node logs go to `OUT/node-PROTOCOL-ID.log`.
 
-use crate::bench::BenchConfig;
+use crate::bench::{BenchConfig, drive};
+use crate::node::{ClusterFile, NodeEntry, OptionsFile};
 use crate::report::ProtocolResult;
+use augur_protocols::registry;
+use augur_runtime::tcp::TcpTransport;
+use augur_types::{ClientId, NodeId};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-pub fn run(
-    _config: &BenchConfig,
-    _protocol: &str,
-) -> anyhow::Result<anyhow::Result<ProtocolResult>> {
-    Err(crate::BadInput("--transport tcp is not available yet".into()).into())
+/// Kills the node processes however the run ends.
+struct Nodes(Vec<Child>);
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn run(config: &BenchConfig, protocol: &str) -> anyhow::Result<anyhow::Result<ProtocolResult>> {
+    let info = registry::info(protocol)?;
+    let addrs = free_loopback_addrs(config.nodes)?;
+    let options = &config.protocol_options;
+    let file = ClusterFile {
+        protocol: protocol.to_string(),
+        latency: config.latency.clone(),
+        dcs: Some(config.dcs.len()),
+        replication: config.replication,
+        seed: config.seed,
+        emulate_latency: true,
+        options: OptionsFile {
+            participant_timeout_ms: Some(options.participant_timeout.as_millis() as u64),
+            gc_retention_ms: Some(options.gc_retention.as_millis() as u64),
+            gc_interval_ms: Some(options.gc_interval.as_millis() as u64),
+            idle_txn_timeout_ms: Some(options.idle_txn_timeout.as_millis() as u64),
+            settings: options
+                .settings
+                .iter()
+                .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
+                .collect(),
+        },
+        nodes: addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| NodeEntry {
+                id: i as u32,
+                addr: a.to_string(),
+                listen: None,
+            })
+            .collect(),
+    };
+    let path = config.out.join(format!("cluster-{protocol}.toml"));
+    std::fs::write(&path, toml::to_string(&file)?)?;
+    let exe = std::env::current_exe()?;
+    let mut nodes = Nodes(Vec::new());
+    for i in 0..config.nodes {
+        let log = std::fs::File::create(config.out.join(format!("node-{protocol}-{i}.log")))?;
+        let child = Command::new(&exe)
+            .args(["node", "--config"])
+            .arg(&path)
+            .args(["--id", &i.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        nodes.0.push(child);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let stats = runtime.block_on(async {
+        let mut transports = Vec::new();
+        let mut next_client = 0u64;
+        for home in config.placement.nodes() {
+            for _ in 0..config.clients_per_node {
+                let client = ClientId(next_client);
+                next_client += 1;
+                let t = connect_with_retry(addrs[home.0 as usize], client, home).await?;
+                transports.push((home, t));
+            }
+        }
+        anyhow::Ok(drive(config, info, transports).await)
+    })?;
+    drop(nodes);
+    Ok(Ok(ProtocolResult::new(info, config, stats)))
+}
+
+/// Addresses on loopback that were free a moment ago.
+fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()?;
+    listeners.iter().map(|l| l.local_addr()).collect()
+}
+
+/// Nodes take a moment to start listening; keep trying for a few seconds.
+async fn connect_with_retry(
+    addr: SocketAddr,
+    client: ClientId,
+    home: NodeId,
+) -> anyhow::Result<TcpTransport> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpTransport::connect(addr, client, Duration::from_secs(10)).await {
+            Ok(t) => return Ok(t),
+            Err(e) if Instant::now() >= deadline => {
+                anyhow::bail!("node {home} at {addr} did not accept connections: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
 }
