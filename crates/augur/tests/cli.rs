@@ -1,0 +1,117 @@
+//! The `augur` command as a user meets it: bad input is refused with the valid choices and exit
+//! status 2, and a short benchmark writes the documented `summary.json`.
+
+use std::process::Command;
+
+fn augur(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_augur"))
+        .args(args)
+        .output()
+        .expect("augur runs")
+}
+
+#[test]
+fn bad_names_exit_2_and_list_the_valid_choices() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "--protocol", "spanner"],
+            "valid protocols: nocc, clocksi-rep",
+        ),
+        (
+            &["bench", "--workload", "tpcx"],
+            "valid workloads: synthetic-str",
+        ),
+        (
+            &["bench", "--latency", "mars"],
+            "valid profiles: lan, 3dc, ec2-9dc",
+        ),
+        (
+            &["bench", "--set", "hotness=1"],
+            "valid settings: contention",
+        ),
+        (
+            &["bench", "--set", "contention=extreme"],
+            "none, low, high-local, high-both",
+        ),
+        (
+            &[
+                "bench",
+                "--nodes",
+                "2",
+                "--latency",
+                "ec2-9dc",
+                "--dcs",
+                "3",
+            ],
+            "data centres",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = augur(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    }
+}
+
+#[test]
+fn protocols_lists_each_with_its_isolation_level() {
+    let out = augur(&["protocols"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("clocksi-rep") && text.contains("snapshot isolation"),
+        "{text}"
+    );
+    assert!(text.contains("nocc") && text.contains("none"), "{text}");
+}
+
+#[test]
+fn a_short_bench_writes_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().to_str().unwrap();
+    let out = augur(&[
+        "bench",
+        "--protocol",
+        "nocc,clocksi-rep",
+        "--nodes",
+        "2",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--clients",
+        "2",
+        "--out",
+        out_dir,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let results = summary["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for (r, name) in results.iter().zip(["nocc", "clocksi-rep"]) {
+        assert_eq!(r["protocol"], name);
+        assert_eq!(r["workload"], "synthetic-str");
+        assert!(r["committed"].as_u64().unwrap() > 0, "{r}");
+        for field in [
+            "aborted",
+            "throughput_tps",
+            "abort_rate",
+            "aborts_by_reason",
+        ] {
+            assert!(!r[field].is_null(), "{field} missing in {r}");
+        }
+        for p in ["p50", "p90", "p99", "p999", "max"] {
+            assert!(r["latency_ms"][p].as_f64().unwrap() > 0.0, "{p} in {r}");
+        }
+    }
+    assert_eq!(summary["seed"], 1);
+    assert_eq!(summary["config"]["nodes"], 2);
+    assert_eq!(summary["config"]["workload_settings"]["contention"], "low");
+}
