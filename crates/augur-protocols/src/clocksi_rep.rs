@@ -1,4 +1,4 @@
-//! `clocksi-rep`: the non-speculative base protocol of STR (Tx. Cheng et al., *STR*, §6.1), a
+//! `clocksi-rep`: the non-speculative base protocol of the STR paper (§6.1, `seeds/str.txt`), a
 //! Clock-SI-style protocol extended with synchronous master–slave replication.
 //!
 //! **Guarantee: snapshot isolation** for committed transactions.
@@ -10,7 +10,7 @@
 //!   a *prepared* version with a proposed timestamp `≤ RS` exists (it may still commit inside the
 //!   snapshot), then returns the newest committed version with commit timestamp `≤ RS`. Writes are
 //!   buffered by the client and shipped with the commit request.
-//! * **Local certification.** For every updated key the coordinator replicates, a committed
+//! * **Local certification.** For every updated key the coordinator replicates as a slave, a committed
 //!   version newer than `RS` aborts the transaction at once; a conflicting prepared version of an
 //!   older transaction aborts it too (wait-die: the younger dies). Blocking on an older prepared
 //!   version is left to the master, which certifies authoritatively.
@@ -31,7 +31,7 @@
 //! Failures: a participant that does not answer within `participant_timeout` makes the coordinator
 //! abort with `Timeout`; an abort that overtakes a replicated prepare is remembered so the late
 //! prepare is ignored. Recovery of prepared versions whose coordinator crashed (and master
-//! fail-over) is not implemented: such versions block readers of their keys until the node
+//! fail-over) is not implemented: such versions block readers and writers of their keys until the node
 //! restarts.
 
 use crate::coordinator::{PartitionWrites, Pending, TxnIds, group_by_partition, watermark};

@@ -12,8 +12,9 @@ use std::time::Duration;
 pub struct ProtocolOptions {
     /// How long a coordinator waits for a participant before aborting with `Timeout`.
     pub participant_timeout: Duration,
-    /// Versions older than this (relative to the node's clock) may be garbage-collected; a
-    /// transaction whose snapshot is older aborts with `SnapshotTooOld`.
+    /// Versions older than this (relative to the node's clock) may be garbage-collected, unless a
+    /// transaction the node coordinates still reads below it. A read whose snapshot is below the
+    /// serving replica's watermark aborts with `SnapshotTooOld`.
     pub gc_retention: Duration,
     /// How often a node runs a bounded garbage-collection step.
     pub gc_interval: Duration,

@@ -62,7 +62,7 @@ pub struct BenchArgs {
     /// Seed for every random choice of the run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Directory for summary.json.
+    /// Directory for summary.json (and, with `--transport tcp`, the cluster file and node logs).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
     /// Workload settings (`key=value`), and protocol settings as `protocol.key=value`.
@@ -127,16 +127,18 @@ impl BenchArgs {
             .map_err(|e| bad(e.to_string()))?;
         let placement = Arc::new(placement);
         let mut workload_settings = BTreeMap::new();
-        let mut protocol_options = ProtocolOptions::default();
+        let protocol_options = ProtocolOptions::default();
         for kv in &self.set {
             let Some((k, v)) = kv.split_once('=') else {
                 return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
             };
             match k.strip_prefix("protocol.") {
                 Some(pk) => {
-                    protocol_options
-                        .settings
-                        .insert(pk.to_string(), v.to_string());
+                    // No implemented protocol takes settings yet: refusing one beats silently
+                    // ignoring a misspelt one. Protocols that take settings will validate here.
+                    return Err(bad(format!(
+                        "unknown protocol setting '{pk}'={v}; the implemented protocols take no settings"
+                    )));
                 }
                 None => {
                     workload_settings.insert(k.to_string(), v.to_string());
