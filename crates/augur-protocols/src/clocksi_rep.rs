@@ -690,10 +690,7 @@ impl Protocol for ClockSiRep {
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending {
-            client: request.client,
-            request: request.id,
-        };
+        let pending = Pending::of(&request);
         match request.op {
             ClientOp::Begin { read_only } => self.begin(ctx, pending, read_only),
             ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),

@@ -4,7 +4,9 @@
 
 use augur_runtime::Ctx;
 use augur_runtime::Protocol;
-use augur_types::{ClientId, ClientReply, ClientResponse, Key, NodeId, PartitionId, Placement};
+use augur_types::{
+    ClientId, ClientReply, ClientRequest, ClientResponse, Key, NodeId, PartitionId, Placement,
+};
 use augur_types::{RequestId, Timestamp, TxnId, Value};
 use std::collections::BTreeMap;
 
@@ -33,6 +35,14 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// The answer `request` is owed.
+    pub fn of(request: &ClientRequest) -> Pending {
+        Pending {
+            client: request.client,
+            request: request.id,
+        }
+    }
+
     pub fn answer<P: Protocol>(self, ctx: &mut Ctx<'_, P>, reply: ClientReply) {
         ctx.reply(
             self.client,

@@ -111,10 +111,7 @@ impl Protocol for Nocc {
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending {
-            client: request.client,
-            request: request.id,
-        };
+        let pending = Pending::of(&request);
         match request.op {
             ClientOp::Begin { .. } => {
                 let txn = self.ids.allocate();

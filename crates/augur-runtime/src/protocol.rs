@@ -84,12 +84,6 @@ impl<P: Protocol> Default for Effects<P> {
     }
 }
 
-impl<P: Protocol> Effects<P> {
-    pub fn is_empty(&self) -> bool {
-        self.sends.is_empty() && self.replies.is_empty() && self.timers.is_empty()
-    }
-}
-
 /// The handler's window on the world: time, randomness, and effect collection.
 pub struct Ctx<'a, P: Protocol> {
     id: NodeId,
