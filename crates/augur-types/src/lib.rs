@@ -6,6 +6,7 @@
 //! values cross the in-process network, the simulated network and TCP frames unchanged.
 
 mod client;
+pub mod history;
 mod ids;
 mod key;
 pub mod latency;

@@ -1,0 +1,263 @@
+//! Anomalies, isolation levels as the sets of anomalies they proscribe, and check reports.
+//!
+//! The cycle anomalies follow Adya's thesis (*Weak Consistency*, 1999) as Elle (Kingsbury and
+//! Alvaro, VLDB 2020) names them: G0 (write cycles), G1c (cycles of writes and reads),
+//! G-single (exactly one anti-dependency), G-nonadjacent (several, never two in a row) and
+//! G2-item (any other cycle with anti-dependencies). Each comes in three strengths, by the edges
+//! the cycle needs: dependencies alone, dependencies plus session order ("process"), or plus
+//! real-time order ("realtime").
+
+use serde::Serialize;
+use std::fmt;
+
+/// The kind of a dependency cycle, from the most to the least severe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum CycleKind {
+    /// Only write-write edges.
+    G0,
+    /// Write-write and write-read edges, at least one write-read.
+    G1c,
+    /// Exactly one read-write (anti-dependency) edge.
+    GSingle,
+    /// Two or more read-write edges, no two of them adjacent.
+    GNonadjacent,
+    /// Read-write edges, at least two of them adjacent.
+    G2Item,
+}
+
+/// Which orders a cycle needs besides the data dependencies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum CycleOrder {
+    /// ww, wr and rw edges only.
+    Dependencies,
+    /// Needs at least one session-order edge (a client's transactions in the order it ran them).
+    Process,
+    /// Needs at least one real-time edge (one transaction finished before the other began).
+    RealTime,
+}
+
+/// Everything the checker can report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum AnomalyKind {
+    /// A dependency cycle.
+    Cycle(CycleKind, CycleOrder),
+    /// G1a: a committed transaction read a value written by an aborted one.
+    AbortedRead,
+    /// G1b: a committed transaction read a value its writer later overwrote itself.
+    IntermediateRead,
+    /// A transaction read something inconsistent with its own earlier writes.
+    Internal,
+    /// A read returned a value that no transaction ever wrote.
+    GarbageRead,
+    /// Two committed transactions read the same version of a key and both wrote the key.
+    LostUpdate,
+    /// The versions of a key cannot be put in one order (for list-append: two lists, neither a
+    /// prefix of the other, that are not explained as a lost update).
+    IncompatibleOrder,
+    /// A transaction observed part of another transaction's writes but an older version of
+    /// another key that transaction wrote (a non-atomic snapshot; SPSI applies this to aborted
+    /// transactions too).
+    FracturedRead,
+    /// A transaction observed the writes of two concurrent transactions that wrote the same key
+    /// (SPSI's isolated snapshot).
+    ConflictingWritersObserved,
+    /// `bank`: an observation of all accounts whose sum is not the constant total.
+    BankTotal,
+    /// `bank`: a balance below zero.
+    NegativeBalance,
+}
+
+impl AnomalyKind {
+    /// The stable name used in reports (`G-single-realtime`, `G1a`, `lost-update`, ...).
+    pub fn name(self) -> String {
+        match self {
+            AnomalyKind::Cycle(kind, order) => {
+                let base = match kind {
+                    CycleKind::G0 => "G0",
+                    CycleKind::G1c => "G1c",
+                    CycleKind::GSingle => "G-single",
+                    CycleKind::GNonadjacent => "G-nonadjacent",
+                    CycleKind::G2Item => "G2-item",
+                };
+                match order {
+                    CycleOrder::Dependencies => base.to_string(),
+                    CycleOrder::Process => format!("{base}-process"),
+                    CycleOrder::RealTime => format!("{base}-realtime"),
+                }
+            }
+            AnomalyKind::AbortedRead => "G1a".into(),
+            AnomalyKind::IntermediateRead => "G1b".into(),
+            AnomalyKind::Internal => "internal".into(),
+            AnomalyKind::GarbageRead => "garbage-read".into(),
+            AnomalyKind::LostUpdate => "lost-update".into(),
+            AnomalyKind::IncompatibleOrder => "incompatible-order".into(),
+            AnomalyKind::FracturedRead => "fractured-read".into(),
+            AnomalyKind::ConflictingWritersObserved => "conflicting-writers-observed".into(),
+            AnomalyKind::BankTotal => "bank-total".into(),
+            AnomalyKind::NegativeBalance => "negative-balance".into(),
+        }
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// An isolation level, as the set of anomalies it proscribes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Level {
+    /// Nothing is proscribed; anomalies are reported as allowed.
+    None,
+    /// Adya's PL-2: G0, G1a, G1b, G1c, plus internal consistency.
+    ReadCommitted,
+    /// Read committed plus lost update, G-single and G-nonadjacent (every cycle needs two
+    /// adjacent anti-dependencies).
+    SnapshotIsolation,
+    /// STR's SPSI (§5): snapshot isolation over committed transactions, and for every
+    /// transaction, aborted ones included, an observed snapshot that is atomic (no fractured
+    /// read) and isolated (never both of two concurrent writers of one key).
+    Spsi,
+    /// No dependency cycle at all.
+    Serializable,
+    /// No cycle even with session and real-time order.
+    StrictSerializable,
+}
+
+impl Level {
+    /// Whether a history showing `kind` violates this level.
+    pub fn proscribes(self, kind: AnomalyKind) -> bool {
+        use AnomalyKind::*;
+        let rc = matches!(
+            kind,
+            AbortedRead | IntermediateRead | Internal | GarbageRead
+        ) || matches!(
+            kind,
+            Cycle(CycleKind::G0 | CycleKind::G1c, CycleOrder::Dependencies)
+        );
+        let si = rc
+            || matches!(
+                kind,
+                LostUpdate | IncompatibleOrder | BankTotal | NegativeBalance
+            )
+            || matches!(
+                kind,
+                Cycle(
+                    CycleKind::GSingle | CycleKind::GNonadjacent,
+                    CycleOrder::Dependencies
+                )
+            );
+        match self {
+            Level::None => false,
+            // Read committed allows the fractured observations and lost updates that break the
+            // bank's invariants, so only the snapshot levels proscribe those.
+            Level::ReadCommitted => rc,
+            Level::SnapshotIsolation => si,
+            Level::Spsi => si || matches!(kind, FracturedRead | ConflictingWritersObserved),
+            Level::Serializable => {
+                si || matches!(kind, Cycle(CycleKind::G2Item, CycleOrder::Dependencies))
+            }
+            Level::StrictSerializable => si || matches!(kind, Cycle(..)),
+        }
+    }
+
+    /// Whether the checker must also examine aborted transactions' observations.
+    pub fn constrains_aborted(self) -> bool {
+        matches!(self, Level::Spsi)
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::None => "none",
+            Level::ReadCommitted => "read committed",
+            Level::SnapshotIsolation => "snapshot isolation",
+            Level::Spsi => "SPSI",
+            Level::Serializable => "serializable",
+            Level::StrictSerializable => "strict serializable",
+        })
+    }
+}
+
+/// One edge of a dependency graph, as reported in an anomaly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Edge {
+    pub from: usize,
+    pub to: usize,
+    /// `ww`, `wr`, `rw`, `process` or `realtime`.
+    pub kind: &'static str,
+    /// The key the dependency is on (none for order edges).
+    pub key: Option<String>,
+    /// Why the edge exists, in words.
+    pub why: String,
+}
+
+/// One anomaly found, with the evidence a person needs to follow it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    /// Whether the level checked against forbids it.
+    pub proscribed: bool,
+    /// The history indices of the transactions involved.
+    pub txns: Vec<usize>,
+    pub keys: Vec<String>,
+    /// For cycles: the edges, in cycle order.
+    pub edges: Vec<Edge>,
+    /// A self-contained explanation.
+    pub explanation: String,
+}
+
+impl fmt::Display for Anomaly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}{}: {}",
+            self.kind,
+            if self.proscribed { "" } else { " (allowed)" },
+            self.explanation
+        )?;
+        for e in &self.edges {
+            write!(f, "\n    T{} -{}-> T{}: {}", e.from, e.kind, e.to, e.why)?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts describing what was checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CheckStats {
+    pub txns: usize,
+    pub committed: usize,
+    pub aborted: usize,
+    pub unknown: usize,
+    /// Unknown-outcome transactions whose writes were observed, hence treated as committed.
+    pub unknown_observed: usize,
+    pub edges: usize,
+}
+
+/// The result of checking one history.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CheckReport {
+    pub stats: CheckStats,
+    /// Every anomaly found, proscribed or not (bounded per kind).
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl CheckReport {
+    /// The anomalies the level forbids.
+    pub fn violations(&self) -> impl Iterator<Item = &Anomaly> {
+        self.anomalies.iter().filter(|a| a.proscribed)
+    }
+
+    pub fn is_valid(&self) -> bool {
+        self.violations().next().is_none()
+    }
+
+    /// Append `other`'s anomalies (used to combine a workload's invariant checks with the graph
+    /// check).
+    pub fn merge(&mut self, other: CheckReport) {
+        self.anomalies.extend(other.anomalies);
+    }
+}

@@ -1,0 +1,17 @@
+//! The isolation checker.
+//!
+//! It reads a recorded [`History`](augur_types::history::History), builds the dependency graph
+//! Adya defines (write-write, write-read and read-write edges between committed transactions,
+//! plus session and real-time order), searches it for cycles, classifies every anomaly, and
+//! judges the history against an isolation [`Level`] given as the set of anomalies it proscribes.
+//! Workload invariants (the `bank` totals) are checked alongside.
+
+pub mod anomaly;
+pub mod bank;
+pub mod checker;
+pub mod jsonl;
+
+pub use anomaly::{
+    Anomaly, AnomalyKind, CheckReport, CheckStats, CycleKind, CycleOrder, Edge, Level,
+};
+pub use checker::{CheckOptions, ValueModel, check};
