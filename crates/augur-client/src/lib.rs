@@ -11,8 +11,10 @@
 //! interactive transaction or as a one-shot procedure shipped to the participants.
 
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, RequestError, Timestamp};
+use augur_types::history::{Op, RecordedOutcome, TxnRecord};
 use augur_types::{TxnId, Value};
 use futures::future::BoxFuture;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use augur_types;
@@ -69,14 +71,58 @@ pub enum Outcome {
     Unknown,
 }
 
+/// Collects the [`TxnRecord`] of every transaction attempt of the sessions that share it, in the
+/// order the attempts ended. Cloning shares the log.
+#[derive(Clone, Default)]
+pub struct HistoryRecorder {
+    log: Arc<Mutex<Vec<TxnRecord>>>,
+}
+
+impl HistoryRecorder {
+    pub fn new() -> Self {
+        HistoryRecorder::default()
+    }
+
+    fn push(&self, mut record: TxnRecord) {
+        let mut log = self.log.lock().expect("history log");
+        record.index = log.len();
+        log.push(record);
+    }
+
+    /// The attempts recorded so far, indexed in the order they ended.
+    pub fn records(&self) -> Vec<TxnRecord> {
+        self.log.lock().expect("history log").clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.log.lock().expect("history log").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A client session bound to one coordinator.
 pub struct Session<T: Transport> {
     transport: T,
+    recorder: Option<HistoryRecorder>,
 }
 
 impl<T: Transport> Session<T> {
     pub fn new(transport: T) -> Self {
-        Session { transport }
+        Session {
+            transport,
+            recorder: None,
+        }
+    }
+
+    /// A session whose every transaction attempt is recorded into `recorder`.
+    pub fn recorded(transport: T, recorder: HistoryRecorder) -> Self {
+        Session {
+            transport,
+            recorder: Some(recorder),
+        }
     }
 
     pub fn transport(&self) -> &T {
@@ -89,6 +135,16 @@ impl<T: Transport> Session<T> {
 
     /// Start a transaction. `read_only` promises no writes and lets protocols skip certification.
     pub async fn begin(&self, read_only: bool) -> Result<Txn<'_, T>, TxnError> {
+        self.begin_named("txn", read_only).await
+    }
+
+    /// Start a transaction of type `name` (the name recorded in the history).
+    pub async fn begin_named(
+        &self,
+        name: &'static str,
+        read_only: bool,
+    ) -> Result<Txn<'_, T>, TxnError> {
+        let invoked = self.transport.now();
         match self.transport.call(ClientOp::Begin { read_only }).await? {
             ClientReply::Begun { txn, snapshot } => Ok(Txn {
                 session: self,
@@ -97,6 +153,12 @@ impl<T: Transport> Session<T> {
                 read_only,
                 writes: Vec::new(),
                 done: false,
+                record: self.recorder.as_ref().map(|_| AttemptLog {
+                    name,
+                    invoked,
+                    ops: Vec::new(),
+                    outcome: None,
+                }),
             }),
             ClientReply::Aborted(r) => Err(TxnError::Aborted(r)),
             ClientReply::Rejected(e) => Err(TxnError::Rejected(e)),
@@ -114,9 +176,44 @@ pub struct Txn<'s, T: Transport> {
     read_only: bool,
     writes: Vec<(Key, Option<Value>)>,
     done: bool,
+    /// What the history needs, when the session records one.
+    record: Option<AttemptLog>,
+}
+
+/// The part of a [`TxnRecord`] gathered while an attempt runs.
+struct AttemptLog {
+    name: &'static str,
+    invoked: Duration,
+    ops: Vec<Op>,
+    outcome: Option<RecordedOutcome>,
+}
+
+fn text(value: &Option<Value>) -> Option<String> {
+    value
+        .as_ref()
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+fn aborted(reason: AbortReason) -> RecordedOutcome {
+    RecordedOutcome::Aborted {
+        reason: reason.name().to_string(),
+    }
 }
 
 impl<T: Transport> Txn<'_, T> {
+    fn log_op(&mut self, op: impl FnOnce() -> Op) {
+        if let Some(record) = &mut self.record {
+            record.ops.push(op());
+        }
+    }
+
+    /// Set the recorded outcome unless one is already known.
+    fn log_outcome(&mut self, outcome: impl FnOnce() -> RecordedOutcome) {
+        if let Some(record) = &mut self.record {
+            record.outcome.get_or_insert_with(outcome);
+        }
+    }
+
     pub fn id(&self) -> TxnId {
         self.id
     }
@@ -128,22 +225,34 @@ impl<T: Transport> Txn<'_, T> {
 
     /// Read `key`: the transaction's own latest write if any, otherwise what the protocol serves.
     pub async fn read(&mut self, key: &Key) -> Result<Option<Value>, TxnError> {
-        if let Some((_, v)) = self.writes.iter().rev().find(|(k, _)| k == key) {
-            return Ok(v.clone());
-        }
-        let reply = self.session.transport.call(ClientOp::Read {
-            txn: self.id,
-            key: key.clone(),
-        });
-        match reply.await? {
-            ClientReply::Value(v) => Ok(v),
-            ClientReply::Aborted(r) => {
-                self.done = true;
-                Err(TxnError::Aborted(r))
+        let result = match self.writes.iter().rev().find(|(k, _)| k == key) {
+            Some((_, v)) => Ok(v.clone()),
+            None => {
+                let reply = self.session.transport.call(ClientOp::Read {
+                    txn: self.id,
+                    key: key.clone(),
+                });
+                match reply.await {
+                    Ok(ClientReply::Value(v)) => Ok(v),
+                    Ok(ClientReply::Aborted(r)) => {
+                        self.done = true;
+                        Err(TxnError::Aborted(r))
+                    }
+                    Ok(ClientReply::Rejected(e)) => Err(TxnError::Rejected(e)),
+                    Ok(other) => Err(TxnError::Protocol(Box::new(other))),
+                    Err(e) => Err(TxnError::Unavailable(e)),
+                }
             }
-            ClientReply::Rejected(e) => Err(TxnError::Rejected(e)),
-            other => Err(TxnError::Protocol(Box::new(other))),
+        };
+        match &result {
+            Ok(value) => self.log_op(|| Op::Read {
+                key: key.to_string(),
+                value: text(value),
+            }),
+            // Nothing was shipped yet, so whatever went wrong the attempt cannot commit.
+            Err(e) => self.log_outcome(|| aborted(error_outcome_reason(e))),
         }
+        result
     }
 
     /// Buffer a write of `value` (`None` deletes) until commit.
@@ -151,6 +260,10 @@ impl<T: Transport> Txn<'_, T> {
         if self.read_only {
             return Err(TxnError::Rejected(RequestError::WriteInReadOnly(self.id)));
         }
+        self.log_op(|| Op::Write {
+            key: key.to_string(),
+            value: text(&value),
+        });
         match self.writes.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
             None => self.writes.push((key, value)),
@@ -162,26 +275,36 @@ impl<T: Transport> Txn<'_, T> {
     pub async fn commit(mut self) -> Result<Timestamp, TxnError> {
         self.done = true;
         let writes = std::mem::take(&mut self.writes);
-        match self
+        let reply = self
             .session
             .transport
             .call(ClientOp::Commit {
                 txn: self.id,
                 writes,
             })
-            .await?
-        {
-            ClientReply::Committed { commit_ts } => Ok(commit_ts),
-            ClientReply::Aborted(r) => Err(TxnError::Aborted(r)),
-            ClientReply::Rejected(e) => Err(TxnError::Rejected(e)),
-            other => Err(TxnError::Protocol(Box::new(other))),
-        }
+            .await;
+        let result = match reply {
+            Ok(ClientReply::Committed { commit_ts }) => Ok(commit_ts),
+            Ok(ClientReply::Aborted(r)) => Err(TxnError::Aborted(r)),
+            Ok(ClientReply::Rejected(e)) => Err(TxnError::Rejected(e)),
+            Ok(other) => Err(TxnError::Protocol(Box::new(other))),
+            Err(e) => Err(TxnError::Unavailable(e)),
+        };
+        self.log_outcome(|| match &result {
+            Ok(ts) => RecordedOutcome::Committed { commit_ts: ts.0 },
+            Err(TxnError::Aborted(r)) => aborted(*r),
+            Err(TxnError::Rejected(_)) => aborted(AbortReason::InvalidRequest),
+            // No answer, or one that makes no sense: the writes may or may not be installed.
+            Err(TxnError::Unavailable(_) | TxnError::Protocol(_)) => RecordedOutcome::Unknown,
+        });
+        result
     }
 
     /// Abort; the coordinator forgets the transaction. Errors are ignored: an unreachable
     /// coordinator times the transaction out on its own.
     pub async fn abort(mut self) {
         self.done = true;
+        self.log_outcome(|| aborted(AbortReason::UserRollback));
         let _ = self
             .session
             .transport
@@ -192,6 +315,29 @@ impl<T: Transport> Txn<'_, T> {
     /// Whether the transaction already ended (committed, aborted, or aborted by the protocol).
     pub fn is_done(&self) -> bool {
         self.done
+    }
+}
+
+impl<T: Transport> Drop for Txn<'_, T> {
+    /// Hand the finished attempt to the session's recorder. A transaction dropped without commit
+    /// or abort never shipped its writes, and its coordinator times it out.
+    fn drop(&mut self) {
+        let (Some(record), Some(recorder)) = (self.record.take(), &self.session.recorder) else {
+            return;
+        };
+        recorder.push(TxnRecord {
+            index: 0,
+            client: self.session.id().0,
+            txn: Some(self.id.0),
+            name: record.name.to_string(),
+            read_only: self.read_only,
+            invoke_us: record.invoked.as_micros() as u64,
+            complete_us: self.session.transport.now().as_micros() as u64,
+            ops: record.ops,
+            outcome: record
+                .outcome
+                .unwrap_or_else(|| aborted(AbortReason::Timeout)),
+        });
     }
 }
 
@@ -269,7 +415,10 @@ pub async fn run_once<T: Transport>(
     session: &Session<T>,
     procedure: &mut dyn Procedure,
 ) -> Outcome {
-    let mut txn = match session.begin(procedure.read_only()).await {
+    let mut txn = match session
+        .begin_named(procedure.name(), procedure.read_only())
+        .await
+    {
         Ok(t) => t,
         Err(e) => return error_outcome(&e, false),
     };
@@ -284,6 +433,14 @@ pub async fn run_once<T: Transport>(
             }
             error_outcome(&e, false)
         }
+    }
+}
+
+/// The abort reason an attempt that failed before commit ends with.
+fn error_outcome_reason(e: &TxnError) -> AbortReason {
+    match error_outcome(e, false) {
+        Outcome::Aborted(r) => r,
+        _ => AbortReason::Timeout,
     }
 }
 

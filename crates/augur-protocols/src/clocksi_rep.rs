@@ -30,9 +30,25 @@
 //!
 //! Failures: a participant that does not answer within `participant_timeout` makes the coordinator
 //! abort with `Timeout`; an abort that overtakes a replicated prepare is remembered so the late
-//! prepare is ignored. Recovery of prepared versions whose coordinator crashed (and master
-//! fail-over) is not implemented: such versions block readers and writers of their keys until the node
-//! restarts.
+//! prepare is ignored. Links may lose and reorder messages and nodes may crash:
+//!
+//! * **Durable state.** A node keeps its store (committed and prepared versions), its prepare
+//!   records, its commit decisions not yet acknowledged by every replica, its transaction-id
+//!   counter and its garbage-collection watermark ([`Protocol::crash`]); coordination in flight,
+//!   waiting reads and parked prepares are lost, and their clients time out. The simulator
+//!   exercises this model; the real runtimes do not yet write a log, so a real crash loses data.
+//! * **Termination.** A replica holding a prepared version longer than `participant_timeout` asks
+//!   the coordinator for the outcome, again every `participant_timeout`. The coordinator answers
+//!   from its decision log, or *presumes abort* when it no longer knows the transaction: it
+//!   forgets a transaction only after aborting it or after a crash, and neither can be followed
+//!   by a commit. A decision is dropped once every replica acknowledged the commit.
+//!
+//! Master fail-over is not implemented: while a master is down its partitions cannot commit.
+//!
+//! Mutants (`augur check --mutant`), each breaking one rule above so the checker can be seen to
+//! notice: `no-prepared-wait` (reads ignore prepared versions inside their snapshot),
+//! `no-ww-certification` (certification ignores committed versions newer than the snapshot), and
+//! `no-clock-wait` (a replica serves a snapshot its clock has not reached yet).
 
 use crate::coordinator::{PartitionWrites, Pending, TxnIds, group_by_partition, watermark};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
@@ -96,6 +112,49 @@ pub enum Msg {
     Abort {
         txn: TxnId,
     },
+    /// Replica → coordinator: the commit is applied here; the decision may be forgotten.
+    CommitAck {
+        txn: TxnId,
+    },
+    /// Replica → coordinator: this prepared transaction has waited long; what became of it?
+    QueryOutcome {
+        txn: TxnId,
+    },
+}
+
+/// A deliberately broken variant (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    NoPreparedWait,
+    NoWwCertification,
+    NoClockWait,
+}
+
+/// The mutants `clocksi-rep` knows, with what each breaks.
+pub const MUTANTS: &[(&str, &str)] = &[
+    (
+        "no-prepared-wait",
+        "reads ignore prepared versions that may commit inside their snapshot",
+    ),
+    (
+        "no-ww-certification",
+        "certification ignores committed versions newer than the snapshot (lost updates)",
+    ),
+    (
+        "no-clock-wait",
+        "a replica serves a snapshot its clock has not reached yet",
+    ),
+];
+
+impl Mutant {
+    fn named(name: &str) -> Option<Mutant> {
+        match name {
+            "no-prepared-wait" => Some(Mutant::NoPreparedWait),
+            "no-ww-certification" => Some(Mutant::NoWwCertification),
+            "no-clock-wait" => Some(Mutant::NoClockWait),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -142,10 +201,18 @@ struct CoordTxn {
     last_active: Timestamp,
 }
 
-/// A transaction pre-committed at this replica.
+/// A transaction pre-committed at this replica (durable: its prepare record).
 struct Participant {
     snapshot: Timestamp,
     keys: Vec<Key>,
+    /// When the outcome was last awaited from: the prepare, then each query to the coordinator.
+    waiting_since: Timestamp,
+}
+
+/// A commit decision whose replicas have not all acknowledged it (durable).
+struct Decision {
+    commit_ts: Timestamp,
+    unacknowledged: Vec<NodeId>,
 }
 
 /// A prepare waiting at a master for an older transaction's outcome (wait-die).
@@ -168,6 +235,9 @@ pub struct ClockSiRep {
     session_floor: FxHashMap<ClientId, Timestamp>,
     /// Snapshots below this may miss garbage-collected versions.
     gc_watermark: Timestamp,
+    /// Commit decisions of transactions coordinated here, until every replica applied them.
+    decided: FxHashMap<TxnId, Decision>,
+    mutant: Option<Mutant>,
 }
 
 impl ClockSiRep {
@@ -236,18 +306,19 @@ impl ClockSiRep {
             return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
         }
         let now = ctx.now();
-        if now < read.snapshot {
+        if now < read.snapshot && self.mutant != Some(Mutant::NoClockWait) {
             let wait = read.snapshot.since(now);
             return ctx.set_timer(wait, Timer::ClockWait(read));
         }
         let value = match self.store.get_mut(&read.key) {
             None => None,
             Some(entry) => {
-                let blocked = entry.uncommitted().any(|v| {
-                    v.state == VersionState::Prepared
-                        && v.ts <= read.snapshot
-                        && v.writer != read.txn
-                });
+                let blocked = self.mutant != Some(Mutant::NoPreparedWait)
+                    && entry.uncommitted().any(|v| {
+                        v.state == VersionState::Prepared
+                            && v.ts <= read.snapshot
+                            && v.writer != read.txn
+                    });
                 if blocked {
                     entry.meta.waiters.push(Waiter::Read(read));
                     return;
@@ -400,7 +471,9 @@ impl ClockSiRep {
         let Some(entry) = self.store.get(key) else {
             return Ok(Waits::No);
         };
-        if entry.latest_committed().is_some_and(|v| v.ts > snapshot) {
+        if entry.latest_committed().is_some_and(|v| v.ts > snapshot)
+            && self.mutant != Some(Mutant::NoWwCertification)
+        {
             return Err(AbortReason::WriteWriteConflict);
         }
         for v in entry.uncommitted() {
@@ -460,7 +533,7 @@ impl ClockSiRep {
             .map(|(p, _)| self.env.placement.slaves(*p).to_vec())
             .collect();
         for ((partition, writes), slaves) in partitions.into_iter().zip(slaves_of) {
-            self.install(txn, snapshot, ts, &writes);
+            self.install(ctx.now(), txn, snapshot, ts, &writes);
             self.notify_prepared(ctx, txn, partition, ts);
             for slave in slaves {
                 let msg = Msg::ReplicatePrepare {
@@ -486,14 +559,22 @@ impl ClockSiRep {
             return;
         }
         let ts = proposal(ctx.now(), snapshot);
-        self.install(txn, snapshot, ts, &writes);
+        self.install(ctx.now(), txn, snapshot, ts, &writes);
         self.notify_prepared(ctx, txn, partition, ts);
     }
 
-    fn install(&mut self, txn: TxnId, snapshot: Timestamp, ts: Timestamp, writes: &Writes) {
+    fn install(
+        &mut self,
+        now: Timestamp,
+        txn: TxnId,
+        snapshot: Timestamp,
+        ts: Timestamp,
+        writes: &Writes,
+    ) {
         let participant = self.participants.entry(txn).or_insert_with(|| Participant {
             snapshot,
             keys: Vec::new(),
+            waiting_since: now,
         });
         for (key, value) in writes {
             self.store
@@ -553,11 +634,71 @@ impl ClockSiRep {
         if let Some(pending) = t.pending {
             pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
+        // The decision is logged before anyone hears of it, so a replica that asks later (after
+        // a lost message or a crash on either side) learns the same outcome.
+        let mut unacknowledged = Vec::new();
         for node in self.replicas_of(&partitions) {
             if node == self.id() {
                 self.apply_commit(ctx, txn, commit_ts);
             } else {
                 ctx.send(node, Msg::Commit { txn, commit_ts });
+                unacknowledged.push(node);
+            }
+        }
+        if !unacknowledged.is_empty() {
+            self.decided.insert(
+                txn,
+                Decision {
+                    commit_ts,
+                    unacknowledged,
+                },
+            );
+        }
+    }
+
+    /// A replica applied the commit of `txn`.
+    fn commit_acknowledged(&mut self, txn: TxnId, replica: NodeId) {
+        if let Some(d) = self.decided.get_mut(&txn) {
+            d.unacknowledged.retain(|n| *n != replica);
+            if d.unacknowledged.is_empty() {
+                self.decided.remove(&txn);
+            }
+        }
+    }
+
+    /// A replica asks what became of `txn`, which it holds prepared.
+    fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
+        if let Some(d) = self.decided.get(&txn) {
+            let commit_ts = d.commit_ts;
+            return ctx.send(replica, Msg::Commit { txn, commit_ts });
+        }
+        if self.coordinated.contains_key(&txn) {
+            // Still committing: the outcome, or the commit timeout's abort, will reach it.
+            return;
+        }
+        // Forgotten: aborted, or lost in a crash before any decision. Neither can commit now.
+        ctx.send(replica, Msg::Abort { txn });
+    }
+
+    /// Ask coordinators about transactions prepared here for too long.
+    fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let patience = self.env.options.participant_timeout;
+        let me = self.id();
+        let mut ask = Vec::new();
+        for (txn, p) in self.participants.iter_mut() {
+            if now.since(p.waiting_since) >= patience {
+                p.waiting_since = now;
+                ask.push(*txn);
+            }
+        }
+        // Deterministic order regardless of the hash map's.
+        ask.sort();
+        for txn in ask {
+            if txn.coordinator() == me {
+                self.answer_query(ctx, txn, me);
+            } else {
+                ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
             }
         }
     }
@@ -682,6 +823,18 @@ impl Protocol for ClockSiRep {
             aborted: FxHashMap::default(),
             session_floor: FxHashMap::default(),
             gc_watermark: Timestamp::ZERO,
+            decided: FxHashMap::default(),
+            mutant: env.options.mutant.as_deref().and_then(Mutant::named),
+        }
+    }
+
+    fn crash(&mut self, _env: &NodeEnv) {
+        self.coordinated.clear();
+        self.parked.clear();
+        self.aborted.clear();
+        self.session_floor.clear();
+        for meta in self.store.metas_mut() {
+            meta.waiters.clear();
         }
     }
 
@@ -708,7 +861,7 @@ impl Protocol for ClockSiRep {
         }
     }
 
-    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, _from: NodeId, msg: Msg) {
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Read(read) => self.serve_read(ctx, read),
             Msg::ReadReply { txn, seq, result } => self.read_done(ctx, txn, seq, result),
@@ -725,8 +878,13 @@ impl Protocol for ClockSiRep {
             } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
             Msg::Prepared { txn, ts, .. } => self.prepared(ctx, txn, ts),
             Msg::Refused { txn, reason } => self.abort_everywhere(ctx, txn, reason),
-            Msg::Commit { txn, commit_ts } => self.apply_commit(ctx, txn, commit_ts),
+            Msg::Commit { txn, commit_ts } => {
+                self.apply_commit(ctx, txn, commit_ts);
+                ctx.send(from, Msg::CommitAck { txn });
+            }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
+            Msg::CommitAck { txn } => self.commit_acknowledged(txn, from),
+            Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
         }
     }
 
@@ -734,6 +892,7 @@ impl Protocol for ClockSiRep {
         match timer {
             Timer::Gc => {
                 self.collect_garbage(ctx);
+                self.query_stale_prepares(ctx);
                 ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
             }
             Timer::ClockWait(read) => self.serve_read(ctx, read),

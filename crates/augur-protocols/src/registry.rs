@@ -39,6 +39,22 @@ pub struct ProtocolInfo {
     pub isolation: IsolationLevel,
     pub paper: &'static str,
     pub summary: &'static str,
+    /// Whether commit timestamps order each key's versions, so the checker may use them as
+    /// (white-box) evidence of version order.
+    pub commit_order_evidence: bool,
+    /// What the protocol assumes of the network, hence which faults `augur check` may inject.
+    pub network: NetworkModel,
+    /// Deliberately broken variants (`augur check --mutant NAME`) and what each breaks.
+    pub mutants: &'static [(&'static str, &'static str)],
+}
+
+/// What a protocol needs from the links between nodes.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct NetworkModel {
+    /// It stays correct (and recovers) when messages are lost.
+    pub tolerates_loss: bool,
+    /// It stays correct when a link delivers messages out of order.
+    pub tolerates_reordering: bool,
 }
 
 /// Every implemented protocol, in the order `augur protocols` lists them.
@@ -48,12 +64,24 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         isolation: IsolationLevel::None,
         paper: "baseline (upper bound for overhead ratios)",
         summary: "no concurrency control: reads the latest version, writes blindly; incorrect by design",
+        commit_order_evidence: false,
+        network: NetworkModel {
+            tolerates_loss: true,
+            tolerates_reordering: true,
+        },
+        mutants: &[],
     },
     ProtocolInfo {
         name: "clocksi-rep",
         isolation: IsolationLevel::SnapshotIsolation,
         paper: "STR §6.1 (Clock-SI with synchronous master-slave replication)",
         summary: "physical-clock snapshots, 2PC certification at masters, replicated prepares",
+        commit_order_evidence: true,
+        network: NetworkModel {
+            tolerates_loss: true,
+            tolerates_reordering: true,
+        },
+        mutants: crate::clocksi_rep::MUTANTS,
     },
 ];
 

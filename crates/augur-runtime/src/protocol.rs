@@ -22,6 +22,10 @@ pub struct ProtocolOptions {
     pub idle_txn_timeout: Duration,
     /// Protocol-specific settings (`--set protocol.KEY=VALUE`).
     pub settings: BTreeMap<String, String>,
+    /// A deliberately broken variant to run instead of the protocol (`augur check --mutant`),
+    /// used to show the checker catches the bug. Each protocol lists the mutants it knows.
+    #[serde(default)]
+    pub mutant: Option<String>,
 }
 
 impl Default for ProtocolOptions {
@@ -32,6 +36,7 @@ impl Default for ProtocolOptions {
             gc_interval: Duration::from_millis(50),
             idle_txn_timeout: Duration::from_secs(10),
             settings: BTreeMap::new(),
+            mutant: None,
         }
     }
 }
@@ -57,8 +62,17 @@ pub trait Protocol: Send + Sized + 'static {
 
     fn new(env: &NodeEnv) -> Self;
 
-    /// Called once before any input; a place to set periodic timers.
+    /// Called once before any input, and again after every restart; a place to set periodic
+    /// timers.
     fn on_start(&mut self, _ctx: &mut Ctx<'_, Self>) {}
+
+    /// The node crashed. Keep exactly what the protocol writes to stable storage before acting on
+    /// it (its store, its prepare records, its commit decisions) and drop everything else: timers,
+    /// in-flight coordination, waiting requests. `on_start` follows when the node comes back.
+    /// The default keeps nothing, as for a protocol with no durable state.
+    fn crash(&mut self, env: &NodeEnv) {
+        *self = Self::new(env);
+    }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest);
 

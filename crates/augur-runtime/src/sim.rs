@@ -76,6 +76,9 @@ enum Event<P: Protocol> {
         to: NodeId,
         from: NodeId,
         msg: P::Msg,
+        /// The incarnations of both ends when the message was sent: a crash in between breaks
+        /// the connection that carried it.
+        incarnations: (u32, u32),
     },
     Request {
         to: NodeId,
@@ -129,6 +132,30 @@ struct SimNode<P> {
     /// Bumped on restart so timers set by an earlier incarnation are ignored.
     incarnation: u32,
     up: bool,
+}
+
+/// The network faults in force.
+struct NetworkFaults {
+    /// Partition side of each node (`usize::MAX`: isolated); `None` when fully connected.
+    side: Option<Vec<usize>>,
+    loss: f64,
+    spike_probability: f64,
+    spike_max_us: u64,
+    fifo: bool,
+    lost: u64,
+}
+
+impl Default for NetworkFaults {
+    fn default() -> Self {
+        NetworkFaults {
+            side: None,
+            loss: 0.0,
+            spike_probability: 0.0,
+            spike_max_us: 0,
+            fifo: true,
+            lost: 0,
+        }
+    }
 }
 
 /// State shared between the simulator and its client futures.
@@ -187,6 +214,7 @@ pub struct Simulation<P: Protocol> {
     client_home: FxHashMap<ClientId, NodeId>,
     next_client: u64,
     messages_delivered: u64,
+    network: NetworkFaults,
 }
 
 impl<P: Protocol> Simulation<P> {
@@ -238,6 +266,7 @@ impl<P: Protocol> Simulation<P> {
             client_home: FxHashMap::default(),
             next_client: 0,
             messages_delivered: 0,
+            network: NetworkFaults::default(),
         };
         for n in 0..sim.nodes.len() {
             sim.start_node(NodeId(n as u32));
@@ -308,20 +337,81 @@ impl<P: Protocol> Simulation<P> {
         self.nodes[node.0 as usize].skew_us = offset_us;
     }
 
-    /// Crash `node`: it loses its volatile state and every message to it is dropped until it is
+    /// Crash `node`: it keeps only its durable state ([`Protocol::crash`]), its connections
+    /// break (messages in flight to or from it are lost), and nothing reaches it until it is
     /// restarted.
     pub fn crash(&mut self, node: NodeId) {
         let n = &mut self.nodes[node.0 as usize];
+        if !n.up {
+            return;
+        }
         n.up = false;
         n.incarnation += 1;
+        n.protocol.crash(&self.env[node.0 as usize]);
     }
 
-    /// Restart a crashed node with fresh protocol state.
+    /// Bring a crashed node back: it recovers from its durable state and starts again.
     pub fn restart(&mut self, node: NodeId) {
         let n = &mut self.nodes[node.0 as usize];
-        n.protocol = P::new(&self.env[node.0 as usize]);
+        if n.up {
+            return;
+        }
         n.up = true;
         self.start_node(node);
+    }
+
+    pub fn is_up(&self, node: NodeId) -> bool {
+        self.nodes[node.0 as usize].up
+    }
+
+    /// Cut the network into `groups`: a message between nodes of different groups is lost, as
+    /// when a TCP connection breaks (messages already in flight across the cut are lost too).
+    /// Nodes in no group are isolated. Clients keep reaching their coordinators.
+    pub fn partition(&mut self, groups: &[Vec<NodeId>]) {
+        let mut side = vec![usize::MAX; self.nodes.len()];
+        for (g, nodes) in groups.iter().enumerate() {
+            for n in nodes {
+                side[n.0 as usize] = g;
+            }
+        }
+        self.network.side = Some(side);
+    }
+
+    /// Remove any partition.
+    pub fn heal(&mut self) {
+        self.network.side = None;
+    }
+
+    /// Lose each message between nodes independently with `probability` (0 restores a reliable
+    /// network). Only for protocols whose network model tolerates loss.
+    pub fn set_message_loss(&mut self, probability: f64) {
+        self.network.loss = probability.clamp(0.0, 1.0);
+    }
+
+    /// Give a `probability` fraction of messages an extra delay drawn uniformly from
+    /// `0..=max_extra`: latency spikes. Links stay FIFO unless [`Simulation::set_fifo`] turns
+    /// that off, so a spike also holds back what follows it on the link.
+    pub fn set_delay_spikes(&mut self, probability: f64, max_extra: Duration) {
+        self.network.spike_probability = probability.clamp(0.0, 1.0);
+        self.network.spike_max_us = max_extra.as_micros() as u64;
+    }
+
+    /// Whether each link delivers in send order (as TCP does). Off, messages overtake each other
+    /// on a link when their delays differ.
+    pub fn set_fifo(&mut self, fifo: bool) {
+        self.network.fifo = fifo;
+    }
+
+    /// Messages lost to partitions, loss and crashes so far.
+    pub fn messages_lost(&self) -> u64 {
+        self.network.lost
+    }
+
+    fn connected(&self, a: NodeId, b: NodeId) -> bool {
+        match &self.network.side {
+            None => true,
+            Some(side) => side[a.0 as usize] == side[b.0 as usize] && side[a.0 as usize] != usize::MAX,
+        }
     }
 
     fn start_node(&mut self, node: NodeId) {
@@ -357,21 +447,37 @@ impl<P: Protocol> Simulation<P> {
 
     fn apply(&mut self, node: NodeId, incarnation: u32, effects: Effects<P>) {
         for (to, msg) in effects.sends {
+            // The loss draw happens only when loss is on, so enabling no fault leaves the random
+            // sequence (and so every earlier seed's history) unchanged.
+            if self.network.loss > 0.0 && to != node && self.net_rng.random_bool(self.network.loss)
+            {
+                self.network.lost += 1;
+                continue;
+            }
             let mut at = self.now_us + self.placement.one_way(node, to).as_micros() as u64;
             if !self.config.jitter.is_zero() {
                 at += self
                     .net_rng
                     .random_range(0..=self.config.jitter.as_micros() as u64);
             }
-            let last = self.link_clock.entry((node, to)).or_insert(0);
-            at = at.max(*last);
-            *last = at;
+            if self.network.spike_probability > 0.0
+                && self.net_rng.random_bool(self.network.spike_probability)
+            {
+                at += self.net_rng.random_range(0..=self.network.spike_max_us);
+            }
+            if self.network.fifo {
+                let last = self.link_clock.entry((node, to)).or_insert(0);
+                at = at.max(*last);
+                *last = at;
+            }
+            let incarnations = (incarnation, self.nodes[to.0 as usize].incarnation);
             self.schedule(
                 at,
                 Event::Deliver {
                     to,
                     from: node,
                     msg,
+                    incarnations,
                 },
             );
         }
@@ -468,10 +574,23 @@ impl<P: Protocol> Simulation<P> {
 
     fn dispatch(&mut self, event: Event<P>) {
         match event {
-            Event::Deliver { to, from, msg } => {
-                if self.nodes[to.0 as usize].up {
+            Event::Deliver {
+                to,
+                from,
+                msg,
+                incarnations,
+            } => {
+                let alive = self.nodes[to.0 as usize].up
+                    && incarnations
+                        == (
+                            self.nodes[from.0 as usize].incarnation,
+                            self.nodes[to.0 as usize].incarnation,
+                        );
+                if alive && (from == to || self.connected(from, to)) {
                     self.messages_delivered += 1;
                     self.with_node(to, |p, ctx| p.on_message(ctx, from, msg));
+                } else {
+                    self.network.lost += 1;
                 }
             }
             Event::Request { to, request } => {

@@ -191,6 +191,11 @@ impl<M> MvStore<M> {
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &KeyEntry<M>)> {
         self.slots.iter().map(|s| (&s.key, &s.entry))
     }
+
+    /// Every key's protocol metadata, mutably (to reset it, as after a crash).
+    pub fn metas_mut(&mut self) -> impl Iterator<Item = &mut M> {
+        self.slots.iter_mut().map(|s| &mut s.entry.meta)
+    }
 }
 
 impl<M: Default> MvStore<M> {
