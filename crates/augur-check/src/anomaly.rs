@@ -136,12 +136,11 @@ impl Level {
             kind,
             Cycle(CycleKind::G0 | CycleKind::G1c, CycleOrder::Dependencies)
         );
-        let si = rc
-            || matches!(
+        let si =
+            rc || matches!(
                 kind,
                 LostUpdate | IncompatibleOrder | BankTotal | NegativeBalance
-            )
-            || matches!(
+            ) || matches!(
                 kind,
                 Cycle(
                     CycleKind::GSingle | CycleKind::GNonadjacent,

@@ -61,7 +61,11 @@ pub fn read(input: impl BufRead) -> Result<History, HistoryFileError> {
         if txn.index != txns.len() {
             return Err(HistoryFileError::Malformed {
                 line: i + 1,
-                why: format!("record index {} where {} was expected", txn.index, txns.len()),
+                why: format!(
+                    "record index {} where {} was expected",
+                    txn.index,
+                    txns.len()
+                ),
             });
         }
         txns.push(txn);

@@ -10,8 +10,8 @@
 //! written as [`Procedure`]s over the small [`Ops`] interface so the same code can later run as an
 //! interactive transaction or as a one-shot procedure shipped to the participants.
 
-use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, RequestError, Timestamp};
 use augur_types::history::{Op, RecordedOutcome, TxnRecord};
+use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, RequestError, Timestamp};
 use augur_types::{TxnId, Value};
 use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};

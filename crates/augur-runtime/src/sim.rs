@@ -410,7 +410,9 @@ impl<P: Protocol> Simulation<P> {
     fn connected(&self, a: NodeId, b: NodeId) -> bool {
         match &self.network.side {
             None => true,
-            Some(side) => side[a.0 as usize] == side[b.0 as usize] && side[a.0 as usize] != usize::MAX,
+            Some(side) => {
+                side[a.0 as usize] == side[b.0 as usize] && side[a.0 as usize] != usize::MAX
+            }
         }
     }
 

@@ -1,6 +1,9 @@
 //! Benchmark workloads. Each is written once as [`augur_client::Procedure`]s over the small
 //! read/write interface, so every protocol runs the same transaction code.
 
+pub mod bank;
+pub mod list_append;
+pub mod rw_register;
 pub mod synthetic_str;
 
 use augur_client::Procedure;
@@ -10,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Workload names accepted by `--workload`.
-pub const WORKLOADS: &[&str] = &["synthetic-str"];
+pub const WORKLOADS: &[&str] = &["synthetic-str", "list-append", "rw-register", "bank"];
 
 /// A source of transactions for closed- or open-loop clients.
 pub trait Workload: Send + Sync {
@@ -49,6 +52,9 @@ pub fn build(
         "synthetic-str" => Ok(Arc::new(synthetic_str::SyntheticStr::new(
             settings, placement,
         )?)),
+        "list-append" => Ok(Arc::new(list_append::ListAppend::new(settings, placement)?)),
+        "rw-register" => Ok(Arc::new(rw_register::RwRegister::new(settings, placement)?)),
+        "bank" => Ok(Arc::new(bank::Bank::new(settings, placement)?)),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }
@@ -57,6 +63,9 @@ pub fn build(
 pub fn settings_of(name: &str) -> Result<&'static [&'static str], WorkloadError> {
     match name {
         "synthetic-str" => Ok(synthetic_str::SETTINGS),
+        "list-append" => Ok(list_append::SETTINGS),
+        "rw-register" => Ok(rw_register::SETTINGS),
+        "bank" => Ok(bank::SETTINGS),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }

@@ -2,8 +2,8 @@
 //! with closed-loop clients, and report each protocol's throughput, aborts and latency along with
 //! its throughput ratio to the first protocol named.
 
-use crate::BadInput;
 use crate::report::{self, ProtocolResult, RunStats};
+use augur::BadInput;
 use augur_client::{Outcome, Session, Transport, run_once};
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;

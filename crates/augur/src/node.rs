@@ -1,8 +1,8 @@
 //! `augur node --config FILE --id N`: serve node `N` of the cluster described by a TOML file, over
 //! TCP, until Ctrl-C or SIGTERM. The file format is documented in docs/cluster-config.md.
 
-use crate::BadInput;
 use anyhow::Context;
+use augur::BadInput;
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::tcp::{self, TcpNodeConfig};
 use augur_runtime::{NodeEnv, Protocol, ProtocolOptions};

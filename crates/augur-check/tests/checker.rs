@@ -1,0 +1,687 @@
+//! The dependency-graph checker on tiny hand-built histories, one per anomaly it reports.
+
+use augur_check::{AnomalyKind, CheckOptions, CycleKind, CycleOrder, Level, ValueModel, check};
+use augur_types::history::{History, HistoryHeader, Op, RecordedOutcome, TxnRecord};
+use std::collections::BTreeMap;
+
+use AnomalyKind::Cycle;
+use CycleKind::{G0, G1c, G2Item, GNonadjacent, GSingle};
+use CycleOrder::{Dependencies, Process, RealTime};
+
+fn r(key: &str, value: Option<&str>) -> Op {
+    Op::Read {
+        key: key.into(),
+        value: value.map(Into::into),
+    }
+}
+
+fn w(key: &str, value: &str) -> Op {
+    Op::Write {
+        key: key.into(),
+        value: Some(value.into()),
+    }
+}
+
+/// List-append's append: read the list, write it back with `new` at the end.
+fn append(key: &str, read: Option<&str>, new: u64) -> [Op; 2] {
+    let written = match read {
+        None | Some("") => new.to_string(),
+        Some(l) => format!("{l} {new}"),
+    };
+    [r(key, read), w(key, &written)]
+}
+
+fn ok(ts: u64) -> RecordedOutcome {
+    RecordedOutcome::Committed { commit_ts: ts }
+}
+
+fn aborted() -> RecordedOutcome {
+    RecordedOutcome::Aborted {
+        reason: "write_write_conflict".into(),
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    txns: Vec<TxnRecord>,
+}
+
+impl Builder {
+    /// A transaction of `client`, running from `invoke` to `complete` (µs).
+    fn txn(
+        &mut self,
+        client: u64,
+        (invoke, complete): (u64, u64),
+        ops: Vec<Op>,
+        outcome: RecordedOutcome,
+    ) -> usize {
+        let index = self.txns.len();
+        self.txns.push(TxnRecord {
+            index,
+            client,
+            txn: Some(index as u64),
+            name: "t".into(),
+            read_only: ops.iter().all(|o| matches!(o, Op::Read { .. })),
+            invoke_us: invoke,
+            complete_us: complete,
+            ops,
+            outcome,
+        });
+        index
+    }
+
+    /// A transaction on its own client, overlapping every other such transaction (so no
+    /// session or real-time order relates it to anything).
+    fn concurrent(&mut self, ops: Vec<Op>, outcome: RecordedOutcome) -> usize {
+        let client = 100 + self.txns.len() as u64;
+        self.txn(client, (0, 1_000), ops, outcome)
+    }
+
+    fn history(&self) -> History {
+        History {
+            header: HistoryHeader {
+                format: 1,
+                protocol: "test".into(),
+                workload: "test".into(),
+                seed: 0,
+                isolation: "none".into(),
+                faults: "none".into(),
+                settings: BTreeMap::new(),
+            },
+            txns: self.txns.clone(),
+        }
+    }
+}
+
+fn cat(parts: Vec<Vec<Op>>) -> Vec<Op> {
+    parts.into_iter().flatten().collect()
+}
+
+fn check_at(b: &Builder, model: ValueModel, level: Level) -> augur_check::CheckReport {
+    check(&b.history(), &CheckOptions::new(level, model))
+}
+
+fn kinds(report: &augur_check::CheckReport) -> Vec<AnomalyKind> {
+    let mut k: Vec<AnomalyKind> = report.anomalies.iter().map(|a| a.kind).collect();
+    k.dedup();
+    k
+}
+
+/// Whether checking at `level` finds `kind` and calls it proscribed.
+fn proscribed(b: &Builder, model: ValueModel, level: Level, kind: AnomalyKind) -> bool {
+    let report = check_at(b, model, level);
+    let found: Vec<_> = report.anomalies.iter().filter(|a| a.kind == kind).collect();
+    assert!(
+        !found.is_empty(),
+        "{kind} not found at {level}: {:?}",
+        kinds(&report)
+    );
+    found.iter().all(|a| a.proscribed)
+}
+
+const LA: ValueModel = ValueModel::ListAppend;
+const RW: ValueModel = ValueModel::RwRegister;
+
+#[test]
+fn serial_list_append_history_is_strict_serializable() {
+    let mut b = Builder::default();
+    b.txn(
+        0,
+        (0, 10),
+        cat(vec![append("x", None, 1).into(), vec![r("y", None)]]),
+        ok(5),
+    );
+    b.txn(
+        1,
+        (20, 30),
+        cat(vec![
+            append("x", Some("1"), 2).into(),
+            append("y", None, 3).into(),
+        ]),
+        ok(25),
+    );
+    b.txn(
+        0,
+        (40, 50),
+        vec![r("x", Some("1 2")), r("y", Some("3"))],
+        ok(45),
+    );
+    // An aborted attempt whose append was never seen changes nothing.
+    b.txn(2, (41, 49), append("x", Some("1 2"), 4).into(), aborted());
+    let report = check_at(&b, LA, Level::StrictSerializable);
+    assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
+    assert!(report.is_valid());
+    assert_eq!(report.stats.txns, 4);
+    assert_eq!(report.stats.committed, 3);
+    assert_eq!(report.stats.aborted, 1);
+    assert!(report.stats.edges >= 4);
+}
+
+#[test]
+fn serial_register_history_is_strict_serializable() {
+    let mut b = Builder::default();
+    b.txn(
+        0,
+        (0, 10),
+        vec![r("x", None), w("x", "1"), w("y", "2")],
+        ok(5),
+    );
+    b.txn(1, (20, 30), vec![r("x", Some("1")), w("x", "3")], ok(25));
+    b.txn(
+        0,
+        (40, 50),
+        vec![r("x", Some("3")), r("y", Some("2"))],
+        ok(45),
+    );
+    b.txn(1, (60, 70), vec![w("y", "4")], ok(65));
+    for evidence in [false, true] {
+        let mut options = CheckOptions::new(Level::StrictSerializable, RW);
+        options.commit_order_evidence = evidence;
+        let report = check(&b.history(), &options);
+        assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
+    }
+}
+
+#[test]
+fn g0_write_cycle_with_commit_order_evidence() {
+    // T0 and T1 both write x and y. Commit timestamps put T0's x before T1's; T0 read T1's y
+    // and then overwrote it, putting T1's y before T0's: the writes interleave in a circle.
+    let mut b = Builder::default();
+    b.concurrent(vec![w("x", "1"), r("y", Some("2")), w("y", "1")], ok(10));
+    b.concurrent(vec![w("x", "2"), w("y", "2")], ok(20));
+    let mut options = CheckOptions::new(Level::ReadCommitted, RW);
+    options.commit_order_evidence = true;
+    let report = check(&b.history(), &options);
+    let g0 = report
+        .anomalies
+        .iter()
+        .find(|a| a.kind == Cycle(G0, Dependencies))
+        .unwrap_or_else(|| panic!("no G0: {:?}", kinds(&report)));
+    assert!(g0.proscribed);
+    assert!(g0.edges.iter().all(|e| e.kind == "ww"));
+    assert!(
+        g0.edges
+            .iter()
+            .any(|e| e.why.contains("(commit-timestamp order, white-box)")),
+        "{g0}"
+    );
+    assert!(g0.explanation.contains("T0 (client 100)"), "{g0}");
+    assert!(!Level::None.proscribes(g0.kind));
+
+    // Without the timestamps nothing orders the blind writes of x: no write cycle.
+    let report = check(&b.history(), &CheckOptions::new(Level::ReadCommitted, RW));
+    assert!(!kinds(&report).contains(&Cycle(G0, Dependencies)));
+}
+
+#[test]
+fn g1a_aborted_read() {
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), aborted());
+    b.concurrent(vec![r("x", Some("1"))], ok(1));
+    let report = check_at(&b, LA, Level::ReadCommitted);
+    assert_eq!(kinds(&report), vec![AnomalyKind::AbortedRead]);
+    assert_eq!(report.anomalies[0].txns, vec![1, 0]);
+    assert!(report.anomalies[0].proscribed);
+    assert!(!check_at(&b, LA, Level::None).anomalies[0].proscribed);
+
+    // A committed list that holds an aborted append: its writer and its readers all observed
+    // the aborted write.
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), aborted());
+    b.concurrent(append("x", Some("1"), 2).into(), ok(1));
+    b.concurrent(vec![r("x", Some("1 2"))], ok(2));
+    let report = check_at(&b, LA, Level::ReadCommitted);
+    assert_eq!(kinds(&report), vec![AnomalyKind::AbortedRead]);
+    let txns: Vec<_> = report.anomalies.iter().map(|a| a.txns.clone()).collect();
+    assert_eq!(txns, vec![vec![1, 0], vec![2, 0]]);
+
+    // Under SPSI an aborted transaction may read another aborted one's write speculatively.
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), aborted());
+    b.concurrent(vec![r("x", Some("1"))], aborted());
+    assert!(check_at(&b, LA, Level::Spsi).anomalies.is_empty());
+}
+
+#[test]
+fn g1b_intermediate_read() {
+    let mut b = Builder::default();
+    b.concurrent(
+        vec![r("x", None), w("x", "1"), r("x", Some("1")), w("x", "1 2")],
+        ok(1),
+    );
+    b.concurrent(vec![r("x", Some("1"))], ok(2));
+    let report = check_at(&b, LA, Level::ReadCommitted);
+    assert_eq!(kinds(&report), vec![AnomalyKind::IntermediateRead]);
+    assert!(report.anomalies[0].proscribed);
+    assert!(report.anomalies[0].explanation.contains("\"1 2\""));
+}
+
+#[test]
+fn g1c_circular_information_flow() {
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![append("x", None, 1).into(), vec![r("y", Some("2"))]]),
+        ok(1),
+    );
+    b.concurrent(
+        cat(vec![append("y", None, 2).into(), vec![r("x", Some("1"))]]),
+        ok(2),
+    );
+    let report = check_at(&b, LA, Level::ReadCommitted);
+    assert_eq!(kinds(&report), vec![Cycle(G1c, Dependencies)]);
+    assert!(report.anomalies[0].proscribed);
+    assert!(report.anomalies[0].edges.iter().all(|e| e.kind == "wr"));
+    assert!(
+        report.anomalies[0]
+            .edges
+            .iter()
+            .any(|e| e.why == "T1 wrote y = \"2\", which T0 read"),
+        "{}",
+        report.anomalies[0]
+    );
+}
+
+#[test]
+fn g_single_read_skew() {
+    let mut b = Builder::default();
+    b.concurrent(vec![r("x", None), r("y", Some("2"))], ok(1));
+    b.concurrent(
+        cat(vec![
+            append("x", None, 1).into(),
+            append("y", None, 2).into(),
+        ]),
+        ok(2),
+    );
+    let kind = Cycle(GSingle, Dependencies);
+    assert!(!proscribed(&b, LA, Level::ReadCommitted, kind));
+    assert!(proscribed(&b, LA, Level::SnapshotIsolation, kind));
+    assert!(proscribed(&b, LA, Level::Serializable, kind));
+    let report = check_at(&b, LA, Level::Serializable);
+    let cycle = report.anomalies.iter().find(|a| a.kind == kind).unwrap();
+    let rw: Vec<_> = cycle.edges.iter().filter(|e| e.kind == "rw").collect();
+    assert_eq!(rw.len(), 1);
+    assert_eq!(
+        rw[0].why,
+        "T0 read x = nil (the initial version), T1 installed the next version \"1\""
+    );
+    // The same observation is a fractured read among committed transactions, which only SPSI
+    // proscribes (the cycle already condemns it elsewhere).
+    let fractured = report
+        .anomalies
+        .iter()
+        .find(|a| a.kind == AnomalyKind::FracturedRead)
+        .expect("fractured read");
+    assert!(!fractured.proscribed);
+}
+
+#[test]
+fn g_nonadjacent() {
+    // T0 -rw(a)-> T1 -wr(b)-> T2 -rw(c)-> T3 -wr(d)-> T0.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("a", None), r("d", Some("4"))], ok(1));
+    b.concurrent(
+        cat(vec![
+            append("a", None, 1).into(),
+            append("b", None, 2).into(),
+        ]),
+        ok(2),
+    );
+    b.concurrent(vec![r("b", Some("2")), r("c", None)], ok(3));
+    b.concurrent(
+        cat(vec![
+            append("c", None, 3).into(),
+            append("d", None, 4).into(),
+        ]),
+        ok(4),
+    );
+    let report = check_at(&b, LA, Level::SnapshotIsolation);
+    let cycles: Vec<_> = kinds(&report)
+        .into_iter()
+        .filter(|k| matches!(k, Cycle(..)))
+        .collect();
+    assert_eq!(cycles, vec![Cycle(GNonadjacent, Dependencies)]);
+    assert!(proscribed(&b, LA, Level::SnapshotIsolation, cycles[0]));
+    assert!(!proscribed(&b, LA, Level::ReadCommitted, cycles[0]));
+}
+
+#[test]
+fn g2_item_write_skew() {
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![vec![r("y", None)], append("x", None, 1).into()]),
+        ok(1),
+    );
+    b.concurrent(
+        cat(vec![vec![r("x", None)], append("y", None, 2).into()]),
+        ok(2),
+    );
+    let report = check_at(&b, LA, Level::Serializable);
+    assert_eq!(kinds(&report), vec![Cycle(G2Item, Dependencies)]);
+    let kind = Cycle(G2Item, Dependencies);
+    assert!(!proscribed(&b, LA, Level::SnapshotIsolation, kind));
+    assert!(proscribed(&b, LA, Level::Serializable, kind));
+    assert!(check_at(&b, LA, Level::SnapshotIsolation).is_valid());
+}
+
+#[test]
+fn lost_update() {
+    let mut b = Builder::default();
+    b.concurrent(append("x", Some("5"), 1).into(), ok(1));
+    b.concurrent(append("x", Some("5"), 2).into(), ok(2));
+    b.concurrent(append("x", None, 5).into(), ok(0));
+    let report = check_at(&b, LA, Level::SnapshotIsolation);
+    let found = kinds(&report);
+    assert!(found.contains(&AnomalyKind::LostUpdate), "{found:?}");
+    assert!(
+        !found.contains(&AnomalyKind::IncompatibleOrder),
+        "{found:?}"
+    );
+    let lost = report
+        .anomalies
+        .iter()
+        .find(|a| a.kind == AnomalyKind::LostUpdate)
+        .unwrap();
+    assert_eq!(lost.txns, vec![0, 1]);
+    assert!(lost.explanation.contains("installed by T2 (client 102)"));
+    assert!(proscribed(
+        &b,
+        LA,
+        Level::SnapshotIsolation,
+        AnomalyKind::LostUpdate
+    ));
+    assert!(!proscribed(
+        &b,
+        LA,
+        Level::ReadCommitted,
+        AnomalyKind::LostUpdate
+    ));
+
+    // Registers: both read the same version, both wrote.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("x", None), w("x", "1")], ok(1));
+    b.concurrent(vec![r("x", None), w("x", "2")], ok(2));
+    assert!(proscribed(
+        &b,
+        RW,
+        Level::SnapshotIsolation,
+        AnomalyKind::LostUpdate
+    ));
+}
+
+#[test]
+fn diverging_lists_not_explained_by_a_lost_update() {
+    // T1 built on an aborted append; T2 on the empty list: the committed lists diverge at their
+    // first element, whose appenders did not read the same list.
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), aborted());
+    b.concurrent(append("x", Some("1"), 2).into(), ok(1));
+    b.concurrent(append("x", None, 3).into(), ok(2));
+    let found = kinds(&check_at(&b, LA, Level::SnapshotIsolation));
+    assert!(found.contains(&AnomalyKind::IncompatibleOrder), "{found:?}");
+    assert!(found.contains(&AnomalyKind::AbortedRead), "{found:?}");
+    assert!(proscribed(
+        &b,
+        LA,
+        Level::SnapshotIsolation,
+        AnomalyKind::IncompatibleOrder
+    ));
+}
+
+#[test]
+fn internal_inconsistency() {
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![append("x", None, 1).into(), vec![r("x", None)]]),
+        ok(1),
+    );
+    let report = check_at(&b, LA, Level::ReadCommitted);
+    assert_eq!(kinds(&report), vec![AnomalyKind::Internal]);
+    assert!(report.anomalies[0].proscribed);
+}
+
+#[test]
+fn garbage_read() {
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), ok(1));
+    b.concurrent(vec![r("x", Some("1 99"))], ok(2));
+    let report = check_at(&b, LA, Level::ReadCommitted);
+    assert_eq!(kinds(&report), vec![AnomalyKind::GarbageRead]);
+    assert!(report.anomalies[0].proscribed);
+    assert!(report.anomalies[0].explanation.contains("99"));
+
+    let mut b = Builder::default();
+    b.concurrent(vec![r("x", Some("7"))], ok(1));
+    assert_eq!(
+        kinds(&check_at(&b, RW, Level::ReadCommitted)),
+        vec![AnomalyKind::GarbageRead]
+    );
+}
+
+#[test]
+fn stale_read_is_a_realtime_g_single() {
+    // T0 appends and finishes; T1 begins later on another client and misses the append.
+    let mut b = Builder::default();
+    b.txn(0, (0, 10), append("x", None, 1).into(), ok(5));
+    b.txn(1, (20, 30), vec![r("x", None)], ok(25));
+    let report = check_at(&b, LA, Level::StrictSerializable);
+    assert_eq!(kinds(&report), vec![Cycle(GSingle, RealTime)]);
+    let cycle = &report.anomalies[0];
+    assert!(cycle.proscribed);
+    assert!(
+        cycle
+            .edges
+            .iter()
+            .any(|e| e.kind == "realtime"
+                && e.why == "T0 finished at 10 µs before T1 began at 20 µs"),
+        "{cycle}"
+    );
+    assert!(!proscribed(
+        &b,
+        LA,
+        Level::Serializable,
+        Cycle(GSingle, RealTime)
+    ));
+    assert!(check_at(&b, LA, Level::Serializable).is_valid());
+}
+
+#[test]
+fn session_order_makes_a_process_g_single() {
+    // One client pipelines two transactions (they overlap, so real time orders nothing); the
+    // second misses the first's append.
+    let mut b = Builder::default();
+    b.txn(0, (0, 30), append("x", None, 1).into(), ok(5));
+    b.txn(0, (10, 40), vec![r("x", None)], ok(25));
+    let report = check_at(&b, LA, Level::StrictSerializable);
+    assert_eq!(kinds(&report), vec![Cycle(GSingle, Process)]);
+    assert!(report.anomalies[0].proscribed);
+    assert!(!proscribed(
+        &b,
+        LA,
+        Level::Serializable,
+        Cycle(GSingle, Process)
+    ));
+}
+
+#[test]
+fn spsi_fractured_read_by_an_aborted_transaction() {
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![
+            append("x", None, 1).into(),
+            append("y", None, 2).into(),
+        ]),
+        ok(1),
+    );
+    b.concurrent(vec![r("x", Some("1")), r("y", None)], aborted());
+    let report = check_at(&b, LA, Level::Spsi);
+    assert_eq!(kinds(&report), vec![AnomalyKind::FracturedRead]);
+    assert!(report.anomalies[0].proscribed);
+    assert_eq!(report.anomalies[0].txns, vec![1, 0]);
+    // Snapshot isolation says nothing about aborted transactions.
+    assert!(
+        check_at(&b, LA, Level::SnapshotIsolation)
+            .anomalies
+            .is_empty()
+    );
+
+    // Registers: T1 saw W's x but the initial y.
+    let mut b = Builder::default();
+    b.concurrent(vec![w("x", "1"), w("y", "2")], ok(1));
+    b.concurrent(vec![r("x", Some("1")), r("y", None)], aborted());
+    assert!(proscribed(&b, RW, Level::Spsi, AnomalyKind::FracturedRead));
+}
+
+#[test]
+fn spsi_conflicting_writers_observed_by_an_aborted_transaction() {
+    // W0 (committed) and W1 (aborted) both appended to z from the empty list: concurrent
+    // conflicting writers. T2 observed W0's x and W1's y.
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![
+            append("z", None, 1).into(),
+            append("x", None, 2).into(),
+        ]),
+        ok(1),
+    );
+    b.concurrent(
+        cat(vec![
+            append("z", None, 3).into(),
+            append("y", None, 4).into(),
+        ]),
+        aborted(),
+    );
+    b.concurrent(vec![r("x", Some("2")), r("y", Some("4"))], aborted());
+    let report = check_at(&b, LA, Level::Spsi);
+    assert_eq!(
+        kinds(&report),
+        vec![AnomalyKind::ConflictingWritersObserved]
+    );
+    let a = &report.anomalies[0];
+    assert!(a.proscribed);
+    assert_eq!(a.txns, vec![2, 0, 1]);
+    assert!(a.keys.contains(&"z".to_string()));
+    assert!(
+        check_at(&b, LA, Level::SnapshotIsolation)
+            .anomalies
+            .is_empty()
+    );
+
+    // Registers: both read z's initial version before writing it.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("z", None), w("z", "1"), w("x", "2")], ok(1));
+    b.concurrent(vec![r("z", None), w("z", "3"), w("y", "4")], aborted());
+    b.concurrent(vec![r("x", Some("2")), r("y", Some("4"))], aborted());
+    assert!(proscribed(
+        &b,
+        RW,
+        Level::Spsi,
+        AnomalyKind::ConflictingWritersObserved
+    ));
+    // A writer that saw the other's write is not concurrent with it.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("z", None), w("z", "1"), w("x", "2")], ok(1));
+    b.concurrent(vec![r("z", Some("1")), w("z", "3"), w("y", "4")], aborted());
+    b.concurrent(vec![r("x", Some("2")), r("y", Some("4"))], aborted());
+    assert!(check_at(&b, RW, Level::Spsi).anomalies.is_empty());
+}
+
+#[test]
+fn observed_unknown_outcome_counts_as_committed() {
+    let mut b = Builder::default();
+    b.txn(
+        0,
+        (0, 10),
+        append("x", None, 1).into(),
+        RecordedOutcome::Unknown,
+    );
+    b.txn(1, (20, 30), vec![r("x", Some("1"))], ok(25));
+    // Never observed: ignored, so reading around it is fine.
+    b.txn(
+        2,
+        (0, 10),
+        append("y", None, 2).into(),
+        RecordedOutcome::Unknown,
+    );
+    b.txn(1, (40, 50), vec![r("y", None)], ok(45));
+    let report = check_at(&b, LA, Level::StrictSerializable);
+    assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
+    assert_eq!(report.stats.unknown, 2);
+    assert_eq!(report.stats.unknown_observed, 1);
+    assert_eq!(report.stats.committed, 2);
+
+    // Treated as committed, the observed one takes part in cycles: a stale read of it by a
+    // committed transaction that also saw its x.
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![
+            append("x", None, 1).into(),
+            append("y", None, 2).into(),
+        ]),
+        RecordedOutcome::Unknown,
+    );
+    b.concurrent(vec![r("x", Some("1")), r("y", None)], ok(1));
+    let found = kinds(&check_at(&b, LA, Level::Serializable));
+    assert!(found.contains(&Cycle(GSingle, Dependencies)), "{found:?}");
+}
+
+#[test]
+fn nothing_follows_an_unknown_outcome_in_real_time_or_session_order() {
+    // T0's client gave up at 10 µs, but T0 may have committed later (T2 saw its append), so a
+    // transaction that began at 20 µs and missed the append is no stale read.
+    let mut b = Builder::default();
+    b.txn(
+        0,
+        (0, 10),
+        append("x", None, 1).into(),
+        RecordedOutcome::Unknown,
+    );
+    b.txn(1, (20, 30), vec![r("x", None)], ok(25));
+    b.txn(0, (40, 50), vec![r("x", Some("1"))], ok(45));
+    let report = check_at(&b, LA, Level::StrictSerializable);
+    assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
+    assert_eq!(report.stats.unknown_observed, 1);
+
+    // The same client's next transaction likewise.
+    let mut b = Builder::default();
+    b.txn(
+        0,
+        (0, 10),
+        append("x", None, 1).into(),
+        RecordedOutcome::Unknown,
+    );
+    b.txn(0, (20, 30), vec![r("x", None)], ok(25));
+    b.txn(1, (40, 50), vec![r("x", Some("1"))], ok(45));
+    assert!(check_at(&b, LA, Level::StrictSerializable).is_valid());
+
+    // Had it committed by then, the stale read would be a G-single-realtime.
+    let mut b = Builder::default();
+    b.txn(0, (0, 10), append("x", None, 1).into(), ok(5));
+    b.txn(1, (20, 30), vec![r("x", None)], ok(25));
+    b.txn(0, (40, 50), vec![r("x", Some("1"))], ok(45));
+    assert_eq!(
+        kinds(&check_at(&b, LA, Level::StrictSerializable)),
+        vec![Cycle(GSingle, RealTime)]
+    );
+}
+
+#[test]
+fn anomalies_per_kind_are_bounded() {
+    let mut b = Builder::default();
+    for i in 0..30 {
+        let key = format!("k{i}");
+        b.concurrent(append(&key, None, 2 * i).into(), ok(1));
+        b.concurrent(append(&key, None, 2 * i + 1).into(), ok(2));
+    }
+    let report = check_at(&b, LA, Level::SnapshotIsolation);
+    let lost: Vec<_> = report
+        .anomalies
+        .iter()
+        .filter(|a| a.kind == AnomalyKind::LostUpdate)
+        .collect();
+    assert_eq!(lost.len(), 10);
+    assert!(
+        lost[9]
+            .explanation
+            .contains("20 more lost-update anomalies")
+    );
+}

@@ -1,0 +1,468 @@
+//! `list-append`: transactions over append-only lists, whose histories the isolation checker can
+//! judge.
+//!
+//! Every key holds a list of integers, stored as space-separated decimals (`"4 17 30"`; an absent
+//! value or `""` is the empty list). An update transaction (`append`) makes 1..=`max_ops`
+//! operations, each either a read of a key or an append to a key: read the list and write it back
+//! with one fresh element at the end. A read-only transaction (`read`) reads 1..=`max_ops` keys.
+//! Keys are drawn uniformly from `keys` keys spread round-robin over the partitions.
+//!
+//! Every element appended during a run is unique: one counter, shared by all the clients of the
+//! workload, hands out a fresh element on every attempt (retries included). A list therefore
+//! names, in order, the transactions that appended to its key, so the checker can recover each
+//! key's version order from the longest list read and derive the write-write, write-read and
+//! read-write dependencies between transactions from it.
+
+use crate::{Workload, WorkloadError, parse};
+use augur_client::{Ops, Procedure, TxnError};
+use augur_types::{Key, NodeId, Placement};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::num::ParseIntError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Settings accepted through `--set`.
+pub const SETTINGS: &[&str] = &["keys", "max_ops", "read_only_fraction"];
+
+/// The settings `list-append` and `rw-register` share.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Settings {
+    /// How many keys transactions pick from.
+    pub keys: u64,
+    /// Operations per transaction are drawn uniformly from 1..=max_ops.
+    pub max_ops: usize,
+    /// The share of transactions that are read-only.
+    pub read_only_fraction: f64,
+}
+
+impl Settings {
+    /// Parse and validate `given` for `workload`, whose accepted keys are [`SETTINGS`].
+    pub(crate) fn from_given(
+        workload: &'static str,
+        given: &BTreeMap<String, String>,
+    ) -> Result<Settings, WorkloadError> {
+        reject_unknown(workload, SETTINGS, given)?;
+        let get = |key: &str, default: &str| given.get(key).cloned().unwrap_or(default.into());
+        let settings = Settings {
+            keys: parse("keys", &get("keys", "12"))?,
+            max_ops: parse("max_ops", &get("max_ops", "4"))?,
+            read_only_fraction: parse("read_only_fraction", &get("read_only_fraction", "0.2"))?,
+        };
+        let bad = |key: &str, value: String, why: &str| WorkloadError::BadValue {
+            key: key.into(),
+            value,
+            why: why.into(),
+        };
+        if settings.keys == 0 {
+            return Err(bad("keys", "0".into(), "must be at least 1"));
+        }
+        if settings.max_ops == 0 {
+            return Err(bad("max_ops", "0".into(), "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&settings.read_only_fraction) {
+            let value = settings.read_only_fraction.to_string();
+            return Err(bad("read_only_fraction", value, "must be within 0..=1"));
+        }
+        Ok(settings)
+    }
+}
+
+/// Refuse any setting of `given` that `valid` does not name.
+pub(crate) fn reject_unknown(
+    workload: &'static str,
+    valid: &[&str],
+    given: &BTreeMap<String, String>,
+) -> Result<(), WorkloadError> {
+    match given.keys().find(|k| !valid.contains(&k.as_str())) {
+        Some(key) => Err(WorkloadError::UnknownSetting {
+            workload,
+            key: key.clone(),
+            valid: valid.join(", "),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The key with index `index`: its shard tag spreads keys round-robin over the partitions, so it
+/// prints as `partition/index`.
+pub(crate) fn key_of(placement: &Placement, index: u64) -> Key {
+    let partitions = placement.partition_count() as u64;
+    Key::numbered((index % partitions) as u32, index)
+}
+
+/// Decode a stored list (`"4 17 30"`; `""` is the empty list).
+pub fn decode_list(text: &str) -> Result<Vec<u64>, ParseIntError> {
+    text.split_ascii_whitespace().map(str::parse).collect()
+}
+
+/// Encode a list as space-separated decimals.
+pub fn encode_list(list: &[u64]) -> String {
+    let items: Vec<String> = list.iter().map(u64::to_string).collect();
+    items.join(" ")
+}
+
+/// The value that appends `element` to the stored value `old`. A value that is not a list is kept
+/// as text with the element after it, so the evidence of whatever corrupted it stays in the history.
+fn appended(old: Option<&[u8]>, element: u64) -> String {
+    let text = String::from_utf8_lossy(old.unwrap_or_default());
+    match decode_list(&text) {
+        Ok(mut list) => {
+            list.push(element);
+            encode_list(&list)
+        }
+        Err(_) => format!("{text} {element}"),
+    }
+}
+
+pub struct ListAppend {
+    settings: Settings,
+    placement: Arc<Placement>,
+    /// The next element to append; shared with the procedures, which draw when they run.
+    next_element: Arc<AtomicU64>,
+}
+
+impl ListAppend {
+    pub fn new(
+        given: &BTreeMap<String, String>,
+        placement: Arc<Placement>,
+    ) -> Result<ListAppend, WorkloadError> {
+        Ok(ListAppend {
+            settings: Settings::from_given("list-append", given)?,
+            placement,
+            next_element: Arc::new(AtomicU64::new(1)),
+        })
+    }
+}
+
+/// Draw the keys and sizes of a transaction over `settings.keys` keys: whether it is read-only,
+/// and 1..=max_ops key indices.
+pub(crate) fn draw(settings: &Settings, rng: &mut ChaCha8Rng) -> (bool, Vec<u64>) {
+    let read_only = rng.random::<f64>() < settings.read_only_fraction;
+    let n = rng.random_range(1..=settings.max_ops);
+    let keys = (0..n).map(|_| rng.random_range(0..settings.keys)).collect();
+    (read_only, keys)
+}
+
+impl Workload for ListAppend {
+    fn name(&self) -> &'static str {
+        "list-append"
+    }
+
+    fn next(&self, _home: NodeId, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {
+        let (read_only, indices) = draw(&self.settings, rng);
+        let keys = indices.into_iter().map(|i| key_of(&self.placement, i));
+        if read_only {
+            return Box::new(ReadKeys {
+                keys: keys.collect(),
+            });
+        }
+        let mut steps: Vec<Step> = keys
+            .map(|k| {
+                if rng.random_bool(0.5) {
+                    Step::Append(k)
+                } else {
+                    Step::Read(k)
+                }
+            })
+            .collect();
+        // An update transaction always appends something.
+        if !steps.iter().any(|s| matches!(s, Step::Append(_))) {
+            let last = steps.pop().expect("at least one operation");
+            let (Step::Read(k) | Step::Append(k)) = last;
+            steps.push(Step::Append(k));
+        }
+        Box::new(Append {
+            steps,
+            next_element: Arc::clone(&self.next_element),
+        })
+    }
+
+    fn settings(&self) -> serde_json::Value {
+        serde_json::to_value(&self.settings).expect("settings serialise")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    Read(Key),
+    /// Read the list, then write it back with a fresh element appended.
+    Append(Key),
+}
+
+/// `append`: reads and appends in program order.
+struct Append {
+    steps: Vec<Step>,
+    next_element: Arc<AtomicU64>,
+}
+
+impl Procedure for Append {
+    fn name(&self) -> &'static str {
+        "append"
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
+        Box::pin(async move {
+            for step in &self.steps {
+                match step {
+                    Step::Read(key) => {
+                        ops.read(key).await?;
+                    }
+                    Step::Append(key) => {
+                        let old = ops.read(key).await?;
+                        // Drawn per attempt, so a retry never reuses an aborted attempt's element.
+                        let element = self.next_element.fetch_add(1, Ordering::Relaxed);
+                        let new = appended(old.as_deref(), element);
+                        ops.write(key.clone(), Some(Bytes::from(new)))?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `read`: a read-only transaction reading keys in order (shared with `rw-register`).
+pub(crate) struct ReadKeys {
+    pub(crate) keys: Vec<Key>,
+}
+
+impl Procedure for ReadKeys {
+    fn name(&self) -> &'static str {
+        "read"
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
+        Box::pin(async move {
+            for key in &self.keys {
+                ops.read(key).await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// An in-memory [`Ops`] for the workloads' unit tests.
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::*;
+    use augur_types::Value;
+
+    /// A store plus one transaction's buffered writes, logging every operation as text.
+    #[derive(Default)]
+    pub(crate) struct FakeOps {
+        pub(crate) store: BTreeMap<Key, Value>,
+        pub(crate) buffered: Vec<(Key, Option<Value>)>,
+        /// `r KEY VALUE` and `w KEY VALUE`, with `-` for no value.
+        pub(crate) log: Vec<String>,
+    }
+
+    fn show(v: &Option<Value>) -> String {
+        match v {
+            Some(v) => String::from_utf8_lossy(v).into_owned(),
+            None => "-".into(),
+        }
+    }
+
+    impl FakeOps {
+        pub(crate) fn set(&mut self, key: Key, value: &str) {
+            self.store.insert(key, Bytes::from(value.to_string()));
+        }
+
+        pub(crate) fn get(&self, key: &Key) -> Option<String> {
+            self.store
+                .get(key)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        }
+
+        /// Apply the buffered writes and start afresh.
+        pub(crate) fn commit(&mut self) {
+            for (k, v) in self.buffered.drain(..) {
+                match v {
+                    Some(v) => self.store.insert(k, v),
+                    None => self.store.remove(&k),
+                };
+            }
+            self.log.clear();
+        }
+
+        /// Run `p` to completion against this store (without committing).
+        pub(crate) fn run(&mut self, p: &mut dyn Procedure) -> Result<(), TxnError> {
+            futures::executor::block_on(p.run(self))
+        }
+    }
+
+    impl Ops for FakeOps {
+        fn read<'a>(&'a mut self, key: &'a Key) -> BoxFuture<'a, Result<Option<Value>, TxnError>> {
+            let own = self.buffered.iter().rev().find(|(k, _)| k == key);
+            let value = match own {
+                Some((_, v)) => v.clone(),
+                None => self.store.get(key).cloned(),
+            };
+            self.log.push(format!("r {key} {}", show(&value)));
+            Box::pin(async move { Ok(value) })
+        }
+
+        fn write(&mut self, key: Key, value: Option<Value>) -> Result<(), TxnError> {
+            self.log.push(format!("w {key} {}", show(&value)));
+            match self.buffered.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => self.buffered.push((key, value)),
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::FakeOps;
+    use super::*;
+    use augur_types::LatencyProfile;
+    use rand::SeedableRng;
+
+    fn placement(nodes: usize) -> Arc<Placement> {
+        let lan = LatencyProfile::named("lan").unwrap();
+        Arc::new(Placement::ring(lan, nodes, 1).unwrap())
+    }
+
+    fn workload(set: &[(&str, &str)]) -> Result<ListAppend, WorkloadError> {
+        let given = set
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ListAppend::new(&given, placement(3))
+    }
+
+    #[test]
+    fn lists_decode_and_encode() {
+        assert_eq!(decode_list("4 17 30").unwrap(), vec![4, 17, 30]);
+        assert_eq!(decode_list("").unwrap(), Vec::<u64>::new());
+        assert_eq!(decode_list(" 5 ").unwrap(), vec![5]);
+        assert!(decode_list("4 x").is_err());
+        assert_eq!(encode_list(&[4, 17, 30]), "4 17 30");
+        assert_eq!(encode_list(&[]), "");
+        assert_eq!(appended(None, 7), "7");
+        assert_eq!(appended(Some(b""), 7), "7");
+        assert_eq!(appended(Some(b"1 2"), 7), "1 2 7");
+        assert_eq!(appended(Some(b"junk"), 7), "junk 7");
+    }
+
+    #[test]
+    fn keys_spread_over_the_partitions() {
+        let pl = placement(3);
+        let k = key_of(&pl, 7);
+        assert_eq!(k.to_string(), "1/7");
+        assert_eq!(pl.partition_of(&k).0, 1);
+    }
+
+    #[test]
+    fn appends_read_their_own_writes_and_use_fresh_elements() {
+        let counter = Arc::new(AtomicU64::new(1));
+        let (a, b) = (Key::numbered(0, 0), Key::numbered(1, 1));
+        let mut p = Append {
+            steps: vec![
+                Step::Append(a.clone()),
+                Step::Read(b.clone()),
+                Step::Append(a.clone()),
+                Step::Append(b.clone()),
+            ],
+            next_element: Arc::clone(&counter),
+        };
+        let mut ops = FakeOps::default();
+        ops.set(b.clone(), "9");
+        ops.run(&mut p).unwrap();
+        assert_eq!(
+            ops.log,
+            [
+                "r 0/0 -",
+                "w 0/0 1",
+                "r 1/1 9",
+                "r 0/0 1",
+                "w 0/0 1 2",
+                "r 1/1 9",
+                "w 1/1 9 3",
+            ]
+        );
+        ops.commit();
+        // A second attempt of the same procedure draws new elements.
+        ops.run(&mut p).unwrap();
+        ops.commit();
+        assert_eq!(ops.get(&a).unwrap(), "1 2 4 5");
+        assert_eq!(ops.get(&b).unwrap(), "9 3 6");
+    }
+
+    #[test]
+    fn transactions_follow_the_settings() {
+        let w = workload(&[("max_ops", "3"), ("keys", "5")]).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let (mut reads, mut appends) = (0, 0);
+        for _ in 0..500 {
+            let mut p = w.next(NodeId(0), &mut rng);
+            let mut ops = FakeOps::default();
+            ops.run(p.as_mut()).unwrap();
+            assert!(!ops.log.is_empty());
+            let writes = ops.log.iter().filter(|l| l.starts_with("w ")).count();
+            let key_reads = ops.log.len() - writes;
+            assert!(key_reads <= 3, "{:?}", ops.log);
+            for line in &ops.log {
+                let id: u64 = line.split(['/', ' ']).nth(2).unwrap().parse().unwrap();
+                assert!(id < 5, "{line}");
+            }
+            match p.name() {
+                "read" => {
+                    assert!(p.read_only());
+                    assert_eq!(writes, 0);
+                    reads += 1;
+                }
+                "append" => {
+                    assert!(!p.read_only());
+                    assert!(writes >= 1);
+                    appends += 1;
+                }
+                other => panic!("unexpected procedure {other}"),
+            }
+        }
+        assert!(
+            reads > 50 && appends > 300,
+            "{reads} reads, {appends} appends"
+        );
+    }
+
+    #[test]
+    fn settings_are_echoed_and_validated() {
+        let w = workload(&[]).unwrap();
+        assert_eq!(
+            w.settings(),
+            serde_json::json!({"keys": 12, "max_ops": 4, "read_only_fraction": 0.2})
+        );
+        let e = workload(&[("key", "3")]).err().unwrap();
+        assert!(matches!(e, WorkloadError::UnknownSetting { .. }), "{e}");
+        assert!(e.to_string().contains("keys, max_ops, read_only_fraction"));
+        for bad in [
+            ("keys", "0"),
+            ("max_ops", "0"),
+            ("read_only_fraction", "1.5"),
+            ("read_only_fraction", "-0.1"),
+            ("keys", "many"),
+        ] {
+            let e = workload(&[bad]).err().unwrap();
+            assert!(matches!(e, WorkloadError::BadValue { .. }), "{bad:?}: {e}");
+        }
+        let all_reads = workload(&[("read_only_fraction", "1")]).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        assert!((0..50).all(|_| all_reads.next(NodeId(0), &mut rng).read_only()));
+    }
+}

@@ -1,0 +1,569 @@
+//! `augur check`: run a protocol in the deterministic simulator under a seed's fault schedule,
+//! record the history, and check it against the isolation level the protocol claims.
+//!
+//! Each seed runs two phases. In the *safety* phase clients run the workload while faults are
+//! injected; every attempt is recorded. In the *liveness* phase every fault is lifted (partitions
+//! healed, crashed nodes restarted, links reliable again) and every client must commit once more
+//! within [`LIVENESS_DEADLINE`]. The recorded history is then checked: the dependency-graph
+//! checker for `list-append` and `rw-register`, the invariants for `bank`.
+
+use crate::BadInput;
+use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
+use augur_check::{CheckOptions, CheckReport, Level, ValueModel};
+use augur_client::{HistoryRecorder, Outcome, Session, Transport, run_once};
+use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisitor};
+use augur_runtime::sim::{SimConfig, Simulation};
+use augur_runtime::{Protocol, ProtocolOptions};
+use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
+use augur_types::{LatencyProfile, NodeId, Placement};
+use augur_workloads::Workload;
+use clap::Args;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Workloads whose histories can be checked.
+pub const CHECK_WORKLOADS: &[&str] = &["list-append", "rw-register", "bank"];
+
+/// How long after the faults end every client must have committed again.
+pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(30);
+
+#[derive(Args, Clone, Debug)]
+pub struct CheckArgs {
+    /// The protocol to check (see `augur protocols`).
+    #[arg(long)]
+    pub protocol: String,
+    /// list-append, rw-register or bank.
+    #[arg(long, default_value = "list-append")]
+    pub workload: String,
+    /// Seeds to run: `A..B` (inclusive) or one seed.
+    #[arg(long, default_value = "1..20")]
+    pub seeds: String,
+    /// Faults: none, all (what the protocol's network model allows), or a comma-separated list
+    /// of delay, reorder, loss, partition, crash, skew.
+    #[arg(long, default_value = "none")]
+    pub faults: String,
+    /// Write each seed's history here as JSON lines (with several seeds, `-seed<N>` is added
+    /// before the extension).
+    #[arg(long)]
+    pub history: Option<PathBuf>,
+    /// Run a deliberately broken variant of the protocol instead.
+    #[arg(long)]
+    pub mutant: Option<String>,
+    /// Nodes in the simulated cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Replicas per partition (master included); default min(2, nodes).
+    #[arg(long)]
+    pub replication: Option<usize>,
+    /// Latency profile: lan, 3dc, ec2-9dc.
+    #[arg(long, default_value = "3dc")]
+    pub latency: String,
+    /// Clients per node.
+    #[arg(long, default_value_t = 3)]
+    pub clients: usize,
+    /// Length of the safety phase, in simulated seconds.
+    #[arg(long, default_value_t = 8.0)]
+    pub duration: f64,
+    /// Workload settings (`key=value`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Check every seed even after one fails.
+    #[arg(long)]
+    pub keep_going: bool,
+}
+
+/// A validated check configuration.
+#[derive(Clone)]
+pub struct CheckConfig {
+    pub info: &'static ProtocolInfo,
+    pub workload: String,
+    pub workload_settings: BTreeMap<String, String>,
+    pub seeds: std::ops::RangeInclusive<u64>,
+    pub faults: FaultSpec,
+    pub faults_arg: String,
+    pub history: Option<PathBuf>,
+    pub mutant: Option<String>,
+    pub nodes: usize,
+    pub replication: usize,
+    pub latency: String,
+    pub clients_per_node: usize,
+    pub safety: Duration,
+    pub keep_going: bool,
+    placement: Arc<Placement>,
+}
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+/// Parse `A..B` (inclusive) or `N`.
+pub fn parse_seeds(s: &str) -> Result<std::ops::RangeInclusive<u64>, String> {
+    let parse = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("--seeds expects A..B or N, got '{s}'"))
+    };
+    let (a, b) = match s.split_once("..") {
+        Some((a, b)) => (parse(a)?, parse(b.trim_start_matches('='))?),
+        None => {
+            let n = parse(s)?;
+            (n, n)
+        }
+    };
+    if a > b {
+        return Err(format!("--seeds {s}: the range is empty"));
+    }
+    Ok(a..=b)
+}
+
+impl CheckArgs {
+    pub fn validate(&self) -> anyhow::Result<CheckConfig> {
+        let info = registry::info(&self.protocol).map_err(|e| bad(e.to_string()))?;
+        if !CHECK_WORKLOADS.contains(&self.workload.as_str()) {
+            return Err(bad(format!(
+                "workload '{}' cannot be checked; checkable workloads: {}",
+                self.workload,
+                CHECK_WORKLOADS.join(", ")
+            )));
+        }
+        let seeds = parse_seeds(&self.seeds).map_err(bad)?;
+        let faults = FaultSpec::parse(&self.faults, &info.network).map_err(bad)?;
+        if let Some(m) = &self.mutant
+            && !info.mutants.iter().any(|(name, _)| name == m)
+        {
+            let valid: Vec<&str> = info.mutants.iter().map(|(n, _)| *n).collect();
+            return Err(bad(if valid.is_empty() {
+                format!("protocol {} has no mutants", info.name)
+            } else {
+                format!(
+                    "unknown mutant '{m}' for {}; valid mutants: {}",
+                    info.name,
+                    valid.join(", ")
+                )
+            }));
+        }
+        if self.clients == 0 {
+            return Err(bad("--clients must be at least 1"));
+        }
+        if !(self.duration > 0.0 && self.duration.is_finite()) {
+            return Err(bad("--duration must be a positive number of seconds"));
+        }
+        let profile = LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
+        let dcs = profile.dcs.len().min(self.nodes.max(1));
+        let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
+        let replication = self.replication.unwrap_or(self.nodes.clamp(1, 2));
+        let placement =
+            Placement::ring(profile, self.nodes, replication).map_err(|e| bad(e.to_string()))?;
+        let placement = Arc::new(placement);
+        let mut given = BTreeMap::new();
+        for kv in &self.set {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
+            };
+            given.insert(k.to_string(), v.to_string());
+        }
+        let workload = augur_workloads::build(&self.workload, &given, placement.clone())
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(CheckConfig {
+            info,
+            workload: self.workload.clone(),
+            workload_settings: flatten_settings(&workload.settings()),
+            seeds,
+            faults,
+            faults_arg: self.faults.clone(),
+            history: self.history.clone(),
+            mutant: self.mutant.clone(),
+            nodes: self.nodes,
+            replication,
+            latency: self.latency.clone(),
+            clients_per_node: self.clients,
+            safety: Duration::from_secs_f64(self.duration),
+            keep_going: self.keep_going,
+            placement,
+        })
+    }
+}
+
+fn flatten_settings(v: &serde_json::Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(map) = v.as_object() {
+        for (k, v) in map {
+            let s = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.insert(k.clone(), s);
+        }
+    }
+    out
+}
+
+/// The checker's level for a protocol's claim.
+pub fn level_of(isolation: IsolationLevel) -> Level {
+    match isolation {
+        IsolationLevel::None => Level::None,
+        IsolationLevel::ReadCommitted => Level::ReadCommitted,
+        IsolationLevel::SnapshotIsolation => Level::SnapshotIsolation,
+        IsolationLevel::Spsi => Level::Spsi,
+        IsolationLevel::Serializable => Level::Serializable,
+        IsolationLevel::StrictSerializable => Level::StrictSerializable,
+    }
+}
+
+/// What one seed produced.
+pub struct SeedOutcome {
+    pub seed: u64,
+    pub history: History,
+    pub report: CheckReport,
+    /// `Err` names the clients that did not commit after the faults ended.
+    pub liveness: Result<(), String>,
+    pub messages_lost: u64,
+}
+
+impl SeedOutcome {
+    pub fn passed(&self) -> bool {
+        self.report.is_valid() && self.liveness.is_ok()
+    }
+}
+
+impl CheckConfig {
+    /// Run and check one seed.
+    pub fn run_seed(&self, seed: u64) -> anyhow::Result<SeedOutcome> {
+        let (history, liveness, messages_lost) =
+            registry::visit(self.info.name, RunSeed { config: self, seed })
+                .map_err(|e| bad(e.to_string()))?;
+        let report = self.check_history(&history)?;
+        Ok(SeedOutcome {
+            seed,
+            history,
+            report,
+            liveness,
+            messages_lost,
+        })
+    }
+
+    /// Check a recorded history against this configuration's protocol claim.
+    pub fn check_history(&self, history: &History) -> anyhow::Result<CheckReport> {
+        let level = level_of(self.info.isolation);
+        Ok(match self.workload.as_str() {
+            "bank" => augur_check::bank::check_bank(history, level).map_err(anyhow::Error::msg)?,
+            w => {
+                let model = if w == "list-append" {
+                    ValueModel::ListAppend
+                } else {
+                    ValueModel::RwRegister
+                };
+                let mut options = CheckOptions::new(level, model);
+                options.commit_order_evidence =
+                    self.info.commit_order_evidence && self.mutant.is_none();
+                augur_check::check(history, &options)
+            }
+        })
+    }
+
+    /// The command that replays `seed` alone.
+    pub fn replay_command(&self, seed: u64, history: &Path) -> String {
+        let mut cmd = format!(
+            "augur check --protocol {} --workload {} --seeds {seed} --faults {}",
+            self.info.name, self.workload, self.faults_arg
+        );
+        if let Some(m) = &self.mutant {
+            cmd += &format!(" --mutant {m}");
+        }
+        cmd += &format!(
+            " --nodes {} --replication {} --latency {} --clients {} --duration {}",
+            self.nodes,
+            self.replication,
+            self.latency,
+            self.clients_per_node,
+            self.safety.as_secs_f64()
+        );
+        cmd += &format!(" --history {}", history.display());
+        cmd
+    }
+
+    fn history_path(&self, seed: u64) -> Option<PathBuf> {
+        let path = self.history.as_ref()?;
+        if self.seeds.start() == self.seeds.end() {
+            return Some(path.clone());
+        }
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        let name = match path.extension() {
+            Some(ext) => format!("{stem}-seed{seed}.{}", ext.to_string_lossy()),
+            None => format!("{stem}-seed{seed}"),
+        };
+        Some(path.with_file_name(name))
+    }
+}
+
+/// Runs one seed of one protocol in the simulator.
+struct RunSeed<'a> {
+    config: &'a CheckConfig,
+    seed: u64,
+}
+
+impl ProtocolVisitor for RunSeed<'_> {
+    type Output = (History, Result<(), String>, u64);
+
+    fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> Self::Output {
+        let config = self.config;
+        let faults = config.faults;
+        let options = ProtocolOptions {
+            mutant: config.mutant.clone(),
+            ..ProtocolOptions::default()
+        };
+        let mut sim_config = SimConfig::new(self.seed);
+        sim_config.client_timeout = Duration::from_secs(3);
+        if faults.skew {
+            sim_config.max_clock_skew = MAX_CLOCK_SKEW;
+        }
+        sim_config.jitter = if faults.reorder {
+            Duration::from_millis(5)
+        } else {
+            Duration::from_micros(500)
+        };
+        let mut sim: Simulation<P> =
+            Simulation::new(config.placement.clone(), Arc::new(options), sim_config);
+        // The schedule has its own random stream, so adding a fault kind does not change the
+        // workload the clients draw.
+        let mut fault_rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0x6661_756c_7473);
+        let schedule = FaultSchedule::draw(&faults, config.nodes, config.safety, &mut fault_rng);
+        let workload = augur_workloads::build(
+            &config.workload,
+            &config.workload_settings,
+            config.placement.clone(),
+        )
+        .expect("validated settings build");
+        let recorder = HistoryRecorder::new();
+        let liveness = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicUsize::new(0));
+        let mut clients = 0;
+        for node in config.placement.nodes() {
+            for _ in 0..config.clients_per_node {
+                clients += 1;
+                spawn_client(
+                    &mut sim,
+                    node,
+                    workload.clone(),
+                    recorder.clone(),
+                    liveness.clone(),
+                    done.clone(),
+                );
+            }
+        }
+        if faults.delay {
+            sim.set_delay_spikes(0.05, Duration::from_millis(50));
+        }
+        if faults.reorder {
+            sim.set_fifo(false);
+        }
+        for (at, action) in schedule.actions {
+            sim.run_until(at);
+            match action {
+                FaultAction::Partition(groups) => sim.partition(&groups),
+                FaultAction::Heal => sim.heal(),
+                FaultAction::Crash(n) => sim.crash(n),
+                FaultAction::Restart(n) => sim.restart(n),
+                FaultAction::Loss(p) => sim.set_message_loss(p),
+            }
+        }
+        sim.run_until(config.safety);
+        // Liveness: lift every fault; each client must now commit once more.
+        sim.heal();
+        sim.set_message_loss(0.0);
+        sim.set_delay_spikes(0.0, Duration::ZERO);
+        sim.set_fifo(true);
+        for n in config.placement.nodes() {
+            sim.restart(n);
+        }
+        liveness.store(true, Ordering::SeqCst);
+        let deadline = config.safety + LIVENESS_DEADLINE;
+        while !sim.clients_done() && sim.elapsed() < deadline {
+            sim.run_for(Duration::from_millis(500));
+        }
+        let live = if sim.clients_done() {
+            Ok(())
+        } else {
+            let stuck = clients - done.load(Ordering::SeqCst);
+            Err(format!(
+                "{stuck} of {clients} clients did not commit within {LIVENESS_DEADLINE:?} after the faults ended"
+            ))
+        };
+        let history = History {
+            header: HistoryHeader {
+                format: HISTORY_FORMAT,
+                protocol: info.name.to_string(),
+                workload: config.workload.clone(),
+                seed: self.seed,
+                isolation: info.isolation.to_string(),
+                faults: faults.to_string(),
+                settings: config.workload_settings.clone(),
+            },
+            txns: recorder.records(),
+        };
+        (history, live, sim.messages_lost())
+    }
+}
+
+fn spawn_client<P: Protocol>(
+    sim: &mut Simulation<P>,
+    home: NodeId,
+    workload: Arc<dyn Workload>,
+    recorder: HistoryRecorder,
+    liveness: Arc<AtomicBool>,
+    done: Arc<AtomicUsize>,
+) {
+    let mut rng = sim.fork_rng();
+    sim.spawn_client(home, move |transport| async move {
+        let session = Session::recorded(transport, recorder);
+        loop {
+            let in_liveness = liveness.load(Ordering::SeqCst);
+            let mut procedure = workload.next(home, &mut rng);
+            let outcome = run_once(&session, procedure.as_mut()).await;
+            let committed = matches!(outcome, Outcome::Committed { .. });
+            if in_liveness && committed {
+                done.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+            if !committed {
+                // Back off a little so a client refused at once does not spin, and so clients
+                // that collided do not collide again in lockstep.
+                let pause = rng.random_range(0..=20_000u64);
+                session
+                    .transport()
+                    .sleep(Duration::from_micros(pause))
+                    .await;
+            }
+        }
+    });
+}
+
+/// `augur check`: every seed of the range; exits 1 on the first failing seed (or at the end with
+/// `--keep-going`).
+pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
+    let config = args.validate()?;
+    let level = level_of(config.info.isolation);
+    let started = Instant::now();
+    let mut failed = Vec::new();
+    let mut totals = Totals::default();
+    for seed in config.seeds.clone() {
+        let outcome = config.run_seed(seed)?;
+        totals.add(&outcome);
+        if let Some(path) = config.history_path(seed) {
+            write_history(&path, &outcome.history)?;
+        }
+        if !outcome.passed() {
+            report_failure(&config, &outcome, level);
+            failed.push(seed);
+            if !config.keep_going {
+                break;
+            }
+        }
+    }
+    let seeds_run = totals.seeds;
+    println!(
+        "{} ({level}) on {}{}, faults {}: {} of {seeds_run} seeds passed in {:.1} s",
+        config.info.name,
+        config.workload,
+        config
+            .mutant
+            .as_ref()
+            .map(|m| format!(" [mutant {m}]"))
+            .unwrap_or_default(),
+        config.faults,
+        seeds_run - failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "  {} transactions: {} committed, {} aborted, {} unknown; {} messages lost to faults",
+        totals.txns, totals.committed, totals.aborted, totals.unknown, totals.lost
+    );
+    if !totals.allowed.is_empty() {
+        let seen: Vec<String> = totals
+            .allowed
+            .iter()
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect();
+        println!("  anomalies {level} allows, seen: {}", seen.join(", "));
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "{} seed(s) failed: {}",
+            failed.len(),
+            failed
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+}
+
+#[derive(Default)]
+struct Totals {
+    seeds: usize,
+    txns: usize,
+    committed: usize,
+    aborted: usize,
+    unknown: usize,
+    lost: u64,
+    allowed: BTreeMap<String, usize>,
+}
+
+impl Totals {
+    fn add(&mut self, o: &SeedOutcome) {
+        self.seeds += 1;
+        self.txns += o.history.txns.len();
+        self.committed += o.history.txns.iter().filter(|t| t.is_committed()).count();
+        self.aborted += o.history.txns.iter().filter(|t| t.is_aborted()).count();
+        self.unknown += o
+            .history
+            .txns
+            .iter()
+            .filter(|t| !t.is_committed() && !t.is_aborted())
+            .count();
+        self.lost += o.messages_lost;
+        for a in o.report.anomalies.iter().filter(|a| !a.proscribed) {
+            *self.allowed.entry(a.kind.name()).or_default() += 1;
+        }
+    }
+}
+
+fn report_failure(config: &CheckConfig, outcome: &SeedOutcome, level: Level) {
+    let violations: Vec<_> = outcome.report.violations().collect();
+    if !violations.is_empty() {
+        println!(
+            "seed {}: {} anomal{} proscribed by {level}:",
+            outcome.seed,
+            violations.len(),
+            if violations.len() == 1 { "y" } else { "ies" }
+        );
+        for a in violations.iter().take(5) {
+            println!("  {}", a.to_string().replace('\n', "\n  "));
+        }
+        if violations.len() > 5 {
+            println!("  ... and {} more", violations.len() - 5);
+        }
+    }
+    if let Err(why) = &outcome.liveness {
+        println!("seed {}: liveness: {why}", outcome.seed);
+    }
+    let path = config
+        .history_path(outcome.seed)
+        .unwrap_or_else(|| PathBuf::from(format!("history-seed{}.jsonl", outcome.seed)));
+    println!("replay: {}", config.replay_command(outcome.seed, &path));
+}
+
+fn write_history(path: &Path, history: &History) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    augur_check::jsonl::write(history, std::io::BufWriter::new(file))?;
+    Ok(())
+}
