@@ -4,10 +4,11 @@
 
 use crate::report::{self, ProtocolResult, RunStats};
 use augur::BadInput;
-use augur_client::{Outcome, Session, Transport, run_once};
+use augur_client::{HistoryRecorder, Outcome, Session, Transport, run_once};
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
 use augur_runtime::{Protocol, ProtocolOptions};
+use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
 use augur_types::{LatencyProfile, NodeId, Placement};
 use augur_workloads::Workload;
 use clap::{Args, ValueEnum};
@@ -71,6 +72,11 @@ pub struct BenchArgs {
     /// Where the nodes run.
     #[arg(long, value_enum, default_value_t = TransportKind::Inproc)]
     pub transport: TransportKind,
+    /// Record every transaction attempt and write the history here as JSON lines (with several
+    /// protocols, `-PROTOCOL` is added before the extension). `augur check --input FILE` checks
+    /// it.
+    #[arg(long)]
+    pub history: Option<PathBuf>,
 }
 
 /// A validated benchmark configuration, echoed into `summary.json`.
@@ -95,6 +101,8 @@ pub struct BenchConfig {
     pub workload_impl: Arc<dyn Workload>,
     #[serde(skip)]
     pub out: PathBuf,
+    #[serde(skip)]
+    pub history: Option<PathBuf>,
 }
 
 fn bad(msg: impl Into<String>) -> anyhow::Error {
@@ -165,6 +173,7 @@ impl BenchArgs {
             placement,
             workload_impl: workload,
             out: self.out.clone(),
+            history: self.history.clone(),
         })
     }
 }
@@ -230,8 +239,12 @@ pub async fn drive<T: Transport>(
     let measured = Duration::from_secs_f64(config.duration_s);
     let mut seeds = ChaCha8Rng::seed_from_u64(config.seed);
     let mut tasks = Vec::new();
+    let recorder = config.history.as_ref().map(|_| HistoryRecorder::new());
     for (home, transport) in transports {
-        let session = Session::new(transport);
+        let session = match &recorder {
+            Some(r) => Session::recorded(transport, r.clone()),
+            None => Session::new(transport),
+        };
         let rng = ChaCha8Rng::seed_from_u64(seeds.random());
         let workload = config.workload_impl.clone();
         tasks.push(tokio::spawn(client_loop(
@@ -247,7 +260,46 @@ pub async fn drive<T: Transport>(
         }
     }
     progress.finish();
+    if let (Some(recorder), Some(path)) = (recorder, history_path(config, info)) {
+        let history = History {
+            header: HistoryHeader {
+                format: HISTORY_FORMAT,
+                protocol: info.name.to_string(),
+                workload: config.workload.clone(),
+                seed: config.seed,
+                isolation: info.isolation.to_string(),
+                faults: "none".into(),
+                settings: augur::check::flatten_settings(&config.workload_settings),
+            },
+            txns: recorder.records(),
+        };
+        let written = std::fs::File::create(&path)
+            .and_then(|f| augur_check::jsonl::write(&history, std::io::BufWriter::new(f)));
+        match written {
+            Ok(()) => eprintln!(
+                "{}: {} attempts recorded in {}",
+                info.name,
+                history.txns.len(),
+                path.display()
+            ),
+            Err(e) => tracing::error!("cannot write {}: {e}", path.display()),
+        }
+    }
     total
+}
+
+/// Where `--history` puts this protocol's history.
+fn history_path(config: &BenchConfig, info: &ProtocolInfo) -> Option<PathBuf> {
+    let path = config.history.as_ref()?;
+    if config.protocols.len() == 1 {
+        return Some(path.clone());
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{}.{}", info.name, ext.to_string_lossy()),
+        None => format!("{stem}-{}", info.name),
+    };
+    Some(path.with_file_name(name))
 }
 
 /// One closed-loop client: run transactions back to back, retrying aborted ones until they

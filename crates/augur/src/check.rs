@@ -35,8 +35,12 @@ pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Args, Clone, Debug)]
 pub struct CheckArgs {
     /// The protocol to check (see `augur protocols`).
-    #[arg(long)]
+    #[arg(long, required_unless_present = "input", default_value = "")]
     pub protocol: String,
+    /// Check this recorded history file instead of running anything; the protocol and workload
+    /// are read from its header.
+    #[arg(long, conflicts_with_all = ["seeds", "faults", "history", "mutant"])]
+    pub input: Option<PathBuf>,
     /// list-append, rw-register or bank.
     #[arg(long, default_value = "list-append")]
     pub workload: String,
@@ -64,10 +68,10 @@ pub struct CheckArgs {
     #[arg(long, default_value = "3dc")]
     pub latency: String,
     /// Clients per node.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 4)]
     pub clients: usize,
     /// Length of the safety phase, in simulated seconds.
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
     /// Workload settings (`key=value`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -189,7 +193,8 @@ impl CheckArgs {
     }
 }
 
-fn flatten_settings(v: &serde_json::Value) -> BTreeMap<String, String> {
+/// A workload's settings as the string map a history header carries.
+pub fn flatten_settings(v: &serde_json::Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     if let Some(map) = v.as_object() {
         for (k, v) in map {
@@ -212,6 +217,74 @@ pub fn level_of(isolation: IsolationLevel) -> Level {
         IsolationLevel::Spsi => Level::Spsi,
         IsolationLevel::Serializable => Level::Serializable,
         IsolationLevel::StrictSerializable => Level::StrictSerializable,
+    }
+}
+
+/// Check `history` (of workload `history.header.workload`) against what `info` claims; commit
+/// timestamps serve as evidence of version order if the protocol says they may and
+/// `trust_timestamps` allows.
+pub fn check_recorded(
+    history: &History,
+    info: &ProtocolInfo,
+    trust_timestamps: bool,
+) -> anyhow::Result<CheckReport> {
+    let level = level_of(info.isolation);
+    Ok(match history.header.workload.as_str() {
+        "bank" => augur_check::bank::check_bank(history, level).map_err(anyhow::Error::msg)?,
+        "list-append" | "rw-register" => {
+            let model = if history.header.workload == "list-append" {
+                ValueModel::ListAppend
+            } else {
+                ValueModel::RwRegister
+            };
+            let mut options = CheckOptions::new(level, model);
+            options.commit_order_evidence = info.commit_order_evidence && trust_timestamps;
+            augur_check::check(history, &options)
+        }
+        other => {
+            return Err(bad(format!(
+                "workload '{other}' cannot be checked; checkable workloads: {}",
+                CHECK_WORKLOADS.join(", ")
+            )));
+        }
+    })
+}
+
+/// `augur check --input FILE`: check a recorded history (from `augur bench --history` or an
+/// earlier `augur check --history`) against the claim of the protocol named in its header.
+pub fn check_file(path: &Path) -> anyhow::Result<()> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    let history = augur_check::jsonl::read(std::io::BufReader::new(file))
+        .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+    let info = registry::info(&history.header.protocol).map_err(|e| bad(e.to_string()))?;
+    let level = level_of(info.isolation);
+    let started = Instant::now();
+    let report = check_recorded(&history, info, true)?;
+    let s = &report.stats;
+    println!(
+        "{}: {} ({level}) on {}, {} attempts ({} committed, {} aborted, {} unknown) checked in {:.2} s",
+        path.display(),
+        info.name,
+        history.header.workload,
+        history.txns.len(),
+        s.committed,
+        s.aborted,
+        s.unknown,
+        started.elapsed().as_secs_f64()
+    );
+    for a in &report.anomalies {
+        println!("  {}", a.to_string().replace('\n', "\n  "));
+    }
+    let violations = report.violations().count();
+    if violations == 0 {
+        println!("  valid: no anomaly {level} proscribes");
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "{violations} anomal{} proscribed by {level}",
+            if violations == 1 { "y" } else { "ies" }
+        ))
     }
 }
 
@@ -247,23 +320,10 @@ impl CheckConfig {
         })
     }
 
-    /// Check a recorded history against this configuration's protocol claim.
+    /// Check a recorded history against this configuration's protocol claim. A mutant's commit
+    /// timestamps are not trusted as evidence of version order.
     pub fn check_history(&self, history: &History) -> anyhow::Result<CheckReport> {
-        let level = level_of(self.info.isolation);
-        Ok(match self.workload.as_str() {
-            "bank" => augur_check::bank::check_bank(history, level).map_err(anyhow::Error::msg)?,
-            w => {
-                let model = if w == "list-append" {
-                    ValueModel::ListAppend
-                } else {
-                    ValueModel::RwRegister
-                };
-                let mut options = CheckOptions::new(level, model);
-                options.commit_order_evidence =
-                    self.info.commit_order_evidence && self.mutant.is_none();
-                augur_check::check(history, &options)
-            }
-        })
+        check_recorded(history, self.info, self.mutant.is_none())
     }
 
     /// The command that replays `seed` alone.
@@ -446,6 +506,9 @@ fn spawn_client<P: Protocol>(
 /// `augur check`: every seed of the range; exits 1 on the first failing seed (or at the end with
 /// `--keep-going`).
 pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.input {
+        return check_file(path);
+    }
     let config = args.validate()?;
     let level = level_of(config.info.isolation);
     let started = Instant::now();

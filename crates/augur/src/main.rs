@@ -40,7 +40,11 @@ enum Command {
         id: u32,
     },
     /// List the implemented protocols with the isolation level each claims and its paper.
-    Protocols,
+    Protocols {
+        /// Print only the names, one per line (for scripts).
+        #[arg(long)]
+        names: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -56,8 +60,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Check(args) => augur::check::run(&args),
         Command::Node { config, id } => node::run(&config, id),
-        Command::Protocols => {
-            list_protocols();
+        Command::Protocols { names } => {
+            list_protocols(names);
             Ok(())
         }
     };
@@ -74,10 +78,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn list_protocols() {
+fn list_protocols(names_only: bool) {
+    if names_only {
+        for p in augur_protocols::registry::PROTOCOLS {
+            println!("{}", p.name);
+        }
+        return;
+    }
     println!("{:<14} {:<40} paper", "protocol", "isolation level");
     for p in augur_protocols::registry::PROTOCOLS {
         println!("{:<14} {:<40} {}", p.name, p.isolation.to_string(), p.paper);
         println!("{:<14} {}", "", p.summary);
+        for (name, what) in p.mutants {
+            println!("{:<14} mutant {name}: {what}", "");
+        }
     }
 }

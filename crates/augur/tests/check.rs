@@ -8,6 +8,7 @@ use augur_protocols::registry::PROTOCOLS;
 fn config(protocol: &str, workload: &str, seeds: &str, mutant: Option<&str>) -> CheckConfig {
     CheckArgs {
         protocol: protocol.into(),
+        input: None,
         workload: workload.into(),
         seeds: seeds.into(),
         faults: "all".into(),

@@ -15,17 +15,17 @@
 //!
 //! The passes, all linear in the history or close to it:
 //!
-//! 1. [`index`]: intern keys and values; per transaction, its installed writes, the reads it made
+//! 1. `index`: intern keys and values; per transaction, its installed writes, the reads it made
 //!    before writing a key, and which unknown-outcome transactions were observed (and so must
 //!    have committed).
 //! 2. Read checks: internal consistency, garbage, aborted (G1a) and intermediate (G1b) reads;
 //!    every other read is a `wr` edge.
-//! 3. [`versions`]: the version order of every key as evidence pairs, giving `ww` and `rw`
+//! 3. `versions`: the version order of every key as evidence pairs, giving `ww` and `rw`
 //!    edges; lost updates; diverging lists.
 //! 4. Session order and real-time order, the latter as its transitive reduction.
 //! 5. Strongly connected components, and in each non-trivial one the most severe cycles
-//!    ([`cycles`]).
-//! 6. [`spsi`]: fractured reads and conflicting concurrent writers within one snapshot.
+//!    (`cycles`).
+//! 6. `spsi`: fractured reads and conflicting concurrent writers within one snapshot.
 
 mod cycles;
 mod explain;

@@ -266,10 +266,11 @@ pub(super) fn lost_updates(ix: &Index<'_>, out: &mut Collector) {
         if writers.len() > SHOWN {
             names.push(format!("{} more", writers.len() - SHOWN));
         }
+        // The value of the initial version already says so.
         let from = if ix.is_init(base) {
-            "the initial version".to_string()
+            String::new()
         } else {
-            format!("installed by {}", ix.writer_name(base))
+            format!(" (installed by {})", ix.writer_name(base))
         };
         let (all, lost) = if writers.len() == 2 {
             ("both", "one of the two updates is lost")
@@ -281,7 +282,7 @@ pub(super) fn lost_updates(ix: &Index<'_>, out: &mut Collector) {
             _ => names.join(""),
         };
         let explanation = format!(
-            "{names} {all} read {} ({from}) and then wrote {}, and {all} committed: each \
+            "{names} {all} read {}{from} and then wrote {}, and {all} committed: each \
              overwrote a version that did not include the others' updates, so {lost}.",
             ix.kv(base),
             ix.key_name(key),
