@@ -25,7 +25,7 @@ pub fn write(history: &History, mut out: impl Write) -> std::io::Result<()> {
     out.flush()
 }
 
-/// Read a history written by [`write`]. Records must be in index order.
+/// Read a history written by [`write()`]. Records must be in index order.
 pub fn read(input: impl BufRead) -> Result<History, HistoryFileError> {
     let mut lines = input.lines().enumerate();
     let header: HistoryHeader = match lines.next() {
