@@ -18,6 +18,30 @@ fn bad_names_exit_2_and_list_the_valid_choices() {
             "valid protocols: nocc, clocksi-rep",
         ),
         (
+            &["check", "--protocol", "spanner"],
+            "valid protocols: nocc, clocksi-rep",
+        ),
+        (
+            &["check", "--protocol", "nocc", "--workload", "synthetic-str"],
+            "checkable workloads: list-append, rw-register, bank",
+        ),
+        (
+            &["check", "--protocol", "nocc", "--faults", "meteor"],
+            "valid: none, all, or a list of delay",
+        ),
+        (
+            &["check", "--protocol", "clocksi-rep", "--mutant", "typo"],
+            "valid mutants: no-prepared-wait",
+        ),
+        (
+            &["check", "--protocol", "nocc", "--seeds", "9..3"],
+            "the range is empty",
+        ),
+        (
+            &["check", "--input", "/nonexistent/history.jsonl"],
+            "cannot read",
+        ),
+        (
             &["bench", "--workload", "tpcx"],
             "valid workloads: synthetic-str",
         ),
@@ -114,4 +138,57 @@ fn a_short_bench_writes_the_summary() {
     assert_eq!(summary["seed"], 1);
     assert_eq!(summary["config"]["nodes"], 2);
     assert_eq!(summary["config"]["workload_settings"]["contention"], "low");
+}
+
+#[test]
+fn check_exits_1_on_an_anomaly_with_a_replay_command_and_0_when_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("h.jsonl");
+    let history = history.to_str().unwrap();
+    let caught = augur(&[
+        "check",
+        "--protocol",
+        "clocksi-rep",
+        "--mutant",
+        "no-ww-certification",
+        "--seeds",
+        "1..20",
+        "--history",
+        history,
+    ]);
+    let stdout = String::from_utf8_lossy(&caught.stdout);
+    assert_eq!(caught.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("proscribed by snapshot isolation"),
+        "{stdout}"
+    );
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: augur "))
+        .expect("a replay command");
+    // The replay command reproduces the failure, and its history file is checkable on its own.
+    let args: Vec<&str> = replay.split_whitespace().collect();
+    let again = augur(&args);
+    assert_eq!(again.status.code(), Some(1));
+    let path = args[args.iter().position(|a| *a == "--history").unwrap() + 1];
+    let checked = augur(&["check", "--input", path]);
+    assert_eq!(checked.status.code(), Some(1));
+
+    let valid = augur(&[
+        "check",
+        "--protocol",
+        "clocksi-rep",
+        "--workload",
+        "bank",
+        "--seeds",
+        "1..3",
+        "--faults",
+        "all",
+    ]);
+    assert_eq!(
+        valid.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&valid.stdout)
+    );
 }
