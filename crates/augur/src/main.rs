@@ -48,6 +48,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, which turns `augur check ... | head` into a panic on the next print;
+    // a command-line tool should simply stop, as other Unix tools do.
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; it only restores the
+    // default disposition of one signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
