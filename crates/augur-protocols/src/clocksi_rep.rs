@@ -1,4 +1,4 @@
-//! `clocksi-rep`: the non-speculative base protocol of the STR paper (§6.1, `seeds/str.txt`), a
+//! `clocksi-rep`: the non-speculative base protocol of the STR paper (§6.1), a
 //! Clock-SI-style protocol extended with synchronous master–slave replication.
 //!
 //! **Guarantee: snapshot isolation** for committed transactions.
