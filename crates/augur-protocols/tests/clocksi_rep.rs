@@ -209,3 +209,83 @@ fn concurrent_increments_are_never_lost() {
         (3 * 2 * per_client).to_string()
     );
 }
+
+/// Termination after a coordinator crash, commit side. Two DCs 67 ms apart; partition 0 is
+/// mastered in VA (node 0) with its slave in OR (node 1). A writer coordinated in OR decides to
+/// commit at ~67 ms and answers its client; its coordinator crashes at 70 ms, losing the commit
+/// message still on its way to VA. The master in VA keeps the prepared version, asks the
+/// coordinator after `participant_timeout` (2 s), keeps asking while it is down, and learns the
+/// commit from its decision log once it is back. A reader in VA that began at 500 ms waits for the
+/// outcome and then sees the write.
+#[test]
+fn a_commit_decided_before_the_coordinator_crashed_reaches_every_replica() {
+    let mut s = sim("3dc", 2, 2, 2);
+    let key = Key::numbered(0, 1);
+    spawn_writer(&mut s, 1, ms(0), key.clone(), "v");
+    let log = Log::default();
+    spawn_reader(&mut s, 0, ms(500), key.clone(), "reader", &log);
+    s.run_until(ms(70));
+    s.crash(NodeId(1));
+    s.run_until(ms(1000));
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "the read waits for the outcome"
+    );
+    s.restart(NodeId(1));
+    s.run_until(ms(6000));
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 1, "the read finished");
+    let (_, when, value) = &log[0];
+    assert_eq!(value.as_deref(), Some(&b"v"[..]));
+    assert!(
+        *when >= ms(2000),
+        "resolved by asking the coordinator, at {when:?}"
+    );
+    assert!(s.clients_done());
+}
+
+/// Termination after a coordinator crash, abort side: the coordinator crashes at 40 ms, after the
+/// master prepared (~33 ms) but before any decision. Once restarted it has no record of the
+/// transaction, so it answers the master's question with an abort (presumed abort): the prepared
+/// version goes, a reader sees nothing, and a later writer of the key commits.
+#[test]
+fn a_transaction_whose_coordinator_crashed_before_deciding_is_presumed_aborted() {
+    let mut s = sim("3dc", 2, 2, 2);
+    let key = Key::numbered(0, 1);
+    let writer_failed = Arc::new(Mutex::new(None));
+    let failed = writer_failed.clone();
+    let k = key.clone();
+    s.spawn_client(NodeId(1), move |t| async move {
+        let session = Session::new(t);
+        let mut txn = session.begin(false).await.unwrap();
+        txn.write(k, Some(Bytes::from_static(b"lost"))).unwrap();
+        *failed.lock().unwrap() = Some(txn.commit().await);
+    });
+    s.run_until(ms(40));
+    s.crash(NodeId(1));
+    s.run_until(ms(500));
+    s.restart(NodeId(1));
+    let log = Log::default();
+    spawn_reader(&mut s, 0, ms(600), key.clone(), "reader", &log);
+    spawn_writer(&mut s, 0, ms(3000), key.clone(), "next");
+    spawn_reader(&mut s, 0, ms(3500), key.clone(), "after", &log);
+    s.run_until(ms(10_000));
+    assert!(
+        matches!(
+            *writer_failed.lock().unwrap(),
+            Some(Err(TxnError::Unavailable(_)))
+        ),
+        "the crashed coordinator never answered: outcome unknown to the client"
+    );
+    let log = log.lock().unwrap();
+    let seen: Vec<_> = log
+        .iter()
+        .map(|(n, _, v)| (n.as_str(), v.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("reader", None), ("after", Some(&b"next"[..]))],
+        "the crashed transaction's write never becomes visible"
+    );
+    assert!(s.clients_done());
+}
