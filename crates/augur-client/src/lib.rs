@@ -364,6 +364,10 @@ pub trait Procedure: Send {
     fn read_only(&self) -> bool;
     /// Run the transaction body. `Err(Aborted(UserRollback))` asks for a rollback.
     fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>>;
+
+    /// Told how each attempt of this procedure ended. Workloads whose audits depend on what
+    /// committed (a conserved total moved by deposits) tally effects here.
+    fn finished(&mut self, _outcome: &Outcome) {}
 }
 
 /// What [`run_with_retry`] reports.
@@ -415,6 +419,12 @@ pub async fn run_once<T: Transport>(
     session: &Session<T>,
     procedure: &mut dyn Procedure,
 ) -> Outcome {
+    let outcome = attempt(session, procedure).await;
+    procedure.finished(&outcome);
+    outcome
+}
+
+async fn attempt<T: Transport>(session: &Session<T>, procedure: &mut dyn Procedure) -> Outcome {
     let mut txn = match session
         .begin_named(procedure.name(), procedure.read_only())
         .await

@@ -14,7 +14,7 @@
 //! `initial_balance` from the history's settings.
 
 use crate::list_append::{key_of, reject_unknown};
-use crate::{Workload, WorkloadError, parse};
+use crate::{Audit, Condition, Workload, WorkloadError, parse};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{AbortReason, Key, NodeId, Placement, Value};
 use bytes::Bytes;
@@ -132,6 +132,64 @@ impl Workload for Bank {
 
     fn settings(&self) -> serde_json::Value {
         serde_json::to_value(&self.settings).expect("settings serialise")
+    }
+
+    fn audit(&self) -> Option<Box<dyn Audit>> {
+        Some(Box::new(TotalAudit {
+            accounts: self.accounts.clone(),
+            initial: self.settings.initial_balance,
+        }))
+    }
+}
+
+/// After a run: on one snapshot, the balances sum to the opening total and none is negative.
+struct TotalAudit {
+    accounts: Vec<Key>,
+    initial: i64,
+}
+
+impl Audit for TotalAudit {
+    fn run<'a>(
+        &'a mut self,
+        ops: &'a mut dyn Ops,
+    ) -> BoxFuture<'a, Result<Vec<Condition>, TxnError>> {
+        Box::pin(async move {
+            let mut sum: i128 = 0;
+            let mut negative = Vec::new();
+            let mut garbage = Vec::new();
+            for key in &self.accounts {
+                match balance(ops.read(key).await?, self.initial) {
+                    Ok(b) => {
+                        sum += i128::from(b);
+                        if b < 0 {
+                            negative.push(format!("{key} = {b}"));
+                        }
+                    }
+                    Err(_) => garbage.push(key.to_string()),
+                }
+            }
+            let expected = self.accounts.len() as i128 * i128::from(self.initial);
+            Ok(vec![
+                Condition {
+                    name: "bank-total".into(),
+                    passed: sum == expected && garbage.is_empty(),
+                    detail: if garbage.is_empty() {
+                        format!("balances sum to {sum}; the opening total is {expected}")
+                    } else {
+                        format!("unreadable balances: {}", garbage.join(", "))
+                    },
+                },
+                Condition {
+                    name: "bank-no-negative".into(),
+                    passed: negative.is_empty(),
+                    detail: if negative.is_empty() {
+                        "no balance is negative".into()
+                    } else {
+                        format!("negative: {}", negative.join(", "))
+                    },
+                },
+            ])
+        })
     }
 }
 

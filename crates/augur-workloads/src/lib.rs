@@ -6,8 +6,9 @@ pub mod list_append;
 pub mod rw_register;
 pub mod synthetic_str;
 
-use augur_client::Procedure;
+use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{NodeId, Placement};
+use futures::future::BoxFuture;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +23,35 @@ pub trait Workload: Send + Sync {
     fn next(&self, home: NodeId, rng: &mut ChaCha8Rng) -> Box<dyn Procedure>;
     /// Every setting in force (defaults included), echoed into results.
     fn settings(&self) -> serde_json::Value;
+    /// Transactions that populate the initial database, run (each until it commits) before the
+    /// warm-up. Empty for workloads whose absent keys read as their initial values.
+    fn load(&self) -> Vec<Box<dyn Procedure>> {
+        Vec::new()
+    }
+    /// The consistency audit `augur bench --check` runs after the measurement, if the workload
+    /// has one.
+    fn audit(&self) -> Option<Box<dyn Audit>> {
+        None
+    }
+}
+
+/// One consistency condition evaluated after a run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Condition {
+    /// A stable name (`tpcc-1`, `smallbank-total`).
+    pub name: String,
+    pub passed: bool,
+    /// What was compared, in words; on failure, the first offending rows.
+    pub detail: String,
+}
+
+/// A workload's consistency conditions, evaluated inside one read-only transaction so that every
+/// condition sees the same consistent snapshot.
+pub trait Audit: Send {
+    fn run<'a>(
+        &'a mut self,
+        ops: &'a mut dyn Ops,
+    ) -> BoxFuture<'a, Result<Vec<Condition>, TxnError>>;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

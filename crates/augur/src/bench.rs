@@ -4,13 +4,15 @@
 
 use crate::report::{self, ProtocolResult, RunStats};
 use augur::BadInput;
-use augur_client::{HistoryRecorder, Outcome, Session, Transport, run_once};
+use augur_client::{
+    HistoryRecorder, Outcome, Procedure, Session, Transport, run_once, run_with_retry,
+};
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
 use augur_types::{LatencyProfile, NodeId, Placement};
-use augur_workloads::Workload;
+use augur_workloads::{Audit, Condition, Workload};
 use clap::{Args, ValueEnum};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -77,6 +79,10 @@ pub struct BenchArgs {
     /// it.
     #[arg(long)]
     pub history: Option<PathBuf>,
+    /// After the measurement, evaluate the workload's consistency conditions on one consistent
+    /// snapshot, record them in `summary.json` under `checks`, and exit non-zero on a violation.
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// A validated benchmark configuration, echoed into `summary.json`.
@@ -103,6 +109,7 @@ pub struct BenchConfig {
     pub out: PathBuf,
     #[serde(skip)]
     pub history: Option<PathBuf>,
+    pub check: bool,
 }
 
 fn bad(msg: impl Into<String>) -> anyhow::Error {
@@ -156,6 +163,12 @@ impl BenchArgs {
         let workload =
             augur_workloads::build(&self.workload, &workload_settings, placement.clone())
                 .map_err(|e| bad(e.to_string()))?;
+        if self.check && workload.audit().is_none() {
+            return Err(bad(format!(
+                "--check: workload {} has no consistency conditions",
+                self.workload
+            )));
+        }
         Ok(BenchConfig {
             protocols: self.protocol.clone(),
             workload: self.workload.clone(),
@@ -174,6 +187,7 @@ impl BenchArgs {
             workload_impl: workload,
             out: self.out.clone(),
             history: self.history.clone(),
+            check: self.check,
         })
     }
 }
@@ -229,7 +243,8 @@ impl ProtocolVisitor for RunInProcess<'_> {
 }
 
 /// Run one closed-loop client per transport (each bound to its home node), with a progress
-/// display, and merge their statistics.
+/// display, and merge their statistics. The workload's initial data is loaded first (its load
+/// transactions spread over the clients); with `--check`, its audit runs after the measurement.
 pub async fn drive<T: Transport>(
     config: &BenchConfig,
     info: &ProtocolInfo,
@@ -238,28 +253,56 @@ pub async fn drive<T: Transport>(
     let warmup = Duration::from_secs_f64(config.warmup_s);
     let measured = Duration::from_secs_f64(config.duration_s);
     let mut seeds = ChaCha8Rng::seed_from_u64(config.seed);
-    let mut tasks = Vec::new();
     let recorder = config.history.as_ref().map(|_| HistoryRecorder::new());
-    for (home, transport) in transports {
+    let clients = transports.len();
+    let mut loads: Vec<Vec<Box<dyn Procedure>>> = (0..clients).map(|_| Vec::new()).collect();
+    for (i, p) in config.workload_impl.load().into_iter().enumerate() {
+        loads[i % clients].push(p);
+    }
+    let loaded = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let mut tasks = Vec::new();
+    for ((home, transport), load) in transports.into_iter().zip(loads) {
         let session = match &recorder {
             Some(r) => Session::recorded(transport, r.clone()),
             None => Session::new(transport),
         };
         let rng = ChaCha8Rng::seed_from_u64(seeds.random());
-        let workload = config.workload_impl.clone();
-        tasks.push(tokio::spawn(client_loop(
-            session, workload, home, rng, warmup, measured,
-        )));
+        let client = Client {
+            session,
+            workload: config.workload_impl.clone(),
+            home,
+            rng,
+        };
+        let loaded = loaded.clone();
+        tasks.push(tokio::spawn(async move {
+            let load_failed = client.load(load).await;
+            loaded.wait().await;
+            let stats = client_loop(&client, warmup, measured).await;
+            (stats, client, load_failed)
+        }));
     }
+    loaded.wait().await;
     let progress = Progress::start(info.name, warmup + measured);
     let mut total = RunStats::default();
+    let mut auditor = None;
     for t in tasks {
         match t.await {
-            Ok(stats) => total.merge(stats),
+            Ok((stats, client, load_failed)) => {
+                total.merge(stats);
+                if let Some(why) = load_failed {
+                    tracing::error!("loading the initial data failed: {why}");
+                }
+                auditor.get_or_insert(client);
+            }
             Err(e) => tracing::error!("a client task failed: {e}"),
         }
     }
     progress.finish();
+    if config.check
+        && let (Some(client), Some(audit)) = (auditor, config.workload_impl.audit())
+    {
+        total.checks = Some(run_audit(&client.session, audit).await);
+    }
     if let (Some(recorder), Some(path)) = (recorder, history_path(config, info)) {
         let history = History {
             header: HistoryHeader {
@@ -288,41 +331,84 @@ pub async fn drive<T: Transport>(
     total
 }
 
-/// Where `--history` puts this protocol's history.
-fn history_path(config: &BenchConfig, info: &ProtocolInfo) -> Option<PathBuf> {
-    let path = config.history.as_ref()?;
-    if config.protocols.len() == 1 {
-        return Some(path.clone());
+/// Run `audit` in one read-only transaction, retrying (it reads a lot and may meet a protocol
+/// that aborts it) a few times; a failure to run at all is reported as a failed condition.
+async fn run_audit<T: Transport>(
+    session: &Session<T>,
+    mut audit: Box<dyn Audit>,
+) -> Vec<Condition> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let mut txn = match session.begin_named("audit", true).await {
+            Ok(t) => t,
+            Err(e) => {
+                last = e.to_string();
+                continue;
+            }
+        };
+        match audit.run(&mut txn).await {
+            Ok(conditions) => {
+                txn.abort().await;
+                return conditions;
+            }
+            Err(e) => {
+                last = e.to_string();
+                if !txn.is_done() {
+                    txn.abort().await;
+                }
+            }
+        }
     }
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}-{}.{}", info.name, ext.to_string_lossy()),
-        None => format!("{stem}-{}", info.name),
-    };
-    Some(path.with_file_name(name))
+    vec![Condition {
+        name: "audit".into(),
+        passed: false,
+        detail: format!("the audit transaction could not run: {last}"),
+    }]
 }
 
-/// One closed-loop client: run transactions back to back, retrying aborted ones until they
-/// commit; a transaction's latency runs from its first attempt to its commit.
-async fn client_loop<T: Transport>(
+/// One benchmark client: its session, and what it draws transactions from.
+struct Client<T: Transport> {
     session: Session<T>,
     workload: Arc<dyn Workload>,
     home: NodeId,
-    mut rng: ChaCha8Rng,
+    rng: ChaCha8Rng,
+}
+
+impl<T: Transport> Client<T> {
+    /// Run this client's share of the initial load, each procedure until it commits. Returns
+    /// why it failed, if it did.
+    async fn load(&self, procedures: Vec<Box<dyn Procedure>>) -> Option<String> {
+        for mut p in procedures {
+            let report = run_with_retry(&self.session, p.as_mut(), 100).await;
+            if !matches!(report.outcome, Outcome::Committed { .. }) {
+                return Some(format!("{}: {:?}", p.name(), report.outcome));
+            }
+        }
+        None
+    }
+}
+
+/// One closed-loop client: run transactions back to back, retrying aborted ones until they
+/// commit; a transaction's latency runs from its first attempt to its commit. A transaction the
+/// workload rolls back is complete and not retried.
+async fn client_loop<T: Transport>(
+    client: &Client<T>,
     warmup: Duration,
     measured: Duration,
 ) -> RunStats {
+    let session = &client.session;
+    let mut rng = client.rng.clone();
     let transport = session.transport();
     let origin = transport.now();
     let measure_from = origin + warmup;
     let end = measure_from + measured;
     let mut stats = RunStats::default();
     while transport.now() < end {
-        let mut procedure = workload.next(home, &mut rng);
+        let mut procedure = client.workload.next(client.home, &mut rng);
         let started = transport.now();
         let counts = started >= measure_from;
         loop {
-            let outcome = run_once(&session, procedure.as_mut()).await;
+            let outcome = run_once(session, procedure.as_mut()).await;
             let finished = transport.now();
             let counts = counts && finished <= end;
             match outcome {
@@ -339,6 +425,9 @@ async fn client_loop<T: Transport>(
                     if !reason.is_retryable() || finished >= end {
                         break;
                     }
+                    if counts {
+                        stats.record_retry(procedure.name());
+                    }
                 }
                 Outcome::Unknown => {
                     if counts {
@@ -350,6 +439,20 @@ async fn client_loop<T: Transport>(
         }
     }
     stats
+}
+
+/// Where `--history` puts this protocol's history.
+fn history_path(config: &BenchConfig, info: &ProtocolInfo) -> Option<PathBuf> {
+    let path = config.history.as_ref()?;
+    if config.protocols.len() == 1 {
+        return Some(path.clone());
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{}.{}", info.name, ext.to_string_lossy()),
+        None => format!("{stem}-{}", info.name),
+    };
+    Some(path.with_file_name(name))
 }
 
 /// A progress bar on a terminal, plain lines otherwise.

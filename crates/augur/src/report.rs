@@ -4,6 +4,7 @@
 use crate::bench::BenchConfig;
 use augur_protocols::registry::{IsolationLevel, ProtocolInfo};
 use augur_types::AbortReason;
+use augur_workloads::Condition;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -12,19 +13,31 @@ use std::time::Duration;
 /// What one client (or, merged, a whole run) observed inside the measurement window.
 pub struct RunStats {
     pub committed: u64,
+    /// Aborted attempts, user rollbacks excluded.
     pub aborted: u64,
+    /// Transactions the workload itself rolled back (TPC-C's 1% NewOrder, SmallBank's
+    /// insufficient funds): completed, but nothing committed.
+    pub user_rollbacks: u64,
     pub unknown: u64,
+    /// Attempts beyond the first, over all transactions.
+    pub retries: u64,
     pub aborts_by_reason: BTreeMap<AbortReason, u64>,
     pub per_type: BTreeMap<&'static str, TypeCounts>,
     /// Commit latency in microseconds, first attempt to commit.
     pub latency_us: Histogram<u64>,
+    /// The workload's consistency conditions, when `--check` ran them.
+    pub checks: Option<Vec<Condition>>,
 }
 
+/// Counters of one transaction type.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TypeCounts {
     pub committed: u64,
     pub aborted: u64,
+    pub user_rollbacks: u64,
     pub unknown: u64,
+    pub retries: u64,
+    pub aborts_by_reason: BTreeMap<&'static str, u64>,
 }
 
 impl Default for RunStats {
@@ -36,6 +49,9 @@ impl Default for RunStats {
             aborts_by_reason: BTreeMap::new(),
             per_type: BTreeMap::new(),
             latency_us: Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"),
+            user_rollbacks: 0,
+            retries: 0,
+            checks: None,
         }
     }
 }
@@ -49,9 +65,21 @@ impl RunStats {
     }
 
     pub fn record_abort(&mut self, txn_type: &'static str, reason: AbortReason) {
+        let counts = self.per_type.entry(txn_type).or_default();
+        if reason == AbortReason::UserRollback {
+            self.user_rollbacks += 1;
+            counts.user_rollbacks += 1;
+            return;
+        }
         self.aborted += 1;
         *self.aborts_by_reason.entry(reason).or_default() += 1;
-        self.per_type.entry(txn_type).or_default().aborted += 1;
+        counts.aborted += 1;
+        *counts.aborts_by_reason.entry(reason.name()).or_default() += 1;
+    }
+
+    pub fn record_retry(&mut self, txn_type: &'static str) {
+        self.retries += 1;
+        self.per_type.entry(txn_type).or_default().retries += 1;
     }
 
     pub fn record_unknown(&mut self, txn_type: &'static str) {
@@ -62,7 +90,9 @@ impl RunStats {
     pub fn merge(&mut self, other: RunStats) {
         self.committed += other.committed;
         self.aborted += other.aborted;
+        self.user_rollbacks += other.user_rollbacks;
         self.unknown += other.unknown;
+        self.retries += other.retries;
         for (r, n) in other.aborts_by_reason {
             *self.aborts_by_reason.entry(r).or_default() += n;
         }
@@ -70,7 +100,12 @@ impl RunStats {
             let mine = self.per_type.entry(t).or_default();
             mine.committed += c.committed;
             mine.aborted += c.aborted;
+            mine.user_rollbacks += c.user_rollbacks;
             mine.unknown += c.unknown;
+            mine.retries += c.retries;
+            for (r, n) in c.aborts_by_reason {
+                *mine.aborts_by_reason.entry(r).or_default() += n;
+            }
         }
         self.latency_us.add(&other.latency_us).expect("same bounds");
     }
@@ -93,11 +128,19 @@ pub struct ProtocolResult {
     pub isolation: IsolationLevel,
     pub workload: String,
     pub committed: u64,
-    /// Aborted attempts (a transaction retried three times counts three).
+    /// Aborted attempts (a transaction retried three times counts three), user rollbacks
+    /// excluded.
     pub aborted: u64,
+    /// Transactions the workload rolled back by design.
+    pub user_rollbacks: u64,
     /// Transactions whose outcome the client never learned.
     pub unknown: u64,
+    /// Attempts beyond each transaction's first.
+    pub retries: u64,
+    /// Completed transactions (committed or rolled back by the workload) per measured second.
     pub throughput_tps: f64,
+    /// Committed transactions per measured second.
+    pub goodput_tps: f64,
     /// Aborted attempts over all attempts that ended.
     pub abort_rate: f64,
     pub latency_ms: Latency,
@@ -105,6 +148,9 @@ pub struct ProtocolResult {
     pub per_type: BTreeMap<&'static str, TypeCounts>,
     /// Throughput relative to the first protocol of the run.
     pub throughput_ratio: f64,
+    /// The workload's consistency conditions after the run (`--check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<Condition>>,
 }
 
 impl ProtocolResult {
@@ -118,8 +164,11 @@ impl ProtocolResult {
             workload: config.workload.clone(),
             committed: stats.committed,
             aborted: stats.aborted,
+            user_rollbacks: stats.user_rollbacks,
             unknown: stats.unknown,
-            throughput_tps: stats.committed as f64 / config.duration_s,
+            retries: stats.retries,
+            throughput_tps: (stats.committed + stats.user_rollbacks) as f64 / config.duration_s,
+            goodput_tps: stats.committed as f64 / config.duration_s,
             abort_rate: if ended == 0 {
                 0.0
             } else {
@@ -140,6 +189,7 @@ impl ProtocolResult {
                 .collect(),
             per_type: stats.per_type,
             throughput_ratio: 1.0,
+            checks: stats.checks,
         }
     }
 }
@@ -188,5 +238,27 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
     std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     println!("wrote {}", path.display());
-    Ok(())
+    let mut failed = Vec::new();
+    for r in &results {
+        for c in r.checks.iter().flatten() {
+            println!(
+                "check {:<14} {:<28} {}  {}",
+                r.protocol,
+                c.name,
+                if c.passed { "pass" } else { "FAIL" },
+                c.detail
+            );
+            if !c.passed {
+                failed.push(format!("{} {}", r.protocol, c.name));
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "consistency check failed: {}",
+            failed.join(", ")
+        ))
+    }
 }

@@ -192,3 +192,36 @@ fn check_exits_1_on_an_anomaly_with_a_replay_command_and_0_when_valid() {
         String::from_utf8_lossy(&valid.stdout)
     );
 }
+
+#[test]
+fn bench_check_records_the_audit_in_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = augur(&[
+        "bench",
+        "--protocol",
+        "clocksi-rep",
+        "--workload",
+        "bank",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--check",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let checks = summary["results"][0]["checks"].as_array().unwrap();
+    let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bank-total", "bank-no-negative"]);
+    assert!(checks.iter().all(|c| c["passed"] == true));
+
+    let refused = augur(&["bench", "--workload", "list-append", "--check"]);
+    assert_eq!(refused.status.code(), Some(2));
+}
