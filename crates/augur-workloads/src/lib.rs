@@ -4,7 +4,9 @@
 pub mod bank;
 pub mod list_append;
 pub mod rw_register;
+pub mod smallbank;
 pub mod synthetic_str;
+pub mod ycsb_t;
 
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{NodeId, Placement};
@@ -14,7 +16,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Workload names accepted by `--workload`.
-pub const WORKLOADS: &[&str] = &["synthetic-str", "list-append", "rw-register", "bank"];
+pub const WORKLOADS: &[&str] = &[
+    "synthetic-str",
+    "ycsb-t",
+    "smallbank",
+    "list-append",
+    "rw-register",
+    "bank",
+];
 
 /// A source of transactions for closed- or open-loop clients.
 pub trait Workload: Send + Sync {
@@ -85,6 +94,8 @@ pub fn build(
         "list-append" => Ok(Arc::new(list_append::ListAppend::new(settings, placement)?)),
         "rw-register" => Ok(Arc::new(rw_register::RwRegister::new(settings, placement)?)),
         "bank" => Ok(Arc::new(bank::Bank::new(settings, placement)?)),
+        "ycsb-t" => Ok(Arc::new(ycsb_t::YcsbT::new(settings, placement)?)),
+        "smallbank" => Ok(Arc::new(smallbank::SmallBank::new(settings, placement)?)),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }
@@ -96,6 +107,8 @@ pub fn settings_of(name: &str) -> Result<&'static [&'static str], WorkloadError>
         "list-append" => Ok(list_append::SETTINGS),
         "rw-register" => Ok(rw_register::SETTINGS),
         "bank" => Ok(bank::SETTINGS),
+        "ycsb-t" => Ok(ycsb_t::SETTINGS),
+        "smallbank" => Ok(smallbank::SETTINGS),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }

@@ -79,6 +79,15 @@ pub struct BenchArgs {
     /// it.
     #[arg(long)]
     pub history: Option<PathBuf>,
+    /// Open loop: the target rate of transactions per second over all clients, with Poisson
+    /// arrivals; latency is measured from each transaction's intended start, so a backlog shows
+    /// up as latency. Without it, clients run a closed loop.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Closed loop: mean think time in milliseconds between a client's transactions
+    /// (exponentially distributed).
+    #[arg(long, default_value_t = 0.0)]
+    pub think_ms: f64,
     /// After the measurement, evaluate the workload's consistency conditions on one consistent
     /// snapshot, record them in `summary.json` under `checks`, and exit non-zero on a violation.
     #[arg(long)]
@@ -103,13 +112,17 @@ pub struct BenchConfig {
     pub protocol_options: ProtocolOptions,
     #[serde(skip)]
     pub placement: Arc<Placement>,
+    /// The `--set` workload settings as given, to build a fresh workload for each protocol.
     #[serde(skip)]
-    pub workload_impl: Arc<dyn Workload>,
+    pub workload_given: BTreeMap<String, String>,
     #[serde(skip)]
     pub out: PathBuf,
     #[serde(skip)]
     pub history: Option<PathBuf>,
     pub check: bool,
+    /// Open-loop target rate over all clients (transactions per second), if any.
+    pub rate: Option<f64>,
+    pub think_ms: f64,
 }
 
 fn bad(msg: impl Into<String>) -> anyhow::Error {
@@ -133,6 +146,21 @@ impl BenchArgs {
         }
         if self.clients == 0 {
             return Err(bad("--clients must be at least 1"));
+        }
+        if let Some(rate) = self.rate
+            && !(rate > 0.0 && rate.is_finite())
+        {
+            return Err(bad(
+                "--rate must be a positive number of transactions per second",
+            ));
+        }
+        if !(self.think_ms >= 0.0 && self.think_ms.is_finite()) {
+            return Err(bad("--think-ms must be zero or more milliseconds"));
+        }
+        if self.rate.is_some() && self.think_ms > 0.0 {
+            return Err(bad(
+                "--think-ms applies to the closed loop; with --rate arrivals are Poisson",
+            ));
         }
         let profile = LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
         let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
@@ -184,10 +212,12 @@ impl BenchArgs {
             transport: self.transport,
             protocol_options,
             placement,
-            workload_impl: workload,
+            workload_given: workload_settings,
             out: self.out.clone(),
             history: self.history.clone(),
             check: self.check,
+            rate: self.rate,
+            think_ms: self.think_ms,
         })
     }
 }
@@ -255,11 +285,27 @@ pub async fn drive<T: Transport>(
     let mut seeds = ChaCha8Rng::seed_from_u64(config.seed);
     let recorder = config.history.as_ref().map(|_| HistoryRecorder::new());
     let clients = transports.len();
+    // Each protocol gets a fresh workload: some keep per-run state (unique value counters,
+    // the money SmallBank moved in and out) that must start from scratch with the database.
+    let workload = augur_workloads::build(
+        &config.workload,
+        &config.workload_given,
+        config.placement.clone(),
+    )
+    .expect("settings were validated");
     let mut loads: Vec<Vec<Box<dyn Procedure>>> = (0..clients).map(|_| Vec::new()).collect();
-    for (i, p) in config.workload_impl.load().into_iter().enumerate() {
+    for (i, p) in workload.load().into_iter().enumerate() {
         loads[i % clients].push(p);
     }
     let loaded = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    let pacing = match config.rate {
+        Some(rate) => Pacing::OpenLoop {
+            per_client_rate: rate / clients as f64,
+        },
+        None => Pacing::ClosedLoop {
+            mean_think: Duration::from_secs_f64(config.think_ms / 1000.0),
+        },
+    };
     let mut tasks = Vec::new();
     for ((home, transport), load) in transports.into_iter().zip(loads) {
         let session = match &recorder {
@@ -269,7 +315,7 @@ pub async fn drive<T: Transport>(
         let rng = ChaCha8Rng::seed_from_u64(seeds.random());
         let client = Client {
             session,
-            workload: config.workload_impl.clone(),
+            workload: workload.clone(),
             home,
             rng,
         };
@@ -277,7 +323,7 @@ pub async fn drive<T: Transport>(
         tasks.push(tokio::spawn(async move {
             let load_failed = client.load(load).await;
             loaded.wait().await;
-            let stats = client_loop(&client, warmup, measured).await;
+            let stats = client_loop(&client, warmup, measured, pacing).await;
             (stats, client, load_failed)
         }));
     }
@@ -299,7 +345,7 @@ pub async fn drive<T: Transport>(
     }
     progress.finish();
     if config.check
-        && let (Some(client), Some(audit)) = (auditor, config.workload_impl.audit())
+        && let (Some(client), Some(audit)) = (auditor, workload.audit())
     {
         total.checks = Some(run_audit(&client.session, audit).await);
     }
@@ -388,13 +434,31 @@ impl<T: Transport> Client<T> {
     }
 }
 
-/// One closed-loop client: run transactions back to back, retrying aborted ones until they
-/// commit; a transaction's latency runs from its first attempt to its commit. A transaction the
+/// How a client paces its transactions.
+#[derive(Clone, Copy, Debug)]
+enum Pacing {
+    /// Next transaction when the previous one ended, after an exponentially distributed think
+    /// time with this mean (zero: none).
+    ClosedLoop { mean_think: Duration },
+    /// Poisson arrivals at this rate; a transaction that arrives while the previous one runs
+    /// waits, and its latency counts from its arrival.
+    OpenLoop { per_client_rate: f64 },
+}
+
+/// An exponentially distributed duration with the given mean (inverse-transform sampling).
+fn exponential(rng: &mut ChaCha8Rng, mean_secs: f64) -> Duration {
+    let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+    Duration::from_secs_f64(-u.ln() * mean_secs)
+}
+
+/// One client: run transactions, retrying aborted ones until they commit; a transaction's
+/// latency runs from its start (its arrival, in the open loop) to its commit. A transaction the
 /// workload rolls back is complete and not retried.
 async fn client_loop<T: Transport>(
     client: &Client<T>,
     warmup: Duration,
     measured: Duration,
+    pacing: Pacing,
 ) -> RunStats {
     let session = &client.session;
     let mut rng = client.rng.clone();
@@ -403,9 +467,29 @@ async fn client_loop<T: Transport>(
     let measure_from = origin + warmup;
     let end = measure_from + measured;
     let mut stats = RunStats::default();
-    while transport.now() < end {
+    let mut next_arrival = origin;
+    loop {
+        let started = match pacing {
+            Pacing::ClosedLoop { mean_think } => {
+                if !mean_think.is_zero() {
+                    let think = exponential(&mut rng, mean_think.as_secs_f64());
+                    transport.sleep(think).await;
+                }
+                transport.now()
+            }
+            Pacing::OpenLoop { per_client_rate } => {
+                next_arrival += exponential(&mut rng, 1.0 / per_client_rate);
+                let now = transport.now();
+                if next_arrival > now {
+                    transport.sleep(next_arrival - now).await;
+                }
+                next_arrival
+            }
+        };
+        if started >= end {
+            break;
+        }
         let mut procedure = client.workload.next(client.home, &mut rng);
-        let started = transport.now();
         let counts = started >= measure_from;
         loop {
             let outcome = run_once(session, procedure.as_mut()).await;
