@@ -5,6 +5,7 @@ pub mod bank;
 pub mod list_append;
 pub mod rw_register;
 pub mod smallbank;
+pub mod synthetic_sparkle;
 pub mod synthetic_str;
 pub mod ycsb_t;
 
@@ -18,6 +19,7 @@ use std::sync::Arc;
 /// Workload names accepted by `--workload`.
 pub const WORKLOADS: &[&str] = &[
     "synthetic-str",
+    "synthetic-sparkle",
     "ycsb-t",
     "smallbank",
     "list-append",
@@ -96,6 +98,9 @@ pub fn build(
         "bank" => Ok(Arc::new(bank::Bank::new(settings, placement)?)),
         "ycsb-t" => Ok(Arc::new(ycsb_t::YcsbT::new(settings, placement)?)),
         "smallbank" => Ok(Arc::new(smallbank::SmallBank::new(settings, placement)?)),
+        "synthetic-sparkle" => Ok(Arc::new(synthetic_sparkle::SyntheticSparkle::new(
+            settings, placement,
+        )?)),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }
@@ -109,6 +114,7 @@ pub fn settings_of(name: &str) -> Result<&'static [&'static str], WorkloadError>
         "bank" => Ok(bank::SETTINGS),
         "ycsb-t" => Ok(ycsb_t::SETTINGS),
         "smallbank" => Ok(smallbank::SETTINGS),
+        "synthetic-sparkle" => Ok(synthetic_sparkle::SETTINGS),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }

@@ -11,7 +11,7 @@ use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{LatencyProfile, NodeId, Placement};
+use augur_types::{AbortReason, LatencyProfile, NodeId, Placement};
 use augur_workloads::{Audit, Condition, Workload};
 use clap::{Args, ValueEnum};
 use rand::{Rng, SeedableRng};
@@ -495,14 +495,26 @@ async fn client_loop<T: Transport>(
             let outcome = run_once(session, procedure.as_mut()).await;
             let finished = transport.now();
             let counts = counts && finished <= end;
+            // Samples cover the whole run, warm-up included, by the second the attempt ended.
+            let second = (finished.saturating_sub(origin)).as_secs() as usize;
             match outcome {
                 Outcome::Committed { .. } => {
+                    let latency = finished.saturating_sub(started);
+                    if finished <= end {
+                        let iv = stats.interval(second);
+                        iv.committed += 1;
+                        iv.latency_us
+                            .saturating_record(latency.as_micros().max(1) as u64);
+                    }
                     if counts {
-                        stats.record_commit(procedure.name(), finished - started);
+                        stats.record_commit(procedure.name(), latency);
                     }
                     break;
                 }
                 Outcome::Aborted(reason) => {
+                    if finished <= end && reason != AbortReason::UserRollback {
+                        stats.interval(second).aborted += 1;
+                    }
                     if counts {
                         stats.record_abort(procedure.name(), reason);
                     }

@@ -4,6 +4,7 @@ mod bench;
 mod bench_tcp;
 mod node;
 mod report;
+mod report_html;
 
 use augur::BadInput;
 

@@ -27,6 +27,33 @@ pub struct RunStats {
     pub latency_us: Histogram<u64>,
     /// The workload's consistency conditions, when `--check` ran them.
     pub checks: Option<Vec<Condition>>,
+    /// Commit latency per transaction type.
+    pub type_latency_us: BTreeMap<&'static str, Histogram<u64>>,
+    /// One entry per second of the run (warm-up included), for `samples.csv` and the plots.
+    pub intervals: Vec<Interval>,
+}
+
+/// What happened during one second of a run.
+#[derive(Clone)]
+pub struct Interval {
+    pub committed: u64,
+    pub aborted: u64,
+    pub latency_us: Histogram<u64>,
+}
+
+impl Default for Interval {
+    fn default() -> Self {
+        Interval {
+            committed: 0,
+            aborted: 0,
+            latency_us: latency_histogram(),
+        }
+    }
+}
+
+/// Latencies from 1 µs to 10 minutes, three significant digits.
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds")
 }
 
 /// Counters of one transaction type.
@@ -48,20 +75,34 @@ impl Default for RunStats {
             unknown: 0,
             aborts_by_reason: BTreeMap::new(),
             per_type: BTreeMap::new(),
-            latency_us: Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"),
+            latency_us: latency_histogram(),
             user_rollbacks: 0,
             retries: 0,
             checks: None,
+            type_latency_us: BTreeMap::new(),
+            intervals: Vec::new(),
         }
     }
 }
 
 impl RunStats {
+    /// The counters of second `second` of the run.
+    pub fn interval(&mut self, second: usize) -> &mut Interval {
+        if self.intervals.len() <= second {
+            self.intervals.resize_with(second + 1, Interval::default);
+        }
+        &mut self.intervals[second]
+    }
+
     pub fn record_commit(&mut self, txn_type: &'static str, latency: Duration) {
         self.committed += 1;
         self.per_type.entry(txn_type).or_default().committed += 1;
-        self.latency_us
-            .saturating_record(latency.as_micros().max(1) as u64);
+        let us = latency.as_micros().max(1) as u64;
+        self.latency_us.saturating_record(us);
+        self.type_latency_us
+            .entry(txn_type)
+            .or_insert_with(latency_histogram)
+            .saturating_record(us);
     }
 
     pub fn record_abort(&mut self, txn_type: &'static str, reason: AbortReason) {
@@ -108,6 +149,19 @@ impl RunStats {
             }
         }
         self.latency_us.add(&other.latency_us).expect("same bounds");
+        for (t, h) in other.type_latency_us {
+            self.type_latency_us
+                .entry(t)
+                .or_insert_with(latency_histogram)
+                .add(&h)
+                .expect("same bounds");
+        }
+        for (i, iv) in other.intervals.into_iter().enumerate() {
+            let mine = self.interval(i);
+            mine.committed += iv.committed;
+            mine.aborted += iv.aborted;
+            mine.latency_us.add(&iv.latency_us).expect("same bounds");
+        }
     }
 }
 
@@ -151,13 +205,67 @@ pub struct ProtocolResult {
     /// The workload's consistency conditions after the run (`--check`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checks: Option<Vec<Condition>>,
+    /// Commit latency per transaction type.
+    pub per_type_latency_ms: BTreeMap<&'static str, Latency>,
+    /// The commit-latency distribution: (fraction of transactions, latency in ms) points.
+    pub latency_cdf_ms: Vec<(f64, f64)>,
+    /// Per second of the run (warm-up included): for `samples.csv` and the report's plots.
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+}
+
+/// One second of one protocol's run.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub second: usize,
+    pub warmup: bool,
+    pub committed: u64,
+    pub aborted: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+fn latency_of(h: &Histogram<u64>) -> Latency {
+    let ms = |us: u64| us as f64 / 1000.0;
+    Latency {
+        p50: ms(h.value_at_quantile(0.5)),
+        p90: ms(h.value_at_quantile(0.9)),
+        p99: ms(h.value_at_quantile(0.99)),
+        p999: ms(h.value_at_quantile(0.999)),
+        max: ms(h.max()),
+        mean: h.mean() / 1000.0,
+    }
+}
+
+fn cdf_of(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut quantiles: Vec<f64> = (1..100).map(|q| q as f64 / 100.0).collect();
+    quantiles.extend([0.995, 0.999, 0.9999, 1.0]);
+    quantiles
+        .into_iter()
+        .map(|q| (q, h.value_at_quantile(q) as f64 / 1000.0))
+        .collect()
 }
 
 impl ProtocolResult {
     pub fn new(info: &'static ProtocolInfo, config: &BenchConfig, stats: RunStats) -> Self {
-        let ms = |us: u64| us as f64 / 1000.0;
-        let h = &stats.latency_us;
         let ended = stats.committed + stats.aborted;
+        let warmup_secs = config.warmup_s.ceil() as usize;
+        let samples = stats
+            .intervals
+            .iter()
+            .enumerate()
+            .map(|(second, iv)| Sample {
+                second,
+                warmup: second < warmup_secs,
+                committed: iv.committed,
+                aborted: iv.aborted,
+                p50_ms: iv.latency_us.value_at_quantile(0.5) as f64 / 1000.0,
+                p99_ms: iv.latency_us.value_at_quantile(0.99) as f64 / 1000.0,
+            })
+            .collect();
         ProtocolResult {
             protocol: info.name,
             isolation: info.isolation,
@@ -174,14 +282,7 @@ impl ProtocolResult {
             } else {
                 stats.aborted as f64 / ended as f64
             },
-            latency_ms: Latency {
-                p50: ms(h.value_at_quantile(0.5)),
-                p90: ms(h.value_at_quantile(0.9)),
-                p99: ms(h.value_at_quantile(0.99)),
-                p999: ms(h.value_at_quantile(0.999)),
-                max: ms(h.max()),
-                mean: h.mean() / 1000.0,
-            },
+            latency_ms: latency_of(&stats.latency_us),
             aborts_by_reason: stats
                 .aborts_by_reason
                 .iter()
@@ -190,6 +291,13 @@ impl ProtocolResult {
             per_type: stats.per_type,
             throughput_ratio: 1.0,
             checks: stats.checks,
+            per_type_latency_ms: stats
+                .type_latency_us
+                .iter()
+                .map(|(t, h)| (*t, latency_of(h)))
+                .collect(),
+            latency_cdf_ms: cdf_of(&stats.latency_us),
+            samples,
         }
     }
 }
@@ -234,10 +342,23 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
         config,
         results: &results,
     };
-    let path = config.out.join("summary.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    println!("wrote {}", path.display());
+    let write = |name: &str, contents: String| -> anyhow::Result<()> {
+        let path = config.out.join(name);
+        std::fs::write(&path, contents)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    };
+    write("summary.json", serde_json::to_string_pretty(&summary)?)?;
+    write("per_txn.csv", per_txn_csv(&results))?;
+    write("samples.csv", samples_csv(&results))?;
+    let config_json = serde_json::to_value(config)?;
+    write(
+        "report.html",
+        crate::report_html::render(&config_json, &results),
+    )?;
+    println!(
+        "wrote summary.json, per_txn.csv, samples.csv and report.html in {}",
+        config.out.display()
+    );
     let mut failed = Vec::new();
     for r in &results {
         for c in r.checks.iter().flatten() {
@@ -261,4 +382,50 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
             failed.join(", ")
         ))
     }
+}
+
+/// One row per protocol and transaction type.
+fn per_txn_csv(results: &[ProtocolResult]) -> String {
+    let mut out = String::from(
+        "protocol,type,committed,aborted,user_rollbacks,unknown,retries,p50_ms,p99_ms,mean_ms,aborts_by_reason\n",
+    );
+    for r in results {
+        for (name, c) in &r.per_type {
+            let lat = r.per_type_latency_ms.get(name);
+            let reasons: Vec<String> = c
+                .aborts_by_reason
+                .iter()
+                .map(|(k, n)| format!("{k}={n}"))
+                .collect();
+            out += &format!(
+                "{},{},{},{},{},{},{},{},{},{},\"{}\"\n",
+                r.protocol,
+                name,
+                c.committed,
+                c.aborted,
+                c.user_rollbacks,
+                c.unknown,
+                c.retries,
+                lat.map_or(String::new(), |l| format!("{:.3}", l.p50)),
+                lat.map_or(String::new(), |l| format!("{:.3}", l.p99)),
+                lat.map_or(String::new(), |l| format!("{:.3}", l.mean)),
+                reasons.join(";")
+            );
+        }
+    }
+    out
+}
+
+/// One row per protocol and second of the run (warm-up included and marked).
+fn samples_csv(results: &[ProtocolResult]) -> String {
+    let mut out = String::from("protocol,second,warmup,committed,aborted,p50_ms,p99_ms\n");
+    for r in results {
+        for s in &r.samples {
+            out += &format!(
+                "{},{},{},{},{},{:.3},{:.3}\n",
+                r.protocol, s.second, s.warmup, s.committed, s.aborted, s.p50_ms, s.p99_ms
+            );
+        }
+    }
+    out
 }

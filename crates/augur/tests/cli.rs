@@ -117,6 +117,13 @@ fn a_short_bench_writes_the_summary() {
     );
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let per_txn = std::fs::read_to_string(dir.path().join("per_txn.csv")).unwrap();
+    assert!(per_txn.starts_with("protocol,type,committed,aborted,user_rollbacks"));
+    assert!(per_txn.lines().count() >= 2, "{per_txn}");
+    let samples = std::fs::read_to_string(dir.path().join("samples.csv")).unwrap();
+    assert!(samples.starts_with("protocol,second,warmup,committed"));
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Committed transactions per second"));
     let results = summary["results"].as_array().unwrap();
     assert_eq!(results.len(), 2);
     for (r, name) in results.iter().zip(["nocc", "clocksi-rep"]) {
