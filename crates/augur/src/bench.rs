@@ -88,6 +88,14 @@ pub struct BenchArgs {
     /// (exponentially distributed).
     #[arg(long, default_value_t = 0.0)]
     pub think_ms: f64,
+    /// Run the experiment described by this TOML file (see `experiments/README.md`) instead;
+    /// `--out` still chooses where results go.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// With `--config`: a quick pass that only shows every run works (1 s per protocol, the
+    /// first two points of a sweep).
+    #[arg(long, requires = "config")]
+    pub smoke: bool,
     /// After the measurement, evaluate the workload's consistency conditions on one consistent
     /// snapshot, record them in `summary.json` under `checks`, and exit non-zero on a violation.
     #[arg(long)]
@@ -223,18 +231,27 @@ impl BenchArgs {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.config {
+        return crate::experiment::run(path, &args.out, args.smoke);
+    }
     let config = args.validate()?;
+    let finished = run_config(&config)?;
+    finished.into_result()
+}
+
+/// Run every protocol of a validated configuration and write its reports.
+pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
     std::fs::create_dir_all(&config.out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", config.out.display()))?;
     let mut results = Vec::new();
     for name in &config.protocols {
         let result = match config.transport {
-            TransportKind::Inproc => registry::visit(name, RunInProcess { config: &config })?,
-            TransportKind::Tcp => crate::bench_tcp::run(&config, name)?,
+            TransportKind::Inproc => registry::visit(name, RunInProcess { config })?,
+            TransportKind::Tcp => crate::bench_tcp::run(config, name)?,
         }?;
         results.push(result);
     }
-    report::finish(&config, results)
+    report::finish(config, results)
 }
 
 /// Runs one protocol on an in-process cluster.

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_tcp;
+mod experiment;
 mod node;
 mod report;
 mod report_html;

@@ -310,8 +310,29 @@ struct Summary<'a> {
     results: &'a [ProtocolResult],
 }
 
-/// Fill in ratios, print the table and write `summary.json`.
-pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow::Result<()> {
+/// What a finished run produced.
+pub struct Finished {
+    pub results: Vec<ProtocolResult>,
+    /// `protocol condition` for every consistency condition that failed.
+    pub failed_checks: Vec<String>,
+}
+
+impl Finished {
+    /// The command's verdict: an error naming the failed consistency conditions, if any.
+    pub fn into_result(self) -> anyhow::Result<()> {
+        if self.failed_checks.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "consistency check failed: {}",
+                self.failed_checks.join(", ")
+            ))
+        }
+    }
+}
+
+/// Fill in ratios, print the table and write `summary.json`, the CSV files and `report.html`.
+pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow::Result<Finished> {
     let base = results.first().map(|r| r.throughput_tps).unwrap_or(0.0);
     for r in &mut results {
         r.throughput_ratio = if base > 0.0 {
@@ -374,14 +395,10 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
             }
         }
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(
-            "consistency check failed: {}",
-            failed.join(", ")
-        ))
-    }
+    Ok(Finished {
+        results,
+        failed_checks: failed,
+    })
 }
 
 /// One row per protocol and transaction type.

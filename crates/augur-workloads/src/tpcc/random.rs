@@ -159,7 +159,10 @@ mod tests {
     fn run_constants_obey_the_c_last_delta_rule() {
         for seed in 0..200 {
             let (load, run) = NuRandC::draw(&mut ChaCha8Rng::seed_from_u64(seed));
-            assert!(c_last_delta_is_valid(load.c_last, run.c_last), "{load:?} {run:?}");
+            assert!(
+                c_last_delta_is_valid(load.c_last, run.c_last),
+                "{load:?} {run:?}"
+            );
             assert!(run.c_last <= A_C_LAST && run.c_id <= A_C_ID && run.ol_i_id <= A_OL_I_ID);
         }
         assert!(!c_last_delta_is_valid(0, 96));

@@ -23,11 +23,11 @@
 //! | customer's last order  | `o` | D_ID (u8), C_ID (u16)     | the customer's largest O_ID    |
 //! | oldest new order       | `q` | D_ID (u8)                 | the district's lowest NO_O_ID  |
 //!
-//! HISTORY has no primary key (Clause 1.3.1); its rows are numbered per paying district (H_W_ID,
+//! HISTORY has no primary key (Clause 1.3); its rows are numbered per paying district (H_W_ID,
 //! H_D_ID) by a counter kept in the DISTRICT row (`next_h_id`), which Payment updates anyway, so
-//! numbering them adds no contention. ITEM is read-only and, per Clause 1.4.8's intent, the same
-//! everywhere: each warehouse's shard holds a full copy, so New-Order reads items from its home
-//! warehouse's partition.
+//! numbering them adds no contention. ITEM is read-only and the same for every warehouse, so it is
+//! replicated: each warehouse's shard holds a full copy, loaded with the warehouse, and New-Order
+//! reads items from its home warehouse's partition.
 //!
 //! A customer's last name is always one of the thousand names [`super::random::last_name`] builds
 //! from a number in 0..=999, so the last-name index is keyed by that number. C_FIRST and C_LAST
@@ -751,7 +751,10 @@ mod tests {
         let e = Order::decode(b"7|1||5|1|9").unwrap_err();
         assert!(e.why.contains("too many"), "{e}");
         let e = Id::decode(b"x").unwrap_err();
-        assert_eq!(e.to_string(), "malformed index row: field 1: 'x': invalid digit found in string");
+        assert_eq!(
+            e.to_string(),
+            "malformed index row: field 1: 'x': invalid digit found in string"
+        );
         assert!(NameIndex::decode(b"1 2 x").is_err());
     }
 

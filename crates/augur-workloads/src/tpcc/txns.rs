@@ -305,8 +305,8 @@ impl Payment {
     /// 60% by last name; H_AMOUNT uniform in 1.00..=5000.00.
     pub fn draw(config: &Config, w: u32, date: u64, rng: &mut ChaCha8Rng) -> Payment {
         let d = draw_district(rng);
-        let remote = config.warehouses() > 1
-            && rng.random::<f64>() < config.settings.remote_payment;
+        let remote =
+            config.warehouses() > 1 && rng.random::<f64>() < config.settings.remote_payment;
         let (c_w, c_d) = if remote {
             (other_warehouse(config, w, rng), draw_district(rng))
         } else {
@@ -344,12 +344,7 @@ impl Payment {
         customer.payment_cnt += 1;
         if customer.credit == "BC" {
             // The payment's identifiers go in front, pushing the oldest text out at the cap.
-            let mut data = format!(
-                "{c} {} {} {d} {w} {} ",
-                self.c_d,
-                self.c_w,
-                money(amount)
-            );
+            let mut data = format!("{c} {} {} {d} {w} {} ", self.c_d, self.c_w, money(amount));
             data.push_str(&customer.data);
             data.truncate(self.c_data_cap);
             customer.data = data;

@@ -1,0 +1,498 @@
+//! `augur bench --config FILE`: an experiment file describes one figure or table of a paper — the
+//! setting it reports, its headline figure, and the benchmark runs that reproduce it — and this
+//! module runs them all, one `augur bench` run per entry (and per sweep point), then writes an
+//! experiment summary and a report comparing the runs. The format is in `experiments/README.md`.
+//!
+//! Protocols the file names that augur does not implement yet are skipped with a message; a run
+//! with no implemented protocol left is skipped entirely.
+
+use crate::bench::BenchArgs;
+use crate::report_html::{CSS, Series, bar_chart, escape, line_chart};
+use augur::BadInput;
+use augur_protocols::registry;
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::path::Path;
+#[cfg(test)]
+use std::path::PathBuf;
+
+/// An experiment file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Short name; results go to `OUT/NAME/`. Defaults to the file's stem.
+    pub name: Option<String>,
+    pub paper: String,
+    pub figure: String,
+    /// The paper's setting, in words (cluster, workload, parameters).
+    pub setting: String,
+    /// The paper's headline figure for this experiment, to compare against.
+    pub headline: String,
+    /// How augur's setting differs from the paper's, if it does.
+    #[serde(default)]
+    pub deviations: Vec<String>,
+    /// `augur bench` options shared by every run (`protocol`, `workload`, `nodes`, `set`, ...).
+    #[serde(default)]
+    pub bench: toml::Table,
+    /// The runs; each may override any option. Without runs, one run of `bench` alone.
+    #[serde(default)]
+    pub run: Vec<RunSpec>,
+    /// Vary one option across values within every run (throughput against clients, say).
+    pub sweep: Option<Sweep>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RunSpec {
+    pub name: String,
+    #[serde(flatten)]
+    pub options: toml::Table,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// An `augur bench` option, e.g. `clients`.
+    pub option: String,
+    pub values: Vec<toml::Value>,
+}
+
+/// One protocol's result at one point of the experiment.
+#[derive(Debug, Serialize)]
+struct Point {
+    run: String,
+    sweep_value: Option<String>,
+    protocol: String,
+    throughput_tps: f64,
+    goodput_tps: f64,
+    abort_rate: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    throughput_ratio: f64,
+    checks_passed: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    name: &'a str,
+    paper: &'a str,
+    figure: &'a str,
+    setting: &'a str,
+    headline: &'a str,
+    deviations: &'a [String],
+    smoke: bool,
+    points: &'a [Point],
+    skipped: &'a [String],
+}
+
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct BenchOnly {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+/// Workloads experiment files may name before augur implements them; runs using them are
+/// skipped with a message.
+const PLANNED_WORKLOADS: &[(&str, &str)] = &[
+    (
+        "tpcc",
+        "TPC-C (all five transactions, consistency conditions)",
+    ),
+    ("rubis", "RUBiS, the auction workload of STR §8.2"),
+];
+
+/// Load and check an experiment file.
+pub fn load(path: &Path) -> anyhow::Result<Experiment> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| bad(format!("{}: {e}", path.display())))
+}
+
+/// The command line for `options`, as `augur bench` would take it.
+fn argv(options: &toml::Table) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for (key, value) in options {
+        let flag = format!("--{}", key.replace('_', "-"));
+        match value {
+            toml::Value::Boolean(true) => out.push(flag),
+            toml::Value::Boolean(false) => {}
+            toml::Value::Array(items) if key == "set" => {
+                for item in items {
+                    out.push(flag.clone());
+                    out.push(scalar(item).ok_or(format!("'{key}' takes strings"))?);
+                }
+            }
+            toml::Value::Array(items) => {
+                let parts: Option<Vec<String>> = items.iter().map(scalar).collect();
+                out.push(flag);
+                out.push(
+                    parts
+                        .ok_or(format!("'{key}' takes a list of values"))?
+                        .join(","),
+                );
+            }
+            other => {
+                out.push(flag);
+                out.push(scalar(other).ok_or(format!("'{key}' takes a value"))?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn scalar(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Split a run's protocols into the implemented ones and messages for the planned ones; an
+/// unknown name is an error.
+fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec<String>)> {
+    let names: Vec<String> = match protocols {
+        toml::Value::Array(items) => items.iter().filter_map(scalar).collect(),
+        other => scalar(other)
+            .map(|s| s.split(',').map(str::to_string).collect())
+            .unwrap_or_default(),
+    };
+    let mut keep = Vec::new();
+    let mut skipped = Vec::new();
+    for name in names {
+        if registry::info(&name).is_ok() {
+            keep.push(toml::Value::String(name));
+        } else if let Some(what) = registry::planned(&name) {
+            skipped.push(format!("{name} ({what}) is not implemented yet"));
+        } else {
+            return Err(bad(registry::info(&name).unwrap_err().to_string()));
+        }
+    }
+    Ok((keep, skipped))
+}
+
+/// Run the experiment in `path`, writing under `out/NAME/`.
+pub fn run(path: &Path, out: &Path, smoke: bool) -> anyhow::Result<()> {
+    let exp = load(path)?;
+    let name = exp.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "experiment".into())
+    });
+    let dir = out.join(&name);
+    println!("{name}: {} {} — {}", exp.paper, exp.figure, exp.setting);
+    println!("paper: {}", exp.headline);
+    let runs: Vec<RunSpec> = if exp.run.is_empty() {
+        vec![RunSpec {
+            name: "run".into(),
+            options: toml::Table::new(),
+        }]
+    } else {
+        exp.run
+    };
+    let sweep_values: Vec<Option<toml::Value>> = match &exp.sweep {
+        None => vec![None],
+        Some(s) => {
+            let n = if smoke { 2 } else { s.values.len() };
+            s.values.iter().take(n).cloned().map(Some).collect()
+        }
+    };
+    let mut points = Vec::new();
+    let mut skipped = Vec::new();
+    let mut failed_checks = Vec::new();
+    for spec in &runs {
+        for value in &sweep_values {
+            let mut options = exp.bench.clone();
+            for (k, v) in &spec.options {
+                options.insert(k.clone(), v.clone());
+            }
+            let mut label = spec.name.clone();
+            if let (Some(sweep), Some(v)) = (&exp.sweep, value) {
+                options.insert(sweep.option.clone(), v.clone());
+                label = format!("{label}-{}{}", sweep.option, scalar(v).unwrap_or_default());
+            }
+            let workload = options.get("workload").and_then(scalar).unwrap_or_default();
+            if !augur_workloads::WORKLOADS.contains(&workload.as_str())
+                && let Some((_, what)) = PLANNED_WORKLOADS.iter().find(|(w, _)| *w == workload)
+            {
+                let why = format!("{label}: workload {workload} ({what}) is not implemented yet");
+                println!("{why}; skipped");
+                skipped.push(why);
+                continue;
+            }
+            let protocols = options.get("protocol").cloned().ok_or_else(|| {
+                bad(format!(
+                    "{}: run '{}' names no protocol",
+                    path.display(),
+                    spec.name
+                ))
+            })?;
+            let (keep, skip) = implemented(&protocols)?;
+            for s in &skip {
+                println!("{label}: skipping {s}");
+                skipped.push(format!("{label}: {s}"));
+            }
+            if keep.is_empty() {
+                println!("{label}: skipped, no implemented protocol");
+                continue;
+            }
+            options.insert("protocol".into(), toml::Value::Array(keep));
+            if smoke {
+                options.insert("duration".into(), toml::Value::Float(1.0));
+                options.insert("warmup".into(), toml::Value::Float(0.2));
+            }
+            options.insert(
+                "out".into(),
+                toml::Value::String(dir.join(&label).to_string_lossy().into_owned()),
+            );
+            let args = argv(&options)
+                .map_err(|e| bad(format!("{}: run '{}': {e}", path.display(), spec.name)))?;
+            let parsed = BenchOnly::try_parse_from(&args).map_err(|e| {
+                bad(format!(
+                    "{}: run '{}': {}",
+                    path.display(),
+                    spec.name,
+                    e.to_string().lines().next().unwrap_or_default()
+                ))
+            })?;
+            let config = parsed.args.validate()?;
+            println!("== {label}");
+            let finished = crate::bench::run_config(&config)?;
+            failed_checks.extend(
+                finished
+                    .failed_checks
+                    .iter()
+                    .map(|c| format!("{label}: {c}")),
+            );
+            for r in &finished.results {
+                points.push(Point {
+                    run: spec.name.clone(),
+                    sweep_value: value.as_ref().and_then(scalar),
+                    protocol: r.protocol.to_string(),
+                    throughput_tps: r.throughput_tps,
+                    goodput_tps: r.goodput_tps,
+                    abort_rate: r.abort_rate,
+                    p50_ms: r.latency_ms.p50,
+                    p99_ms: r.latency_ms.p99,
+                    throughput_ratio: r.throughput_ratio,
+                    checks_passed: r.checks.as_ref().map(|cs| cs.iter().all(|c| c.passed)),
+                });
+            }
+        }
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    let summary = Summary {
+        name: &name,
+        paper: &exp.paper,
+        figure: &exp.figure,
+        setting: &exp.setting,
+        headline: &exp.headline,
+        deviations: &exp.deviations,
+        smoke,
+        points: &points,
+        skipped: &skipped,
+    };
+    std::fs::write(
+        dir.join("experiment.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
+    std::fs::write(
+        dir.join("experiment.html"),
+        render(&summary, exp.sweep.as_ref().map(|s| s.option.as_str())),
+    )?;
+    println!(
+        "wrote experiment.json and experiment.html in {}",
+        dir.display()
+    );
+    if failed_checks.is_empty() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "consistency check failed: {}",
+            failed_checks.join(", ")
+        ))
+    }
+}
+
+/// The experiment's page: its setting and headline, then throughput against the swept option
+/// (or per run), per protocol.
+fn render(s: &Summary, sweep: Option<&str>) -> String {
+    let mut html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{n}</title>\
+         <style>{CSS}</style></head><body><h1>{n}: {p} {f}</h1><p><b>Setting:</b> {set}</p>\
+         <p><b>Paper:</b> {h}</p>",
+        n = escape(s.name),
+        p = escape(s.paper),
+        f = escape(s.figure),
+        set = escape(s.setting),
+        h = escape(s.headline)
+    );
+    if s.smoke {
+        html += "<p><b>Smoke run:</b> 1 s per protocol; not a measurement.</p>";
+    }
+    for d in s.deviations {
+        let _ = write!(html, "<p><b>Deviation:</b> {}</p>", escape(d));
+    }
+    let mut runs: Vec<&str> = s.points.iter().map(|p| p.run.as_str()).collect();
+    runs.dedup();
+    let mut protocols: Vec<&str> = s.points.iter().map(|p| p.protocol.as_str()).collect();
+    protocols.sort();
+    protocols.dedup();
+    html += "<div class=\"charts\">";
+    match sweep {
+        Some(option) => {
+            for run in &runs {
+                let series: Vec<Series> = protocols
+                    .iter()
+                    .map(|proto| Series {
+                        name: proto,
+                        points: s
+                            .points
+                            .iter()
+                            .filter(|p| p.run == *run && p.protocol == *proto)
+                            .filter_map(|p| {
+                                let x: f64 = p.sweep_value.as_deref()?.parse().ok()?;
+                                Some((x, p.throughput_tps))
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                html += &line_chart(
+                    &format!("{run}: throughput against {option}"),
+                    option,
+                    "transactions / s",
+                    &series,
+                    None,
+                );
+            }
+        }
+        None => {
+            let categories: Vec<String> = runs.iter().map(|r| r.to_string()).collect();
+            let values: Vec<Vec<f64>> = protocols
+                .iter()
+                .map(|proto| {
+                    runs.iter()
+                        .map(|run| {
+                            s.points
+                                .iter()
+                                .find(|p| p.run == *run && p.protocol == *proto)
+                                .map_or(0.0, |p| p.throughput_tps)
+                        })
+                        .collect()
+                })
+                .collect();
+            html += &bar_chart(
+                "Throughput per run",
+                "transactions / s",
+                &categories,
+                &values,
+                &protocols,
+            );
+        }
+    }
+    html += "</div><h2>Points</h2><table><tr><th>run</th><th>value</th><th>protocol</th>\
+             <th>throughput tps</th><th>goodput tps</th><th>abort rate</th><th>p50 ms</th>\
+             <th>p99 ms</th><th>ratio</th></tr>";
+    for p in s.points {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}%</td>\
+             <td>{:.2}</td><td>{:.2}</td><td>{:.3}</td></tr>",
+            escape(&p.run),
+            escape(p.sweep_value.as_deref().unwrap_or("")),
+            escape(&p.protocol),
+            p.throughput_tps,
+            p.goodput_tps,
+            p.abort_rate * 100.0,
+            p.p50_ms,
+            p.p99_ms,
+            p.throughput_ratio
+        );
+    }
+    html += "</table>";
+    if !s.skipped.is_empty() {
+        html += "<h2>Skipped</h2><ul>";
+        for k in s.skipped {
+            let _ = write!(html, "<li>{}</li>", escape(k));
+        }
+        html += "</ul>";
+    }
+    html + "</body></html>\n"
+}
+
+/// The experiment files under `dir`, sorted.
+#[cfg(test)]
+fn files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_become_the_bench_command_line() {
+        let t: toml::Table = toml::from_str(
+            r#"protocol = ["nocc", "clocksi-rep"]
+               nodes = 9
+               think_ms = 2.5
+               check = true
+               set = ["contention=low", "keys_per_txn=10"]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            argv(&t).unwrap(),
+            [
+                "--check",
+                "--nodes",
+                "9",
+                "--protocol",
+                "nocc,clocksi-rep",
+                "--set",
+                "contention=low",
+                "--set",
+                "keys_per_txn=10",
+                "--think-ms",
+                "2.5"
+            ]
+        );
+    }
+
+    #[test]
+    fn planned_protocols_are_skipped_and_unknown_ones_refused() {
+        let v = toml::Value::Array(vec!["clocksi-rep".into(), "str".into()]);
+        let (keep, skipped) = implemented(&v).unwrap();
+        assert_eq!(keep, vec![toml::Value::from("clocksi-rep")]);
+        assert!(skipped[0].starts_with("str (STR"));
+        let typo = toml::Value::Array(vec!["clocksi-rp".into()]);
+        assert!(implemented(&typo).is_err());
+    }
+
+    #[test]
+    fn every_experiment_file_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let files = files(&dir).unwrap();
+        assert!(!files.is_empty());
+        for f in files {
+            let e = load(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            assert!(
+                !e.headline.is_empty() && !e.setting.is_empty(),
+                "{}",
+                f.display()
+            );
+        }
+    }
+}
