@@ -7,6 +7,7 @@ pub mod rw_register;
 pub mod smallbank;
 pub mod synthetic_sparkle;
 pub mod synthetic_str;
+pub mod tpcc;
 pub mod ycsb_t;
 
 use augur_client::{Ops, Procedure, TxnError};
@@ -25,6 +26,7 @@ pub const WORKLOADS: &[&str] = &[
     "list-append",
     "rw-register",
     "bank",
+    "tpcc",
 ];
 
 /// A source of transactions for closed- or open-loop clients.
@@ -101,6 +103,7 @@ pub fn build(
         "synthetic-sparkle" => Ok(Arc::new(synthetic_sparkle::SyntheticSparkle::new(
             settings, placement,
         )?)),
+        "tpcc" => Ok(Arc::new(tpcc::Tpcc::new(settings, placement)?)),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }
@@ -115,6 +118,7 @@ pub fn settings_of(name: &str) -> Result<&'static [&'static str], WorkloadError>
         "ycsb-t" => Ok(ycsb_t::SETTINGS),
         "smallbank" => Ok(smallbank::SETTINGS),
         "synthetic-sparkle" => Ok(synthetic_sparkle::SETTINGS),
+        "tpcc" => Ok(tpcc::SETTINGS),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }
