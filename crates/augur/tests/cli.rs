@@ -232,3 +232,46 @@ fn bench_check_records_the_audit_in_the_summary() {
     let refused = augur(&["bench", "--workload", "list-append", "--check"]);
     assert_eq!(refused.status.code(), Some(2));
 }
+
+#[test]
+fn tpcc_and_smallbank_keep_their_consistency_conditions_under_clocksi_rep() {
+    for (workload, sets) in [
+        (
+            "tpcc",
+            &["warehouses=2", "customers_per_district=300", "items=2000"][..],
+        ),
+        ("smallbank", &["customers=1000"][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "bench",
+            "--protocol",
+            "clocksi-rep",
+            "--workload",
+            workload,
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--check",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let out = augur(&args);
+        assert!(
+            out.status.success(),
+            "{workload}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap())
+                .unwrap();
+        let checks = summary["results"][0]["checks"].as_array().unwrap();
+        assert!(checks.len() >= 2, "{workload}: {checks:?}");
+        assert!(summary["results"][0]["committed"].as_u64().unwrap() > 0);
+    }
+}
