@@ -96,6 +96,10 @@ pub struct BenchArgs {
     /// first two points of a sweep).
     #[arg(long, requires = "config")]
     pub smoke: bool,
+    /// The PostgreSQL server for `--protocol postgres-serializable` / `postgres-repeatable-read`
+    /// (libpq key=value form; `scripts/postgres.sh start` prints it).
+    #[arg(long, default_value = augur_postgres::DEFAULT_URL)]
+    pub pg_url: String,
     /// After the measurement, evaluate the workload's consistency conditions on one consistent
     /// snapshot, record them in `summary.json` under `checks`, and exit non-zero on a violation.
     #[arg(long)]
@@ -128,6 +132,7 @@ pub struct BenchConfig {
     #[serde(skip)]
     pub history: Option<PathBuf>,
     pub check: bool,
+    pub pg_url: String,
     /// Open-loop target rate over all clients (transactions per second), if any.
     pub rate: Option<f64>,
     pub think_ms: f64,
@@ -141,7 +146,15 @@ impl BenchArgs {
     /// Check every argument and build the configuration; errors name the valid choices.
     pub fn validate(&self) -> anyhow::Result<BenchConfig> {
         for p in &self.protocol {
-            registry::info(p).map_err(|e| bad(e.to_string()))?;
+            // PostgreSQL is always reached over TCP, whatever `--transport` says for augur.
+            if crate::bench_pg::peer(p).is_some() {
+                continue;
+            }
+            registry::info(p).map_err(|e| {
+                bad(format!(
+                    "{e}, and the PostgreSQL peers postgres-serializable, postgres-repeatable-read"
+                ))
+            })?;
         }
         if self.protocol.is_empty() {
             return Err(bad("--protocol needs at least one protocol"));
@@ -224,6 +237,7 @@ impl BenchArgs {
             out: self.out.clone(),
             history: self.history.clone(),
             check: self.check,
+            pg_url: self.pg_url.clone(),
             rate: self.rate,
             think_ms: self.think_ms,
         })
@@ -245,10 +259,11 @@ pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", config.out.display()))?;
     let mut results = Vec::new();
     for name in &config.protocols {
-        let result = match config.transport {
-            TransportKind::Inproc => registry::visit(name, RunInProcess { config })?,
-            TransportKind::Tcp => crate::bench_tcp::run(config, name)?,
-        }?;
+        let result = match (crate::bench_pg::peer(name), config.transport) {
+            (Some(peer), _) => crate::bench_pg::run(config, peer)?,
+            (None, TransportKind::Inproc) => registry::visit(name, RunInProcess { config })??,
+            (None, TransportKind::Tcp) => crate::bench_tcp::run(config, name)??,
+        };
         results.push(result);
     }
     report::finish(config, results)

@@ -167,7 +167,7 @@ fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec
     let mut keep = Vec::new();
     let mut skipped = Vec::new();
     for name in names {
-        if registry::info(&name).is_ok() {
+        if registry::info(&name).is_ok() || crate::bench_pg::peer(&name).is_some() {
             keep.push(toml::Value::String(name));
         } else if let Some(what) = registry::planned(&name) {
             skipped.push(format!("{name} ({what}) is not implemented yet"));
@@ -234,7 +234,21 @@ pub fn run(path: &Path, out: &Path, smoke: bool) -> anyhow::Result<()> {
                     spec.name
                 ))
             })?;
-            let (keep, skip) = implemented(&protocols)?;
+            let (mut keep, mut skip) = implemented(&protocols)?;
+            let pg_url = options
+                .get("pg_url")
+                .and_then(scalar)
+                .unwrap_or_else(|| augur_postgres::DEFAULT_URL.to_string());
+            if keep
+                .iter()
+                .any(|p| scalar(p).is_some_and(|n| crate::bench_pg::peer(&n).is_some()))
+                && let Err(why) = crate::bench_pg::reachable(&pg_url)
+            {
+                keep.retain(|p| scalar(p).is_none_or(|n| crate::bench_pg::peer(&n).is_none()));
+                skip.push(format!(
+                    "the PostgreSQL peers: no server at '{pg_url}' ({why}); start one with scripts/postgres.sh start"
+                ));
+            }
             for s in &skip {
                 println!("{label}: skipping {s}");
                 skipped.push(format!("{label}: {s}"));

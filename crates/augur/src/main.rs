@@ -1,6 +1,7 @@
 //! The `augur` command.
 
 mod bench;
+mod bench_pg;
 mod bench_tcp;
 mod experiment;
 mod node;

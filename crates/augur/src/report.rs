@@ -342,12 +342,12 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
         };
     }
     println!(
-        "{:<14} {:>10} {:>12} {:>8} {:>9} {:>9} {:>7}",
+        "{:<26} {:>10} {:>12} {:>8} {:>9} {:>9} {:>7}",
         "protocol", "committed", "tps", "aborts", "p50 ms", "p99 ms", "ratio"
     );
     for r in &results {
         println!(
-            "{:<14} {:>10} {:>12.1} {:>7.1}% {:>9.2} {:>9.2} {:>7.3}",
+            "{:<26} {:>10} {:>12.1} {:>7.1}% {:>9.2} {:>9.2} {:>7.3}",
             r.protocol,
             r.committed,
             r.throughput_tps,
@@ -384,7 +384,7 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
     for r in &results {
         for c in r.checks.iter().flatten() {
             println!(
-                "check {:<14} {:<28} {}  {}",
+                "check {:<26} {:<16} {}  {}",
                 r.protocol,
                 c.name,
                 if c.passed { "pass" } else { "FAIL" },

@@ -1,0 +1,92 @@
+//! `augur bench --protocol postgres-serializable,postgres-repeatable-read`: the same workload
+//! code, driven against one PostgreSQL server (see `docs/postgres.md`), so users can compare
+//! augur's protocols with the database they would otherwise pick, side by side in one run.
+
+use crate::bench::{BenchConfig, drive};
+use crate::report::ProtocolResult;
+use augur_postgres::{IsolationMode, PgTransport};
+use augur_protocols::registry::{IsolationLevel, NetworkModel, ProtocolInfo};
+use augur_types::ClientId;
+
+/// PostgreSQL at the two isolation levels it is compared at, described like augur's protocols.
+pub const PEERS: &[ProtocolInfo] = &[
+    ProtocolInfo {
+        name: "postgres-serializable",
+        isolation: IsolationLevel::Serializable,
+        paper: "reference peer: PostgreSQL SERIALIZABLE (serializable snapshot isolation)",
+        summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
+        commit_order_evidence: false,
+        network: NetworkModel {
+            tolerates_loss: false,
+            tolerates_reordering: false,
+        },
+        mutants: &[],
+    },
+    ProtocolInfo {
+        name: "postgres-repeatable-read",
+        isolation: IsolationLevel::SnapshotIsolation,
+        paper: "reference peer: PostgreSQL REPEATABLE READ (snapshot isolation)",
+        summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
+        commit_order_evidence: false,
+        network: NetworkModel {
+            tolerates_loss: false,
+            tolerates_reordering: false,
+        },
+        mutants: &[],
+    },
+];
+
+/// The peer registered under `name`, if it is one.
+pub fn peer(name: &str) -> Option<&'static ProtocolInfo> {
+    PEERS.iter().find(|p| p.name == name)
+}
+
+/// Run the benchmark against the PostgreSQL server at `config.pg_url`, on an emptied table.
+pub fn run(config: &BenchConfig, info: &'static ProtocolInfo) -> anyhow::Result<ProtocolResult> {
+    let mode = IsolationMode::from_protocol_name(info.name).expect("a registered peer");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let url = config.pg_url.as_str();
+    let stats = runtime.block_on(async {
+        let unreachable = |e: augur_postgres::tokio_postgres::Error| {
+            anyhow::anyhow!(
+                "PostgreSQL at '{url}': {e} (start one with scripts/postgres.sh start, or pass --pg-url)"
+            )
+        };
+        augur_postgres::prepare_schema(url).await.map_err(unreachable)?;
+        augur_postgres::truncate(url).await.map_err(unreachable)?;
+        let mut transports = Vec::new();
+        let mut next_client = 0u64;
+        // Clients keep their augur homes, so workloads draw the same keys as against augur.
+        for home in config.placement.nodes() {
+            for _ in 0..config.clients_per_node {
+                let t = PgTransport::connect(url, ClientId(next_client), mode)
+                    .await
+                    .map_err(unreachable)?;
+                next_client += 1;
+                transports.push((home, t));
+            }
+        }
+        anyhow::Ok(drive(config, info, transports).await)
+    })?;
+    Ok(ProtocolResult::new(info, config, stats))
+}
+
+/// Whether a PostgreSQL server answers at `url` (a quick connection attempt).
+pub fn reachable(url: &str) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let connect =
+            augur_postgres::tokio_postgres::connect(url, augur_postgres::tokio_postgres::NoTls);
+        match tokio::time::timeout(std::time::Duration::from_secs(3), connect).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("no answer within 3 s".into()),
+        }
+    })
+}
