@@ -3,6 +3,7 @@
 
 pub mod bank;
 pub mod list_append;
+pub mod rubis;
 pub mod rw_register;
 pub mod smallbank;
 pub mod synthetic_sparkle;
@@ -27,6 +28,7 @@ pub const WORKLOADS: &[&str] = &[
     "rw-register",
     "bank",
     "tpcc",
+    "rubis",
 ];
 
 /// A source of transactions for closed- or open-loop clients.
@@ -104,6 +106,7 @@ pub fn build(
             settings, placement,
         )?)),
         "tpcc" => Ok(Arc::new(tpcc::Tpcc::new(settings, placement)?)),
+        "rubis" => Ok(Arc::new(rubis::Rubis::new(settings, placement)?)),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }
@@ -119,6 +122,7 @@ pub fn settings_of(name: &str) -> Result<&'static [&'static str], WorkloadError>
         "smallbank" => Ok(smallbank::SETTINGS),
         "synthetic-sparkle" => Ok(synthetic_sparkle::SETTINGS),
         "tpcc" => Ok(tpcc::SETTINGS),
+        "rubis" => Ok(rubis::SETTINGS),
         other => Err(WorkloadError::Unknown(other.to_string())),
     }
 }
