@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Workload names accepted by `--workload`.
 pub const WORKLOADS: &[&str] = &[
@@ -46,6 +47,12 @@ pub trait Workload: Send + Sync {
     /// The consistency audit `augur bench --check` runs after the measurement, if the workload
     /// has one.
     fn audit(&self) -> Option<Box<dyn Audit>> {
+        None
+    }
+    /// The pause an emulated user takes before a transaction of type `procedure` (TPC-C's keying
+    /// and think time, RUBiS's waiting time), when the workload's settings turn one on. The
+    /// closed loop sleeps it before the transaction; procedures themselves cannot sleep.
+    fn pause(&self, _procedure: &str, _rng: &mut ChaCha8Rng) -> Option<Duration> {
         None
     }
 }

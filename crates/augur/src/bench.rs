@@ -501,11 +501,22 @@ async fn client_loop<T: Transport>(
     let mut stats = RunStats::default();
     let mut next_arrival = origin;
     loop {
+        let mut procedure = client.workload.next(client.home, &mut rng);
         let started = match pacing {
             Pacing::ClosedLoop { mean_think } => {
-                if !mean_think.is_zero() {
-                    let think = exponential(&mut rng, mean_think.as_secs_f64());
-                    transport.sleep(think).await;
+                // The workload's own keying and think times (TPC-C, RUBiS) when its settings
+                // turn them on, else the run's mean think time.
+                let pause = client
+                    .workload
+                    .pause(procedure.name(), &mut rng)
+                    .or_else(|| {
+                        (!mean_think.is_zero())
+                            .then(|| exponential(&mut rng, mean_think.as_secs_f64()))
+                    });
+                if let Some(pause) = pause {
+                    // Never past the end of the run: a long think time ends with it.
+                    let left = end.saturating_sub(transport.now());
+                    transport.sleep(pause.min(left)).await;
                 }
                 transport.now()
             }
@@ -521,7 +532,6 @@ async fn client_loop<T: Transport>(
         if started >= end {
             break;
         }
-        let mut procedure = client.workload.next(client.home, &mut rng);
         let counts = started >= measure_from;
         loop {
             let outcome = run_once(session, procedure.as_mut()).await;

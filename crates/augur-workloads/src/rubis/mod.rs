@@ -82,8 +82,8 @@
 //! to 10 seconds for different transactions)". With `think_time=on`, [`Rubis::pause`] returns the
 //! interaction's waiting time; with `think_time=tpcw`, TPC-W's negative exponential think time
 //! (mean 7 s, at most 70 s), which RUBiS's client uses instead when its
-//! `workload_use_tpcw_think_time` option is set. Procedures cannot sleep, so applying it is the
-//! harness's business; with `off` (the default) clients run back to back.
+//! `workload_use_tpcw_think_time` option is set. The closed loop sleeps it before each
+//! interaction (procedures cannot sleep); with `off` (the default) clients run back to back.
 //!
 //! # Audit
 //!
@@ -305,12 +305,12 @@ impl Settings {
         match self.think_time {
             ThinkTime::Off => out.push("no think time".to_string()),
             ThinkTime::Table => out.push(
-                "the table's think times are only applied if the harness calls Rubis::pause"
+                "the table's think times, slept by the closed loop before each interaction"
                     .to_string(),
             ),
             ThinkTime::Tpcw => out.push(
-                "TPC-W think times (RUBiS's option), only applied if the harness calls \
-                 Rubis::pause"
+                "TPC-W think times (RUBiS's option), slept by the closed loop before each \
+                 interaction"
                     .to_string(),
             ),
         }
@@ -494,7 +494,7 @@ impl Rubis {
     /// The think time of an interaction (its procedure name), or `None` with `think_time=off` or
     /// for anything else: the transition table's waiting time of the interaction with
     /// `think_time=on`, a TPC-W think time with `tpcw`. The emulated user waits it before the
-    /// interaction; procedures cannot sleep, so applying it is the harness's business.
+    /// interaction; procedures cannot sleep, so the closed loop applies it.
     pub fn pause(&self, procedure: &str, rng: &mut ChaCha8Rng) -> Option<Duration> {
         let interaction = Interaction::of_name(procedure)?;
         match self.config.settings.think_time {
@@ -513,6 +513,10 @@ impl Rubis {
 impl Workload for Rubis {
     fn name(&self) -> &'static str {
         "rubis"
+    }
+
+    fn pause(&self, procedure: &str, rng: &mut ChaCha8Rng) -> Option<Duration> {
+        Rubis::pause(self, procedure, rng)
     }
 
     fn next(&self, home: NodeId, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {

@@ -93,9 +93,10 @@
 //!   generated: procedures have no clock, and wall time would make simulations irreproducible.
 //! * Home warehouses and Stock-Level districts are drawn per transaction (above).
 //! * a-strings are drawn from the 62 letters and digits (Clause 4.3.2.2 asks for 128 characters).
-//! * No keying or think time: the harness's closed loop runs transactions back to back (or with
-//!   its own `--think-ms`). Procedures cannot sleep, so with `keying_and_think_time=on` the times
-//!   are available from [`Tpcc::pause`] for the harness to apply; until it does, they are not.
+//! * No keying or think time by default: the closed loop runs transactions back to back (or with
+//!   its own `--think-ms`). With `keying_and_think_time=on` the closed loop sleeps
+//!   [`Tpcc::pause`] (keying plus think time) before each transaction; the open loop (`--rate`)
+//!   paces by its arrival rate instead.
 //! * `data_size=compact` draws C_DATA from 30..=50 characters (and truncates Payment's at 50, not
 //!   500), S_DIST_01..10 and OL_DIST_INFO as 4 characters (not 24), I_DATA and S_DATA from 8..=16
 //!   (not 26..=50).
@@ -417,7 +418,8 @@ impl Settings {
         ];
         if self.keying_and_think_time {
             out.push(
-                "keying and think times are only applied if the harness calls Tpcc::pause"
+                "keying and think times are slept by the closed loop before each transaction, \
+                 not around it"
                     .to_string(),
             );
         } else {
@@ -587,7 +589,7 @@ impl Tpcc {
     /// time drawn from the negative exponential distribution of the clause's mean, truncated at
     /// ten times the mean (Clause 5.2.5.4). The keying time precedes a transaction and the think
     /// time follows it; a closed loop may sleep their sum before each transaction. Procedures
-    /// cannot sleep, so applying it is the harness's business.
+    /// cannot sleep, so the closed loop applies it.
     pub fn pause(&self, procedure: &str, rng: &mut ChaCha8Rng) -> Option<Duration> {
         if !self.config.settings.keying_and_think_time {
             return None;
@@ -607,6 +609,10 @@ impl Tpcc {
 impl Workload for Tpcc {
     fn name(&self) -> &'static str {
         "tpcc"
+    }
+
+    fn pause(&self, procedure: &str, rng: &mut ChaCha8Rng) -> Option<Duration> {
+        Tpcc::pause(self, procedure, rng)
     }
 
     fn next(&self, home: NodeId, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {
