@@ -188,6 +188,8 @@ pub struct TcpNodeHandle {
     local_addr: SocketAddr,
     stop: CancellationToken,
     node: Option<JoinHandle<()>>,
+    /// The task owning the listening socket.
+    accept: Option<JoinHandle<()>>,
 }
 
 impl TcpNodeHandle {
@@ -213,6 +215,11 @@ impl TcpNodeHandle {
     /// the inputs already queued, and wait for it to end.
     pub async fn shutdown(mut self) {
         self.stop.cancel();
+        // The listening socket is closed once the accept task has ended: wait for it, so the
+        // address can be bound again as soon as this returns (a restarted node does).
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
         if let Some(node) = self.node.take() {
             let _ = node.await;
         }
@@ -313,18 +320,19 @@ pub fn serve_on<P: Protocol>(
         router: Arc::new(ClientRouter::default()),
         stop: stop.clone(),
     });
-    spawn_until(&stop, accept_loop(listener, shared));
+    let accept = spawn_until(&stop, accept_loop(listener, shared));
     info!(node = %me, addr = %local_addr, "listening");
     Ok(TcpNodeHandle {
         id: me,
         local_addr,
         stop,
         node: Some(node),
+        accept: Some(accept),
     })
 }
 
 /// Run `fut` on the current runtime until it ends or `stop` is cancelled.
-fn spawn_until<F>(stop: &CancellationToken, fut: F)
+fn spawn_until<F>(stop: &CancellationToken, fut: F) -> JoinHandle<()>
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -334,7 +342,7 @@ where
             _ = stop.cancelled() => {}
             _ = fut => {}
         }
-    });
+    })
 }
 
 /// One outgoing link: the queue to its writer task and the delay to emulate.
