@@ -1,6 +1,7 @@
 //! Benchmark workloads. Each is written once as [`augur_client::Procedure`]s over the small
 //! read/write interface, so every protocol runs the same transaction code.
 
+mod audit_rows;
 pub mod bank;
 pub mod list_append;
 pub mod rubis;

@@ -27,10 +27,9 @@
 use super::Config;
 use super::load;
 use super::schema::*;
-use crate::tpcc::schema::Row;
+use crate::audit_rows::Tally;
 use crate::{Audit, Condition};
 use augur_client::{Ops, TxnError};
-use augur_types::{Key, Value};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -57,7 +56,7 @@ impl Audit for RubisAudit {
         Box::pin(async move {
             let mut scan = Scan::new(&self.config);
             scan.run(ops).await?;
-            Ok(scan.checks.into_iter().map(Check::condition).collect())
+            Ok(scan.tally.conditions())
         })
     }
 }
@@ -106,33 +105,6 @@ const CONDITIONS: [(&str, &str, &str); 6] = [
     ),
 ];
 
-struct Check {
-    name: &'static str,
-    statement: &'static str,
-    unit: &'static str,
-    checked: u64,
-    failed: u64,
-    first: Option<String>,
-}
-
-impl Check {
-    fn condition(self) -> Condition {
-        let (checked, unit) = (self.checked, self.unit);
-        let detail = match &self.first {
-            None => format!("{}: holds for all {checked} {unit}", self.statement),
-            Some(first) => format!(
-                "{}: {} of {checked} {unit} violate it; first: {first}",
-                self.statement, self.failed
-            ),
-        };
-        Condition {
-            name: self.name.to_string(),
-            passed: self.failed == 0,
-            detail,
-        }
-    }
-}
-
 /// What the audit learned of one item.
 struct ItemFacts {
     old: bool,
@@ -143,7 +115,7 @@ struct ItemFacts {
 struct Scan<'c> {
     config: &'c Config,
     layout: Layout,
-    checks: Vec<Check>,
+    tally: Tally,
     /// Per (shard, table): the counter.
     counters: BTreeMap<(u32, Table), u32>,
     /// Per table: every id seen.
@@ -167,17 +139,7 @@ impl<'c> Scan<'c> {
         Scan {
             config,
             layout: config.layout,
-            checks: CONDITIONS
-                .iter()
-                .map(|(name, statement, unit)| Check {
-                    name,
-                    statement,
-                    unit,
-                    checked: 0,
-                    failed: 0,
-                    first: None,
-                })
-                .collect(),
+            tally: Tally::new(&CONDITIONS, Cond::Rows as usize),
             counters: BTreeMap::new(),
             seen: HashMap::new(),
             regions: HashMap::new(),
@@ -190,47 +152,9 @@ impl<'c> Scan<'c> {
         }
     }
 
+    /// Count one instance of `cond`, failed unless `ok`; `what` describes a failure.
     fn expect(&mut self, cond: Cond, ok: bool, what: impl FnOnce() -> String) {
-        let check = &mut self.checks[cond as usize];
-        check.checked += 1;
-        if !ok {
-            check.failed += 1;
-            if check.first.is_none() {
-                check.first = Some(what());
-            }
-        }
-    }
-
-    fn decode<R: Row>(&mut self, key: &Key, value: Option<Value>) -> Option<R> {
-        match R::decode(&value?) {
-            Ok(row) => {
-                self.expect(Cond::Rows, true, String::new);
-                Some(row)
-            }
-            Err(e) => {
-                self.expect(Cond::Rows, false, || format!("{key}: {e}"));
-                None
-            }
-        }
-    }
-
-    async fn read<R: Row>(&mut self, ops: &mut dyn Ops, key: &Key) -> Result<Option<R>, TxnError> {
-        let value = ops.read(key).await?;
-        Ok(self.decode(key, value))
-    }
-
-    async fn read_required<R: Row>(
-        &mut self,
-        ops: &mut dyn Ops,
-        key: &Key,
-    ) -> Result<Option<R>, TxnError> {
-        let value = ops.read(key).await?;
-        if value.is_none() {
-            self.expect(Cond::Rows, false, || {
-                format!("{} row {key} is missing", R::TABLE)
-            });
-        }
-        Ok(self.decode(key, value))
+        self.tally.expect(cond as usize, ok, what);
     }
 
     /// Check an id found in shard `s`'s rows of `table`.
@@ -255,17 +179,19 @@ impl<'c> Scan<'c> {
     async fn run(&mut self, ops: &mut dyn Ops) -> Result<(), TxnError> {
         let c = self.config;
         for category in 1..=c.settings.categories {
-            self.read_required::<Name>(ops, &self.layout.category(category))
+            self.tally
+                .read_required::<Name>(ops, &self.layout.category(category))
                 .await?;
         }
         for region in 1..=c.settings.regions {
-            self.read_required::<Name>(ops, &self.layout.region(region))
+            self.tally
+                .read_required::<Name>(ops, &self.layout.region(region))
                 .await?;
         }
         for s in 0..self.layout.shards {
             for table in Table::ALL {
                 let key = self.layout.counter(s, table);
-                if let Some(Id(next)) = self.read_required::<Id>(ops, &key).await? {
+                if let Some(Id(next)) = self.tally.read_required::<Id>(ops, &key).await? {
                     self.counters.insert((s, table), next);
                     self.expect(Cond::Ids, next % self.layout.shards == s, || {
                         format!("counter {key} = {next} is not in shard {s}")
@@ -302,23 +228,29 @@ impl<'c> Scan<'c> {
             let key = self.layout.user(u);
             let below = counter.is_some_and(|c| u < c) || u <= self.config.users();
             let row: Option<User> = if below {
-                self.read_required(ops, &key).await?
+                self.tally.read_required(ops, &key).await?
             } else {
-                self.read(ops, &key).await?
+                self.tally.read(ops, &key).await?
             };
             let Some(user) = row else { continue };
             self.id(Table::Users, s, u, || format!("user row {key}"));
             self.regions.insert(u, user.region);
             let nick = self.layout.nickname(&user.nickname);
-            let named = self.read::<Id>(ops, &nick).await?;
+            let named = self.tally.read::<Id>(ops, &nick).await?;
             self.expect(Cond::Index, named == Some(Id(u)), || {
                 format!("nickname row {nick} names {named:?}, not user {u}")
             });
             self.comments(ops, s, u, &user).await?;
             self.purchases(ops, s, u, &user).await?;
-            let selling = self.read::<IdList>(ops, &self.layout.selling(u)).await?;
+            let selling = self
+                .tally
+                .read::<IdList>(ops, &self.layout.selling(u))
+                .await?;
             self.selling.insert(u, selling.unwrap_or_default().0);
-            let bidding = self.read::<IdList>(ops, &self.layout.bidding(u)).await?;
+            let bidding = self
+                .tally
+                .read::<IdList>(ops, &self.layout.bidding(u))
+                .await?;
             self.bidding.insert(u, bidding.unwrap_or_default().0);
         }
         Ok(())
@@ -334,7 +266,7 @@ impl<'c> Scan<'c> {
         let (mut rows, mut rating, mut last) = (0u32, 0i64, 0u32);
         for n in 1..user.nb_comments.saturating_add(PROBE_BEYOND + 1) {
             let key = self.layout.comment(u, n);
-            let Some(comment) = self.read::<Comment>(ops, &key).await? else {
+            let Some(comment) = self.tally.read::<Comment>(ops, &key).await? else {
                 continue;
             };
             rows += 1;
@@ -368,7 +300,7 @@ impl<'c> Scan<'c> {
         let (mut rows, mut last) = (0u32, 0u32);
         for n in 1..user.nb_bought.saturating_add(PROBE_BEYOND + 1) {
             let key = self.layout.buy_now(u, n);
-            let Some(row) = self.read::<Purchase>(ops, &key).await? else {
+            let Some(row) = self.tally.read::<Purchase>(ops, &key).await? else {
                 continue;
             };
             rows += 1;
@@ -396,9 +328,9 @@ impl<'c> Scan<'c> {
             };
             let below = counter.is_some_and(|c| i < c) || i <= self.config.total_items();
             let row: Option<Item> = if below {
-                self.read_required(ops, &key).await?
+                self.tally.read_required(ops, &key).await?
             } else {
-                self.read(ops, &key).await?
+                self.tally.read(ops, &key).await?
             };
             let Some(item) = row else { continue };
             self.id(Table::Items, s, i, || format!("item row {key}"));
@@ -429,7 +361,7 @@ impl<'c> Scan<'c> {
         let (mut rows, mut last, mut max) = (0u32, 0u32, 0i64);
         for n in 1..item.nb_of_bids.saturating_add(PROBE_BEYOND + 1) {
             let key = self.layout.bid(i, n);
-            let Some(bid) = self.read::<Bid>(ops, &key).await? else {
+            let Some(bid) = self.tally.read::<Bid>(ops, &key).await? else {
                 continue;
             };
             rows += 1;
@@ -562,6 +494,7 @@ impl<'c> Scan<'c> {
         list: IndexList,
     ) -> Result<Option<Vec<u32>>, TxnError> {
         let count = self
+            .tally
             .read::<Id>(ops, &self.layout.index_head(list))
             .await?
             .map_or(0, |Id(n)| n);
@@ -570,7 +503,7 @@ impl<'c> Scan<'c> {
         let mut packed = true;
         for bucket in 0..=buckets {
             let key = self.layout.index_bucket(list, bucket);
-            let row = self.read::<IdList>(ops, &key).await?;
+            let row = self.tally.read::<IdList>(ops, &key).await?;
             let want = count.saturating_sub(bucket * BUCKET).min(BUCKET) as usize;
             let len = row.as_ref().map_or(0, |r| r.0.len());
             packed &= len == want && (want > 0 || row.is_none());

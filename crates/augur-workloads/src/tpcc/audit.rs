@@ -29,9 +29,9 @@
 use super::Config;
 use super::random::last_name;
 use super::schema::*;
+use crate::audit_rows::Tally;
 use crate::{Audit, Condition};
 use augur_client::{Ops, TxnError};
-use augur_types::{Key, Value};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -58,7 +58,7 @@ impl Audit for TpccAudit {
         Box::pin(async move {
             let mut scan = Scan::new(&self.config);
             scan.run(ops).await?;
-            Ok(scan.checks.into_iter().map(Check::condition).collect())
+            Ok(scan.tally.conditions())
         })
     }
 }
@@ -153,34 +153,6 @@ const CONDITIONS: [(&str, &str, &str); 13] = [
     ),
 ];
 
-/// One condition's tally.
-struct Check {
-    name: &'static str,
-    statement: &'static str,
-    unit: &'static str,
-    checked: u64,
-    failed: u64,
-    first: Option<String>,
-}
-
-impl Check {
-    fn condition(self) -> Condition {
-        let (checked, unit) = (self.checked, self.unit);
-        let detail = match &self.first {
-            None => format!("{}: holds for all {checked} {unit}", self.statement),
-            Some(first) => format!(
-                "{}: {} of {checked} {unit} violate it; first: {first}",
-                self.statement, self.failed
-            ),
-        };
-        Condition {
-            name: self.name.to_string(),
-            passed: self.failed == 0,
-            detail,
-        }
-    }
-}
-
 /// A customer's position in the flat per-customer arrays.
 fn customer_slot(config: &Config, w: u32, d: u8, c: u16) -> Option<usize> {
     let customers = usize::from(config.customers());
@@ -203,7 +175,7 @@ fn district_slot(config: &Config, w: u32, d: u8) -> Option<usize> {
 /// The audit's reads and what it gathered from them.
 struct Scan<'c> {
     config: &'c Config,
-    checks: Vec<Check>,
+    tally: Tally,
     /// Per customer: sum(OL_AMOUNT) of delivered lines of its orders.
     delivered: Vec<i64>,
     /// Per customer: sum(H_AMOUNT) of its HISTORY rows.
@@ -225,17 +197,7 @@ impl<'c> Scan<'c> {
         let customers = districts * usize::from(config.customers());
         Scan {
             config,
-            checks: CONDITIONS
-                .iter()
-                .map(|(name, statement, unit)| Check {
-                    name,
-                    statement,
-                    unit,
-                    checked: 0,
-                    failed: 0,
-                    first: None,
-                })
-                .collect(),
+            tally: Tally::new(&CONDITIONS, Cond::Rows as usize),
             delivered: vec![0; customers],
             paid: vec![0; customers],
             last_order: vec![0; customers],
@@ -248,59 +210,18 @@ impl<'c> Scan<'c> {
 
     /// Count one instance of `cond`, failed unless `ok`; `what` describes a failure.
     fn expect(&mut self, cond: Cond, ok: bool, what: impl FnOnce() -> String) {
-        let check = &mut self.checks[cond as usize];
-        check.checked += 1;
-        if !ok {
-            check.failed += 1;
-            if check.first.is_none() {
-                check.first = Some(what());
-            }
-        }
-    }
-
-    /// Decode a row read from `key`; one that does not decode fails `tpcc-rows` and counts as
-    /// absent.
-    fn decode<R: Row>(&mut self, key: &Key, value: Option<Value>) -> Option<R> {
-        match R::decode(&value?) {
-            Ok(row) => {
-                self.expect(Cond::Rows, true, String::new);
-                Some(row)
-            }
-            Err(e) => {
-                self.expect(Cond::Rows, false, || format!("{key}: {e}"));
-                None
-            }
-        }
-    }
-
-    async fn read<R: Row>(&mut self, ops: &mut dyn Ops, key: &Key) -> Result<Option<R>, TxnError> {
-        let value = ops.read(key).await?;
-        Ok(self.decode(key, value))
-    }
-
-    /// Read a row the population created and nothing deletes: its absence fails `tpcc-rows`.
-    async fn read_required<R: Row>(
-        &mut self,
-        ops: &mut dyn Ops,
-        key: &Key,
-    ) -> Result<Option<R>, TxnError> {
-        let value = ops.read(key).await?;
-        if value.is_none() {
-            self.expect(Cond::Rows, false, || {
-                format!("{} row {key} is missing", R::TABLE)
-            });
-        }
-        Ok(self.decode(key, value))
+        self.tally.expect(cond as usize, ok, what);
     }
 
     async fn run(&mut self, ops: &mut dyn Ops) -> Result<(), TxnError> {
         for w in 1..=self.config.warehouses() {
-            let warehouse: Option<Warehouse> = self.read_required(ops, &warehouse_key(w)).await?;
+            let warehouse: Option<Warehouse> =
+                self.tally.read_required(ops, &warehouse_key(w)).await?;
             self.w_ytd[w as usize - 1] = warehouse.as_ref().map(|r| r.ytd);
             let mut d_sum = Some(0i64);
             for d in 1..=DISTRICTS {
                 let district: Option<District> =
-                    self.read_required(ops, &district_key(w, d)).await?;
+                    self.tally.read_required(ops, &district_key(w, d)).await?;
                 let slot = district_slot(self.config, w, d).expect("a configured district");
                 self.d_ytd[slot] = district.as_ref().map(|r| r.ytd);
                 d_sum = d_sum.zip(district.as_ref()).map(|(s, r)| s + r.ytd);
@@ -348,8 +269,9 @@ impl<'c> Scan<'c> {
         let (mut max_o, mut ol_cnt_sum, mut line_rows) = (0u32, 0u64, 0u64);
         let (mut no_count, mut no_min, mut no_max) = (0u64, u32::MAX, 0u32);
         for o in 1..next.saturating_add(PROBE_BEYOND) {
-            let order: Option<Order> = self.read(ops, &order_key(w, d, o)).await?;
+            let order: Option<Order> = self.tally.read(ops, &order_key(w, d, o)).await?;
             let new_order = self
+                .tally
                 .read::<Id>(ops, &new_order_key(w, d, o))
                 .await?
                 .is_some();
@@ -360,6 +282,7 @@ impl<'c> Scan<'c> {
             }
             let Some(order) = order else {
                 if self
+                    .tally
                     .read::<OrderLine>(ops, &order_line_key(w, d, o, 1))
                     .await?
                     .is_some()
@@ -389,7 +312,7 @@ impl<'c> Scan<'c> {
             let mut lines = 0u8;
             for number in 1..=(order.ol_cnt.saturating_add(1)).min(MAX_OL) {
                 let key = order_line_key(w, d, o, number);
-                let Some(line) = self.read::<OrderLine>(ops, &key).await? else {
+                let Some(line) = self.tally.read::<OrderLine>(ops, &key).await? else {
                     continue;
                 };
                 lines += 1;
@@ -435,7 +358,10 @@ impl<'c> Scan<'c> {
             format!("district {w}/{d}: sum(O_OL_CNT) {ol_cnt_sum} but {line_rows} ORDER-LINE rows")
         });
         // The oldest-new-order row: NEW-ORDER rows are head..D_NEXT_O_ID.
-        let head = self.read::<Id>(ops, &new_order_head_key(w, d)).await?;
+        let head = self
+            .tally
+            .read::<Id>(ops, &new_order_head_key(w, d))
+            .await?;
         let want = if no_count > 0 { no_min } else { next };
         self.expect(Cond::Index, head == Some(Id(want)), || {
             format!("district {w}/{d}: oldest-new-order row {head:?}, expected {want}")
@@ -452,7 +378,11 @@ impl<'c> Scan<'c> {
         next_h_id: u32,
     ) -> Result<(), TxnError> {
         for h in 1..next_h_id.saturating_add(PROBE_BEYOND) {
-            let Some(row) = self.read::<History>(ops, &history_key(w, d, h)).await? else {
+            let Some(row) = self
+                .tally
+                .read::<History>(ops, &history_key(w, d, h))
+                .await?
+            else {
                 continue;
             };
             let at = (w, d, h);
@@ -514,8 +444,11 @@ impl<'c> Scan<'c> {
         let mut by_name: BTreeMap<u16, Vec<(String, u16)>> = BTreeMap::new();
         for c in 1..=self.config.customers() {
             let slot = customer_slot(self.config, w, d, c).expect("a configured customer");
-            let row: Option<Customer> = self.read_required(ops, &customer_key(w, d, c)).await?;
-            let last = self.read::<Id>(ops, &last_order_key(w, d, c)).await?;
+            let row: Option<Customer> = self
+                .tally
+                .read_required(ops, &customer_key(w, d, c))
+                .await?;
+            let last = self.tally.read::<Id>(ops, &last_order_key(w, d, c)).await?;
             let want = self.last_order[slot];
             self.expect(Cond::Index, last.map(|Id(o)| o) == Some(want), || {
                 format!("customer {w}/{d}/{c}: last-order row {last:?}, largest O_ID {want}")
@@ -562,7 +495,7 @@ impl<'c> Scan<'c> {
             want.sort();
             let want: Vec<u16> = want.into_iter().map(|(_, c)| c).collect();
             let key = name_index_key(w, d, n);
-            let have = self.read::<NameIndex>(ops, &key).await?;
+            let have = self.tally.read::<NameIndex>(ops, &key).await?;
             let have = have.map(|NameIndex(ids)| ids).unwrap_or_default();
             self.expect(Cond::Index, have == want, || {
                 format!("last-name index {key}: {have:?}, customers by C_FIRST {want:?}")
