@@ -13,7 +13,7 @@ pub mod tpcc;
 pub mod ycsb_t;
 
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{NodeId, Placement};
+use augur_types::{Key, NodeId, Placement, Value};
 use futures::future::BoxFuture;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -55,6 +55,43 @@ pub trait Workload: Send + Sync {
     /// closed loop sleeps it before the transaction; procedures themselves cannot sleep.
     fn pause(&self, _procedure: &str, _rng: &mut ChaCha8Rng) -> Option<Duration> {
         None
+    }
+}
+
+/// A load transaction: blind writes of the rows `rows` produces. The rows are made when the
+/// transaction runs, so a whole population is never held in memory at once; blind writes make a
+/// retry harmless.
+pub(crate) struct LoadRows<F> {
+    rows: F,
+}
+
+/// Box `rows` as a load procedure (see [`Workload::load`]).
+pub(crate) fn load_rows<F>(rows: F) -> Box<dyn Procedure>
+where
+    F: FnMut() -> Vec<(Key, Value)> + Send + 'static,
+{
+    Box::new(LoadRows { rows })
+}
+
+impl<F> Procedure for LoadRows<F>
+where
+    F: FnMut() -> Vec<(Key, Value)> + Send,
+{
+    fn name(&self) -> &'static str {
+        "load"
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
+        Box::pin(async move {
+            for (key, value) in (self.rows)() {
+                ops.write(key, Some(value))?;
+            }
+            Ok(())
+        })
     }
 }
 

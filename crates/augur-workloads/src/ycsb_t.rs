@@ -384,9 +384,13 @@ impl Workload for YcsbT {
                 .step_by(self.partitions as usize)
                 .collect();
             for batch in indices.chunks(LOAD_BATCH) {
-                loads.push(Box::new(Load {
-                    keys: batch.iter().map(|i| self.key(*i)).collect(),
-                    value_size: self.settings.value_size,
+                // Counter 0 in every key.
+                let keys: Vec<Key> = batch.iter().map(|i| self.key(*i)).collect();
+                let value_size = self.settings.value_size;
+                loads.push(crate::load_rows(move || {
+                    keys.iter()
+                        .map(|k| (k.clone(), value_of(value_size, 0, 0)))
+                        .collect()
                 }));
             }
         }
@@ -460,31 +464,6 @@ impl Procedure for ReadOnly {
         Box::pin(async move {
             for key in &self.keys {
                 ops.read(key).await?;
-            }
-            Ok(())
-        })
-    }
-}
-
-/// `load`: write counter 0 to every key (blind writes, so a retry is harmless).
-struct Load {
-    keys: Vec<Key>,
-    value_size: usize,
-}
-
-impl Procedure for Load {
-    fn name(&self) -> &'static str {
-        "load"
-    }
-
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            for key in &self.keys {
-                ops.write(key.clone(), Some(value_of(self.value_size, 0, 0)))?;
             }
             Ok(())
         })

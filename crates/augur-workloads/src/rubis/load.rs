@@ -26,9 +26,8 @@ use super::schema::*;
 use super::{Config, DAY, LOAD_DATE};
 use crate::tpcc::random::{self, a_string};
 use crate::tpcc::schema::Row;
-use augur_client::{Ops, Procedure, TxnError};
+use augur_client::Procedure;
 use augur_types::{Key, Value};
-use futures::future::BoxFuture;
 use rand::Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -195,40 +194,13 @@ pub enum Part {
     },
 }
 
-/// A load transaction: write one [`Part`].
-pub struct LoadBatch {
-    config: Arc<Config>,
-    part: Part,
-}
-
-impl Procedure for LoadBatch {
-    fn name(&self) -> &'static str {
-        "load"
-    }
-
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            for (key, value) in rows(&self.config, &self.part) {
-                ops.write(key, Some(value))?;
-            }
-            Ok(())
-        })
-    }
-}
-
 /// The whole population.
 pub fn batches(config: &Arc<Config>) -> Vec<Box<dyn Procedure>> {
     batch_parts(config)
         .into_iter()
         .map(|part| {
-            Box::new(LoadBatch {
-                config: Arc::clone(config),
-                part,
-            }) as Box<dyn Procedure>
+            let config = Arc::clone(config);
+            crate::load_rows(move || rows(&config, &part))
         })
         .collect()
 }

@@ -16,9 +16,8 @@
 use super::random::{self, a_string, data_with_original, n_string, nurand, zip};
 use super::schema::{self, *};
 use super::{Config, LOAD_DATE};
-use augur_client::{Ops, Procedure, TxnError};
+use augur_client::Procedure;
 use augur_types::{Key, Value};
-use futures::future::BoxFuture;
 use rand::Rng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -93,46 +92,13 @@ pub enum Part {
     },
 }
 
-/// A load transaction: write one [`Part`].
-pub struct LoadBatch {
-    config: Arc<Config>,
-    part: Part,
-}
-
-impl LoadBatch {
-    pub fn part(&self) -> &Part {
-        &self.part
-    }
-}
-
-impl Procedure for LoadBatch {
-    fn name(&self) -> &'static str {
-        "load"
-    }
-
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            for (key, value) in rows(&self.config, &self.part) {
-                ops.write(key, Some(value))?;
-            }
-            Ok(())
-        })
-    }
-}
-
 /// The whole population, warehouse by warehouse.
 pub fn batches(config: &Arc<Config>) -> Vec<Box<dyn Procedure>> {
     batch_parts(config)
         .into_iter()
         .map(|part| {
-            Box::new(LoadBatch {
-                config: Arc::clone(config),
-                part,
-            }) as Box<dyn Procedure>
+            let config = Arc::clone(config);
+            crate::load_rows(move || rows(&config, &part))
         })
         .collect()
 }
