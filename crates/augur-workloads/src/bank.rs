@@ -13,7 +13,9 @@
 //! lost updates that break them. `augur_check::bank` checks them, reading `accounts` and
 //! `initial_balance` from the history's settings.
 
-use crate::list_append::{key_of, reject_unknown};
+use crate::bad_value as bad;
+use crate::list_append::key_of;
+use crate::reject_unknown;
 use crate::{Audit, Condition, Workload, WorkloadError, parse};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{AbortReason, Key, NodeId, Placement, Value};
@@ -62,11 +64,6 @@ impl Bank {
             initial_balance: parse("initial_balance", &get("initial_balance", "100"))?,
             max_transfer: parse("max_transfer", &get("max_transfer", "20"))?,
             scan_fraction: parse("scan_fraction", &get("scan_fraction", "0.3"))?,
-        };
-        let bad = |key: &str, value: String, why: &str| WorkloadError::BadValue {
-            key: key.into(),
-            value,
-            why: why.into(),
         };
         if settings.accounts < 2 {
             let why = "a transfer needs at least 2 accounts";

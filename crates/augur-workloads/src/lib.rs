@@ -172,6 +172,31 @@ pub fn settings_of(name: &str) -> Result<&'static [&'static str], WorkloadError>
     }
 }
 
+/// Refuse a setting `workload` does not take, naming the valid ones.
+pub(crate) fn reject_unknown(
+    workload: &'static str,
+    valid: &[&str],
+    given: &BTreeMap<String, String>,
+) -> Result<(), WorkloadError> {
+    match given.keys().find(|k| !valid.contains(&k.as_str())) {
+        Some(key) => Err(WorkloadError::UnknownSetting {
+            workload,
+            key: key.clone(),
+            valid: valid.join(", "),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A setting's value that parses but is out of range, and why.
+pub(crate) fn bad_value(key: &str, value: impl ToString, why: impl ToString) -> WorkloadError {
+    WorkloadError::BadValue {
+        key: key.into(),
+        value: value.to_string(),
+        why: why.to_string(),
+    }
+}
+
 /// Parse one setting value, naming the key on failure.
 pub(crate) fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, WorkloadError>
 where

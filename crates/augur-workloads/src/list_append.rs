@@ -13,7 +13,8 @@
 //! key's version order from the longest list read and derive the write-write, write-read and
 //! read-write dependencies between transactions from it.
 
-use crate::{Workload, WorkloadError, parse};
+use crate::bad_value as bad;
+use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{Key, NodeId, Placement};
 use bytes::Bytes;
@@ -53,38 +54,17 @@ impl Settings {
             max_ops: parse("max_ops", &get("max_ops", "4"))?,
             read_only_fraction: parse("read_only_fraction", &get("read_only_fraction", "0.2"))?,
         };
-        let bad = |key: &str, value: String, why: &str| WorkloadError::BadValue {
-            key: key.into(),
-            value,
-            why: why.into(),
-        };
         if settings.keys == 0 {
-            return Err(bad("keys", "0".into(), "must be at least 1"));
+            return Err(bad("keys", "0", "must be at least 1"));
         }
         if settings.max_ops == 0 {
-            return Err(bad("max_ops", "0".into(), "must be at least 1"));
+            return Err(bad("max_ops", "0", "must be at least 1"));
         }
         if !(0.0..=1.0).contains(&settings.read_only_fraction) {
             let value = settings.read_only_fraction.to_string();
             return Err(bad("read_only_fraction", value, "must be within 0..=1"));
         }
         Ok(settings)
-    }
-}
-
-/// Refuse any setting of `given` that `valid` does not name.
-pub(crate) fn reject_unknown(
-    workload: &'static str,
-    valid: &[&str],
-    given: &BTreeMap<String, String>,
-) -> Result<(), WorkloadError> {
-    match given.keys().find(|k| !valid.contains(&k.as_str())) {
-        Some(key) => Err(WorkloadError::UnknownSetting {
-            workload,
-            key: key.clone(),
-            valid: valid.join(", "),
-        }),
-        None => Ok(()),
     }
 }
 

@@ -82,7 +82,8 @@
 //! fresh database, so it restarts the tally: a workload shared by the runs of several protocols
 //! audits each run on its own.
 
-use crate::list_append::reject_unknown;
+use crate::bad_value as bad;
+use crate::reject_unknown;
 use crate::{Audit, Condition, Workload, WorkloadError, parse};
 use augur_client::{Ops, Outcome, Procedure, TxnError};
 use augur_types::{AbortReason, Key, NodeId, Placement, Value};
@@ -194,14 +195,6 @@ pub struct Settings {
     /// The weights in force, in [`Kind::ALL`] order.
     pub weights: [u32; 6],
     pub multi_partition: MultiPartition,
-}
-
-fn bad(key: &str, value: impl ToString, why: impl ToString) -> WorkloadError {
-    WorkloadError::BadValue {
-        key: key.into(),
-        value: value.to_string(),
-        why: why.to_string(),
-    }
 }
 
 /// Parse `mix`: `standard`, six weights in [`Kind::ALL`] order, or `name:weight` pairs.

@@ -88,7 +88,8 @@
 //! transaction's keys are distinct (augur: yes); and the order of operations (augur reads every
 //! index key, then every normal key, then writes).
 
-use crate::{Workload, WorkloadError, parse};
+use crate::bad_value as bad;
+use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{Key, NodeId, Placement};
 use bytes::Bytes;
@@ -147,18 +148,7 @@ pub struct Settings {
 
 impl Settings {
     fn from_given(given: &BTreeMap<String, String>) -> Result<Settings, WorkloadError> {
-        if let Some(key) = given.keys().find(|k| !SETTINGS.contains(&k.as_str())) {
-            return Err(WorkloadError::UnknownSetting {
-                workload: "synthetic-sparkle",
-                key: key.clone(),
-                valid: SETTINGS.join(", "),
-            });
-        }
-        let bad = |key: &str, value: String, why: &str| WorkloadError::BadValue {
-            key: key.into(),
-            value,
-            why: why.into(),
-        };
+        reject_unknown("synthetic-sparkle", SETTINGS, given)?;
         let get = |key: &str, default: &str| given.get(key).cloned().unwrap_or(default.into());
         let contention = get("contention", "low");
         let Some(preset) = PRESETS.iter().find(|(name, _)| *name == contention) else {

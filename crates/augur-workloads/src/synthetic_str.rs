@@ -13,7 +13,8 @@
 //! (10,000 / 10,000), `high-local` (100 / 10,000), `high-both` (100 / 100). The paper gives the
 //! three scenarios but not the hotspot sizes; these are augur's choice.
 
-use crate::{Workload, WorkloadError, parse};
+use crate::bad_value as bad;
+use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{Key, NodeId, PartitionId, Placement};
 use bytes::Bytes;
@@ -63,15 +64,7 @@ impl SyntheticStr {
         given: &BTreeMap<String, String>,
         placement: Arc<Placement>,
     ) -> Result<SyntheticStr, WorkloadError> {
-        for key in given.keys() {
-            if !SETTINGS.contains(&key.as_str()) {
-                return Err(WorkloadError::UnknownSetting {
-                    workload: "synthetic-str",
-                    key: key.clone(),
-                    valid: SETTINGS.join(", "),
-                });
-            }
-        }
+        reject_unknown("synthetic-str", SETTINGS, given)?;
         let contention = given
             .get("contention")
             .cloned()
@@ -110,11 +103,6 @@ impl SyntheticStr {
             )?,
             local_access: parse("local_access", &get("local_access", "0.5".into()))?,
             value_size: parse("value_size", &get("value_size", "16".into()))?,
-        };
-        let bad = |key: &str, value: String, why: &str| WorkloadError::BadValue {
-            key: key.into(),
-            value,
-            why: why.into(),
         };
         if settings.keys_per_txn == 0 || settings.keys_per_txn as u64 > half {
             let why = "must be between 1 and half the keys of a partition";

@@ -65,7 +65,8 @@
 //! whether the store is preloaded; warm-up and measurement durations; and think time (none:
 //! closed loop).
 
-use crate::{Workload, WorkloadError, parse};
+use crate::bad_value as bad;
+use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{Key, NodeId, Placement};
 use bytes::Bytes;
@@ -126,13 +127,7 @@ pub struct Settings {
 
 impl Settings {
     fn from_given(given: &BTreeMap<String, String>) -> Result<Settings, WorkloadError> {
-        if let Some(key) = given.keys().find(|k| !SETTINGS.contains(&k.as_str())) {
-            return Err(WorkloadError::UnknownSetting {
-                workload: "ycsb-t",
-                key: key.clone(),
-                valid: SETTINGS.join(", "),
-            });
-        }
+        reject_unknown("ycsb-t", SETTINGS, given)?;
         let get = |key: &str, default: &str| given.get(key).cloned().unwrap_or(default.into());
         let settings = Settings {
             keys: parse("keys", &get("keys", "10000"))?,
@@ -146,13 +141,8 @@ impl Settings {
             value_size: parse("value_size", &get("value_size", "16"))?,
             load: parse("load", &get("load", "true"))?,
         };
-        let bad = |key: &str, value: String, why: &str| WorkloadError::BadValue {
-            key: key.into(),
-            value,
-            why: why.into(),
-        };
         if settings.keys == 0 {
-            return Err(bad("keys", "0".into(), "must be at least 1"));
+            return Err(bad("keys", "0", "must be at least 1"));
         }
         for (k, v) in [
             ("read_only_fraction", settings.read_only_fraction),
@@ -192,7 +182,7 @@ impl Settings {
             "zipfian" => {}
             other => {
                 let why = "valid values: uniform, zipfian";
-                return Err(bad("distribution", other.into(), why));
+                return Err(bad("distribution", other, why));
             }
         }
         // Beyond 2, nearly every draw hits a handful of keys and drawing 16 distinct ones would

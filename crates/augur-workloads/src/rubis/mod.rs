@@ -136,7 +136,8 @@ pub mod txns;
 #[cfg(test)]
 mod tests;
 
-use crate::list_append::reject_unknown;
+use crate::bad_value as bad;
+use crate::reject_unknown;
 use crate::{Audit, Workload, WorkloadError, parse};
 use augur_client::Procedure;
 use augur_types::{NodeId, PartitionId, Placement};
@@ -213,14 +214,6 @@ pub struct Settings {
     pub update_fraction: Option<f64>,
     pub think_time: ThinkTime,
     pub home_user: HomeUser,
-}
-
-fn bad(key: &str, value: impl ToString, why: impl ToString) -> WorkloadError {
-    WorkloadError::BadValue {
-        key: key.into(),
-        value: value.to_string(),
-        why: why.to_string(),
-    }
 }
 
 fn within<T: PartialOrd + std::fmt::Display + Copy>(

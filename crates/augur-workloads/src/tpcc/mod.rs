@@ -114,7 +114,8 @@ pub mod txns;
 #[cfg(test)]
 mod tests;
 
-use crate::list_append::reject_unknown;
+use crate::bad_value as bad;
+use crate::reject_unknown;
 use crate::{Audit, Workload, WorkloadError, parse};
 use augur_client::Procedure;
 use augur_types::{NodeId, PartitionId, Placement};
@@ -288,14 +289,6 @@ pub struct Settings {
     pub data_size: DataSize,
     pub customers_per_district: u16,
     pub items: u32,
-}
-
-fn bad(key: &str, value: impl ToString, why: impl ToString) -> WorkloadError {
-    WorkloadError::BadValue {
-        key: key.into(),
-        value: value.to_string(),
-        why: why.to_string(),
-    }
 }
 
 fn parse_preset(value: &str) -> Result<[u32; 5], WorkloadError> {
