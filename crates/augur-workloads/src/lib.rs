@@ -58,6 +58,35 @@ pub trait Workload: Send + Sync {
     }
 }
 
+/// Implement [`Procedure`] for a transaction type written as an `async fn body(&mut self, ops)`
+/// that returns its result, kept in the type's `result: Option<_>` field (tests and callers read
+/// what the transaction saw there): the `tpcc` transactions and the `rubis` interactions.
+macro_rules! result_procedure {
+    ($ty:ty, $name:expr, $read_only:expr) => {
+        impl augur_client::Procedure for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            fn read_only(&self) -> bool {
+                $read_only
+            }
+
+            fn run<'a>(
+                &'a mut self,
+                ops: &'a mut dyn augur_client::Ops,
+            ) -> futures::future::BoxFuture<'a, Result<(), augur_client::TxnError>> {
+                Box::pin(async move {
+                    self.result = None;
+                    self.result = Some(self.body(ops).await?);
+                    Ok(())
+                })
+            }
+        }
+    };
+}
+pub(crate) use result_procedure;
+
 /// A load transaction: blind writes of the rows `rows` produces. The rows are made when the
 /// transaction runs, so a whole population is never held in memory at once; blind writes make a
 /// retry harmless.

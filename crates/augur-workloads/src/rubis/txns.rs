@@ -21,7 +21,6 @@ use crate::tpcc::random::a_string;
 use crate::tpcc::schema::Row;
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{Key, RequestError};
-use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -185,25 +184,10 @@ impl Login {
     }
 }
 
+/// Each interaction is a [`crate::result_procedure`] named after it.
 macro_rules! procedure {
     ($ty:ty, $interaction:expr) => {
-        impl Procedure for $ty {
-            fn name(&self) -> &'static str {
-                $interaction.name()
-            }
-
-            fn read_only(&self) -> bool {
-                !$interaction.read_write()
-            }
-
-            fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-                Box::pin(async move {
-                    self.result = None;
-                    self.result = Some(self.body(ops).await?);
-                    Ok(())
-                })
-            }
-        }
+        crate::result_procedure!($ty, $interaction.name(), !$interaction.read_write());
     };
 }
 

@@ -16,7 +16,6 @@ use super::schema::*;
 use super::{Config, Kind};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{AbortReason, Key, RequestError};
-use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeSet;
@@ -264,23 +263,7 @@ impl NewOrder {
     }
 }
 
-impl Procedure for NewOrder {
-    fn name(&self) -> &'static str {
-        Kind::NewOrder.name()
-    }
-
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            self.result = None;
-            self.result = Some(self.body(ops).await?);
-            Ok(())
-        })
-    }
-}
+crate::result_procedure!(NewOrder, Kind::NewOrder.name(), Kind::NewOrder.read_only());
 
 /// Payment (Clause 2.5).
 #[derive(Clone, Debug)]
@@ -365,23 +348,7 @@ impl Payment {
     }
 }
 
-impl Procedure for Payment {
-    fn name(&self) -> &'static str {
-        Kind::Payment.name()
-    }
-
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            self.result = None;
-            self.result = Some(self.body(ops).await?);
-            Ok(())
-        })
-    }
-}
+crate::result_procedure!(Payment, Kind::Payment.name(), Kind::Payment.read_only());
 
 /// What Order-Status displays (the order lines only counted).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -433,23 +400,11 @@ impl OrderStatus {
     }
 }
 
-impl Procedure for OrderStatus {
-    fn name(&self) -> &'static str {
-        Kind::OrderStatus.name()
-    }
-
-    fn read_only(&self) -> bool {
-        true
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            self.result = None;
-            self.result = Some(self.body(ops).await?);
-            Ok(())
-        })
-    }
-}
+crate::result_procedure!(
+    OrderStatus,
+    Kind::OrderStatus.name(),
+    Kind::OrderStatus.read_only()
+);
 
 /// Delivery (Clause 2.7): one order of each district of the warehouse, all in one transaction.
 #[derive(Clone, Debug)]
@@ -510,23 +465,7 @@ impl Delivery {
     }
 }
 
-impl Procedure for Delivery {
-    fn name(&self) -> &'static str {
-        Kind::Delivery.name()
-    }
-
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            self.result = None;
-            self.result = Some(self.body(ops).await?);
-            Ok(())
-        })
-    }
-}
+crate::result_procedure!(Delivery, Kind::Delivery.name(), Kind::Delivery.read_only());
 
 /// Stock-Level (Clause 2.8), read-only.
 #[derive(Clone, Debug)]
@@ -584,20 +523,8 @@ impl StockLevel {
     }
 }
 
-impl Procedure for StockLevel {
-    fn name(&self) -> &'static str {
-        Kind::StockLevel.name()
-    }
-
-    fn read_only(&self) -> bool {
-        true
-    }
-
-    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
-        Box::pin(async move {
-            self.result = None;
-            self.result = Some(self.body(ops).await?);
-            Ok(())
-        })
-    }
-}
+crate::result_procedure!(
+    StockLevel,
+    Kind::StockLevel.name(),
+    Kind::StockLevel.read_only()
+);
