@@ -394,16 +394,14 @@ pub async fn drive<T: Transport>(
             },
             txns: recorder.records(),
         };
-        let written = std::fs::File::create(&path)
-            .and_then(|f| augur_check::jsonl::write(&history, std::io::BufWriter::new(f)));
-        match written {
+        match augur::check::write_history(&path, &history) {
             Ok(()) => eprintln!(
                 "{}: {} attempts recorded in {}",
                 info.name,
                 history.txns.len(),
                 path.display()
             ),
-            Err(e) => tracing::error!("cannot write {}: {e}", path.display()),
+            Err(e) => tracing::error!("{e:#}"),
         }
     }
     total
@@ -585,12 +583,7 @@ fn history_path(config: &BenchConfig, info: &ProtocolInfo) -> Option<PathBuf> {
     if config.protocols.len() == 1 {
         return Some(path.clone());
     }
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}-{}.{}", info.name, ext.to_string_lossy()),
-        None => format!("{stem}-{}", info.name),
-    };
-    Some(path.with_file_name(name))
+    Some(augur::path_with_suffix(path, info.name))
 }
 
 /// A progress bar on a terminal, plain lines otherwise.

@@ -352,12 +352,7 @@ impl CheckConfig {
         if self.seeds.start() == self.seeds.end() {
             return Some(path.clone());
         }
-        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-        let name = match path.extension() {
-            Some(ext) => format!("{stem}-seed{seed}.{}", ext.to_string_lossy()),
-            None => format!("{stem}-seed{seed}"),
-        };
-        Some(path.with_file_name(name))
+        Some(crate::path_with_suffix(path, &format!("seed{seed}")))
     }
 }
 
@@ -624,7 +619,8 @@ fn report_failure(config: &CheckConfig, outcome: &SeedOutcome, level: Level) {
     println!("replay: {}", config.replay_command(outcome.seed, &path));
 }
 
-fn write_history(path: &Path, history: &History) -> anyhow::Result<()> {
+/// Write `history` to `path` as JSON lines.
+pub fn write_history(path: &Path, history: &History) -> anyhow::Result<()> {
     let file = std::fs::File::create(path)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     augur_check::jsonl::write(history, std::io::BufWriter::new(file))?;

@@ -4,6 +4,17 @@
 pub mod check;
 pub mod faults;
 
+/// `path` with `-suffix` inserted before its extension (`h.jsonl` → `h-seed3.jsonl`): where one
+/// `--history FILE` names the files of several seeds or protocols.
+pub fn path_with_suffix(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{suffix}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{suffix}"),
+    };
+    path.with_file_name(name)
+}
+
 /// Errors that exit with status 2: the user asked for something that does not exist.
 #[derive(Debug)]
 pub struct BadInput(pub String);
