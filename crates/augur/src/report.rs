@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What one client (or, merged, a whole run) observed inside the measurement window.
+#[derive(Default)]
 pub struct RunStats {
     pub committed: u64,
     /// Aborted attempts, user rollbacks excluded.
@@ -23,11 +24,10 @@ pub struct RunStats {
     pub retries: u64,
     pub aborts_by_reason: BTreeMap<AbortReason, u64>,
     pub per_type: BTreeMap<&'static str, TypeCounts>,
-    /// Commit latency in microseconds, first attempt to commit.
-    pub latency_us: Histogram<u64>,
     /// The workload's consistency conditions, when `--check` ran them.
     pub checks: Option<Vec<Condition>>,
-    /// Commit latency per transaction type.
+    /// Commit latency in microseconds (first attempt to commit), per transaction type; the
+    /// run's distribution is their sum ([`RunStats::latency_us`]).
     pub type_latency_us: BTreeMap<&'static str, Histogram<u64>>,
     /// One entry per second of the run (warm-up included), for `samples.csv` and the plots.
     pub intervals: Vec<Interval>,
@@ -67,25 +67,16 @@ pub struct TypeCounts {
     pub aborts_by_reason: BTreeMap<&'static str, u64>,
 }
 
-impl Default for RunStats {
-    fn default() -> Self {
-        RunStats {
-            committed: 0,
-            aborted: 0,
-            unknown: 0,
-            aborts_by_reason: BTreeMap::new(),
-            per_type: BTreeMap::new(),
-            latency_us: latency_histogram(),
-            user_rollbacks: 0,
-            retries: 0,
-            checks: None,
-            type_latency_us: BTreeMap::new(),
-            intervals: Vec::new(),
-        }
-    }
-}
-
 impl RunStats {
+    /// The commit latencies of every transaction type together.
+    pub fn latency_us(&self) -> Histogram<u64> {
+        let mut all = latency_histogram();
+        for h in self.type_latency_us.values() {
+            all.add(h).expect("same bounds");
+        }
+        all
+    }
+
     /// The counters of second `second` of the run.
     pub fn interval(&mut self, second: usize) -> &mut Interval {
         if self.intervals.len() <= second {
@@ -98,7 +89,6 @@ impl RunStats {
         self.committed += 1;
         self.per_type.entry(txn_type).or_default().committed += 1;
         let us = latency.as_micros().max(1) as u64;
-        self.latency_us.saturating_record(us);
         self.type_latency_us
             .entry(txn_type)
             .or_insert_with(latency_histogram)
@@ -148,7 +138,6 @@ impl RunStats {
                 *mine.aborts_by_reason.entry(r).or_default() += n;
             }
         }
-        self.latency_us.add(&other.latency_us).expect("same bounds");
         for (t, h) in other.type_latency_us {
             self.type_latency_us
                 .entry(t)
@@ -251,6 +240,7 @@ fn cdf_of(h: &Histogram<u64>) -> Vec<(f64, f64)> {
 
 impl ProtocolResult {
     pub fn new(info: &'static ProtocolInfo, config: &BenchConfig, stats: RunStats) -> Self {
+        let latency_us = stats.latency_us();
         let ended = stats.committed + stats.aborted;
         let warmup_secs = config.warmup_s.ceil() as usize;
         let samples = stats
@@ -282,7 +272,7 @@ impl ProtocolResult {
             } else {
                 stats.aborted as f64 / ended as f64
             },
-            latency_ms: latency_of(&stats.latency_us),
+            latency_ms: latency_of(&latency_us),
             aborts_by_reason: stats
                 .aborts_by_reason
                 .iter()
@@ -296,7 +286,7 @@ impl ProtocolResult {
                 .iter()
                 .map(|(t, h)| (*t, latency_of(h)))
                 .collect(),
-            latency_cdf_ms: cdf_of(&stats.latency_us),
+            latency_cdf_ms: cdf_of(&latency_us),
             samples,
         }
     }
