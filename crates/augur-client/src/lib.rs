@@ -9,11 +9,21 @@
 //! unknown (the coordinator stopped answering while the commit was in flight). Workloads are
 //! written as [`Procedure`]s over the small [`Ops`] interface so the same code can later run as an
 //! interactive transaction or as a one-shot procedure shipped to the participants.
+//!
+//! Protocols with speculation (STR) add two things, both opt-in per transaction. A transaction
+//! begun with [`Session::begin_speculative`] may read versions of transactions that only
+//! committed locally. [`Txn::commit_speculative`] may return at local commit with a
+//! [`SpeculativeCommit`], whose final outcome arrives later: committed, or
+//! [`AbortReason::Misspeculation`], after which the application must compensate for whatever it
+//! externalized. A [`Procedure`] decides with [`Procedure::can_spec_commit`] (consulting its
+//! [`TxnInfo`] and the per-type [`CommitStats`]) and hears of each step through
+//! [`Procedure::on_spec_commit`] and [`Procedure::on_final_commit`], STR §4's programming model.
 
 use augur_types::history::{Op, RecordedOutcome, TxnRecord};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, RequestError, Timestamp};
 use augur_types::{TxnId, Value};
 use futures::future::BoxFuture;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -144,14 +154,38 @@ impl<T: Transport> Session<T> {
         name: &'static str,
         read_only: bool,
     ) -> Result<Txn<'_, T>, TxnError> {
+        self.begin_with(name, read_only, false).await
+    }
+
+    /// Start a transaction of type `name` that may read versions of transactions that only
+    /// committed locally (speculative reads). Protocols without them run it as a plain one.
+    pub async fn begin_speculative(
+        &self,
+        name: &'static str,
+        read_only: bool,
+    ) -> Result<Txn<'_, T>, TxnError> {
+        self.begin_with(name, read_only, true).await
+    }
+
+    async fn begin_with(
+        &self,
+        name: &'static str,
+        read_only: bool,
+        speculative: bool,
+    ) -> Result<Txn<'_, T>, TxnError> {
         let invoked = self.transport.now();
-        match self.transport.call(ClientOp::Begin { read_only }).await? {
+        let op = ClientOp::Begin {
+            read_only,
+            speculative,
+        };
+        match self.transport.call(op).await? {
             ClientReply::Begun { txn, snapshot } => Ok(Txn {
                 session: self,
                 id: txn,
                 snapshot,
                 read_only,
                 writes: Vec::new(),
+                info: TxnInfo::new(),
                 done: false,
                 record: self.recorder.as_ref().map(|_| AttemptLog {
                     name,
@@ -175,6 +209,7 @@ pub struct Txn<'s, T: Transport> {
     snapshot: Timestamp,
     read_only: bool,
     writes: Vec<(Key, Option<Value>)>,
+    info: TxnInfo,
     done: bool,
     /// What the history needs, when the session records one.
     record: Option<AttemptLog>,
@@ -200,7 +235,7 @@ fn aborted(reason: AbortReason) -> RecordedOutcome {
     }
 }
 
-impl<T: Transport> Txn<'_, T> {
+impl<'s, T: Transport> Txn<'s, T> {
     fn log_op(&mut self, op: impl FnOnce() -> Op) {
         if let Some(record) = &mut self.record {
             record.ops.push(op());
@@ -273,16 +308,46 @@ impl<T: Transport> Txn<'_, T> {
 
     /// Commit. `Err(Unavailable)` here means the outcome is unknown.
     pub async fn commit(mut self) -> Result<Timestamp, TxnError> {
+        let reply = self.send_commit(false).await;
+        self.finish_commit(reply)
+    }
+
+    /// Commit, allowing the protocol to answer at local commit (STR's speculative commit).
+    /// A protocol without speculative commits answers with the final outcome, as
+    /// [`commit`](Self::commit) would.
+    pub async fn commit_speculative(mut self) -> Result<CommitProgress<'s, T>, TxnError> {
+        match self.send_commit(true).await {
+            Ok(ClientReply::SpecCommitted { local_commit_ts }) => {
+                let session = self.session;
+                Ok(CommitProgress::Speculative(SpeculativeCommit {
+                    session,
+                    id: self.id,
+                    local_commit_ts,
+                    read_only: self.read_only,
+                    info: std::mem::take(&mut self.info),
+                    at: session.transport.now(),
+                    record: self.record.take(),
+                }))
+            }
+            reply => self.finish_commit(reply).map(CommitProgress::Final),
+        }
+    }
+
+    async fn send_commit(&mut self, speculative: bool) -> Result<ClientReply, TransportError> {
         self.done = true;
         let writes = std::mem::take(&mut self.writes);
-        let reply = self
-            .session
-            .transport
-            .call(ClientOp::Commit {
-                txn: self.id,
-                writes,
-            })
-            .await;
+        let op = ClientOp::Commit {
+            txn: self.id,
+            writes,
+            speculative,
+        };
+        self.session.transport.call(op).await
+    }
+
+    fn finish_commit(
+        &mut self,
+        reply: Result<ClientReply, TransportError>,
+    ) -> Result<Timestamp, TxnError> {
         let result = match reply {
             Ok(ClientReply::Committed { commit_ts }) => Ok(commit_ts),
             Ok(ClientReply::Aborted(r)) => Err(TxnError::Aborted(r)),
@@ -316,28 +381,158 @@ impl<T: Transport> Txn<'_, T> {
     pub fn is_done(&self) -> bool {
         self.done
     }
+
+    /// The transaction's info map, handed to the speculation callbacks.
+    pub fn info(&self) -> &TxnInfo {
+        &self.info
+    }
 }
 
 impl<T: Transport> Drop for Txn<'_, T> {
     /// Hand the finished attempt to the session's recorder. A transaction dropped without commit
     /// or abort never shipped its writes, and its coordinator times it out.
     fn drop(&mut self) {
-        let (Some(record), Some(recorder)) = (self.record.take(), &self.session.recorder) else {
+        if let Some(record) = self.record.take() {
+            self.session
+                .record(self.id, self.read_only, record, AbortReason::Timeout);
+        }
+    }
+}
+
+impl<T: Transport> Session<T> {
+    /// Push a finished attempt to the recorder; `unfinished` is the outcome when none was set.
+    fn record(&self, id: TxnId, read_only: bool, log: AttemptLog, unfinished: AbortReason) {
+        let Some(recorder) = &self.recorder else {
             return;
         };
         recorder.push(TxnRecord {
             index: 0,
-            client: self.session.id().0,
-            txn: Some(self.id.0),
-            name: record.name.to_string(),
-            read_only: self.read_only,
-            invoke_us: record.invoked.as_micros() as u64,
-            complete_us: self.session.transport.now().as_micros() as u64,
-            ops: record.ops,
-            outcome: record
-                .outcome
-                .unwrap_or_else(|| aborted(AbortReason::Timeout)),
+            client: self.id().0,
+            txn: Some(id.0),
+            name: log.name.to_string(),
+            read_only,
+            invoke_us: log.invoked.as_micros() as u64,
+            complete_us: self.transport.now().as_micros() as u64,
+            ops: log.ops,
+            outcome: log.outcome.unwrap_or_else(|| aborted(unfinished)),
         });
+    }
+}
+
+/// The info map of a transaction (STR §4's `txInfo`): what its body noted for the speculation
+/// callbacks to weigh, such as the price of the item being bought.
+pub type TxnInfo = BTreeMap<String, f64>;
+
+/// How a speculative commit request ended.
+pub enum CommitProgress<'s, T: Transport> {
+    /// Committed for good (the protocol does not speculate, or chose not to).
+    Final(Timestamp),
+    /// Committed locally and externalizable; the final outcome is pending.
+    Speculative(SpeculativeCommit<'s, T>),
+}
+
+/// A transaction that committed speculatively and waits for its final outcome. Its history
+/// record is written once the outcome is known (or as unknown, if it is dropped unresolved).
+pub struct SpeculativeCommit<'s, T: Transport> {
+    session: &'s Session<T>,
+    id: TxnId,
+    local_commit_ts: Timestamp,
+    read_only: bool,
+    info: TxnInfo,
+    /// When the speculative commit was answered (the transport's clock).
+    at: Duration,
+    record: Option<AttemptLog>,
+}
+
+impl<T: Transport> SpeculativeCommit<'_, T> {
+    pub fn id(&self) -> TxnId {
+        self.id
+    }
+
+    pub fn local_commit_ts(&self) -> Timestamp {
+        self.local_commit_ts
+    }
+
+    pub fn info(&self) -> &TxnInfo {
+        &self.info
+    }
+
+    /// When the speculative commit was answered, on the transport's clock.
+    pub fn spec_committed_at(&self) -> Duration {
+        self.at
+    }
+
+    /// Wait for the final outcome: `Committed`, `Aborted(Misspeculation)`, or `Unknown` when the
+    /// coordinator forgot the transaction or stopped answering.
+    pub async fn outcome(mut self) -> Outcome {
+        let reply = self
+            .session
+            .transport
+            .call(ClientOp::AwaitOutcome { txn: self.id })
+            .await;
+        let outcome = match reply {
+            Ok(ClientReply::Committed { commit_ts }) => Outcome::Committed { commit_ts },
+            // Whatever the protocol's reason, the client had already externalized the result.
+            Ok(ClientReply::Aborted(_)) => Outcome::Aborted(AbortReason::Misspeculation),
+            _ => Outcome::Unknown,
+        };
+        if let Some(mut log) = self.record.take() {
+            log.outcome = Some(match outcome {
+                Outcome::Committed { commit_ts } => RecordedOutcome::Committed {
+                    commit_ts: commit_ts.0,
+                },
+                Outcome::Aborted(reason) => aborted(reason),
+                Outcome::Unknown => RecordedOutcome::Unknown,
+            });
+            self.session
+                .record(self.id, self.read_only, log, AbortReason::Timeout);
+        }
+        outcome
+    }
+}
+
+impl<T: Transport> Drop for SpeculativeCommit<'_, T> {
+    /// Dropped unresolved: the client never learned the outcome.
+    fn drop(&mut self) {
+        if let Some(mut log) = self.record.take() {
+            log.outcome = Some(RecordedOutcome::Unknown);
+            self.session
+                .record(self.id, self.read_only, log, AbortReason::Timeout);
+        }
+    }
+}
+
+/// Outcomes of the recent attempts of each transaction type, shared by the sessions of a
+/// process: the `SYSINFO.getCommitProb` of STR §4, for [`Procedure::can_spec_commit`].
+#[derive(Clone, Default)]
+pub struct CommitStats {
+    windows: Arc<Mutex<BTreeMap<&'static str, VecDeque<bool>>>>,
+}
+
+impl CommitStats {
+    /// How many recent attempts per type the probability is computed over.
+    pub const WINDOW: usize = 256;
+
+    pub fn new() -> Self {
+        CommitStats::default()
+    }
+
+    /// Note how an attempt of type `name` ended.
+    pub fn record(&self, name: &'static str, committed: bool) {
+        let mut windows = self.windows.lock().expect("commit stats");
+        let window = windows.entry(name).or_default();
+        if window.len() == Self::WINDOW {
+            window.pop_front();
+        }
+        window.push_back(committed);
+    }
+
+    /// The fraction of recent attempts of type `name` that committed; `None` before any ended.
+    pub fn commit_probability(&self, name: &str) -> Option<f64> {
+        let windows = self.windows.lock().expect("commit stats");
+        let window = windows.get(name).filter(|w| !w.is_empty())?;
+        let committed = window.iter().filter(|c| **c).count();
+        Some(committed as f64 / window.len() as f64)
     }
 }
 
@@ -345,6 +540,8 @@ impl<T: Transport> Drop for Txn<'_, T> {
 pub trait Ops: Send {
     fn read<'a>(&'a mut self, key: &'a Key) -> BoxFuture<'a, Result<Option<Value>, TxnError>>;
     fn write(&mut self, key: Key, value: Option<Value>) -> Result<(), TxnError>;
+    /// Note `value` under `name` in the transaction's info map, for the speculation callbacks.
+    fn note(&mut self, name: &str, value: f64);
 }
 
 impl<T: Transport> Ops for Txn<'_, T> {
@@ -354,6 +551,10 @@ impl<T: Transport> Ops for Txn<'_, T> {
 
     fn write(&mut self, key: Key, value: Option<Value>) -> Result<(), TxnError> {
         Txn::write(self, key, value)
+    }
+
+    fn note(&mut self, name: &str, value: f64) {
+        self.info.insert(name.to_string(), value);
     }
 }
 
@@ -366,8 +567,21 @@ pub trait Procedure: Send {
     fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>>;
 
     /// Told how each attempt of this procedure ended. Workloads whose audits depend on what
-    /// committed (a conserved total moved by deposits) tally effects here.
+    /// committed (a conserved total moved by deposits) tally effects here. A speculatively
+    /// committed attempt ends when its final outcome is known; `Aborted(Misspeculation)` is
+    /// where compensation goes (STR's `SpecTxAbortException`).
     fn finished(&mut self, _outcome: &Outcome) {}
+
+    /// `canSpecCommit` (STR §4): whether this attempt may be externalized at local commit.
+    fn can_spec_commit(&self, _info: &TxnInfo, _stats: &CommitStats) -> bool {
+        true
+    }
+
+    /// `onSpecCommit`: the attempt committed speculatively and its result may be shown.
+    fn on_spec_commit(&mut self, _info: &TxnInfo) {}
+
+    /// `onFinalCommit`: a speculatively committed attempt committed for good.
+    fn on_final_commit(&mut self, _info: &TxnInfo) {}
 }
 
 /// What [`run_with_retry`] reports.
@@ -464,4 +678,88 @@ fn error_outcome(e: &TxnError, committing: bool) -> Outcome {
             Outcome::Aborted(AbortReason::InvalidRequest)
         }
     }
+}
+
+/// How much speculation one attempt may use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Speculation {
+    /// Read versions of transactions that only committed locally.
+    pub reads: bool,
+    /// Answer at local commit when the procedure's `can_spec_commit` agrees.
+    pub commit: bool,
+}
+
+/// How a speculative attempt ended for now.
+pub enum Attempt<'s, T: Transport> {
+    /// Finished: committed for good, aborted, or unknown.
+    Done(Outcome),
+    /// Speculatively committed; [`SpeculativeCommit::outcome`] gives the final outcome.
+    Speculative(SpeculativeCommit<'s, T>),
+}
+
+/// One attempt of `procedure` using up to `speculation`. A finished attempt is reported to
+/// `procedure.finished` and to `stats`; a speculative one has `on_spec_commit` called and must
+/// be resolved with [`resolve`].
+pub async fn run_speculative<'s, T: Transport>(
+    session: &'s Session<T>,
+    procedure: &mut dyn Procedure,
+    speculation: Speculation,
+    stats: &CommitStats,
+) -> Attempt<'s, T> {
+    let begun = session
+        .begin_with(procedure.name(), procedure.read_only(), speculation.reads)
+        .await;
+    let mut txn = match begun {
+        Ok(t) => t,
+        Err(e) => return Attempt::Done(finish(procedure, stats, error_outcome(&e, false))),
+    };
+    if let Err(e) = procedure.run(&mut txn).await {
+        if !txn.is_done() {
+            txn.abort().await;
+        }
+        return Attempt::Done(finish(procedure, stats, error_outcome(&e, false)));
+    }
+    let speculate =
+        speculation.commit && procedure.can_spec_commit(txn.info(), stats);
+    if !speculate {
+        let outcome = match txn.commit().await {
+            Ok(commit_ts) => Outcome::Committed { commit_ts },
+            Err(e) => error_outcome(&e, true),
+        };
+        return Attempt::Done(finish(procedure, stats, outcome));
+    }
+    let outcome = match txn.commit_speculative().await {
+        Ok(CommitProgress::Final(commit_ts)) => Outcome::Committed { commit_ts },
+        Ok(CommitProgress::Speculative(spec)) => {
+            procedure.on_spec_commit(spec.info());
+            return Attempt::Speculative(spec);
+        }
+        Err(e) => error_outcome(&e, true),
+    };
+    Attempt::Done(finish(procedure, stats, outcome))
+}
+
+/// Wait for a speculative attempt's final outcome and report it to `procedure` and `stats`.
+pub async fn resolve<T: Transport>(
+    spec: SpeculativeCommit<'_, T>,
+    procedure: &mut dyn Procedure,
+    stats: &CommitStats,
+) -> Outcome {
+    let info = spec.info().clone();
+    let outcome = spec.outcome().await;
+    if matches!(outcome, Outcome::Committed { .. }) {
+        procedure.on_final_commit(&info);
+    }
+    finish(procedure, stats, outcome)
+}
+
+/// Report a finished attempt to its procedure and to the per-type statistics.
+fn finish(procedure: &mut dyn Procedure, stats: &CommitStats, outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Committed { .. } => stats.record(procedure.name(), true),
+        Outcome::Aborted(AbortReason::UserRollback) | Outcome::Unknown => {}
+        Outcome::Aborted(_) => stats.record(procedure.name(), false),
+    }
+    procedure.finished(&outcome);
+    outcome
 }

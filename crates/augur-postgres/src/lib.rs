@@ -572,10 +572,14 @@ impl PgTransport {
 
     async fn exchange(&self, st: &mut State, op: ClientOp) -> Result<ClientReply, TransportError> {
         match op {
-            ClientOp::Begin { read_only } => Ok(self.begin(st, read_only)),
+            ClientOp::Begin { read_only, .. } => Ok(self.begin(st, read_only)),
             ClientOp::Read { txn, key } => self.read(st, txn, &key).await,
-            ClientOp::Commit { txn, writes } => self.commit(st, txn, &writes).await,
+            ClientOp::Commit { txn, writes, .. } => self.commit(st, txn, &writes).await,
             ClientOp::Abort { txn } => self.abort(st, txn).await,
+            // PostgreSQL never commits speculatively, so there is nothing to wait for.
+            ClientOp::AwaitOutcome { txn } => Ok(ClientReply::Rejected(
+                RequestError::UnknownTransaction(txn),
+            )),
         }
     }
 }

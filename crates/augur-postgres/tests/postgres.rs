@@ -227,7 +227,10 @@ async fn transaction_bookkeeping() {
     // A transaction abandoned after a read (its connection-side transaction still open) is
     // rolled back ahead of the next one, which works normally.
     let ClientReply::Begun { txn: old, .. } =
-        tr.call(ClientOp::Begin { read_only: false }).await.unwrap()
+        tr.call(ClientOp::Begin {
+            read_only: false,
+            speculative: false,
+        }).await.unwrap()
     else {
         panic!("begin")
     };
@@ -260,7 +263,10 @@ async fn transaction_bookkeeping() {
 
     // Read-only transactions cannot write, even if a client ships writes.
     let ClientReply::Begun { txn, .. } =
-        tr.call(ClientOp::Begin { read_only: true }).await.unwrap()
+        tr.call(ClientOp::Begin {
+            read_only: true,
+            speculative: false,
+        }).await.unwrap()
     else {
         panic!("begin")
     };

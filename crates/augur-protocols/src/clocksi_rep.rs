@@ -845,9 +845,9 @@ impl Protocol for ClockSiRep {
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
         let pending = Pending::of(&request);
         match request.op {
-            ClientOp::Begin { read_only } => self.begin(ctx, pending, read_only),
+            ClientOp::Begin { read_only, .. } => self.begin(ctx, pending, read_only),
             ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
-            ClientOp::Commit { txn, writes } => self.commit(ctx, pending, txn, writes),
+            ClientOp::Commit { txn, writes, .. } => self.commit(ctx, pending, txn, writes),
             ClientOp::Abort { txn } => {
                 if let Some(t) = self.coordinated.get(&txn)
                     && matches!(t.phase, Phase::Committing { .. })
@@ -857,6 +857,11 @@ impl Protocol for ClockSiRep {
                 }
                 self.coordinated.remove(&txn);
                 pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
+            }
+            // Never committed speculatively here, so there is no outcome to wait for.
+            ClientOp::AwaitOutcome { txn } => {
+                let err = RequestError::UnknownTransaction(txn);
+                pending.answer(ctx, ClientReply::Rejected(err));
             }
         }
     }

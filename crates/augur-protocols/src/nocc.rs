@@ -12,7 +12,7 @@ use crate::coordinator::{Pending, TxnIds, group_by_partition};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
-use augur_types::{TxnId, Value};
+use augur_types::{RequestError, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -145,7 +145,7 @@ impl Protocol for Nocc {
                 ctx.set_timer(self.env.options.participant_timeout, Timer::Timeout(txn));
                 ctx.send(replica, Msg::Read { txn, key });
             }
-            ClientOp::Commit { txn, writes } => {
+            ClientOp::Commit { txn, writes, .. } => {
                 let Some(t) = self.txns.get_mut(&txn) else {
                     return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
                 };
@@ -181,6 +181,11 @@ impl Protocol for Nocc {
             ClientOp::Abort { txn } => {
                 self.txns.remove(&txn);
                 pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
+            }
+            // Never committed speculatively here, so there is no outcome to wait for.
+            ClientOp::AwaitOutcome { txn } => {
+                let err = RequestError::UnknownTransaction(txn);
+                pending.answer(ctx, ClientReply::Rejected(err));
             }
         }
     }

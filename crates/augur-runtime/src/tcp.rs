@@ -800,7 +800,7 @@ mod tests {
     use super::*;
     use crate::{Ctx, ProtocolOptions};
     use augur_client::{Session, TxnError};
-    use augur_types::{AbortReason, Key, LatencyProfile, Placement, Timestamp, TxnId};
+    use augur_types::{AbortReason, Key, LatencyProfile, Placement, RequestError, Timestamp, TxnId};
     use std::io::{Read, Write};
 
     /// A test protocol: `Begin` at node `i` pings node `i + 1` (mod n) and is answered when the
@@ -854,6 +854,9 @@ mod tests {
                     commit_ts: ctx.now(),
                 },
                 ClientOp::Abort { .. } => ClientReply::Aborted(AbortReason::UserRollback),
+                ClientOp::AwaitOutcome { txn } => {
+                    ClientReply::Rejected(RequestError::UnknownTransaction(txn))
+                }
             };
             let response = ClientResponse {
                 id: request.id,
@@ -974,7 +977,10 @@ mod tests {
         ClientRequest {
             client: ClientId(client),
             id: RequestId(id),
-            op: ClientOp::Begin { read_only: false },
+            op: ClientOp::Begin {
+                read_only: false,
+                speculative: false,
+            },
         }
     }
 
@@ -996,6 +1002,7 @@ mod tests {
                 op: ClientOp::Commit {
                     txn: TxnId::new(NodeId(2), 8),
                     writes: vec![(Key::numbered(1, 2), Some(Bytes::from_static(b"v")))],
+                    speculative: true,
                 },
             }),
             Body::Response(ClientResponse {

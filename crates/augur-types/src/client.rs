@@ -70,9 +70,13 @@ impl fmt::Display for AbortReason {
 /// One operation of an interactive transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientOp {
-    /// Start a transaction; `read_only` lets protocols take a cheaper path.
+    /// Start a transaction; `read_only` lets protocols take a cheaper path. `speculative` lets
+    /// it read versions of transactions that only committed locally (STR's speculative reads);
+    /// protocols without internal speculation ignore it.
     Begin {
         read_only: bool,
+        #[serde(default)]
+        speculative: bool,
     },
     Read {
         txn: TxnId,
@@ -81,9 +85,22 @@ pub enum ClientOp {
     /// Commit with the write set the client buffered during execution (`None` deletes a key).
     /// Clients buffer writes themselves, so a transaction costs one round trip per read plus one
     /// for the commit, whatever the distance between client and coordinator.
+    ///
+    /// With `speculative`, a protocol that supports speculative commits may answer
+    /// [`ClientReply::SpecCommitted`] as soon as the transaction committed locally; the client
+    /// learns the final outcome with [`ClientOp::AwaitOutcome`]. Other protocols answer with the
+    /// final outcome as usual.
     Commit {
         txn: TxnId,
         writes: Vec<(Key, Option<Value>)>,
+        #[serde(default)]
+        speculative: bool,
+    },
+    /// Wait for the final outcome of a speculatively committed transaction: `Committed`, or
+    /// `Aborted(Misspeculation)`. `Rejected(UnknownTransaction)` means the coordinator no
+    /// longer knows it (it restarted), so the outcome is unknown.
+    AwaitOutcome {
+        txn: TxnId,
     },
     Abort {
         txn: TxnId,
@@ -117,6 +134,11 @@ pub enum ClientReply {
     Value(Option<Value>),
     Committed {
         commit_ts: Timestamp,
+    },
+    /// Speculatively committed: the transaction committed locally at `local_commit_ts` and its
+    /// result may be externalized; the final outcome is still pending.
+    SpecCommitted {
+        local_commit_ts: Timestamp,
     },
     /// The transaction is over and none of its writes took effect.
     Aborted(AbortReason),
