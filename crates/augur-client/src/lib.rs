@@ -541,7 +541,8 @@ pub trait Ops: Send {
     fn read<'a>(&'a mut self, key: &'a Key) -> BoxFuture<'a, Result<Option<Value>, TxnError>>;
     fn write(&mut self, key: Key, value: Option<Value>) -> Result<(), TxnError>;
     /// Note `value` under `name` in the transaction's info map, for the speculation callbacks.
-    fn note(&mut self, name: &str, value: f64);
+    /// Implementations without an info map ignore it.
+    fn note(&mut self, _name: &str, _value: f64) {}
 }
 
 impl<T: Transport> Ops for Txn<'_, T> {
