@@ -274,6 +274,7 @@ async fn transaction_bookkeeping() {
         tr.call(ClientOp::Commit {
             txn,
             writes: vec![(k.clone(), val("x"))],
+            speculative: false,
         })
         .await
         .unwrap(),
