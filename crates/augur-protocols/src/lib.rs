@@ -8,6 +8,8 @@
 pub mod clocksi_rep;
 mod coordinator;
 pub mod nocc;
+pub mod planet;
 pub mod registry;
+pub mod str;
 
 pub use registry::{IsolationLevel, ProtocolInfo, ProtocolVisitor, UnknownProtocol, visit};

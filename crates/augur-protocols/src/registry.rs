@@ -83,17 +83,36 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         },
         mutants: crate::clocksi_rep::MUTANTS,
     },
+    ProtocolInfo {
+        name: "str",
+        isolation: IsolationLevel::Spsi,
+        paper: "STR §5-6, Algorithms 1-2 (speculative snapshot isolation)",
+        summary: "clocksi-rep plus local commit, speculative reads of same-node local-committed versions, speculative commits, PreciseClock",
+        commit_order_evidence: true,
+        network: NetworkModel {
+            tolerates_loss: true,
+            tolerates_reordering: true,
+        },
+        mutants: crate::str::MUTANTS,
+    },
+    ProtocolInfo {
+        name: "planet",
+        isolation: IsolationLevel::SnapshotIsolation,
+        paper: "STR §8 baseline (PLANET-style speculative commit over ClockSI-Rep)",
+        summary: "clocksi-rep plus the speculative commit of at most one transaction per client; no speculative reads",
+        commit_order_evidence: true,
+        network: NetworkModel {
+            tolerates_loss: true,
+            tolerates_reordering: true,
+        },
+        mutants: &[],
+    },
 ];
 
 /// Protocols of the five papers (and their baselines) that augur will host but does not
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("str", "STR §5–6: speculative reads and commits (SPSI)"),
-    (
-        "planet",
-        "STR §8 baseline: speculative commit of one transaction",
-    ),
     (
         "sss",
         "SSS: external consistency, abort-free read-only transactions",
@@ -169,6 +188,8 @@ pub fn visit<V: ProtocolVisitor>(name: &str, visitor: V) -> Result<V::Output, Un
     Ok(match info.name {
         "nocc" => visitor.visit::<crate::nocc::Nocc>(info),
         "clocksi-rep" => visitor.visit::<crate::clocksi_rep::ClockSiRep>(info),
+        "str" => visitor.visit::<crate::str::Str>(info),
+        "planet" => visitor.visit::<crate::planet::Planet>(info),
         other => unreachable!("protocol '{other}' is listed but has no registry arm"),
     })
 }
@@ -197,7 +218,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet"
         );
     }
 }

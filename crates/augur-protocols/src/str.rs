@@ -1,0 +1,1529 @@
+//! `str`: STR (Mao et al.), snapshot isolation with internal and external speculation
+//! (§5–§6, Algorithms 1 and 2).
+//!
+//! **Guarantee: speculative snapshot isolation (SPSI, §5)**: snapshot isolation for final
+//! committed transactions, and for every transaction, aborted ones included, a snapshot that is
+//! atomic (SPSI-1) and holds no two concurrent conflicting writers (SPSI-3); nothing final
+//! commits while it depends on a transaction that has not (SPSI-4).
+//!
+//! STR is `clocksi-rep` (its §6.1 base protocol: physical-clock snapshots, 2PC at the masters of
+//! the updated partitions, synchronous replication of prepares to slaves) plus:
+//!
+//! * **Local commit (§6.5, Alg. 1 l. 17–27).** At commit, a transaction is first certified at
+//!   the replicas its coordinator holds: a committed version newer than its snapshot aborts it,
+//!   an older transaction's prepared version makes it wait or die (wait-die, §7.2). It then
+//!   *local commits*: its versions there become `LocalCommitted` at the local-commit timestamp
+//!   `LC`, the largest of `RS + 1` and the local replicas' proposals.
+//! * **Speculative reads (§6.2).** A transaction that began with speculation on may read a
+//!   `LocalCommitted` version within its snapshot, but only one written by a transaction of the
+//!   same node; everyone else waits for the final outcome, as for a prepared version. Reading
+//!   creates a data dependency (`inDD`/`outDD`, §6.4).
+//! * **Cache partition (§6.2).** A transaction that writes keys its node does not replicate is
+//!   *unsafe*; its writes to those keys are kept in the node's cache partition, tagged with its
+//!   `LC`, so local readers see all of them or none until it final commits or aborts.
+//! * **OLC and FFC (§6.2, Fig. 2).** Each transaction keeps the read snapshots of the unsafe
+//!   transactions it read from (the OLC dictionary, its own snapshot included once it is unsafe
+//!   itself) and the freshest final-commit timestamp it read from (FFC). A read that would make
+//!   FFC exceed the smallest OLC is *parked* until the unsafe dependency resolves: an unsafe
+//!   local transaction and a remote final-committed one that may conflict with it never share a
+//!   snapshot.
+//! * **PreciseClock (§6.3).** Every key remembers the largest snapshot that read it
+//!   (`LastReader`); a replica proposes `max(LastReader + 1, RS + 1)` over the keys it prepares
+//!   rather than its clock, so commit timestamps are as small as rules P1 and P2 allow and
+//!   speculative readers are less often overtaken.
+//! * **Final commit (Alg. 1 l. 28–50).** Prepares go to the remote masters, which certify and
+//!   replicate them; a slave that receives a replicated prepare aborts its own local-committed
+//!   transactions that conflict with it (§6.5). The commit timestamp is the largest proposal of
+//!   every replica of every updated partition, and the transaction final commits only once all
+//!   replied and every data and flow dependency has final committed. Committing aborts the
+//!   dependants whose snapshot lies below its commit timestamp (they would violate SPSI-1) and
+//!   releases the others; an abort cascades to every dependant.
+//! * **Speculative commits (§4, §6.4).** A commit request marked speculative is answered at
+//!   local commit (`SpecCommitted`); the client's next transaction then *flow depends* on it
+//!   (`inFD`/`outFD`) and cannot final commit before it, and aborts with it. The final outcome
+//!   is collected with `AwaitOutcome`; an abort after a speculative commit is a
+//!   `Misspeculation`. How many speculative commits a client chains is the client's choice
+//!   (bounded by [`Flavor::MAX_CHAIN`]); the self-tuner lives in the client library.
+//!
+//! Failures are handled as in `clocksi-rep`: participant timeouts, a termination protocol for
+//! long-prepared transactions with presumed abort, and a decision log kept until every replica
+//! acknowledged. Local-committed versions are durable prepare records of their node; after a
+//! crash their coordinator has forgotten them and the termination protocol aborts them. The cache
+//! partition, dependencies and speculative outcomes are volatile: a client whose coordinator
+//! restarted learns that the outcome of its speculative commits is unknown.
+//!
+//! The same engine, configured by a [`Flavor`], also runs the `planet` baseline (see
+//! [`crate::planet`]).
+//!
+//! Mutant (`augur check --mutant`): `naive-speculative-reads` reads any prepared or
+//! local-committed version within the snapshot, wherever it comes from, without the cache
+//! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
+
+use crate::coordinator::{Pending, TxnIds, group_by_partition, watermark};
+use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_storage::{MvStore, VersionState};
+use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+
+/// Keys examined per garbage-collection step.
+const GC_BATCH: usize = 2048;
+
+/// What distinguishes the protocols that run on this engine.
+pub trait Flavor: Send + 'static {
+    /// Local transactions may read local-committed versions (internal speculation).
+    const SPECULATIVE_READS: bool;
+    /// Proposals follow PreciseClock (`LastReader + 1`) rather than the physical clock.
+    const PRECISE_CLOCK: bool;
+    /// The most speculatively committed, unresolved transactions a client may have.
+    const MAX_CHAIN: u32;
+}
+
+/// STR as the paper describes it: speculative reads, PreciseClock, speculation chains of up to
+/// eight transactions per client (the range the paper's self-tuner explores).
+pub struct Speculative;
+
+impl Flavor for Speculative {
+    const SPECULATIVE_READS: bool = true;
+    const PRECISE_CLOCK: bool = true;
+    const MAX_CHAIN: u32 = 8;
+}
+
+/// The `str` protocol.
+pub type Str = Engine<Speculative>;
+
+/// A read as the serving replica sees it. The coordinator is `txn.coordinator()`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRequest {
+    pub txn: TxnId,
+    /// Distinguishes this read from an earlier one of the same transaction that timed out.
+    pub seq: u32,
+    pub key: Key,
+    pub snapshot: Timestamp,
+    /// The reader may see local-committed versions of its own node.
+    pub speculative: bool,
+}
+
+type Writes = Vec<(Key, Option<Value>)>;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    Read(ReadRequest),
+    /// A remote replica's answer: the value and the timestamp of the version it came from
+    /// (zero when the key has none), which is a final-commit timestamp the reader's FFC takes in.
+    ReadReply {
+        txn: TxnId,
+        seq: u32,
+        result: Result<(Option<Value>, Timestamp), AbortReason>,
+    },
+    /// Coordinator → master: certify and pre-commit these partitions' writes.
+    Prepare {
+        txn: TxnId,
+        snapshot: Timestamp,
+        partitions: Vec<(PartitionId, Writes)>,
+    },
+    /// Master → slave: install the pre-committed `writes` and propose a timestamp.
+    ReplicatePrepare {
+        txn: TxnId,
+        snapshot: Timestamp,
+        partition: PartitionId,
+        writes: Writes,
+    },
+    /// Replica → coordinator: pre-committed `partition`, proposing `ts`.
+    Prepared {
+        txn: TxnId,
+        partition: PartitionId,
+        ts: Timestamp,
+    },
+    /// Master → coordinator: certification failed.
+    Refused {
+        txn: TxnId,
+        reason: AbortReason,
+    },
+    Commit {
+        txn: TxnId,
+        commit_ts: Timestamp,
+    },
+    Abort {
+        txn: TxnId,
+    },
+    /// Replica → coordinator: the commit is applied here; the decision may be forgotten.
+    CommitAck {
+        txn: TxnId,
+    },
+    /// Replica → coordinator: this prepared transaction has waited long; what became of it?
+    QueryOutcome {
+        txn: TxnId,
+    },
+}
+
+/// A deliberately broken variant (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    NaiveSpeculativeReads,
+}
+
+/// The mutants `str` knows, with what each breaks.
+pub const MUTANTS: &[(&str, &str)] = &[(
+    "naive-speculative-reads",
+    "reads any pre-committed version within the snapshot, with no cache partition and no OLC/FFC check (STR Fig. 1 and 2)",
+)];
+
+impl Mutant {
+    fn named(name: &str) -> Option<Mutant> {
+        match name {
+            "naive-speculative-reads" => Some(Mutant::NaiveSpeculativeReads),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Timer {
+    Gc,
+    /// Serve this read once the clock has reached its snapshot.
+    ClockWait(ReadRequest),
+    ReadTimeout {
+        txn: TxnId,
+        seq: u32,
+    },
+    CommitTimeout(TxnId),
+}
+
+/// Per-key protocol metadata.
+#[derive(Debug, Default)]
+pub struct KeyMeta {
+    /// The largest snapshot that read the key here (PreciseClock's `LastReader`). Durable: a
+    /// proposal below a snapshot already served would let a later commit slip into it.
+    last_reader: Timestamp,
+    waiters: Vec<Waiter>,
+}
+
+#[derive(Debug)]
+enum Waiter {
+    Read(ReadRequest),
+    /// A remote transaction's prepare parked here (wait-die).
+    Prepare(TxnId),
+    /// A local transaction's local certification parked here (wait-die).
+    LocalCommit(TxnId),
+}
+
+/// Where a read's value came from, as the coordinator needs it.
+enum Source {
+    /// A final-committed version (or none) with this timestamp.
+    Committed(Timestamp),
+    /// A local-committed version of this local transaction.
+    Speculative(TxnId),
+}
+
+enum Phase {
+    Executing,
+    /// Local certification waits for an older transaction's prepared version (wait-die).
+    Certifying { writes: Writes },
+    /// Local committed (or a read-only transaction done executing): waiting for the proposals
+    /// of the remote replicas and for its dependencies.
+    LocalCommitted {
+        awaiting: BTreeSet<(PartitionId, NodeId)>,
+        commit_ts: Timestamp,
+        partitions: Vec<PartitionId>,
+        local_commit_ts: Timestamp,
+    },
+}
+
+/// A transaction this node coordinates.
+struct CoordTxn {
+    client: ClientId,
+    snapshot: Timestamp,
+    read_only: bool,
+    /// May read local-committed versions.
+    speculative: bool,
+    /// The client asked for a speculative commit.
+    wants_spec_commit: bool,
+    /// Answered `SpecCommitted`: the outcome is collected with `AwaitOutcome`.
+    externalized: bool,
+    phase: Phase,
+    pending: Option<Pending>,
+    read_seq: u32,
+    last_active: Timestamp,
+    /// The OLC dictionary: read snapshots of the oldest unsafe transactions behind each local
+    /// transaction read from.
+    olc: Vec<(TxnId, Timestamp)>,
+    /// This transaction's own OLC entry, its snapshot, once it wrote a non-local key.
+    own_olc: Option<Timestamp>,
+    /// Freshest final-commit timestamp read from, directly or through a dependency.
+    ffc: Timestamp,
+    /// Local-committed transactions read from (data dependencies).
+    in_dd: Vec<TxnId>,
+    /// Transactions that read from this one.
+    out_dd: Vec<TxnId>,
+    /// The client's previous transaction, speculatively committed and unresolved at begin.
+    in_fd: Option<TxnId>,
+    /// The client's next transaction, begun while this one was speculatively committed.
+    out_fd: Option<TxnId>,
+    /// A read value held back until min(OLC) ≥ FFC.
+    parked_read: Option<Option<Value>>,
+    /// Writes to keys this node does not replicate, kept in the cache partition.
+    cached: Vec<Key>,
+}
+
+impl CoordTxn {
+    fn min_olc(&self) -> Timestamp {
+        self.olc
+            .iter()
+            .map(|(_, ts)| *ts)
+            .chain(self.own_olc)
+            .min()
+            .unwrap_or(Timestamp::MAX)
+    }
+
+    fn resolved_dependencies(&self) -> bool {
+        self.in_dd.is_empty() && self.in_fd.is_none()
+    }
+}
+
+/// A transaction pre-committed or local committed at this replica (durable: its prepare record).
+struct Participant {
+    snapshot: Timestamp,
+    keys: Vec<Key>,
+    /// When the outcome was last awaited from: the prepare, then each query to the coordinator.
+    waiting_since: Timestamp,
+}
+
+/// A commit decision whose replicas have not all acknowledged it (durable).
+struct Decision {
+    commit_ts: Timestamp,
+    unacknowledged: Vec<NodeId>,
+}
+
+/// A prepare waiting at a master for an older transaction's outcome (wait-die).
+struct ParkedPrepare {
+    snapshot: Timestamp,
+    partitions: Vec<(PartitionId, Writes)>,
+}
+
+/// One version in the cache partition: a local unsafe transaction's write to a non-local key.
+struct Cached {
+    writer: TxnId,
+    local_commit_ts: Timestamp,
+    value: Option<Value>,
+}
+
+/// What the node remembers of a client.
+#[derive(Default)]
+struct ClientState {
+    /// Its next snapshot starts no earlier: its last final or local commit.
+    floor: Timestamp,
+    /// Its latest speculatively committed transaction, while unresolved.
+    last_spec: Option<TxnId>,
+    /// How many of its speculatively committed transactions are unresolved.
+    unresolved: u32,
+}
+
+/// The final outcome of a speculatively committed transaction, until its client asks.
+struct SpecOutcome {
+    reply: ClientReply,
+    at: Timestamp,
+}
+
+/// Counters of the speculation mechanisms, for the metrics of §8.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpeculationCounters {
+    /// Reads served from a local-committed version.
+    pub speculative_reads: u64,
+    /// Reads held back because FFC exceeded the smallest OLC.
+    pub parked_reads: u64,
+    /// Transactions answered `SpecCommitted`.
+    pub spec_commits: u64,
+    /// Speculatively committed transactions that aborted.
+    pub misspeculations: u64,
+    /// Transactions aborted because one they depended on aborted or committed past them.
+    pub cascaded_aborts: u64,
+}
+
+/// One node running STR (or another [`Flavor`] of it).
+pub struct Engine<F: Flavor> {
+    env: NodeEnv,
+    store: MvStore<KeyMeta>,
+    ids: TxnIds,
+    coordinated: FxHashMap<TxnId, CoordTxn>,
+    participants: FxHashMap<TxnId, Participant>,
+    parked: FxHashMap<TxnId, ParkedPrepare>,
+    /// Transactions aborted here, kept for `gc_retention` so a late prepare is ignored.
+    aborted: FxHashMap<TxnId, Timestamp>,
+    /// The cache partition: non-local keys written by local-committed unsafe transactions.
+    cache: FxHashMap<Key, Vec<Cached>>,
+    clients: FxHashMap<ClientId, ClientState>,
+    outcomes: FxHashMap<TxnId, SpecOutcome>,
+    /// Snapshots below this may miss garbage-collected versions.
+    gc_watermark: Timestamp,
+    /// Commit decisions of transactions coordinated here, until every replica applied them.
+    decided: FxHashMap<TxnId, Decision>,
+    counters: SpeculationCounters,
+    mutant: Option<Mutant>,
+    flavor: PhantomData<F>,
+}
+
+impl<F: Flavor> Engine<F> {
+    pub fn store(&self) -> &MvStore<KeyMeta> {
+        &self.store
+    }
+
+    pub fn counters(&self) -> SpeculationCounters {
+        self.counters
+    }
+
+    fn id(&self) -> NodeId {
+        self.env.id
+    }
+
+    fn naive(&self) -> bool {
+        self.mutant == Some(Mutant::NaiveSpeculativeReads)
+    }
+
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool, spec: bool) {
+        let txn = self.ids.allocate();
+        let client = self.clients.entry(pending.client).or_default();
+        let snapshot = ctx.now().max(client.floor);
+        let in_fd = client
+            .last_spec
+            .filter(|prev| self.coordinated.contains_key(prev));
+        if let Some(prev) = in_fd {
+            self.coordinated.get_mut(&prev).expect("checked").out_fd = Some(txn);
+        }
+        self.coordinated.insert(
+            txn,
+            CoordTxn {
+                client: pending.client,
+                snapshot,
+                read_only,
+                speculative: spec && (F::SPECULATIVE_READS || self.naive()),
+                wants_spec_commit: false,
+                externalized: false,
+                phase: Phase::Executing,
+                pending: None,
+                read_seq: 0,
+                last_active: ctx.now(),
+                olc: Vec::new(),
+                own_olc: None,
+                ffc: Timestamp::ZERO,
+                in_dd: Vec::new(),
+                out_dd: Vec::new(),
+                in_fd,
+                out_fd: None,
+                parked_read: None,
+                cached: Vec::new(),
+            },
+        );
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+        }
+        t.pending = Some(pending);
+        t.read_seq += 1;
+        t.last_active = ctx.now();
+        let read = ReadRequest {
+            txn,
+            seq: t.read_seq,
+            key,
+            snapshot: t.snapshot,
+            speculative: t.speculative,
+        };
+        let partition = self.env.placement.partition_of(&read.key);
+        if self.env.placement.replicates(self.id(), partition) {
+            return self.serve_read(ctx, read);
+        }
+        // A non-local key: the cache partition first (§6.2), so a local unsafe transaction's
+        // writes are seen together.
+        if read.speculative
+            && !self.naive()
+            && let Some(c) = self.cached_version(&read.key, read.snapshot)
+        {
+            let (value, writer) = (c.value.clone(), c.writer);
+            return self.read_done(ctx, txn, read.seq, Ok((value, Source::Speculative(writer))));
+        }
+        let replica = self.env.placement.closest_replica(self.id(), partition);
+        let timeout = self.env.options.participant_timeout;
+        ctx.set_timer(timeout, Timer::ReadTimeout { txn, seq: read.seq });
+        ctx.send(replica, Msg::Read(read));
+    }
+
+    /// The newest cached version of `key` within `snapshot`.
+    fn cached_version(&self, key: &Key, snapshot: Timestamp) -> Option<&Cached> {
+        self.cache
+            .get(key)?
+            .iter()
+            .filter(|c| c.local_commit_ts <= snapshot)
+            .max_by_key(|c| c.local_commit_ts)
+    }
+
+    /// Serve a read at this replica (Alg. 2 `readFrom`), or park it until it can be served.
+    fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
+        if read.snapshot < self.gc_watermark {
+            return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
+        }
+        let now = ctx.now();
+        if now < read.snapshot {
+            let wait = read.snapshot.since(now);
+            return ctx.set_timer(wait, Timer::ClockWait(read));
+        }
+        let naive = self.naive();
+        let local = read.txn.coordinator() == self.id();
+        let entry = self.store.entry(&read.key);
+        entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
+        // The newest uncommitted version within the snapshot decides: readable speculatively,
+        // or a reason to wait for its outcome.
+        let mut blocked = false;
+        let mut speculative: Option<(Timestamp, TxnId, Option<Value>)> = None;
+        for v in entry.uncommitted() {
+            if v.writer == read.txn || v.ts > read.snapshot {
+                continue;
+            }
+            let readable = naive
+                || (v.state == VersionState::LocalCommitted
+                    && local
+                    && read.speculative
+                    && self.coordinated.contains_key(&v.writer));
+            if !readable {
+                blocked = true;
+            } else if speculative.as_ref().is_none_or(|(ts, ..)| v.ts > *ts) {
+                speculative = Some((v.ts, v.writer, v.value.clone()));
+            }
+        }
+        if blocked {
+            entry.meta.waiters.push(Waiter::Read(read));
+            return;
+        }
+        let committed = entry.read_at(read.snapshot);
+        let result = match (speculative, committed) {
+            (Some((ts, writer, value)), c) if c.is_none_or(|c| c.ts <= ts) => {
+                if local && self.coordinated.contains_key(&writer) {
+                    (value, Source::Speculative(writer))
+                } else {
+                    // Only the naive mutant gets here: a prepared version read as if final.
+                    (value, Source::Committed(ts))
+                }
+            }
+            (_, Some(c)) => (c.value.clone(), Source::Committed(c.ts)),
+            (_, None) => (None, Source::Committed(Timestamp::ZERO)),
+        };
+        self.finish_read(ctx, read, Ok(result));
+    }
+
+    fn finish_read(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        read: ReadRequest,
+        result: Result<(Option<Value>, Source), AbortReason>,
+    ) {
+        let coordinator = read.txn.coordinator();
+        if coordinator == self.id() {
+            return self.read_done(ctx, read.txn, read.seq, result);
+        }
+        let result = result.map(|(value, source)| match source {
+            Source::Committed(ts) => (value, ts),
+            // Remote readers are never served speculatively.
+            Source::Speculative(_) => unreachable!("speculative read served to a remote reader"),
+        });
+        ctx.send(
+            coordinator,
+            Msg::ReadReply {
+                txn: read.txn,
+                seq: read.seq,
+                result,
+            },
+        );
+    }
+
+    /// A read's value reached the coordinator (Alg. 1 l. 13–15).
+    fn read_done(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        seq: u32,
+        result: Result<(Option<Value>, Source), AbortReason>,
+    ) {
+        let Some(t) = self.coordinated.get(&txn) else {
+            return;
+        };
+        if t.read_seq != seq || !matches!(t.phase, Phase::Executing) || t.pending.is_none() {
+            return;
+        }
+        let (value, source) = match result {
+            Ok(r) => r,
+            Err(reason) => return self.abort_txn(ctx, txn, reason),
+        };
+        let (olc_entry, ffc) = match source {
+            Source::Committed(ts) => (None, ts),
+            Source::Speculative(writer) => {
+                let w = self.coordinated.get_mut(&writer).expect("served only if known");
+                if !w.out_dd.contains(&txn) {
+                    w.out_dd.push(txn);
+                }
+                let olc = w.min_olc();
+                self.counters.speculative_reads += 1;
+                ((olc < Timestamp::MAX).then_some((writer, olc)), w.ffc)
+            }
+        };
+        let t = self.coordinated.get_mut(&txn).expect("present");
+        t.last_active = ctx.now();
+        if let Source::Speculative(writer) = source
+            && !t.in_dd.contains(&writer)
+        {
+            t.in_dd.push(writer);
+        }
+        if let Some(entry) = olc_entry {
+            t.olc.push(entry);
+        }
+        t.ffc = t.ffc.max(ffc);
+        t.parked_read = Some(value);
+        if t.min_olc() < t.ffc && !self.naive() {
+            self.counters.parked_reads += 1;
+        }
+        self.release_read(ctx, txn);
+    }
+
+    /// Answer a held-back read once the transaction's snapshot can take it: min(OLC) ≥ FFC.
+    fn release_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let naive = self.naive();
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return;
+        };
+        if t.parked_read.is_none() {
+            return;
+        }
+        if !naive && t.min_olc() < t.ffc {
+            return;
+        }
+        let value = t.parked_read.take().expect("checked");
+        if let Some(pending) = t.pending.take() {
+            pending.answer(ctx, ClientReply::Value(value));
+        }
+    }
+
+    fn commit(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        txn: TxnId,
+        writes: Writes,
+        speculative: bool,
+    ) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+        }
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        t.pending = Some(pending);
+        t.wants_spec_commit = speculative;
+        t.last_active = ctx.now();
+        if writes.is_empty() {
+            // Read-only: nothing to certify, but it may still depend on local-committed
+            // transactions or on the client's previous speculative commit (SPSI-4).
+            let snapshot = t.snapshot;
+            t.phase = Phase::LocalCommitted {
+                awaiting: BTreeSet::new(),
+                commit_ts: snapshot,
+                partitions: Vec::new(),
+                local_commit_ts: snapshot,
+            };
+            if !t.resolved_dependencies() {
+                self.externalize(ctx, txn);
+            }
+            return self.try_final_commit(ctx, txn);
+        }
+        self.local_commit(ctx, txn, writes);
+    }
+
+    /// Local certification and local commit (Alg. 1 l. 17–27), then global certification.
+    fn local_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, writes: Writes) {
+        let t = self.coordinated.get(&txn).expect("caller checked");
+        let (snapshot, speculative) = (t.snapshot, t.speculative);
+        let placement = self.env.placement.clone();
+        let me = self.id();
+        let grouped = group_by_partition(&placement, writes);
+        let mut depends: Vec<TxnId> = Vec::new();
+        for (p, writes) in &grouped {
+            let local = placement.replicates(me, *p);
+            for (key, _) in writes {
+                let verdict = if local {
+                    self.certify(txn, snapshot, speculative, key)
+                } else {
+                    self.certify_cached(txn, snapshot, speculative, key)
+                };
+                match verdict {
+                    Verdict::Free => {}
+                    Verdict::DependsOn(w) => {
+                        if !depends.contains(&w) {
+                            depends.push(w);
+                        }
+                    }
+                    Verdict::Wait(key) => {
+                        let writes = grouped.into_values().flatten().collect();
+                        self.store
+                            .entry(&key)
+                            .meta
+                            .waiters
+                            .push(Waiter::LocalCommit(txn));
+                        let t = self.coordinated.get_mut(&txn).expect("present");
+                        t.phase = Phase::Certifying { writes };
+                        return;
+                    }
+                    Verdict::Abort(reason) => return self.abort_txn(ctx, txn, reason),
+                }
+            }
+        }
+        // Certified: propose, install and local commit.
+        let mut local_commit_ts = snapshot.next();
+        let mut proposals: Vec<(PartitionId, Timestamp)> = Vec::new();
+        for (p, writes) in &grouped {
+            if placement.replicates(me, *p) {
+                let ts = self.propose(ctx.now(), snapshot, writes);
+                local_commit_ts = local_commit_ts.max(ts);
+                proposals.push((*p, ts));
+            }
+        }
+        let mut local_keys = Vec::new();
+        let mut cached = Vec::new();
+        for (p, writes) in &grouped {
+            for (key, value) in writes {
+                if placement.replicates(me, *p) {
+                    self.store.entry(key).install(
+                        txn,
+                        local_commit_ts,
+                        VersionState::LocalCommitted,
+                        value.clone(),
+                    );
+                    local_keys.push(key.clone());
+                } else {
+                    self.cache.entry(key.clone()).or_default().push(Cached {
+                        writer: txn,
+                        local_commit_ts,
+                        value: value.clone(),
+                    });
+                    cached.push(key.clone());
+                }
+            }
+        }
+        if !local_keys.is_empty() {
+            self.participants.insert(
+                txn,
+                Participant {
+                    snapshot,
+                    keys: local_keys,
+                    waiting_since: ctx.now(),
+                },
+            );
+        }
+        // Overwriting a local-committed version in the snapshot depends on it as a read would.
+        let mut dependency_state = Vec::new();
+        for w in &depends {
+            let wt = self.coordinated.get_mut(w).expect("certify checked");
+            if !wt.out_dd.contains(&txn) {
+                wt.out_dd.push(txn);
+            }
+            dependency_state.push((*w, wt.min_olc(), wt.ffc));
+        }
+        let mut awaiting = BTreeSet::new();
+        for p in grouped.keys() {
+            for &n in placement.replicas(*p) {
+                if n != me {
+                    awaiting.insert((*p, n));
+                }
+            }
+        }
+        let partitions: Vec<PartitionId> = grouped.keys().copied().collect();
+        let commit_ts = proposals
+            .iter()
+            .map(|(_, ts)| *ts)
+            .fold(local_commit_ts, Timestamp::max);
+        let t = self.coordinated.get_mut(&txn).expect("present");
+        for (w, olc, ffc) in dependency_state {
+            if !t.in_dd.contains(&w) {
+                t.in_dd.push(w);
+            }
+            if olc < Timestamp::MAX {
+                t.olc.push((w, olc));
+            }
+            t.ffc = t.ffc.max(ffc);
+        }
+        if !cached.is_empty() {
+            // Unsafe (Alg. 1 l. 24–25): it may conflict remotely with what it cannot see.
+            t.own_olc = Some(snapshot);
+        }
+        t.cached = cached;
+        t.phase = Phase::LocalCommitted {
+            awaiting,
+            commit_ts,
+            partitions,
+            local_commit_ts,
+        };
+        let client = t.client;
+        let floor = &mut self.clients.entry(client).or_default().floor;
+        *floor = (*floor).max(local_commit_ts);
+        self.externalize(ctx, txn);
+        // Global certification (Alg. 1 l. 28): one prepare per remote master; partitions this
+        // node masters replicate straight to their slaves.
+        let mut by_master: Vec<(NodeId, Vec<(PartitionId, Writes)>)> = Vec::new();
+        for (p, w) in grouped {
+            let master = placement.master(p);
+            if master == me {
+                for &slave in placement.slaves(p) {
+                    let msg = Msg::ReplicatePrepare {
+                        txn,
+                        snapshot,
+                        partition: p,
+                        writes: w.clone(),
+                    };
+                    ctx.send(slave, msg);
+                }
+                continue;
+            }
+            match by_master.iter_mut().find(|(m, _)| *m == master) {
+                Some((_, parts)) => parts.push((p, w)),
+                None => by_master.push((master, vec![(p, w)])),
+            }
+        }
+        for (master, partitions) in by_master {
+            let msg = Msg::Prepare {
+                txn,
+                snapshot,
+                partitions,
+            };
+            ctx.send(master, msg);
+        }
+        ctx.set_timer(
+            self.env.options.participant_timeout,
+            Timer::CommitTimeout(txn),
+        );
+        self.try_final_commit(ctx, txn);
+    }
+
+    /// Answer a speculative commit request at local commit, if the client's chain has room.
+    fn externalize(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let t = self.coordinated.get_mut(&txn).expect("caller checked");
+        let Phase::LocalCommitted {
+            local_commit_ts, ..
+        } = t.phase
+        else {
+            return;
+        };
+        if !t.wants_spec_commit || t.externalized {
+            return;
+        }
+        let client = self.clients.entry(t.client).or_default();
+        if client.unresolved >= F::MAX_CHAIN {
+            return;
+        }
+        let Some(pending) = t.pending.take() else {
+            return;
+        };
+        client.unresolved += 1;
+        client.last_spec = Some(txn);
+        t.externalized = true;
+        self.counters.spec_commits += 1;
+        pending.answer(ctx, ClientReply::SpecCommitted { local_commit_ts });
+    }
+
+    /// A proposal for pre-committing `writes` here: above the snapshot (P1) and, with
+    /// PreciseClock, above every snapshot that read them here (P2); otherwise above the clock.
+    fn propose(&mut self, now: Timestamp, snapshot: Timestamp, writes: &Writes) -> Timestamp {
+        let floor = snapshot.next();
+        if !F::PRECISE_CLOCK {
+            return now.next().max(floor);
+        }
+        writes
+            .iter()
+            .filter_map(|(k, _)| self.store.get(k))
+            .map(|e| e.meta.last_reader.next())
+            .fold(floor, Timestamp::max)
+    }
+
+    /// Certify one write of `txn` against this replica's versions of `key` (Alg. 2 l. 16–18,
+    /// with wait-die on prepared versions).
+    fn certify(&self, txn: TxnId, snapshot: Timestamp, speculative: bool, key: &Key) -> Verdict {
+        let Some(entry) = self.store.get(key) else {
+            return Verdict::Free;
+        };
+        if entry.latest_committed().is_some_and(|v| v.ts > snapshot) {
+            return Verdict::Abort(AbortReason::WriteWriteConflict);
+        }
+        let local = txn.coordinator() == self.id();
+        let mut verdict = Verdict::Free;
+        for v in entry.uncommitted() {
+            if v.writer == txn {
+                continue;
+            }
+            let ours = v.state == VersionState::LocalCommitted
+                && local
+                && self.coordinated.contains_key(&v.writer);
+            if ours && speculative && v.ts <= snapshot {
+                // In the snapshot: this write is ordered after it and depends on it.
+                verdict = Verdict::DependsOn(v.writer);
+                continue;
+            }
+            if ours && v.ts > snapshot {
+                // A concurrent local transaction got there first.
+                return Verdict::Abort(AbortReason::WriteWriteConflict);
+            }
+            let holder = self
+                .participants
+                .get(&v.writer)
+                .map(|p| p.snapshot)
+                .unwrap_or_default();
+            if (snapshot, txn) < (holder, v.writer) {
+                return Verdict::Wait(key.clone());
+            }
+            return Verdict::Abort(AbortReason::WaitDie);
+        }
+        verdict
+    }
+
+    /// Certify a write to a non-local key against the cache partition.
+    fn certify_cached(
+        &self,
+        txn: TxnId,
+        snapshot: Timestamp,
+        speculative: bool,
+        key: &Key,
+    ) -> Verdict {
+        let Some(versions) = self.cache.get(key) else {
+            return Verdict::Free;
+        };
+        let mut verdict = Verdict::Free;
+        for c in versions.iter().filter(|c| c.writer != txn) {
+            if !speculative {
+                // The key's master certifies it; nothing local to add.
+                continue;
+            }
+            if c.local_commit_ts > snapshot {
+                return Verdict::Abort(AbortReason::WriteWriteConflict);
+            }
+            verdict = Verdict::DependsOn(c.writer);
+        }
+        verdict
+    }
+
+    /// Master-side certification and pre-commit of a remote transaction's `partitions`.
+    fn prepare(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        snapshot: Timestamp,
+        partitions: Vec<(PartitionId, Writes)>,
+    ) {
+        if self.aborted.contains_key(&txn) {
+            return;
+        }
+        for (_, writes) in &partitions {
+            for (key, _) in writes {
+                match self.certify(txn, snapshot, false, key) {
+                    Verdict::Free | Verdict::DependsOn(_) => {}
+                    Verdict::Wait(key) => {
+                        self.store
+                            .entry(&key)
+                            .meta
+                            .waiters
+                            .push(Waiter::Prepare(txn));
+                        self.parked.insert(
+                            txn,
+                            ParkedPrepare {
+                                snapshot,
+                                partitions,
+                            },
+                        );
+                        return;
+                    }
+                    Verdict::Abort(reason) => {
+                        return ctx.send(txn.coordinator(), Msg::Refused { txn, reason });
+                    }
+                }
+            }
+        }
+        for (partition, writes) in partitions {
+            let ts = self.propose(ctx.now(), snapshot, &writes);
+            self.install_prepared(ctx.now(), txn, snapshot, ts, &writes);
+            ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
+            // The coordinator's own replica local committed already.
+            for &slave in self.env.placement.slaves(partition) {
+                if slave != txn.coordinator() {
+                    let msg = Msg::ReplicatePrepare {
+                        txn,
+                        snapshot,
+                        partition,
+                        writes: writes.clone(),
+                    };
+                    ctx.send(slave, msg);
+                }
+            }
+        }
+    }
+
+    /// A slave installs a replicated prepare (Alg. 2 l. 31–36), first aborting its own
+    /// local-committed transactions that conflict with it: the master ordered this one first.
+    fn replicate_prepare(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        snapshot: Timestamp,
+        partition: PartitionId,
+        writes: Writes,
+    ) {
+        if self.aborted.contains_key(&txn) {
+            return;
+        }
+        let me = self.id();
+        if txn.coordinator() == me {
+            // Our own transaction, local committed here already.
+            return;
+        }
+        let mut losers: Vec<TxnId> = Vec::new();
+        for (key, _) in &writes {
+            if let Some(entry) = self.store.get(key) {
+                for v in entry.uncommitted() {
+                    if v.writer != txn
+                        && v.writer.coordinator() == me
+                        && v.state == VersionState::LocalCommitted
+                        && !losers.contains(&v.writer)
+                    {
+                        losers.push(v.writer);
+                    }
+                }
+            }
+        }
+        for loser in losers {
+            self.abort_txn(ctx, loser, AbortReason::WriteWriteConflict);
+        }
+        let ts = self.propose(ctx.now(), snapshot, &writes);
+        self.install_prepared(ctx.now(), txn, snapshot, ts, &writes);
+        ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
+    }
+
+    fn install_prepared(
+        &mut self,
+        now: Timestamp,
+        txn: TxnId,
+        snapshot: Timestamp,
+        ts: Timestamp,
+        writes: &Writes,
+    ) {
+        let participant = self.participants.entry(txn).or_insert_with(|| Participant {
+            snapshot,
+            keys: Vec::new(),
+            waiting_since: now,
+        });
+        for (key, value) in writes {
+            self.store
+                .entry(key)
+                .install(txn, ts, VersionState::Prepared, value.clone());
+            participant.keys.push(key.clone());
+        }
+    }
+
+    /// A remote replica's proposal reached the coordinator.
+    fn prepared(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        partition: PartitionId,
+        from: NodeId,
+        ts: Timestamp,
+    ) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return;
+        };
+        let Phase::LocalCommitted {
+            awaiting,
+            commit_ts,
+            ..
+        } = &mut t.phase
+        else {
+            return;
+        };
+        if awaiting.remove(&(partition, from)) {
+            *commit_ts = (*commit_ts).max(ts);
+        }
+        self.try_final_commit(ctx, txn);
+    }
+
+    /// Final commit once every replica proposed and every dependency final committed
+    /// (Alg. 1 l. 29–34).
+    fn try_final_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(t) = self.coordinated.get(&txn) else {
+            return;
+        };
+        let Phase::LocalCommitted { awaiting, .. } = &t.phase else {
+            return;
+        };
+        if awaiting.is_empty() && t.resolved_dependencies() {
+            self.final_commit(ctx, txn);
+        }
+    }
+
+    /// Alg. 1 `commit` (l. 39–50).
+    fn final_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let t = self.coordinated.remove(&txn).expect("caller checked");
+        let Phase::LocalCommitted {
+            commit_ts,
+            partitions,
+            ..
+        } = t.phase
+        else {
+            unreachable!("final commit from the local-committed phase only")
+        };
+        // Dependants whose snapshot lies below the commit timestamp saw a version that is not
+        // in their snapshot after all (SPSI-1): they abort. The others drop the dependency.
+        let mut recheck = Vec::new();
+        let mut doomed = Vec::new();
+        for r in &t.out_dd {
+            let Some(rt) = self.coordinated.get_mut(r) else {
+                continue;
+            };
+            if !rt.in_dd.contains(&txn) {
+                continue;
+            }
+            if rt.snapshot >= commit_ts {
+                rt.in_dd.retain(|w| *w != txn);
+                rt.olc.retain(|(w, _)| *w != txn);
+                rt.ffc = rt.ffc.max(commit_ts);
+                recheck.push(*r);
+            } else {
+                doomed.push(*r);
+            }
+        }
+        if let Some(next) = t.out_fd
+            && let Some(nt) = self.coordinated.get_mut(&next)
+            && nt.in_fd == Some(txn)
+        {
+            nt.in_fd = None;
+            recheck.push(next);
+        }
+        self.resolved(t.client, txn, t.externalized);
+        let client = self.clients.entry(t.client).or_default();
+        client.floor = client.floor.max(commit_ts);
+        self.uncache(txn, &t.cached);
+        let reply = ClientReply::Committed { commit_ts };
+        self.deliver(ctx, txn, t.externalized, t.pending, reply);
+        if !partitions.is_empty() {
+            // The decision is logged before anyone hears of it, so a replica that asks later
+            // learns the same outcome.
+            let me = self.id();
+            let mut unacknowledged = Vec::new();
+            for node in self.replicas_of(&partitions) {
+                if node == me {
+                    self.apply_commit(ctx, txn, commit_ts);
+                } else {
+                    ctx.send(node, Msg::Commit { txn, commit_ts });
+                    unacknowledged.push(node);
+                }
+            }
+            if !unacknowledged.is_empty() {
+                self.decided.insert(
+                    txn,
+                    Decision {
+                        commit_ts,
+                        unacknowledged,
+                    },
+                );
+            }
+        }
+        for r in doomed {
+            self.counters.cascaded_aborts += 1;
+            self.abort_txn(ctx, r, AbortReason::CascadingAbort);
+        }
+        for r in recheck {
+            self.release_read(ctx, r);
+            self.try_final_commit(ctx, r);
+        }
+    }
+
+    /// Abort `txn` and, transitively, everything that depends on it (Alg. 1 l. 51–54).
+    fn abort_txn(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        let mut work = vec![(txn, reason)];
+        while let Some((id, reason)) = work.pop() {
+            let Some(t) = self.coordinated.remove(&id) else {
+                continue;
+            };
+            if id != txn {
+                self.counters.cascaded_aborts += 1;
+            }
+            for r in &t.out_dd {
+                work.push((*r, AbortReason::CascadingAbort));
+            }
+            if let Some(next) = t.out_fd {
+                work.push((next, AbortReason::CascadingAbort));
+            }
+            self.aborted.insert(id, ctx.now());
+            self.parked.remove(&id);
+            self.uncache(id, &t.cached);
+            if let Phase::LocalCommitted { partitions, .. } = &t.phase {
+                for node in self.replicas_of(partitions) {
+                    if node != self.id() {
+                        ctx.send(node, Msg::Abort { txn: id });
+                    }
+                }
+            }
+            self.resolved(t.client, id, t.externalized);
+            if t.externalized {
+                self.counters.misspeculations += 1;
+            }
+            self.deliver(ctx, id, t.externalized, t.pending, ClientReply::Aborted(reason));
+            // Last: waking the readers of its versions may run other transactions' steps.
+            self.apply_abort(ctx, id);
+        }
+    }
+
+    /// `txn` of `client` reached its final outcome: it no longer counts in the client's chain.
+    fn resolved(&mut self, client: ClientId, txn: TxnId, externalized: bool) {
+        let c = self.clients.entry(client).or_default();
+        if c.last_spec == Some(txn) {
+            c.last_spec = None;
+        }
+        if externalized {
+            c.unresolved = c.unresolved.saturating_sub(1);
+        }
+    }
+
+    /// Give the client the final outcome: at once, or when it asks, after a speculative commit.
+    fn deliver(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        externalized: bool,
+        pending: Option<Pending>,
+        reply: ClientReply,
+    ) {
+        match pending {
+            Some(p) => p.answer(ctx, reply),
+            None if externalized => {
+                let at = ctx.now();
+                self.outcomes.insert(txn, SpecOutcome { reply, at });
+            }
+            None => {}
+        }
+    }
+
+    fn await_outcome(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId) {
+        if let Some(outcome) = self.outcomes.remove(&txn) {
+            return pending.answer(ctx, outcome.reply);
+        }
+        match self.coordinated.get_mut(&txn) {
+            Some(t) if t.externalized && t.pending.is_none() => t.pending = Some(pending),
+            _ => {
+                let err = RequestError::UnknownTransaction(txn);
+                pending.answer(ctx, ClientReply::Rejected(err));
+            }
+        }
+    }
+
+    fn uncache(&mut self, txn: TxnId, keys: &[Key]) {
+        for key in keys {
+            if let Some(versions) = self.cache.get_mut(key) {
+                versions.retain(|c| c.writer != txn);
+                if versions.is_empty() {
+                    self.cache.remove(key);
+                }
+            }
+        }
+    }
+
+    /// A replica applied the commit of `txn`.
+    fn commit_acknowledged(&mut self, txn: TxnId, replica: NodeId) {
+        if let Some(d) = self.decided.get_mut(&txn) {
+            d.unacknowledged.retain(|n| *n != replica);
+            if d.unacknowledged.is_empty() {
+                self.decided.remove(&txn);
+            }
+        }
+    }
+
+    /// A replica asks what became of `txn`, which it holds prepared.
+    fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
+        let me = self.id();
+        if let Some(d) = self.decided.get(&txn) {
+            let commit_ts = d.commit_ts;
+            return ctx.send(replica, Msg::Commit { txn, commit_ts });
+        }
+        if self.coordinated.contains_key(&txn) {
+            // Still committing: the outcome, or the commit timeout's abort, will reach it.
+            return;
+        }
+        // Forgotten: aborted, or lost in a crash before any decision. Neither can commit now.
+        if replica == me {
+            self.apply_abort(ctx, txn);
+        } else {
+            ctx.send(replica, Msg::Abort { txn });
+        }
+    }
+
+    /// Ask coordinators about transactions prepared here for too long.
+    fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let patience = self.env.options.participant_timeout;
+        let me = self.id();
+        let mut ask = Vec::new();
+        for (txn, p) in self.participants.iter_mut() {
+            if now.since(p.waiting_since) >= patience {
+                p.waiting_since = now;
+                ask.push(*txn);
+            }
+        }
+        // Deterministic order regardless of the hash map's.
+        ask.sort();
+        for txn in ask {
+            if txn.coordinator() == me {
+                self.answer_query(ctx, txn, me);
+            } else {
+                ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
+            }
+        }
+    }
+
+    /// Every replica of `partitions`, each once, in node order.
+    fn replicas_of(&self, partitions: &[PartitionId]) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = partitions
+            .iter()
+            .flat_map(|p| self.env.placement.replicas(*p).iter().copied())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+
+    fn apply_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, commit_ts: Timestamp) {
+        let Some(participant) = self.participants.remove(&txn) else {
+            return;
+        };
+        for key in &participant.keys {
+            if let Some(entry) = self.store.get_mut(key) {
+                entry.commit(txn, commit_ts);
+            }
+        }
+        self.wake(ctx, participant.keys);
+    }
+
+    fn apply_abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        self.aborted.insert(txn, ctx.now());
+        self.parked.remove(&txn);
+        if self.coordinated.contains_key(&txn) {
+            // Our own transaction, still running: abort it with its dependants.
+            return self.abort_txn(ctx, txn, AbortReason::TransactionLost);
+        }
+        let Some(participant) = self.participants.remove(&txn) else {
+            return;
+        };
+        for key in &participant.keys {
+            if let Some(entry) = self.store.get_mut(key) {
+                entry.remove_uncommitted(txn);
+            }
+        }
+        self.wake(ctx, participant.keys);
+    }
+
+    /// Re-run everything that waited on `keys` now that an uncommitted version there resolved.
+    fn wake(&mut self, ctx: &mut Ctx<'_, Self>, keys: Vec<Key>) {
+        for key in keys {
+            let Some(entry) = self.store.get_mut(&key) else {
+                continue;
+            };
+            for waiter in std::mem::take(&mut entry.meta.waiters) {
+                match waiter {
+                    Waiter::Read(read) => self.serve_read(ctx, read),
+                    Waiter::Prepare(txn) => {
+                        if let Some(p) = self.parked.remove(&txn) {
+                            self.prepare(ctx, txn, p.snapshot, p.partitions);
+                        }
+                    }
+                    Waiter::LocalCommit(txn) => {
+                        let Some(t) = self.coordinated.get_mut(&txn) else {
+                            continue;
+                        };
+                        let Phase::Certifying { writes } =
+                            std::mem::replace(&mut t.phase, Phase::Executing)
+                        else {
+                            continue;
+                        };
+                        self.local_commit(ctx, txn, writes);
+                    }
+                }
+            }
+        }
+    }
+
+    fn collect_garbage(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let retention = self.env.options.gc_retention;
+        let floor = now.saturating_sub(retention);
+        let idle_limit = now.saturating_sub(self.env.options.idle_txn_timeout);
+        // Transactions whose client vanished mid-execution are dropped; nothing of theirs was
+        // installed anywhere, since writes travel only with the commit. Nobody depends on an
+        // executing transaction.
+        let idle: Vec<TxnId> = self
+            .coordinated
+            .iter()
+            .filter(|(_, t)| {
+                matches!(t.phase, Phase::Executing)
+                    && t.pending.is_none()
+                    && t.last_active < idle_limit
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for txn in idle {
+            self.coordinated.remove(&txn);
+        }
+        self.outcomes.retain(|_, o| o.at >= idle_limit);
+        let wm = watermark(floor, self.coordinated.values().map(|t| t.snapshot));
+        self.gc_watermark = self.gc_watermark.max(wm);
+        self.store.collect_garbage(self.gc_watermark, GC_BATCH);
+        self.aborted.retain(|_, at| *at >= floor);
+    }
+}
+
+/// What certifying one write found.
+enum Verdict {
+    Free,
+    /// A local-committed version within the snapshot: allowed, as a dependency on its writer.
+    DependsOn(TxnId),
+    /// An older transaction holds the key: wait for its outcome (wait-die).
+    Wait(Key),
+    Abort(AbortReason),
+}
+
+impl<F: Flavor> Protocol for Engine<F> {
+    type Msg = Msg;
+    type Timer = Timer;
+
+    fn new(env: &NodeEnv) -> Self {
+        Engine {
+            env: env.clone(),
+            store: MvStore::new(),
+            ids: TxnIds::new(env.id),
+            coordinated: FxHashMap::default(),
+            participants: FxHashMap::default(),
+            parked: FxHashMap::default(),
+            aborted: FxHashMap::default(),
+            cache: FxHashMap::default(),
+            clients: FxHashMap::default(),
+            outcomes: FxHashMap::default(),
+            gc_watermark: Timestamp::ZERO,
+            decided: FxHashMap::default(),
+            counters: SpeculationCounters::default(),
+            mutant: env.options.mutant.as_deref().and_then(Mutant::named),
+            flavor: PhantomData,
+        }
+    }
+
+    fn crash(&mut self, _env: &NodeEnv) {
+        // Durable: the store (local-committed versions included), prepare records, decisions,
+        // the id counter and the watermark. Everything speculative is volatile.
+        self.coordinated.clear();
+        self.parked.clear();
+        self.aborted.clear();
+        self.cache.clear();
+        self.clients.clear();
+        self.outcomes.clear();
+        for meta in self.store.metas_mut() {
+            meta.waiters.clear();
+        }
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+    }
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        let pending = Pending::of(&request);
+        match request.op {
+            ClientOp::Begin {
+                read_only,
+                speculative,
+            } => self.begin(ctx, pending, read_only, speculative),
+            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
+            ClientOp::Commit {
+                txn,
+                writes,
+                speculative,
+            } => self.commit(ctx, pending, txn, writes, speculative),
+            ClientOp::AwaitOutcome { txn } => self.await_outcome(ctx, pending, txn),
+            ClientOp::Abort { txn } => {
+                if let Some(t) = self.coordinated.get(&txn)
+                    && !matches!(t.phase, Phase::Executing)
+                {
+                    let why = format!("transaction {txn:?} is already committing");
+                    return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+                }
+                if let Some(t) = self.coordinated.remove(&txn) {
+                    self.resolved(t.client, txn, false);
+                }
+                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
+            }
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Read(read) => self.serve_read(ctx, read),
+            Msg::ReadReply { txn, seq, result } => {
+                let result = result.map(|(value, ts)| (value, Source::Committed(ts)));
+                self.read_done(ctx, txn, seq, result)
+            }
+            Msg::Prepare {
+                txn,
+                snapshot,
+                partitions,
+            } => self.prepare(ctx, txn, snapshot, partitions),
+            Msg::ReplicatePrepare {
+                txn,
+                snapshot,
+                partition,
+                writes,
+            } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
+            Msg::Prepared { txn, partition, ts } => self.prepared(ctx, txn, partition, from, ts),
+            Msg::Refused { txn, reason } => self.abort_txn(ctx, txn, reason),
+            Msg::Commit { txn, commit_ts } => {
+                self.apply_commit(ctx, txn, commit_ts);
+                ctx.send(from, Msg::CommitAck { txn });
+            }
+            Msg::Abort { txn } => self.apply_abort(ctx, txn),
+            Msg::CommitAck { txn } => self.commit_acknowledged(txn, from),
+            Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
+        match timer {
+            Timer::Gc => {
+                self.collect_garbage(ctx);
+                self.query_stale_prepares(ctx);
+                ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+            }
+            Timer::ClockWait(read) => self.serve_read(ctx, read),
+            Timer::ReadTimeout { txn, seq } => {
+                self.read_done(ctx, txn, seq, Err(AbortReason::Timeout))
+            }
+            Timer::CommitTimeout(txn) => {
+                let waiting_for_replicas = self.coordinated.get(&txn).is_some_and(|t| {
+                    matches!(&t.phase, Phase::LocalCommitted { awaiting, .. } if !awaiting.is_empty())
+                });
+                if waiting_for_replicas {
+                    self.abort_txn(ctx, txn, AbortReason::Timeout);
+                }
+            }
+        }
+    }
+}
