@@ -355,6 +355,10 @@ pub struct Engine<F: Flavor> {
     aborted: FxHashMap<TxnId, Timestamp>,
     /// The cache partition: non-local keys written by local-committed unsafe transactions.
     cache: FxHashMap<Key, Vec<Cached>>,
+    /// The cache partition's `LastReader`: the largest snapshot of a local transaction that read
+    /// each non-local key. A cached version gets a local-commit timestamp above it, so a
+    /// transaction that read the key before the version was cached cannot see it later.
+    cache_readers: FxHashMap<Key, Timestamp>,
     clients: FxHashMap<ClientId, ClientState>,
     outcomes: FxHashMap<TxnId, SpecOutcome>,
     /// Snapshots below this may miss garbage-collected versions.
@@ -444,6 +448,8 @@ impl<F: Flavor> Engine<F> {
         }
         // A non-local key: the cache partition first (§6.2), so a local unsafe transaction's
         // writes are seen together.
+        let last_reader = self.cache_readers.entry(read.key.clone()).or_default();
+        *last_reader = (*last_reader).max(read.snapshot);
         if read.speculative
             && !self.naive()
             && let Some(c) = self.cached_version(&read.key, read.snapshot)
@@ -696,6 +702,12 @@ impl<F: Flavor> Engine<F> {
                 let ts = self.propose(ctx.now(), snapshot, writes);
                 local_commit_ts = local_commit_ts.max(ts);
                 proposals.push((*p, ts));
+            } else {
+                for (key, _) in writes {
+                    if let Some(ts) = self.cache_readers.get(key) {
+                        local_commit_ts = local_commit_ts.max(ts.next());
+                    }
+                }
             }
         }
         let mut local_keys = Vec::new();
@@ -1389,6 +1401,9 @@ impl<F: Flavor> Engine<F> {
         self.outcomes.retain(|_, o| o.at >= idle_limit);
         let wm = watermark(floor, self.coordinated.values().map(|t| t.snapshot));
         self.gc_watermark = self.gc_watermark.max(wm);
+        // Snapshots below the watermark belong to no running transaction of this node.
+        let wm = self.gc_watermark;
+        self.cache_readers.retain(|_, ts| *ts >= wm);
         self.store.collect_garbage(self.gc_watermark, GC_BATCH);
         self.aborted.retain(|_, at| *at >= floor);
     }
@@ -1418,6 +1433,7 @@ impl<F: Flavor> Protocol for Engine<F> {
             parked: FxHashMap::default(),
             aborted: FxHashMap::default(),
             cache: FxHashMap::default(),
+            cache_readers: FxHashMap::default(),
             clients: FxHashMap::default(),
             outcomes: FxHashMap::default(),
             gc_watermark: Timestamp::ZERO,
@@ -1435,6 +1451,7 @@ impl<F: Flavor> Protocol for Engine<F> {
         self.parked.clear();
         self.aborted.clear();
         self.cache.clear();
+        self.cache_readers.clear();
         self.clients.clear();
         self.outcomes.clear();
         for meta in self.store.metas_mut() {

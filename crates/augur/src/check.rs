@@ -10,7 +10,9 @@
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
 use augur_check::{CheckOptions, CheckReport, Level, ValueModel};
-use augur_client::{HistoryRecorder, Outcome, Session, Transport, run_once};
+use augur_client::{Attempt, CommitStats, HistoryRecorder, Outcome, Session, Speculation};
+use augur_client::{Transport, resolve, run_speculative};
+use std::collections::VecDeque;
 use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
@@ -31,6 +33,11 @@ pub const CHECK_WORKLOADS: &[&str] = &["list-append", "rw-register", "bank"];
 
 /// How long after the faults end every client must have committed again.
 pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How many speculatively committed transactions a checked client keeps unresolved. Every
+/// client reads speculatively and commits speculatively where the protocol allows, so the
+/// histories exercise dependencies, flow dependencies and cascading aborts.
+const CHECK_SPECULATION_CHAIN: usize = 3;
 
 #[derive(Args, Clone, Debug)]
 pub struct CheckArgs {
@@ -476,12 +483,35 @@ fn spawn_client<P: Protocol>(
     let mut rng = sim.fork_rng();
     sim.spawn_client(home, move |transport| async move {
         let session = Session::recorded(transport, recorder);
+        let stats = CommitStats::new();
+        // Speculatively committed transactions awaiting their outcome, oldest first. Protocols
+        // without speculation answer every commit finally and this stays empty.
+        let mut chain = VecDeque::new();
         loop {
             let in_liveness = liveness.load(Ordering::SeqCst);
             let mut procedure = workload.next(home, &mut rng);
-            let outcome = run_once(&session, procedure.as_mut()).await;
+            let speculation = Speculation {
+                reads: true,
+                commit: true,
+            };
+            let outcome =
+                match run_speculative(&session, procedure.as_mut(), speculation, &stats).await {
+                    Attempt::Done(outcome) => outcome,
+                    Attempt::Speculative(spec) => {
+                        chain.push_back((spec, procedure));
+                        if chain.len() < CHECK_SPECULATION_CHAIN {
+                            continue;
+                        }
+                        let (spec, mut procedure) = chain.pop_front().expect("not empty");
+                        resolve(spec, procedure.as_mut(), &stats).await
+                    }
+                };
             let committed = matches!(outcome, Outcome::Committed { .. });
             if in_liveness && committed {
+                // Whatever is still speculative resolves first, so its record is complete.
+                while let Some((spec, mut procedure)) = chain.pop_front() {
+                    resolve(spec, procedure.as_mut(), &stats).await;
+                }
                 done.fetch_add(1, Ordering::SeqCst);
                 return;
             }

@@ -466,8 +466,12 @@ impl<'h> Index<'h> {
         }
     }
 
-    /// Committed, aborted, and for unknown outcomes whether another transaction observed one of
-    /// the installed values (then the transaction must have committed).
+    /// Committed, aborted, and for unknown outcomes whether a committed transaction observed
+    /// one of the installed values (then the transaction must have committed too).
+    ///
+    /// Only committed observers count, directly or through unknown transactions they prove
+    /// committed: under speculation (SPSI) an aborted transaction may have read a version that
+    /// was never committed, so its observations prove nothing.
     fn assign_status(&mut self) {
         let n = self.n();
         let mut observed = vec![false; n];
@@ -482,24 +486,35 @@ impl<'h> Index<'h> {
                     RecordedOutcome::Unknown
                 )
             };
-            for t in 0..n as u32 {
+            // Committed readers first; an unknown transaction they prove committed then
+            // vouches for what it read in turn.
+            let mut readers: Vec<u32> = (0..n as u32)
+                .filter(|t| {
+                    matches!(
+                        self.history.txns[*t as usize].outcome,
+                        RecordedOutcome::Committed { .. }
+                    )
+                })
+                .collect();
+            while let Some(t) = readers.pop() {
+                let prove = |o: u32, observed: &mut Vec<bool>, readers: &mut Vec<u32>| {
+                    if o != t && is_unknown(o) && !observed[o as usize] {
+                        observed[o as usize] = true;
+                        readers.push(o);
+                    }
+                };
                 for r in self.ext_reads(t) {
                     let w = self.vid_writer[r.vid as usize];
-                    if w != NONE && w != t {
-                        if self.vid_final[r.vid as usize] && is_unknown(w) {
-                            observed[w as usize] = true;
+                    if w != NONE {
+                        if self.vid_final[r.vid as usize] {
+                            prove(w, &mut observed, &mut readers);
                         }
-                    } else if w == NONE
-                        && self.model == ValueModel::ListAppend
-                        && self.list_ok[r.vid as usize]
+                    } else if self.model == ValueModel::ListAppend && self.list_ok[r.vid as usize]
                     {
                         // A list nobody wrote as a whole still shows whose elements got in.
                         for &e in self.list(r.vid) {
-                            if let Some(&o) = self.owner.get(&(r.key, e))
-                                && o != t
-                                && is_unknown(o)
-                            {
-                                observed[o as usize] = true;
+                            if let Some(&o) = self.owner.get(&(r.key, e)) {
+                                prove(o, &mut observed, &mut readers);
                             }
                         }
                     }
