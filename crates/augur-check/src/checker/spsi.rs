@@ -113,13 +113,15 @@ fn concurrent(ix: &Index<'_>, order: &Order, w1: u32, w2: u32, key: u32) -> bool
         }
         ValueModel::RwRegister => {
             // A blind write reveals nothing about what its writer saw, so only writers that read
-            // the key first can be shown concurrent: each read a version that is neither the
-            // other's write nor anything known to follow it.
+            // the key first can be shown concurrent: both read the same version, or each read a
+            // version known to precede the other's write. (A version merely not known to follow
+            // it is not enough: it may be a blind write whose writer saw the other's.)
             if a.base == NONE || b.base == NONE || a.base == b.vid || b.base == a.vid {
                 return false;
             }
-            order.before(ix, b.vid, a.base) == Before::No
-                && order.before(ix, a.vid, b.base) == Before::No
+            a.base == b.base
+                || (order.before(ix, a.base, b.vid) == Before::Yes
+                    && order.before(ix, b.base, a.vid) == Before::Yes)
         }
     }
 }
