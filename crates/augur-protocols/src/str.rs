@@ -267,9 +267,6 @@ struct CoordTxn {
     parked_read: Option<Option<Value>>,
     /// Writes to keys this node does not replicate, kept in the cache partition.
     cached: Vec<Key>,
-    /// Reads served from the cache partition whose remote confirmation is outstanding: the
-    /// read's sequence number and the value it returned.
-    validations: Vec<(u32, Option<Value>)>,
 }
 
 impl CoordTxn {
@@ -283,7 +280,7 @@ impl CoordTxn {
     }
 
     fn resolved_dependencies(&self) -> bool {
-        self.in_dd.is_empty() && self.in_fd.is_none() && self.validations.is_empty()
+        self.in_dd.is_empty() && self.in_fd.is_none()
     }
 }
 
@@ -422,7 +419,6 @@ impl<F: Flavor> Engine<F> {
                 out_fd: None,
                 parked_read: None,
                 cached: Vec::new(),
-                validations: Vec::new(),
             },
         );
         pending.answer(ctx, ClientReply::Begun { txn, snapshot });
@@ -454,49 +450,17 @@ impl<F: Flavor> Engine<F> {
         // writes are seen together.
         let last_reader = self.cache_readers.entry(read.key.clone()).or_default();
         *last_reader = (*last_reader).max(read.snapshot);
-        let replica = self.env.placement.closest_replica(self.id(), partition);
-        let timeout = self.env.options.participant_timeout;
-        ctx.set_timer(timeout, Timer::ReadTimeout { txn, seq: read.seq });
         if read.speculative
             && !self.naive()
             && let Some(c) = self.cached_version(&read.key, read.snapshot)
         {
-            // Served from the cache, and confirmed remotely in the background: the remote read
-            // registers the snapshot in the key's LastReader there and returns what the snapshot
-            // holds once the cached writer resolved. Without it, a remote transaction could
-            // overwrite the cached version and final commit inside this snapshot unseen.
             let (value, writer) = (c.value.clone(), c.writer);
-            let t = self.coordinated.get_mut(&txn).expect("present");
-            t.validations.push((read.seq, value.clone()));
-            ctx.send(replica, Msg::Read(read.clone()));
             return self.read_done(ctx, txn, read.seq, Ok((value, Source::Speculative(writer))));
         }
+        let replica = self.env.placement.closest_replica(self.id(), partition);
+        let timeout = self.env.options.participant_timeout;
+        ctx.set_timer(timeout, Timer::ReadTimeout { txn, seq: read.seq });
         ctx.send(replica, Msg::Read(read));
-    }
-
-    /// The remote answer to a read served from the cache partition arrived (or timed out): it
-    /// must hold the value the cache gave, or the snapshot was not what the reader saw.
-    /// Returns false when `seq` is no validation of `txn`.
-    fn validated(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        seq: u32,
-        result: &Result<(Option<Value>, Source), AbortReason>,
-    ) -> bool {
-        let Some(t) = self.coordinated.get_mut(&txn) else {
-            return false;
-        };
-        let Some(i) = t.validations.iter().position(|(s, _)| *s == seq) else {
-            return false;
-        };
-        let (_, expected) = t.validations.remove(i);
-        match result {
-            Ok((value, _)) if *value == expected => self.try_final_commit(ctx, txn),
-            Ok(_) => self.abort_txn(ctx, txn, AbortReason::ValidationFailed),
-            Err(reason) => self.abort_txn(ctx, txn, *reason),
-        }
-        true
     }
 
     /// The newest cached version of `key` within `snapshot`.
@@ -1533,9 +1497,7 @@ impl<F: Flavor> Protocol for Engine<F> {
             Msg::Read(read) => self.serve_read(ctx, read),
             Msg::ReadReply { txn, seq, result } => {
                 let result = result.map(|(value, ts)| (value, Source::Committed(ts)));
-                if !self.validated(ctx, txn, seq, &result) {
-                    self.read_done(ctx, txn, seq, result)
-                }
+                self.read_done(ctx, txn, seq, result)
             }
             Msg::Prepare {
                 txn,
@@ -1569,10 +1531,7 @@ impl<F: Flavor> Protocol for Engine<F> {
             }
             Timer::ClockWait(read) => self.serve_read(ctx, read),
             Timer::ReadTimeout { txn, seq } => {
-                let timeout = Err(AbortReason::Timeout);
-                if !self.validated(ctx, txn, seq, &timeout) {
-                    self.read_done(ctx, txn, seq, timeout)
-                }
+                self.read_done(ctx, txn, seq, Err(AbortReason::Timeout))
             }
             Timer::CommitTimeout(txn) => {
                 let waiting_for_replicas = self.coordinated.get(&txn).is_some_and(|t| {
