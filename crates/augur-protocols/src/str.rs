@@ -143,9 +143,14 @@ pub enum Msg {
         txn: TxnId,
         reason: AbortReason,
     },
+    /// Coordinator → replica: commit at `commit_ts`. `read_floor` is the largest snapshot of a
+    /// local transaction that read the transaction's writes from the cache partition: the
+    /// replica raises its keys' `LastReader` to it as it commits, since those reads never
+    /// reached it.
     Commit {
         txn: TxnId,
         commit_ts: Timestamp,
+        read_floor: Timestamp,
     },
     Abort {
         txn: TxnId,
@@ -295,6 +300,7 @@ struct Participant {
 /// A commit decision whose replicas have not all acknowledged it (durable).
 struct Decision {
     commit_ts: Timestamp,
+    read_floor: Timestamp,
     unacknowledged: Vec<NodeId>,
 }
 
@@ -1128,6 +1134,11 @@ impl<F: Flavor> Engine<F> {
         self.resolved(t.client, txn, t.externalized);
         let client = self.clients.entry(t.client).or_default();
         client.floor = client.floor.max(commit_ts);
+        let read_floor = t
+            .cached
+            .iter()
+            .filter_map(|k| self.cache_readers.get(k))
+            .fold(Timestamp::ZERO, |a, b| a.max(*b));
         self.uncache(txn, &t.cached);
         let reply = ClientReply::Committed { commit_ts };
         self.deliver(ctx, txn, t.externalized, t.pending, reply);
@@ -1138,9 +1149,14 @@ impl<F: Flavor> Engine<F> {
             let mut unacknowledged = Vec::new();
             for node in self.replicas_of(&partitions) {
                 if node == me {
-                    self.apply_commit(ctx, txn, commit_ts);
+                    self.apply_commit(ctx, txn, commit_ts, Timestamp::ZERO);
                 } else {
-                    ctx.send(node, Msg::Commit { txn, commit_ts });
+                    let msg = Msg::Commit {
+                        txn,
+                        commit_ts,
+                        read_floor,
+                    };
+                    ctx.send(node, msg);
                     unacknowledged.push(node);
                 }
             }
@@ -1149,6 +1165,7 @@ impl<F: Flavor> Engine<F> {
                     txn,
                     Decision {
                         commit_ts,
+                        read_floor,
                         unacknowledged,
                     },
                 );
@@ -1268,8 +1285,12 @@ impl<F: Flavor> Engine<F> {
     fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
         let me = self.id();
         if let Some(d) = self.decided.get(&txn) {
-            let commit_ts = d.commit_ts;
-            return ctx.send(replica, Msg::Commit { txn, commit_ts });
+            let msg = Msg::Commit {
+                txn,
+                commit_ts: d.commit_ts,
+                read_floor: d.read_floor,
+            };
+            return ctx.send(replica, msg);
         }
         if self.coordinated.contains_key(&txn) {
             // Still committing: the outcome, or the commit timeout's abort, will reach it.
@@ -1317,13 +1338,22 @@ impl<F: Flavor> Engine<F> {
         nodes
     }
 
-    fn apply_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, commit_ts: Timestamp) {
+    fn apply_commit(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        commit_ts: Timestamp,
+        read_floor: Timestamp,
+    ) {
         let Some(participant) = self.participants.remove(&txn) else {
             return;
         };
         for key in &participant.keys {
             if let Some(entry) = self.store.get_mut(key) {
                 entry.commit(txn, commit_ts);
+                // Before anyone can overwrite the version: a later writer's proposal then lands
+                // above every snapshot that read it from the cache partition (SPSI-1).
+                entry.meta.last_reader = entry.meta.last_reader.max(read_floor);
             }
         }
         self.wake(ctx, participant.keys);
@@ -1512,8 +1542,12 @@ impl<F: Flavor> Protocol for Engine<F> {
             } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
             Msg::Prepared { txn, partition, ts } => self.prepared(ctx, txn, partition, from, ts),
             Msg::Refused { txn, reason } => self.abort_txn(ctx, txn, reason),
-            Msg::Commit { txn, commit_ts } => {
-                self.apply_commit(ctx, txn, commit_ts);
+            Msg::Commit {
+                txn,
+                commit_ts,
+                read_floor,
+            } => {
+                self.apply_commit(ctx, txn, commit_ts, read_floor);
                 ctx.send(from, Msg::CommitAck { txn });
             }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
