@@ -720,8 +720,7 @@ pub async fn run_speculative<'s, T: Transport>(
         }
         return Attempt::Done(finish(procedure, stats, error_outcome(&e, false)));
     }
-    let speculate =
-        speculation.commit && procedure.can_spec_commit(txn.info(), stats);
+    let speculate = speculation.commit && procedure.can_spec_commit(txn.info(), stats);
     if !speculate {
         let outcome = match txn.commit().await {
             Ok(commit_ts) => Outcome::Committed { commit_ts },

@@ -577,9 +577,9 @@ impl PgTransport {
             ClientOp::Commit { txn, writes, .. } => self.commit(st, txn, &writes).await,
             ClientOp::Abort { txn } => self.abort(st, txn).await,
             // PostgreSQL never commits speculatively, so there is nothing to wait for.
-            ClientOp::AwaitOutcome { txn } => Ok(ClientReply::Rejected(
-                RequestError::UnknownTransaction(txn),
-            )),
+            ClientOp::AwaitOutcome { txn } => {
+                Ok(ClientReply::Rejected(RequestError::UnknownTransaction(txn)))
+            }
         }
     }
 }

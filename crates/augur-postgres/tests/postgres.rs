@@ -226,11 +226,13 @@ async fn transaction_bookkeeping() {
 
     // A transaction abandoned after a read (its connection-side transaction still open) is
     // rolled back ahead of the next one, which works normally.
-    let ClientReply::Begun { txn: old, .. } =
-        tr.call(ClientOp::Begin {
+    let ClientReply::Begun { txn: old, .. } = tr
+        .call(ClientOp::Begin {
             read_only: false,
             speculative: false,
-        }).await.unwrap()
+        })
+        .await
+        .unwrap()
     else {
         panic!("begin")
     };
@@ -262,11 +264,13 @@ async fn transaction_bookkeeping() {
         .expect("blind write after an abandoned one");
 
     // Read-only transactions cannot write, even if a client ships writes.
-    let ClientReply::Begun { txn, .. } =
-        tr.call(ClientOp::Begin {
+    let ClientReply::Begun { txn, .. } = tr
+        .call(ClientOp::Begin {
             read_only: true,
             speculative: false,
-        }).await.unwrap()
+        })
+        .await
+        .unwrap()
     else {
         panic!("begin")
     };

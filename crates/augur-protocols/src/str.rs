@@ -227,7 +227,9 @@ enum Source {
 enum Phase {
     Executing,
     /// Local certification waits for an older transaction's prepared version (wait-die).
-    Certifying { writes: Writes },
+    Certifying {
+        writes: Writes,
+    },
     /// Local committed (or a read-only transaction done executing): waiting for the proposals
     /// of the remote replicas and for its dependencies.
     LocalCommitted {
@@ -577,7 +579,10 @@ impl<F: Flavor> Engine<F> {
         let (olc_entry, ffc) = match source {
             Source::Committed(ts) => (None, ts),
             Source::Speculative(writer) => {
-                let w = self.coordinated.get_mut(&writer).expect("served only if known");
+                let w = self
+                    .coordinated
+                    .get_mut(&writer)
+                    .expect("served only if known");
                 if !w.out_dd.contains(&txn) {
                     w.out_dd.push(txn);
                 }
@@ -1211,7 +1216,13 @@ impl<F: Flavor> Engine<F> {
             if t.externalized {
                 self.counters.misspeculations += 1;
             }
-            self.deliver(ctx, id, t.externalized, t.pending, ClientReply::Aborted(reason));
+            self.deliver(
+                ctx,
+                id,
+                t.externalized,
+                t.pending,
+                ClientReply::Aborted(reason),
+            );
             // Last: waking the readers of its versions may run other transactions' steps.
             self.apply_abort(ctx, id);
         }

@@ -64,7 +64,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 /// The version of the envelope this build speaks. Frames of any other version are refused.
-pub const WIRE_VERSION: u16 = 1;
+pub const WIRE_VERSION: u16 = 2;
 
 /// The largest frame (length prefix excluded) accepted or sent: 16 MiB.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
@@ -800,7 +800,9 @@ mod tests {
     use super::*;
     use crate::{Ctx, ProtocolOptions};
     use augur_client::{Session, TxnError};
-    use augur_types::{AbortReason, Key, LatencyProfile, Placement, RequestError, Timestamp, TxnId};
+    use augur_types::{
+        AbortReason, Key, LatencyProfile, Placement, RequestError, Timestamp, TxnId,
+    };
     use std::io::{Read, Write};
 
     /// A test protocol: `Begin` at node `i` pings node `i + 1` (mod n) and is answered when the
@@ -1023,9 +1025,9 @@ mod tests {
         }
         // The examples of docs/cluster-config.md.
         let hello = encode_frame(&Body::<()>::Hello { from: NodeId(2) }).unwrap();
-        assert_eq!(hello.to_vec(), [1, 0, 2]);
+        assert_eq!(hello.to_vec(), [2, 0, 2]);
         let begin = encode_frame(&Body::<()>::Request(request(7, 0))).unwrap();
-        assert_eq!(begin.to_vec(), [1, 2, 7, 0, 0, 0]);
+        assert_eq!(begin.to_vec(), [2, 2, 7, 0, 0, 0, 0]);
         // Client frames do not depend on the peer message type.
         let frame = encode_frame(&Body::<RelayMsg>::Request(request(1, 2))).unwrap();
         assert_eq!(
@@ -1040,7 +1042,7 @@ mod tests {
         let frame = postcard::to_stdvec(&other).unwrap();
         assert!(matches!(
             decode_frame::<()>(&frame),
-            Err(FrameError::Version { found: 2 })
+            Err(FrameError::Version { found: 3 })
         ));
         let mut long = encode_frame(&Body::<()>::Hello { from: NodeId(0) })
             .unwrap()
@@ -1051,7 +1053,7 @@ mod tests {
             Err(FrameError::Trailing(1))
         ));
         assert!(matches!(
-            decode_frame::<()>(&[1, 0xff]),
+            decode_frame::<()>(&[2, 0xff]),
             Err(FrameError::Decode(_))
         ));
     }
@@ -1097,7 +1099,7 @@ mod tests {
         huge.extend_from_slice(b"garbage");
         // Frames that do not decode, of the wrong version, or out of place.
         let bad_version = postcard::to_stdvec(&Envelope::<()> {
-            version: 2,
+            version: WIRE_VERSION + 1,
             body: Body::Request(request(1, 0)),
         })
         .unwrap();
@@ -1122,7 +1124,7 @@ mod tests {
         let tasks = tokio::task::spawn_blocking(move || {
             assert_dropped(addr, &huge);
             assert_dropped(addr, &framed(&[0xff, 0xff, 0xff, 0xff, 0xff]));
-            assert_dropped(addr, &framed(b"\x01\x07hello"));
+            assert_dropped(addr, &framed(b"\x02\x07hello"));
             assert_dropped(addr, &framed(&bad_version));
             assert_dropped(addr, &framed(&peer_first));
             assert_dropped(addr, &framed(&response));

@@ -509,8 +509,7 @@ impl<'h> Index<'h> {
                         if self.vid_final[r.vid as usize] {
                             prove(w, &mut observed, &mut readers);
                         }
-                    } else if self.model == ValueModel::ListAppend && self.list_ok[r.vid as usize]
-                    {
+                    } else if self.model == ValueModel::ListAppend && self.list_ok[r.vid as usize] {
                         // A list nobody wrote as a whole still shows whose elements got in.
                         for &e in self.list(r.vid) {
                             if let Some(&o) = self.owner.get(&(r.key, e)) {
