@@ -634,30 +634,9 @@ pub async fn run_once<T: Transport>(
     session: &Session<T>,
     procedure: &mut dyn Procedure,
 ) -> Outcome {
-    let outcome = attempt(session, procedure).await;
-    procedure.finished(&outcome);
-    outcome
-}
-
-async fn attempt<T: Transport>(session: &Session<T>, procedure: &mut dyn Procedure) -> Outcome {
-    let mut txn = match session
-        .begin_named(procedure.name(), procedure.read_only())
-        .await
-    {
-        Ok(t) => t,
-        Err(e) => return error_outcome(&e, false),
-    };
-    match procedure.run(&mut txn).await {
-        Ok(()) => match txn.commit().await {
-            Ok(commit_ts) => Outcome::Committed { commit_ts },
-            Err(e) => error_outcome(&e, true),
-        },
-        Err(e) => {
-            if !txn.is_done() {
-                txn.abort().await;
-            }
-            error_outcome(&e, false)
-        }
+    match attempt(session, procedure, Speculation::default(), None).await {
+        Attempt::Done(outcome) => outcome,
+        Attempt::Speculative(_) => unreachable!("no speculative commit was asked for"),
     }
 }
 
@@ -707,6 +686,16 @@ pub async fn run_speculative<'s, T: Transport>(
     speculation: Speculation,
     stats: &CommitStats,
 ) -> Attempt<'s, T> {
+    attempt(session, procedure, speculation, Some(stats)).await
+}
+
+/// One attempt; a speculative commit is considered only with `stats` to weigh it against.
+async fn attempt<'s, T: Transport>(
+    session: &'s Session<T>,
+    procedure: &mut dyn Procedure,
+    speculation: Speculation,
+    stats: Option<&CommitStats>,
+) -> Attempt<'s, T> {
     let begun = session
         .begin_with(procedure.name(), procedure.read_only(), speculation.reads)
         .await;
@@ -720,15 +709,16 @@ pub async fn run_speculative<'s, T: Transport>(
         }
         return Attempt::Done(finish(procedure, stats, error_outcome(&e, false)));
     }
-    let speculate = speculation.commit && procedure.can_spec_commit(txn.info(), stats);
-    if !speculate {
-        let outcome = match txn.commit().await {
-            Ok(commit_ts) => Outcome::Committed { commit_ts },
-            Err(e) => error_outcome(&e, true),
-        };
-        return Attempt::Done(finish(procedure, stats, outcome));
-    }
-    let outcome = match txn.commit_speculative().await {
+    let speculate = match stats {
+        Some(stats) if speculation.commit => procedure.can_spec_commit(txn.info(), stats),
+        _ => false,
+    };
+    let committed = if speculate {
+        txn.commit_speculative().await
+    } else {
+        txn.commit().await.map(CommitProgress::Final)
+    };
+    let outcome = match committed {
         Ok(CommitProgress::Final(commit_ts)) => Outcome::Committed { commit_ts },
         Ok(CommitProgress::Speculative(spec)) => {
             procedure.on_spec_commit(spec.info());
@@ -750,15 +740,17 @@ pub async fn resolve<T: Transport>(
     if matches!(outcome, Outcome::Committed { .. }) {
         procedure.on_final_commit(&info);
     }
-    finish(procedure, stats, outcome)
+    finish(procedure, Some(stats), outcome)
 }
 
-/// Report a finished attempt to its procedure and to the per-type statistics.
-fn finish(procedure: &mut dyn Procedure, stats: &CommitStats, outcome: Outcome) -> Outcome {
-    match outcome {
-        Outcome::Committed { .. } => stats.record(procedure.name(), true),
-        Outcome::Aborted(AbortReason::UserRollback) | Outcome::Unknown => {}
-        Outcome::Aborted(_) => stats.record(procedure.name(), false),
+/// Report a finished attempt to its procedure and to the per-type statistics, if kept.
+fn finish(procedure: &mut dyn Procedure, stats: Option<&CommitStats>, outcome: Outcome) -> Outcome {
+    if let Some(stats) = stats {
+        match outcome {
+            Outcome::Committed { .. } => stats.record(procedure.name(), true),
+            Outcome::Aborted(AbortReason::UserRollback) | Outcome::Unknown => {}
+            Outcome::Aborted(_) => stats.record(procedure.name(), false),
+        }
     }
     procedure.finished(&outcome);
     outcome

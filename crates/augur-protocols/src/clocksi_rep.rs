@@ -51,6 +51,8 @@
 //! `no-clock-wait` (a replica serves a snapshot its clock has not reached yet).
 
 use crate::coordinator::{PartitionWrites, Pending, TxnIds, group_by_partition, watermark};
+use crate::replica::{DecisionLog, ParkedPrepare, Participants, Writes, clock_proposal};
+use crate::replica::{participant, replicas_of, stale_prepares};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -70,8 +72,6 @@ pub struct ReadRequest {
     pub key: Key,
     pub snapshot: Timestamp,
 }
-
-type Writes = Vec<(Key, Option<Value>)>;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -201,33 +201,13 @@ struct CoordTxn {
     last_active: Timestamp,
 }
 
-/// A transaction pre-committed at this replica (durable: its prepare record).
-struct Participant {
-    snapshot: Timestamp,
-    keys: Vec<Key>,
-    /// When the outcome was last awaited from: the prepare, then each query to the coordinator.
-    waiting_since: Timestamp,
-}
-
-/// A commit decision whose replicas have not all acknowledged it (durable).
-struct Decision {
-    commit_ts: Timestamp,
-    unacknowledged: Vec<NodeId>,
-}
-
-/// A prepare waiting at a master for an older transaction's outcome (wait-die).
-struct ParkedPrepare {
-    snapshot: Timestamp,
-    partitions: Vec<(PartitionId, Writes)>,
-}
-
 /// One node running `clocksi-rep`.
 pub struct ClockSiRep {
     env: NodeEnv,
     store: MvStore<KeyMeta>,
     ids: TxnIds,
     coordinated: FxHashMap<TxnId, CoordTxn>,
-    participants: FxHashMap<TxnId, Participant>,
+    participants: Participants,
     parked: FxHashMap<TxnId, ParkedPrepare>,
     /// Transactions aborted here, kept for `gc_retention` so a late prepare is ignored.
     aborted: FxHashMap<TxnId, Timestamp>,
@@ -236,7 +216,7 @@ pub struct ClockSiRep {
     /// Snapshots below this may miss garbage-collected versions.
     gc_watermark: Timestamp,
     /// Commit decisions of transactions coordinated here, until every replica applied them.
-    decided: FxHashMap<TxnId, Decision>,
+    decided: DecisionLog<Timestamp>,
     mutant: Option<Mutant>,
 }
 
@@ -527,7 +507,7 @@ impl ClockSiRep {
                 }
             }
         }
-        let ts = proposal(ctx.now(), snapshot);
+        let ts = clock_proposal(ctx.now(), snapshot);
         let slaves_of: Vec<Vec<NodeId>> = partitions
             .iter()
             .map(|(p, _)| self.env.placement.slaves(*p).to_vec())
@@ -558,7 +538,7 @@ impl ClockSiRep {
         if self.aborted.contains_key(&txn) {
             return;
         }
-        let ts = proposal(ctx.now(), snapshot);
+        let ts = clock_proposal(ctx.now(), snapshot);
         self.install(ctx.now(), txn, snapshot, ts, &writes);
         self.notify_prepared(ctx, txn, partition, ts);
     }
@@ -571,11 +551,7 @@ impl ClockSiRep {
         ts: Timestamp,
         writes: &Writes,
     ) {
-        let participant = self.participants.entry(txn).or_insert_with(|| Participant {
-            snapshot,
-            keys: Vec::new(),
-            waiting_since: now,
-        });
+        let participant = participant(&mut self.participants, txn, snapshot, now);
         for (key, value) in writes {
             self.store
                 .entry(key)
@@ -637,7 +613,7 @@ impl ClockSiRep {
         // The decision is logged before anyone hears of it, so a replica that asks later (after
         // a lost message or a crash on either side) learns the same outcome.
         let mut unacknowledged = Vec::new();
-        for node in self.replicas_of(&partitions) {
+        for node in replicas_of(&self.env.placement, &partitions) {
             if node == self.id() {
                 self.apply_commit(ctx, txn, commit_ts);
             } else {
@@ -645,31 +621,12 @@ impl ClockSiRep {
                 unacknowledged.push(node);
             }
         }
-        if !unacknowledged.is_empty() {
-            self.decided.insert(
-                txn,
-                Decision {
-                    commit_ts,
-                    unacknowledged,
-                },
-            );
-        }
-    }
-
-    /// A replica applied the commit of `txn`.
-    fn commit_acknowledged(&mut self, txn: TxnId, replica: NodeId) {
-        if let Some(d) = self.decided.get_mut(&txn) {
-            d.unacknowledged.retain(|n| *n != replica);
-            if d.unacknowledged.is_empty() {
-                self.decided.remove(&txn);
-            }
-        }
+        self.decided.record(txn, commit_ts, unacknowledged);
     }
 
     /// A replica asks what became of `txn`, which it holds prepared.
     fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
-        if let Some(d) = self.decided.get(&txn) {
-            let commit_ts = d.commit_ts;
+        if let Some(&commit_ts) = self.decided.get(&txn) {
             return ctx.send(replica, Msg::Commit { txn, commit_ts });
         }
         if self.coordinated.contains_key(&txn) {
@@ -682,19 +639,9 @@ impl ClockSiRep {
 
     /// Ask coordinators about transactions prepared here for too long.
     fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
-        let now = ctx.now();
         let patience = self.env.options.participant_timeout;
         let me = self.id();
-        let mut ask = Vec::new();
-        for (txn, p) in self.participants.iter_mut() {
-            if now.since(p.waiting_since) >= patience {
-                p.waiting_since = now;
-                ask.push(*txn);
-            }
-        }
-        // Deterministic order regardless of the hash map's.
-        ask.sort();
-        for txn in ask {
+        for txn in stale_prepares(&mut self.participants, ctx.now(), patience) {
             if txn.coordinator() == me {
                 self.answer_query(ctx, txn, me);
             } else {
@@ -703,24 +650,13 @@ impl ClockSiRep {
         }
     }
 
-    /// Every replica of `partitions`, each once, in node order.
-    fn replicas_of(&self, partitions: &[PartitionId]) -> Vec<NodeId> {
-        let mut nodes: Vec<NodeId> = partitions
-            .iter()
-            .flat_map(|p| self.env.placement.replicas(*p).iter().copied())
-            .collect();
-        nodes.sort();
-        nodes.dedup();
-        nodes
-    }
-
     /// Coordinator-side abort of a committing transaction: tell every replica, answer the client.
     fn abort_everywhere(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
         let Some(t) = self.coordinated.remove(&txn) else {
             return;
         };
         if let Phase::Committing { partitions, .. } = &t.phase {
-            for node in self.replicas_of(partitions) {
+            for node in replicas_of(&self.env.placement, partitions) {
                 if node == self.id() {
                     self.apply_abort(ctx, txn);
                 } else {
@@ -797,12 +733,6 @@ impl ClockSiRep {
     }
 }
 
-/// A proposal above both the proposer's clock (so no snapshot it already served can contain the
-/// version) and the transaction's snapshot (so the commit lands after everything it read).
-fn proposal(now: Timestamp, snapshot: Timestamp) -> Timestamp {
-    now.next().max(snapshot.next())
-}
-
 enum Waits {
     No,
     On(Key),
@@ -823,7 +753,7 @@ impl Protocol for ClockSiRep {
             aborted: FxHashMap::default(),
             session_floor: FxHashMap::default(),
             gc_watermark: Timestamp::ZERO,
-            decided: FxHashMap::default(),
+            decided: DecisionLog::default(),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
         }
     }
@@ -888,7 +818,7 @@ impl Protocol for ClockSiRep {
                 ctx.send(from, Msg::CommitAck { txn });
             }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
-            Msg::CommitAck { txn } => self.commit_acknowledged(txn, from),
+            Msg::CommitAck { txn } => self.decided.acknowledge(txn, from),
             Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
         }
     }

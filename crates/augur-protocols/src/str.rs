@@ -60,6 +60,8 @@
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
 use crate::coordinator::{Pending, TxnIds, group_by_partition, watermark};
+use crate::replica::{DecisionLog, ParkedPrepare, Participants, Writes, clock_proposal};
+use crate::replica::{participant, replicas_of, stale_prepares};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -106,8 +108,6 @@ pub struct ReadRequest {
     /// The reader may see local-committed versions of its own node.
     pub speculative: bool,
 }
-
-type Writes = Vec<(Key, Option<Value>)>;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -291,27 +291,6 @@ impl CoordTxn {
     }
 }
 
-/// A transaction pre-committed or local committed at this replica (durable: its prepare record).
-struct Participant {
-    snapshot: Timestamp,
-    keys: Vec<Key>,
-    /// When the outcome was last awaited from: the prepare, then each query to the coordinator.
-    waiting_since: Timestamp,
-}
-
-/// A commit decision whose replicas have not all acknowledged it (durable).
-struct Decision {
-    commit_ts: Timestamp,
-    read_floor: Timestamp,
-    unacknowledged: Vec<NodeId>,
-}
-
-/// A prepare waiting at a master for an older transaction's outcome (wait-die).
-struct ParkedPrepare {
-    snapshot: Timestamp,
-    partitions: Vec<(PartitionId, Writes)>,
-}
-
 /// One version in the cache partition: a local unsafe transaction's write to a non-local key.
 struct Cached {
     writer: TxnId,
@@ -357,7 +336,7 @@ pub struct Engine<F: Flavor> {
     store: MvStore<KeyMeta>,
     ids: TxnIds,
     coordinated: FxHashMap<TxnId, CoordTxn>,
-    participants: FxHashMap<TxnId, Participant>,
+    participants: Participants,
     parked: FxHashMap<TxnId, ParkedPrepare>,
     /// Transactions aborted here, kept for `gc_retention` so a late prepare is ignored.
     aborted: FxHashMap<TxnId, Timestamp>,
@@ -372,7 +351,8 @@ pub struct Engine<F: Flavor> {
     /// Snapshots below this may miss garbage-collected versions.
     gc_watermark: Timestamp,
     /// Commit decisions of transactions coordinated here, until every replica applied them.
-    decided: FxHashMap<TxnId, Decision>,
+    /// Each decision is the commit timestamp and the cache partition's read floor.
+    decided: DecisionLog<(Timestamp, Timestamp)>,
     counters: SpeculationCounters,
     mutant: Option<Mutant>,
     flavor: PhantomData<F>,
@@ -744,14 +724,7 @@ impl<F: Flavor> Engine<F> {
             }
         }
         if !local_keys.is_empty() {
-            self.participants.insert(
-                txn,
-                Participant {
-                    snapshot,
-                    keys: local_keys,
-                    waiting_since: ctx.now(),
-                },
-            );
+            participant(&mut self.participants, txn, snapshot, ctx.now()).keys = local_keys;
         }
         // Overwriting a local-committed version in the snapshot depends on it as a read would.
         let mut dependency_state = Vec::new();
@@ -866,15 +839,14 @@ impl<F: Flavor> Engine<F> {
     /// A proposal for pre-committing `writes` here: above the snapshot (P1) and, with
     /// PreciseClock, above every snapshot that read them here (P2); otherwise above the clock.
     fn propose(&mut self, now: Timestamp, snapshot: Timestamp, writes: &Writes) -> Timestamp {
-        let floor = snapshot.next();
         if !F::PRECISE_CLOCK {
-            return now.next().max(floor);
+            return clock_proposal(now, snapshot);
         }
         writes
             .iter()
             .filter_map(|(k, _)| self.store.get(k))
             .map(|e| e.meta.last_reader.next())
-            .fold(floor, Timestamp::max)
+            .fold(snapshot.next(), Timestamp::max)
     }
 
     /// Certify one write of `txn` against this replica's versions of `key` (Alg. 2 l. 16–18,
@@ -1045,11 +1017,7 @@ impl<F: Flavor> Engine<F> {
         ts: Timestamp,
         writes: &Writes,
     ) {
-        let participant = self.participants.entry(txn).or_insert_with(|| Participant {
-            snapshot,
-            keys: Vec::new(),
-            waiting_since: now,
-        });
+        let participant = participant(&mut self.participants, txn, snapshot, now);
         for (key, value) in writes {
             self.store
                 .entry(key)
@@ -1152,7 +1120,7 @@ impl<F: Flavor> Engine<F> {
             // learns the same outcome.
             let me = self.id();
             let mut unacknowledged = Vec::new();
-            for node in self.replicas_of(&partitions) {
+            for node in replicas_of(&self.env.placement, &partitions) {
                 if node == me {
                     self.apply_commit(ctx, txn, commit_ts, Timestamp::ZERO);
                 } else {
@@ -1165,16 +1133,8 @@ impl<F: Flavor> Engine<F> {
                     unacknowledged.push(node);
                 }
             }
-            if !unacknowledged.is_empty() {
-                self.decided.insert(
-                    txn,
-                    Decision {
-                        commit_ts,
-                        read_floor,
-                        unacknowledged,
-                    },
-                );
-            }
+            self.decided
+                .record(txn, (commit_ts, read_floor), unacknowledged);
         }
         for r in doomed {
             self.counters.cascaded_aborts += 1;
@@ -1206,7 +1166,7 @@ impl<F: Flavor> Engine<F> {
             self.parked.remove(&id);
             self.uncache(id, &t.cached);
             if let Phase::LocalCommitted { partitions, .. } = &t.phase {
-                for node in self.replicas_of(partitions) {
+                for node in replicas_of(&self.env.placement, partitions) {
                     if node != self.id() {
                         ctx.send(node, Msg::Abort { txn: id });
                     }
@@ -1282,24 +1242,14 @@ impl<F: Flavor> Engine<F> {
         }
     }
 
-    /// A replica applied the commit of `txn`.
-    fn commit_acknowledged(&mut self, txn: TxnId, replica: NodeId) {
-        if let Some(d) = self.decided.get_mut(&txn) {
-            d.unacknowledged.retain(|n| *n != replica);
-            if d.unacknowledged.is_empty() {
-                self.decided.remove(&txn);
-            }
-        }
-    }
-
     /// A replica asks what became of `txn`, which it holds prepared.
     fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
         let me = self.id();
-        if let Some(d) = self.decided.get(&txn) {
+        if let Some(&(commit_ts, read_floor)) = self.decided.get(&txn) {
             let msg = Msg::Commit {
                 txn,
-                commit_ts: d.commit_ts,
-                read_floor: d.read_floor,
+                commit_ts,
+                read_floor,
             };
             return ctx.send(replica, msg);
         }
@@ -1317,36 +1267,15 @@ impl<F: Flavor> Engine<F> {
 
     /// Ask coordinators about transactions prepared here for too long.
     fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
-        let now = ctx.now();
         let patience = self.env.options.participant_timeout;
         let me = self.id();
-        let mut ask = Vec::new();
-        for (txn, p) in self.participants.iter_mut() {
-            if now.since(p.waiting_since) >= patience {
-                p.waiting_since = now;
-                ask.push(*txn);
-            }
-        }
-        // Deterministic order regardless of the hash map's.
-        ask.sort();
-        for txn in ask {
+        for txn in stale_prepares(&mut self.participants, ctx.now(), patience) {
             if txn.coordinator() == me {
                 self.answer_query(ctx, txn, me);
             } else {
                 ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
             }
         }
-    }
-
-    /// Every replica of `partitions`, each once, in node order.
-    fn replicas_of(&self, partitions: &[PartitionId]) -> Vec<NodeId> {
-        let mut nodes: Vec<NodeId> = partitions
-            .iter()
-            .flat_map(|p| self.env.placement.replicas(*p).iter().copied())
-            .collect();
-        nodes.sort();
-        nodes.dedup();
-        nodes
     }
 
     fn apply_commit(
@@ -1478,7 +1407,7 @@ impl<F: Flavor> Protocol for Engine<F> {
             clients: FxHashMap::default(),
             outcomes: FxHashMap::default(),
             gc_watermark: Timestamp::ZERO,
-            decided: FxHashMap::default(),
+            decided: DecisionLog::default(),
             counters: SpeculationCounters::default(),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
             flavor: PhantomData,
@@ -1562,7 +1491,7 @@ impl<F: Flavor> Protocol for Engine<F> {
                 ctx.send(from, Msg::CommitAck { txn });
             }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
-            Msg::CommitAck { txn } => self.commit_acknowledged(txn, from),
+            Msg::CommitAck { txn } => self.decided.acknowledge(txn, from),
             Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
         }
     }

@@ -487,13 +487,13 @@ fn spawn_client<P: Protocol>(
         // Speculatively committed transactions awaiting their outcome, oldest first. Protocols
         // without speculation answer every commit finally and this stays empty.
         let mut chain = VecDeque::new();
+        let speculation = Speculation {
+            reads: true,
+            commit: true,
+        };
         loop {
             let in_liveness = liveness.load(Ordering::SeqCst);
             let mut procedure = workload.next(home, &mut rng);
-            let speculation = Speculation {
-                reads: true,
-                commit: true,
-            };
             let outcome =
                 match run_speculative(&session, procedure.as_mut(), speculation, &stats).await {
                     Attempt::Done(outcome) => outcome,
