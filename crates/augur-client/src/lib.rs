@@ -18,6 +18,11 @@
 //! externalized. A [`Procedure`] decides with [`Procedure::can_spec_commit`] (consulting its
 //! [`TxnInfo`] and the per-type [`CommitStats`]) and hears of each step through
 //! [`Procedure::on_spec_commit`] and [`Procedure::on_final_commit`], STR §4's programming model.
+//! How much a client speculates is a [`Degree`]; a [`SpeculationTuner`] picks it at run time
+//! (STR §6.7).
+
+mod tuner;
+pub use tuner::{Degree, SpeculationTuner, TunerSettings};
 
 use augur_types::history::{Op, RecordedOutcome, TxnRecord};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, RequestError, Timestamp};
@@ -165,6 +170,15 @@ impl<T: Transport> Session<T> {
         read_only: bool,
     ) -> Result<Txn<'_, T>, TxnError> {
         self.begin_with(name, read_only, true).await
+    }
+
+    /// The home node's protocol counters since it started (see [`ClientOp::NodeStats`]).
+    pub async fn node_stats(&self) -> Result<BTreeMap<String, u64>, TxnError> {
+        match self.transport.call(ClientOp::NodeStats).await? {
+            ClientReply::NodeStats(counters) => Ok(counters),
+            ClientReply::Rejected(e) => Err(TxnError::Rejected(e)),
+            other => Err(TxnError::Protocol(Box::new(other))),
+        }
     }
 
     async fn begin_with(

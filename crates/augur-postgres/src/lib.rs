@@ -580,6 +580,8 @@ impl PgTransport {
             ClientOp::AwaitOutcome { txn } => {
                 Ok(ClientReply::Rejected(RequestError::UnknownTransaction(txn)))
             }
+            // PostgreSQL's own statistics are not augur protocol counters.
+            ClientOp::NodeStats => Ok(ClientReply::NodeStats(Default::default())),
         }
     }
 }

@@ -19,7 +19,7 @@
 //!   version of another transaction → wait-die: an older transaction waits for the outcome, a
 //!   younger one aborts), installs pre-commit locks as prepared versions, proposes
 //!   `max(clock + 1, RS + 1)` and synchronously replicates the prepare to its slaves, which install
-//!   the versions and propose their own clock the same way.
+//!   the versions and propose their own clock the same way (or follow PreciseClock, below).
 //! * **Commit.** With a proposal from every replica of every updated partition, the commit
 //!   timestamp is their maximum. The coordinator answers the client and sends the commit to all
 //!   those replicas, which turn the prepared versions into committed ones and release waiters.
@@ -28,15 +28,42 @@
 //! clock has reached it, so a version committed later can never fall inside a snapshot already
 //! served there.
 //!
+//! **PreciseClock (option; STR §6.3, and §8.1 Table 1, which compares ClockSI-Rep with and without
+//! it).** With the protocol setting `precise_clock=on` (`augur check --set
+//! protocol.precise_clock=on`, `[options.settings]` in a cluster file; `on`/`off`/`true`/`false`,
+//! default off) every key keeps, at each replica, `LastReader`: the largest snapshot that has read
+//! it there (raised by every read the replica serves, of absent keys too). Masters and slaves
+//! alike then propose, instead of their clock, `max(LastReader(k) + 1 for every key k they
+//! prepare, RS + 1)`: the smallest timestamp the paper's P1 (above the transaction's snapshot,
+//! so it lands after what it read) and P2 (above the snapshot of every transaction that read a
+//! written key without seeing the write) allow. Commit timestamps shrink, so fewer concurrent
+//! snapshots fall below a commit and conflict with it. Why it stays correct:
+//!
+//! * A snapshot is only ever observed through the keys it reads, and every read served here
+//!   raised the key's `LastReader` first; so a version prepared here later is proposed, hence
+//!   committed, above every snapshot that already read the key here. A read arriving after the
+//!   prepare meets the prepared version and waits if it may commit inside its snapshot, as
+//!   before. `LastReader` stands in for the clock's monotonicity, so it is durable: it lives in
+//!   the store's per-key metadata and survives a crash.
+//! * Since a replica serves a snapshot only once its clock has reached it, `LastReader` never
+//!   exceeds the clock, so a precise proposal never exceeds the clock-based one made at the same
+//!   moment: a commit is inside every snapshot taken after it at least as soon as under the
+//!   clock rule, and no node's clock needs advancing past a proposal. Two commits of one key are
+//!   still ordered by timestamp, since the later writer's snapshot includes the earlier commit.
+//! * The price: a prepared version may now lie below the replica's clock, so a read whose
+//!   snapshot falls between the proposal and the commit waits for the outcome, where under the
+//!   clock rule it would have read past it.
+//!
 //! Failures: a participant that does not answer within `participant_timeout` makes the coordinator
 //! abort with `Timeout`; an abort that overtakes a replicated prepare is remembered so the late
 //! prepare is ignored. Links may lose and reorder messages and nodes may crash:
 //!
 //! * **Durable state.** A node keeps its store (committed and prepared versions), its prepare
 //!   records, its commit decisions not yet acknowledged by every replica, its transaction-id
-//!   counter and its garbage-collection watermark ([`Protocol::crash`]); coordination in flight,
-//!   waiting reads and parked prepares are lost, and their clients time out. The simulator
-//!   exercises this model; the real runtimes do not yet write a log, so a real crash loses data.
+//!   counter, its garbage-collection watermark and, with PreciseClock, every key's `LastReader`
+//!   ([`Protocol::crash`]); coordination in flight, waiting reads and parked prepares are lost,
+//!   and their clients time out. The simulator exercises this model; the real runtimes do not
+//!   yet write a log, so a real crash loses data.
 //! * **Termination.** A replica holding a prepared version longer than `participant_timeout` asks
 //!   the coordinator for the outcome, again every `participant_timeout`. The coordinator answers
 //!   from its decision log, or *presumes abort* when it no longer knows the transaction: it
@@ -48,11 +75,14 @@
 //! Mutants (`augur check --mutant`), each breaking one rule above so the checker can be seen to
 //! notice: `no-prepared-wait` (reads ignore prepared versions inside their snapshot),
 //! `no-ww-certification` (certification ignores committed versions newer than the snapshot), and
-//! `no-clock-wait` (a replica serves a snapshot its clock has not reached yet).
+//! `no-clock-wait` (a replica serves a snapshot its clock has not reached yet). The last is
+//! harmless with PreciseClock on, whose `LastReader` then records the snapshot ahead of the
+//! clock: check it with the option off.
 
 use crate::coordinator::{PartitionWrites, Pending, TxnIds, group_by_partition, watermark};
+use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
 use crate::replica::{DecisionLog, ParkedPrepare, Participants, Writes, clock_proposal};
-use crate::replica::{participant, replicas_of, stale_prepares};
+use crate::replica::{participant, precise_proposal, replicas_of, stale_prepares};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -62,6 +92,16 @@ use serde::{Deserialize, Serialize};
 
 /// Keys examined per garbage-collection step.
 const GC_BATCH: usize = 2048;
+
+/// The protocol settings `clocksi-rep` accepts (see the module documentation).
+pub const SETTINGS: &[SettingInfo] = &[SettingInfo {
+    name: PRECISE_CLOCK,
+    values: SWITCH_VALUES,
+    default: "off",
+    doc: "PreciseClock (STR §6.3): propose max(LastReader+1, RS+1) instead of the clock",
+}];
+
+const PRECISE_CLOCK: &str = "precise_clock";
 
 /// A read as the serving replica sees it. The coordinator is `txn.coordinator()`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,10 +209,21 @@ pub enum Timer {
     CommitTimeout(TxnId),
 }
 
-/// Per-key protocol metadata: who is waiting for the key's prepared versions to resolve.
+/// Per-key protocol metadata: who is waiting for the key's prepared versions to resolve and,
+/// with PreciseClock, the largest snapshot that has read the key here.
 #[derive(Debug, Default)]
 pub struct KeyMeta {
+    /// PreciseClock's `LastReader` (zero with the option off). Durable: a proposal at or below
+    /// a snapshot already served would let a later commit slip into it.
+    last_reader: Timestamp,
     waiters: Vec<Waiter>,
+}
+
+impl KeyMeta {
+    /// The largest snapshot that has read the key at this replica, with PreciseClock on.
+    pub fn last_reader(&self) -> Timestamp {
+        self.last_reader
+    }
 }
 
 #[derive(Debug)]
@@ -217,6 +268,8 @@ pub struct ClockSiRep {
     gc_watermark: Timestamp,
     /// Commit decisions of transactions coordinated here, until every replica applied them.
     decided: DecisionLog<Timestamp>,
+    /// Proposals follow PreciseClock (`precise_clock=on`) rather than the clock.
+    precise_clock: bool,
     mutant: Option<Mutant>,
 }
 
@@ -289,6 +342,11 @@ impl ClockSiRep {
         if now < read.snapshot && self.mutant != Some(Mutant::NoClockWait) {
             let wait = read.snapshot.since(now);
             return ctx.set_timer(wait, Timer::ClockWait(read));
+        }
+        if self.precise_clock {
+            // Before anything can be served: whatever is prepared here later lands above it.
+            let entry = self.store.entry(&read.key);
+            entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
         }
         let value = match self.store.get_mut(&read.key) {
             None => None,
@@ -507,7 +565,11 @@ impl ClockSiRep {
                 }
             }
         }
-        let ts = clock_proposal(ctx.now(), snapshot);
+        let ts = self.propose(
+            ctx.now(),
+            snapshot,
+            partitions.iter().flat_map(|(_, writes)| writes),
+        );
         let slaves_of: Vec<Vec<NodeId>> = partitions
             .iter()
             .map(|(p, _)| self.env.placement.slaves(*p).to_vec())
@@ -538,9 +600,28 @@ impl ClockSiRep {
         if self.aborted.contains_key(&txn) {
             return;
         }
-        let ts = clock_proposal(ctx.now(), snapshot);
+        let ts = self.propose(ctx.now(), snapshot, &writes);
         self.install(ctx.now(), txn, snapshot, ts, &writes);
         self.notify_prepared(ctx, txn, partition, ts);
+    }
+
+    /// This replica's proposal for pre-committing `writes` of a transaction with `snapshot`:
+    /// above the snapshot and either above the clock, or with PreciseClock above every snapshot
+    /// that has read one of the keys here.
+    fn propose<'w>(
+        &self,
+        now: Timestamp,
+        snapshot: Timestamp,
+        writes: impl IntoIterator<Item = &'w (Key, Option<Value>)>,
+    ) -> Timestamp {
+        if !self.precise_clock {
+            return clock_proposal(now, snapshot);
+        }
+        let last_readers = writes
+            .into_iter()
+            .filter_map(|(key, _)| self.store.get(key))
+            .map(|entry| entry.meta.last_reader);
+        precise_proposal(snapshot, last_readers)
     }
 
     fn install(
@@ -738,6 +819,20 @@ enum Waits {
     On(Key),
 }
 
+/// Whether `precise_clock` is on. Settings are validated before nodes are built
+/// ([`crate::registry::validate_settings`]); a value that slipped through is a bug.
+fn precise_clock_setting(env: &NodeEnv) -> bool {
+    match env.options.settings.get(PRECISE_CLOCK) {
+        None => false,
+        Some(value) => switch(value).unwrap_or_else(|| {
+            panic!(
+                "clocksi-rep: bad value '{value}' for {PRECISE_CLOCK}; accepted values: {}",
+                SWITCH_VALUES.join(", ")
+            )
+        }),
+    }
+}
+
 impl Protocol for ClockSiRep {
     type Msg = Msg;
     type Timer = Timer;
@@ -754,6 +849,7 @@ impl Protocol for ClockSiRep {
             session_floor: FxHashMap::default(),
             gc_watermark: Timestamp::ZERO,
             decided: DecisionLog::default(),
+            precise_clock: precise_clock_setting(env),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
         }
     }
@@ -793,6 +889,8 @@ impl Protocol for ClockSiRep {
                 let err = RequestError::UnknownTransaction(txn);
                 pending.answer(ctx, ClientReply::Rejected(err));
             }
+            // The runtime answers it (`deliver_client`); nothing to do here.
+            ClientOp::NodeStats => {}
         }
     }
 

@@ -187,6 +187,8 @@ impl Protocol for Nocc {
                 let err = RequestError::UnknownTransaction(txn);
                 pending.answer(ctx, ClientReply::Rejected(err));
             }
+            // The runtime answers it (`deliver_client`); nothing to do here.
+            ClientOp::NodeStats => {}
         }
     }
 

@@ -1,8 +1,10 @@
 //! The run-time protocol registry. Adding a protocol means writing its module and adding one
-//! entry to [`PROTOCOLS`] and one arm to [`visit`].
+//! entry to [`PROTOCOLS`] (with the settings it takes and the speculation it offers) and one arm
+//! to [`visit`]. [`validate_settings`] checks protocol settings before nodes are built.
 
 use augur_runtime::Protocol;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The isolation level a protocol claims; the checker verifies histories against it.
@@ -46,6 +48,151 @@ pub struct ProtocolInfo {
     pub network: NetworkModel,
     /// Deliberately broken variants (`augur check --mutant NAME`) and what each breaks.
     pub mutants: &'static [(&'static str, &'static str)],
+    /// The protocol-specific settings it accepts (`--set protocol.NAME=VALUE`, or
+    /// `[options.settings]` in a cluster file).
+    pub settings: &'static [SettingInfo],
+    /// How much its clients may speculate; `None` for a protocol that never does.
+    pub speculation: Option<SpeculationOffer>,
+}
+
+/// The speculation a protocol offers its clients (see `augur_client::Degree`).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SpeculationOffer {
+    /// Transactions may read versions that only committed locally.
+    pub reads: bool,
+    /// The longest chain of unresolved speculative commits a client may have.
+    pub max_chain: u32,
+    /// The degree clients use unless told otherwise: `auto` (self-tuned) or a fixed degree.
+    pub default: &'static str,
+}
+
+impl ProtocolInfo {
+    /// Check `settings` (protocol settings by name, without the `protocol.` prefix) against
+    /// what this protocol accepts: every name must be one of [`ProtocolInfo::settings`] and
+    /// every value one of its accepted values. Settings left out take their defaults.
+    pub fn validate_settings(
+        &self,
+        settings: &BTreeMap<String, String>,
+    ) -> Result<(), SettingError> {
+        let known = self.settings;
+        for (name, value) in settings {
+            let Some(setting) = known.iter().find(|s| s.name == name) else {
+                return Err(if known.is_empty() {
+                    SettingError::NoSettings {
+                        protocol: self.name,
+                        name: name.clone(),
+                    }
+                } else {
+                    SettingError::Unknown {
+                        protocol: self.name,
+                        name: name.clone(),
+                        valid: known
+                            .iter()
+                            .map(SettingInfo::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    }
+                });
+            };
+            if !setting.accepts(value) {
+                return Err(SettingError::BadValue {
+                    protocol: self.name,
+                    name: name.clone(),
+                    value: value.clone(),
+                    accepted: setting.values.join(", "),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One protocol-specific setting and what it accepts.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SettingInfo {
+    pub name: &'static str,
+    /// Every value accepted, compared ignoring ASCII case.
+    pub values: &'static [&'static str],
+    /// The value in force when the setting is not given.
+    pub default: &'static str,
+    /// What the setting does, in one line.
+    pub doc: &'static str,
+}
+
+impl SettingInfo {
+    /// Whether `value` is one this setting accepts.
+    pub fn accepts(&self, value: &str) -> bool {
+        self.values.iter().any(|v| v.eq_ignore_ascii_case(value))
+    }
+}
+
+impl fmt::Display for SettingInfo {
+    /// `name=a|b (default a): doc`
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}={} (default {}): {}",
+            self.name,
+            self.values.join("|"),
+            self.default,
+            self.doc
+        )
+    }
+}
+
+/// The values an on/off setting accepts; [`switch`] reads them.
+pub const SWITCH_VALUES: &[&str] = &["on", "off", "true", "false"];
+
+/// The meaning of an on/off setting's value: `on`/`true` or `off`/`false`, ignoring ASCII case;
+/// `None` for anything else.
+pub fn switch(value: &str) -> Option<bool> {
+    if ["on", "true"].iter().any(|v| v.eq_ignore_ascii_case(value)) {
+        Some(true)
+    } else if ["off", "false"]
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case(value))
+    {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A protocol setting that is not accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    #[error(transparent)]
+    UnknownProtocol(#[from] UnknownProtocol),
+    #[error("unknown setting '{name}' for protocol {protocol}: it takes no settings")]
+    NoSettings {
+        protocol: &'static str,
+        name: String,
+    },
+    #[error("unknown setting '{name}' for protocol {protocol}; valid settings: {valid}")]
+    Unknown {
+        protocol: &'static str,
+        name: String,
+        valid: String,
+    },
+    #[error(
+        "bad value '{value}' for setting '{name}' of protocol {protocol}; accepted values: {accepted}"
+    )]
+    BadValue {
+        protocol: &'static str,
+        name: String,
+        value: String,
+        accepted: String,
+    },
+}
+
+/// Check the protocol settings `settings` (by name, without the `protocol.` prefix, as they
+/// go into `ProtocolOptions::settings`) against what the protocol registered as `protocol`
+/// accepts. See [`ProtocolInfo::validate_settings`].
+pub fn validate_settings(
+    protocol: &str,
+    settings: &BTreeMap<String, String>,
+) -> Result<(), SettingError> {
+    info(protocol)?.validate_settings(settings)
 }
 
 /// What a protocol needs from the links between nodes.
@@ -70,6 +217,8 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
             tolerates_reordering: true,
         },
         mutants: &[],
+        settings: &[],
+        speculation: None,
     },
     ProtocolInfo {
         name: "clocksi-rep",
@@ -82,6 +231,8 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
             tolerates_reordering: true,
         },
         mutants: crate::clocksi_rep::MUTANTS,
+        settings: crate::clocksi_rep::SETTINGS,
+        speculation: None,
     },
     ProtocolInfo {
         name: "str",
@@ -94,6 +245,12 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
             tolerates_reordering: true,
         },
         mutants: crate::str::MUTANTS,
+        settings: &[],
+        speculation: Some(SpeculationOffer {
+            reads: true,
+            max_chain: <crate::str::Speculative as crate::str::Flavor>::MAX_CHAIN,
+            default: "auto",
+        }),
     },
     ProtocolInfo {
         name: "planet",
@@ -106,6 +263,12 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
             tolerates_reordering: true,
         },
         mutants: &[],
+        settings: &[],
+        speculation: Some(SpeculationOffer {
+            reads: false,
+            max_chain: 1,
+            default: "commits:1",
+        }),
     },
 ];
 
@@ -211,6 +374,29 @@ mod tests {
         for p in PROTOCOLS {
             assert_eq!(visit(p.name, Name).unwrap(), p.name);
         }
+    }
+
+    #[test]
+    fn every_setting_accepts_its_default_and_every_default_speculation_is_offered() {
+        for p in PROTOCOLS {
+            for s in p.settings {
+                assert!(s.accepts(s.default), "{}: {s} rejects its default", p.name);
+            }
+            if let Some(offer) = p.speculation {
+                assert!(offer.max_chain >= 1, "{}", p.name);
+                assert!(offer.default == "auto" || offer.default.contains("commits:"));
+            }
+        }
+    }
+
+    #[test]
+    fn switches_read_on_off_true_false() {
+        for v in SWITCH_VALUES {
+            assert!(switch(v).is_some(), "{v}");
+        }
+        assert_eq!(switch("ON"), Some(true));
+        assert_eq!(switch("False"), Some(false));
+        assert_eq!(switch("yes"), None);
     }
 
     #[test]

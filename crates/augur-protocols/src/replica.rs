@@ -114,3 +114,16 @@ pub fn replicas_of(placement: &Placement, partitions: &[PartitionId]) -> Vec<Nod
 pub fn clock_proposal(now: Timestamp, snapshot: Timestamp) -> Timestamp {
     now.next().max(snapshot.next())
 }
+
+/// A PreciseClock proposal (STR §6.3): the smallest timestamp above the transaction's snapshot
+/// (P1) and above every snapshot that has read one of the written keys at the proposing replica
+/// (P2), given those keys' `LastReader`s.
+pub fn precise_proposal(
+    snapshot: Timestamp,
+    last_readers: impl IntoIterator<Item = Timestamp>,
+) -> Timestamp {
+    last_readers
+        .into_iter()
+        .map(Timestamp::next)
+        .fold(snapshot.next(), Timestamp::max)
+}

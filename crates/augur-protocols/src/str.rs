@@ -328,6 +328,22 @@ pub struct SpeculationCounters {
     pub misspeculations: u64,
     /// Transactions aborted because one they depended on aborted or committed past them.
     pub cascaded_aborts: u64,
+    /// Events (an abort, or a final commit past its dependants' snapshots) that took at least
+    /// one dependant down with them: `cascaded_aborts / cascades` is the mean cascade size.
+    pub cascades: u64,
+    /// The most transactions one such event took down.
+    pub largest_cascade: u64,
+}
+
+impl SpeculationCounters {
+    /// Note an event that aborted `victims` dependants.
+    fn cascade(&mut self, victims: u64) {
+        if victims > 0 {
+            self.cascaded_aborts += victims;
+            self.cascades += 1;
+            self.largest_cascade = self.largest_cascade.max(victims);
+        }
+    }
 }
 
 /// One node running STR (or another [`Flavor`] of it).
@@ -338,8 +354,10 @@ pub struct Engine<F: Flavor> {
     coordinated: FxHashMap<TxnId, CoordTxn>,
     participants: Participants,
     parked: FxHashMap<TxnId, ParkedPrepare>,
-    /// Transactions aborted here, kept for `gc_retention` so a late prepare is ignored.
-    aborted: FxHashMap<TxnId, Timestamp>,
+    /// Transactions aborted here, when and why, kept for `gc_retention`: a late prepare is
+    /// ignored, and a client whose transaction was aborted between its requests (a cascade)
+    /// learns why at its next one.
+    aborted: FxHashMap<TxnId, (Timestamp, AbortReason)>,
     /// The cache partition: non-local keys written by local-committed unsafe transactions.
     cache: FxHashMap<Key, Vec<Cached>>,
     /// The cache partition's `LastReader`: the largest snapshot of a local transaction that read
@@ -412,9 +430,17 @@ impl<F: Flavor> Engine<F> {
         pending.answer(ctx, ClientReply::Begun { txn, snapshot });
     }
 
+    /// Why a transaction this node no longer runs is gone: the reason it was aborted for, if
+    /// that is still remembered, else lost (the node restarted, or it was long ago).
+    fn why_gone(&self, txn: TxnId) -> AbortReason {
+        self.aborted
+            .get(&txn)
+            .map_or(AbortReason::TransactionLost, |(_, reason)| *reason)
+    }
+
     fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
         let Some(t) = self.coordinated.get_mut(&txn) else {
-            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+            return pending.answer(ctx, ClientReply::Aborted(self.why_gone(txn)));
         };
         if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
             let why = format!("transaction {txn:?} already has a request in flight");
@@ -616,7 +642,7 @@ impl<F: Flavor> Engine<F> {
         speculative: bool,
     ) {
         let Some(t) = self.coordinated.get_mut(&txn) else {
-            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+            return pending.answer(ctx, ClientReply::Aborted(self.why_gone(txn)));
         };
         if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
             let why = format!("transaction {txn:?} already has a request in flight");
@@ -1136,10 +1162,12 @@ impl<F: Flavor> Engine<F> {
             self.decided
                 .record(txn, (commit_ts, read_floor), unacknowledged);
         }
+        // Every transaction this commit dooms, and their dependants, form one cascade.
+        let mut victims = 0;
         for r in doomed {
-            self.counters.cascaded_aborts += 1;
-            self.abort_txn(ctx, r, AbortReason::CascadingAbort);
+            victims += self.abort_chain(ctx, r, AbortReason::CascadingAbort);
         }
+        self.counters.cascade(victims);
         for r in recheck {
             self.release_read(ctx, r);
             self.try_final_commit(ctx, r);
@@ -1148,21 +1176,26 @@ impl<F: Flavor> Engine<F> {
 
     /// Abort `txn` and, transitively, everything that depends on it (Alg. 1 l. 51–54).
     fn abort_txn(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        let aborted = self.abort_chain(ctx, txn, reason);
+        self.counters.cascade(aborted.saturating_sub(1));
+    }
+
+    /// Abort `txn` and everything that depends on it; returns how many transactions that was.
+    fn abort_chain(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) -> u64 {
+        let mut aborted = 0;
         let mut work = vec![(txn, reason)];
         while let Some((id, reason)) = work.pop() {
             let Some(t) = self.coordinated.remove(&id) else {
                 continue;
             };
-            if id != txn {
-                self.counters.cascaded_aborts += 1;
-            }
+            aborted += 1;
             for r in &t.out_dd {
                 work.push((*r, AbortReason::CascadingAbort));
             }
             if let Some(next) = t.out_fd {
                 work.push((next, AbortReason::CascadingAbort));
             }
-            self.aborted.insert(id, ctx.now());
+            self.aborted.insert(id, (ctx.now(), reason));
             self.parked.remove(&id);
             self.uncache(id, &t.cached);
             if let Phase::LocalCommitted { partitions, .. } = &t.phase {
@@ -1186,6 +1219,7 @@ impl<F: Flavor> Engine<F> {
             // Last: waking the readers of its versions may run other transactions' steps.
             self.apply_abort(ctx, id);
         }
+        aborted
     }
 
     /// `txn` of `client` reached its final outcome: it no longer counts in the client's chain.
@@ -1300,7 +1334,9 @@ impl<F: Flavor> Engine<F> {
     }
 
     fn apply_abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
-        self.aborted.insert(txn, ctx.now());
+        self.aborted
+            .entry(txn)
+            .or_insert((ctx.now(), AbortReason::CascadingAbort));
         self.parked.remove(&txn);
         if self.coordinated.contains_key(&txn) {
             // Our own transaction, still running: abort it with its dependants.
@@ -1375,7 +1411,7 @@ impl<F: Flavor> Engine<F> {
         let wm = self.gc_watermark;
         self.cache_readers.retain(|_, ts| *ts >= wm);
         self.store.collect_garbage(self.gc_watermark, GC_BATCH);
-        self.aborted.retain(|_, at| *at >= floor);
+        self.aborted.retain(|_, (at, _)| *at >= floor);
     }
 }
 
@@ -1433,6 +1469,19 @@ impl<F: Flavor> Protocol for Engine<F> {
         ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
     }
 
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.counters;
+        vec![
+            ("speculative_reads", c.speculative_reads),
+            ("parked_reads", c.parked_reads),
+            ("spec_commits", c.spec_commits),
+            ("misspeculations", c.misspeculations),
+            ("cascaded_aborts", c.cascaded_aborts),
+            ("cascades", c.cascades),
+            ("largest_cascade", c.largest_cascade),
+        ]
+    }
+
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
         let pending = Pending::of(&request);
         match request.op {
@@ -1447,6 +1496,8 @@ impl<F: Flavor> Protocol for Engine<F> {
                 speculative,
             } => self.commit(ctx, pending, txn, writes, speculative),
             ClientOp::AwaitOutcome { txn } => self.await_outcome(ctx, pending, txn),
+            // The runtime answers it (`deliver_client`); nothing to do here.
+            ClientOp::NodeStats => {}
             ClientOp::Abort { txn } => {
                 if let Some(t) = self.coordinated.get(&txn)
                     && !matches!(t.phase, Phase::Executing)

@@ -3,24 +3,44 @@
 
 use augur_client::{Session, Transport, TxnError};
 use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_protocols::registry::{self, SettingError};
 use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::{SimConfig, Simulation};
-use augur_types::{AbortReason, Key, LatencyProfile, NodeId, Placement};
+use augur_types::{AbortReason, Key, LatencyProfile, NodeId, Placement, Timestamp};
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 fn sim(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<ClockSiRep> {
+    sim_with(profile, dcs, nodes, rf, &[])
+}
+
+/// A simulation whose nodes get the protocol settings `settings`.
+fn sim_with(
+    profile: &str,
+    dcs: usize,
+    nodes: usize,
+    rf: usize,
+    settings: &[(&str, &str)],
+) -> Simulation<ClockSiRep> {
     let profile = LatencyProfile::named(profile)
         .unwrap()
         .truncated(dcs)
         .unwrap();
     let placement = Arc::new(Placement::ring(profile, nodes, rf).unwrap());
-    Simulation::new(
-        placement,
-        Arc::new(ProtocolOptions::default()),
-        SimConfig::new(7),
-    )
+    let options = ProtocolOptions {
+        settings: settings_map(settings),
+        ..ProtocolOptions::default()
+    };
+    Simulation::new(placement, Arc::new(options), SimConfig::new(7))
+}
+
+fn settings_map(settings: &[(&str, &str)]) -> BTreeMap<String, String> {
+    settings
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn ms(n: u64) -> Duration {
@@ -288,4 +308,191 @@ fn a_transaction_whose_coordinator_crashed_before_deciding_is_presumed_aborted()
         "the crashed transaction's write never becomes visible"
     );
     assert!(s.clients_done());
+}
+
+/// What [`precise_clock_scenario`] observed.
+#[derive(Debug, Default)]
+struct Observed {
+    /// The writer's snapshot and commit timestamp.
+    writer_snapshot: Timestamp,
+    commit_ts: Timestamp,
+    /// Snapshots of the readers that read the key before the writer prepared, at the master
+    /// (node 0) and at the slave (node 1).
+    master_reader: Timestamp,
+    slave_reader: Timestamp,
+    /// What a reader whose snapshot (310 ms) lies between the master's prepare (~300 ms) and the
+    /// commit (~367 ms) read.
+    late_reader: Option<Option<Bytes>>,
+    late_snapshot: Timestamp,
+    /// Each replica's `LastReader` of the key once everything finished.
+    last_readers: Vec<Timestamp>,
+}
+
+/// Two data centres 33 ms apart one way (VA, OR); the key's partition is mastered in VA (node 0)
+/// with its slave in OR (node 1). A writer coordinated in VA begins at 0 ms, writes the key and
+/// commits at 300 ms: the master prepares at once, the slave at ~333 ms. Before that, the key is
+/// read by a snapshot of ~40 ms at the master and one of ~60 ms at the slave; with `crash_slave`
+/// the slave crashes at 100 ms and is back at 150 ms. Another reader at the master begins at
+/// 310 ms, after the master's prepare.
+fn precise_clock_scenario(setting: &str, crash_slave: bool) -> Observed {
+    let mut s = sim_with("3dc", 2, 2, 2, &[("precise_clock", setting)]);
+    let key = Key::numbered(0, 1);
+    let seen = Arc::new(Mutex::new(Observed::default()));
+    {
+        let (key, seen) = (key.clone(), seen.clone());
+        s.spawn_client(NodeId(0), move |t| async move {
+            let session = Session::new(t);
+            let mut txn = session.begin(false).await.unwrap();
+            let snapshot = txn.snapshot();
+            txn.write(key, Some(Bytes::from_static(b"new"))).unwrap();
+            session.transport().sleep(ms(300)).await;
+            let commit_ts = txn.commit().await.unwrap();
+            let mut seen = seen.lock().unwrap();
+            seen.writer_snapshot = snapshot;
+            seen.commit_ts = commit_ts;
+        });
+    }
+    for (home, at) in [(0u32, 40), (1, 60), (0, 310)] {
+        let (key, seen) = (key.clone(), seen.clone());
+        s.spawn_client(NodeId(home), move |t| async move {
+            t.sleep(ms(at)).await;
+            let session = Session::new(t);
+            let mut txn = session.begin(true).await.unwrap();
+            let snapshot = txn.snapshot();
+            let value = txn.read(&key).await.unwrap();
+            txn.commit().await.unwrap();
+            let mut seen = seen.lock().unwrap();
+            match at {
+                40 => seen.master_reader = snapshot,
+                60 => seen.slave_reader = snapshot,
+                _ => {
+                    seen.late_snapshot = snapshot;
+                    seen.late_reader = Some(value);
+                }
+            }
+        });
+    }
+    if crash_slave {
+        s.run_until(ms(100));
+        s.crash(NodeId(1));
+        s.run_until(ms(150));
+        s.restart(NodeId(1));
+    }
+    s.run_until(Duration::from_secs(2));
+    assert!(s.clients_done());
+    let mut seen = Arc::try_unwrap(seen).unwrap().into_inner().unwrap();
+    seen.last_readers = (0..2)
+        .map(|n| {
+            let entry = s.node(NodeId(n)).store().get(&key).unwrap();
+            entry.meta.last_reader()
+        })
+        .collect();
+    seen
+}
+
+/// PreciseClock (STR §6.3): the commit timestamp is `max(LastReader + 1, RS + 1)` over every
+/// replica of the written key — here the slave's reader decides it — instead of the clocks'
+/// ~333 ms, and still above every snapshot that read the key. With the smaller timestamp, a
+/// snapshot taken before the commit finished (310 ms) includes the write instead of missing it.
+#[test]
+fn precise_clock_proposes_just_above_the_last_reader_instead_of_the_clock() {
+    let off = precise_clock_scenario("off", false);
+    let on = precise_clock_scenario("on", false);
+    for o in [&off, &on] {
+        // The simulated clocks start at an arbitrary epoch; the writer began at ~0 ms.
+        let since_start = |ts: Timestamp| ts.since(o.writer_snapshot);
+        assert_eq!(since_start(o.master_reader).as_millis(), 40, "{o:?}");
+        assert_eq!(since_start(o.slave_reader).as_millis(), 60, "{o:?}");
+        assert_eq!(since_start(o.late_snapshot).as_millis(), 310, "{o:?}");
+    }
+
+    // Off: the clock rule, above the slave's clock when the prepare reached it (~333 ms).
+    assert!(
+        off.commit_ts.since(off.writer_snapshot) > ms(333),
+        "{off:?}"
+    );
+    assert_eq!(off.last_readers, [Timestamp::ZERO; 2], "no LastReader kept");
+    assert_eq!(
+        off.late_reader,
+        Some(None),
+        "committed above 310 ms: invisible"
+    );
+
+    // On: each replica proposes max(LastReader + 1, RS + 1); the commit takes the largest.
+    assert_eq!(
+        on.last_readers[0], on.late_snapshot,
+        "the master's latest reader"
+    );
+    assert_eq!(
+        on.last_readers[1], on.slave_reader,
+        "the slave's only reader"
+    );
+    let expected = on
+        .master_reader
+        .next()
+        .max(on.slave_reader.next())
+        .max(on.writer_snapshot.next());
+    assert_eq!(on.commit_ts, expected, "{on:?}");
+    assert_eq!(on.commit_ts, on.slave_reader.next());
+    assert!(on.commit_ts < off.commit_ts, "{on:?} vs {off:?}");
+    assert!(
+        on.commit_ts > on.master_reader && on.commit_ts > on.slave_reader,
+        "above every snapshot that read the key before the write: {on:?}"
+    );
+    assert_eq!(
+        on.late_reader,
+        Some(Some(Bytes::from_static(b"new"))),
+        "committed at ~60 ms, inside the 310 ms snapshot that waited for the outcome"
+    );
+}
+
+/// `LastReader` is durable: the slave that served the 60 ms snapshot crashes and restarts before
+/// the prepare reaches it, and still proposes above that snapshot.
+#[test]
+fn precise_clock_last_reader_survives_a_crash() {
+    let on = precise_clock_scenario("on", true);
+    assert_eq!(on.last_readers[1], on.slave_reader);
+    assert_eq!(on.commit_ts, on.slave_reader.next(), "{on:?}");
+}
+
+/// The registry checks protocol settings: clocksi-rep takes `precise_clock` with an on/off
+/// value; anything else is refused with the valid settings or values named.
+#[test]
+fn protocol_settings_are_validated_by_the_registry() {
+    for good in ["on", "off", "true", "false", "ON", "False"] {
+        registry::validate_settings("clocksi-rep", &settings_map(&[("precise_clock", good)]))
+            .unwrap_or_else(|e| panic!("{good}: {e}"));
+    }
+    registry::validate_settings("clocksi-rep", &BTreeMap::new()).unwrap();
+    registry::validate_settings("nocc", &BTreeMap::new()).unwrap();
+
+    let err = registry::validate_settings("clocksi-rep", &settings_map(&[("precise", "on")]))
+        .unwrap_err();
+    assert!(matches!(err, SettingError::Unknown { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "unknown setting 'precise' for protocol clocksi-rep; valid settings: \
+         precise_clock=on|off|true|false (default off): PreciseClock (STR §6.3): \
+         propose max(LastReader+1, RS+1) instead of the clock"
+    );
+
+    let err =
+        registry::validate_settings("clocksi-rep", &settings_map(&[("precise_clock", "yes")]))
+            .unwrap_err();
+    assert!(matches!(err, SettingError::BadValue { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "bad value 'yes' for setting 'precise_clock' of protocol clocksi-rep; \
+         accepted values: on, off, true, false"
+    );
+
+    let err =
+        registry::validate_settings("str", &settings_map(&[("precise_clock", "on")])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown setting 'precise_clock' for protocol str: it takes no settings"
+    );
+
+    let err = registry::validate_settings("spanner", &BTreeMap::new()).unwrap_err();
+    assert!(matches!(err, SettingError::UnknownProtocol(_)), "{err:?}");
 }

@@ -20,4 +20,4 @@ mod protocol;
 pub mod sim;
 pub mod tcp;
 
-pub use protocol::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions};
+pub use protocol::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};

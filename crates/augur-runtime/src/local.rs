@@ -4,7 +4,7 @@
 //! one-way latency; the TCP runtime reuses the same node loop with sockets underneath.
 
 use crate::clock::RealClock;
-use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions};
+use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use augur_types::{Placement, RequestId};
@@ -68,7 +68,7 @@ pub async fn run_node<P: Protocol>(
                     None | Some(Input::Stop) => break,
                     Some(Input::Client(request, reply_to)) => {
                         clients.entry(request.client).or_insert(reply_to);
-                        protocol.on_client(&mut ctx, request);
+                        deliver_client(&mut protocol, &mut ctx, request);
                     }
                     Some(Input::Peer(from, msg)) => protocol.on_message(&mut ctx, from, msg),
                 }

@@ -1,4 +1,6 @@
-use augur_types::{ClientId, ClientRequest, ClientResponse, NodeId, Placement, Timestamp};
+use augur_types::{
+    ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId, Placement, Timestamp,
+};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -79,6 +81,33 @@ pub trait Protocol: Send + Sized + 'static {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Self::Msg);
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Self::Timer);
+
+    /// Counters of what the protocol did on this node since it started (speculative reads,
+    /// parked reads, cascading aborts...), by a stable snake_case name: running totals, except
+    /// that names beginning with `largest_` are maxima. Runtimes answer [`ClientOp::NodeStats`]
+    /// with them; the default keeps none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// Hand a client request to `protocol`, answering [`ClientOp::NodeStats`] on its behalf: every
+/// runtime delivers client requests through here, so protocols never see that request.
+pub fn deliver_client<P: Protocol>(protocol: &mut P, ctx: &mut Ctx<'_, P>, request: ClientRequest) {
+    if let ClientOp::NodeStats = request.op {
+        let counters = protocol
+            .counters()
+            .into_iter()
+            .map(|(name, n)| (name.to_string(), n))
+            .collect();
+        let response = ClientResponse {
+            id: request.id,
+            reply: ClientReply::NodeStats(counters),
+        };
+        ctx.reply(request.client, response);
+        return;
+    }
+    protocol.on_client(ctx, request);
 }
 
 /// The effects one handler invocation asked for; the runtime carries them out afterwards.

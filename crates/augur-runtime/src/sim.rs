@@ -6,7 +6,7 @@
 //! network jitter, client RNGs) is derived from the one seed. The same seed and the same protocol
 //! code therefore replay the same history, byte for byte.
 
-use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions};
+use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use augur_types::{Placement, RequestId, Timestamp};
@@ -596,7 +596,7 @@ impl<P: Protocol> Simulation<P> {
                 }
             }
             Event::Request { to, request } => {
-                self.with_node(to, |p, ctx| p.on_client(ctx, request));
+                self.with_node(to, |p, ctx| deliver_client(p, ctx, request));
             }
             Event::Timer {
                 node,

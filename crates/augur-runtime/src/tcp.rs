@@ -64,7 +64,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 /// The version of the envelope this build speaks. Frames of any other version are refused.
-pub const WIRE_VERSION: u16 = 2;
+pub const WIRE_VERSION: u16 = 3;
 
 /// The largest frame (length prefix excluded) accepted or sent: 16 MiB.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
@@ -859,6 +859,7 @@ mod tests {
                 ClientOp::AwaitOutcome { txn } => {
                     ClientReply::Rejected(RequestError::UnknownTransaction(txn))
                 }
+                ClientOp::NodeStats => return,
             };
             let response = ClientResponse {
                 id: request.id,
@@ -1011,6 +1012,15 @@ mod tests {
                 id: RequestId(6),
                 reply: ClientReply::Aborted(AbortReason::WriteWriteConflict),
             }),
+            Body::Request(ClientRequest {
+                client: ClientId(4),
+                id: RequestId(7),
+                op: ClientOp::NodeStats,
+            }),
+            Body::Response(ClientResponse {
+                id: RequestId(7),
+                reply: ClientReply::NodeStats([("parked_reads".to_string(), 3)].into()),
+            }),
         ];
         for body in bodies {
             let frame = encode_frame(&body).unwrap();
@@ -1025,9 +1035,9 @@ mod tests {
         }
         // The examples of docs/cluster-config.md.
         let hello = encode_frame(&Body::<()>::Hello { from: NodeId(2) }).unwrap();
-        assert_eq!(hello.to_vec(), [2, 0, 2]);
+        assert_eq!(hello.to_vec(), [3, 0, 2]);
         let begin = encode_frame(&Body::<()>::Request(request(7, 0))).unwrap();
-        assert_eq!(begin.to_vec(), [2, 2, 7, 0, 0, 0, 0]);
+        assert_eq!(begin.to_vec(), [3, 2, 7, 0, 0, 0, 0]);
         // Client frames do not depend on the peer message type.
         let frame = encode_frame(&Body::<RelayMsg>::Request(request(1, 2))).unwrap();
         assert_eq!(
@@ -1042,7 +1052,7 @@ mod tests {
         let frame = postcard::to_stdvec(&other).unwrap();
         assert!(matches!(
             decode_frame::<()>(&frame),
-            Err(FrameError::Version { found: 3 })
+            Err(FrameError::Version { found }) if found == WIRE_VERSION + 1
         ));
         let mut long = encode_frame(&Body::<()>::Hello { from: NodeId(0) })
             .unwrap()
@@ -1053,7 +1063,7 @@ mod tests {
             Err(FrameError::Trailing(1))
         ));
         assert!(matches!(
-            decode_frame::<()>(&[2, 0xff]),
+            decode_frame::<()>(&[WIRE_VERSION as u8, 0xff]),
             Err(FrameError::Decode(_))
         ));
     }

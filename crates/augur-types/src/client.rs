@@ -105,6 +105,10 @@ pub enum ClientOp {
     Abort {
         txn: TxnId,
     },
+    /// The coordinator node's protocol counters ([`ClientReply::NodeStats`]), such as how many
+    /// reads were served speculatively. Answered by the runtime, never by a transaction, so it
+    /// may be sent at any time; benchmarks read it before and after their measurement window.
+    NodeStats,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +147,9 @@ pub enum ClientReply {
     /// The transaction is over and none of its writes took effect.
     Aborted(AbortReason),
     Rejected(RequestError),
+    /// The node's protocol counters since it started, by name (empty for a protocol that keeps
+    /// none).
+    NodeStats(std::collections::BTreeMap<String, u64>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

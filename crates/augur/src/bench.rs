@@ -5,7 +5,8 @@
 use crate::report::{self, ProtocolResult, RunStats};
 use augur::BadInput;
 use augur_client::{
-    HistoryRecorder, Outcome, Procedure, Session, Transport, run_once, run_with_retry,
+    Attempt, CommitStats, Degree, HistoryRecorder, Outcome, Procedure, Session, SpeculationTuner,
+    SpeculativeCommit, Transport, TunerSettings, resolve, run_speculative, run_with_retry,
 };
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
@@ -16,7 +17,7 @@ use augur_workloads::{Audit, Condition, Workload};
 use clap::{Args, ValueEnum};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,9 +35,23 @@ pub enum TransportKind {
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
-    /// Protocols to compare, comma-separated; ratios are relative to the first.
+    /// Protocols to compare, comma-separated; ratios are relative to the first. An entry may
+    /// carry its own settings as `NAME:KEY=VALUE[:KEY=VALUE...]`: `speculation=DEGREE`, or a
+    /// protocol setting (e.g. `clocksi-rep:precise_clock=on`); the entry as written names its
+    /// results.
     #[arg(long, value_delimiter = ',', default_value = "nocc,clocksi-rep")]
     pub protocol: Vec<String>,
+    /// How much the clients of speculating protocols (str, planet) speculate: `none`, `reads`,
+    /// `commits:N`, `reads+commits:N` (N unresolved speculative commits per client, 1 to 8),
+    /// `auto` (STR's self-tuner picks among the degrees the protocol offers) or `auto:DEGREE`
+    /// (it picks among the degrees up to DEGREE; `auto:reads` is the paper's STR-Internal).
+    /// Default: each protocol's own (`auto` for str, `commits:1` for planet). Other protocols
+    /// never speculate.
+    #[arg(long)]
+    pub speculation: Option<String>,
+    /// With `auto` speculation: seconds the self-tuner measures each degree for.
+    #[arg(long, default_value_t = 1.0)]
+    pub tune_interval: f64,
     /// Workload to run.
     #[arg(long, default_value = "synthetic-str")]
     pub workload: String,
@@ -96,6 +111,12 @@ pub struct BenchArgs {
     /// first two points of a sweep).
     #[arg(long, requires = "config")]
     pub smoke: bool,
+    /// With `--config`: run only these runs of the file (by name, comma-separated).
+    #[arg(long, requires = "config", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// With `--config`: sweep over these values instead of the file's (comma-separated).
+    #[arg(long, requires = "config", value_delimiter = ',')]
+    pub sweep_values: Vec<String>,
     /// The PostgreSQL server for `--protocol postgres-serializable` / `postgres-repeatable-read`
     /// (libpq key=value form; `scripts/postgres.sh start` prints it).
     #[arg(long, default_value = augur_postgres::DEFAULT_URL)]
@@ -106,10 +127,178 @@ pub struct BenchArgs {
     pub check: bool,
 }
 
+/// How the clients of one protocol speculate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpeculationMode {
+    /// Always this degree.
+    Fixed(Degree),
+    /// STR's self-tuner picks among these degrees (a ladder of increasing speculation).
+    Auto { reads: bool, max_chain: u32 },
+}
+
+impl SpeculationMode {
+    /// The degrees the clients may use.
+    fn ladder(self) -> Vec<Degree> {
+        match self {
+            SpeculationMode::Fixed(d) => vec![d],
+            SpeculationMode::Auto { reads, max_chain } => Degree::ladder(reads, max_chain),
+        }
+    }
+
+    /// Parse `mode` for protocol `info`, refusing what the protocol does not offer: a degree,
+    /// `auto` (tune over every degree offered), or `auto:DEGREE` (tune over the degrees up to
+    /// DEGREE: `auto:reads` is STR-Internal, choosing between none and speculative reads).
+    fn parse(mode: &str, info: &ProtocolInfo) -> Result<SpeculationMode, String> {
+        let offered = info.speculation;
+        let (reads, max_chain) = offered.map_or((false, 0), |o| (o.reads, o.max_chain));
+        if mode == "auto" {
+            return Ok(SpeculationMode::Auto { reads, max_chain });
+        }
+        let (auto, degree) = match mode.strip_prefix("auto:") {
+            Some(top) => (true, top),
+            None => (false, mode),
+        };
+        let degree: Degree = degree.parse()?;
+        if (degree.reads && !reads) || degree.chain > max_chain {
+            let offers = match offered {
+                None => "does not speculate".to_string(),
+                Some(_) => format!(
+                    "offers up to {}",
+                    Degree::ladder(reads, max_chain).last().expect("a ladder")
+                ),
+            };
+            return Err(format!(
+                "speculation '{degree}' is more than {} {offers}",
+                info.name
+            ));
+        }
+        if auto {
+            return Ok(SpeculationMode::Auto {
+                reads: degree.reads,
+                max_chain: degree.chain,
+            });
+        }
+        Ok(SpeculationMode::Fixed(degree))
+    }
+}
+
+impl std::fmt::Display for SpeculationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpeculationMode::Fixed(d) => d.fmt(f),
+            SpeculationMode::Auto { reads, max_chain } => {
+                let top = Degree {
+                    reads: *reads,
+                    chain: *max_chain,
+                };
+                write!(f, "auto:{top}")
+            }
+        }
+    }
+}
+
+impl serde::Serialize for SpeculationMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One entry of `--protocol`: the protocol, its settings and its clients' speculation.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ProtocolSpec {
+    /// The entry as written, which names its results.
+    pub label: String,
+    pub name: String,
+    pub options: ProtocolOptions,
+    pub speculation: SpeculationMode,
+}
+
+impl ProtocolSpec {
+    /// Parse `NAME[:KEY=VALUE...]`; `speculation` is the run's `--speculation`, and
+    /// `protocol_settings` the run's `--set protocol.KEY=VALUE`s, which the entry's own
+    /// settings override.
+    fn parse(
+        entry: &str,
+        speculation: Option<&str>,
+        protocol_settings: &BTreeMap<String, String>,
+    ) -> anyhow::Result<ProtocolSpec> {
+        let mut parts = entry.split(':');
+        let name = parts.next().unwrap_or_default().trim().to_string();
+        // KEY=VALUE pairs; a part without '=' continues the previous value, since values may
+        // hold colons themselves (`speculation=reads+commits:2`).
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for part in parts {
+            match (part.split_once('='), pairs.last_mut()) {
+                (Some((k, v)), _) => pairs.push((k.to_string(), v.to_string())),
+                (None, Some((_, v))) => {
+                    v.push(':');
+                    v.push_str(part);
+                }
+                (None, None) => {
+                    return Err(bad(format!(
+                        "protocol entry '{entry}': expected NAME:KEY=VALUE, got '{part}'"
+                    )));
+                }
+            }
+        }
+        let mut settings = protocol_settings.clone();
+        let mut speculation = speculation.map(str::to_string);
+        let mut own_speculation = false;
+        for (k, v) in pairs {
+            if k == "speculation" {
+                speculation = Some(v);
+                own_speculation = true;
+            } else {
+                settings.insert(k, v);
+            }
+        }
+        let label = entry.trim().to_string();
+        if crate::bench_pg::peer(&name).is_some() {
+            if label != name {
+                return Err(bad(format!(
+                    "{name} takes no settings (entry '{entry}'); configure PostgreSQL itself"
+                )));
+            }
+            return Ok(ProtocolSpec {
+                label,
+                name,
+                options: ProtocolOptions::default(),
+                speculation: SpeculationMode::Fixed(Degree::NONE),
+            });
+        }
+        let info = registry::info(&name).map_err(|e| {
+            bad(format!(
+                "{e}, and the PostgreSQL peers postgres-serializable, postgres-repeatable-read"
+            ))
+        })?;
+        info.validate_settings(&settings)
+            .map_err(|e| bad(e.to_string()))?;
+        let speculation = match (speculation, info.speculation) {
+            // Protocols that never speculate ignore the run's --speculation.
+            (_, None) if !own_speculation => SpeculationMode::Fixed(Degree::NONE),
+            (Some(mode), _) => {
+                SpeculationMode::parse(&mode, info).map_err(|e| bad(format!("{entry}: {e}")))?
+            }
+            (None, Some(offered)) => SpeculationMode::parse(offered.default, info)
+                .expect("a protocol's default speculation is valid"),
+            (None, None) => SpeculationMode::Fixed(Degree::NONE),
+        };
+        Ok(ProtocolSpec {
+            label,
+            name,
+            options: ProtocolOptions {
+                settings,
+                ..ProtocolOptions::default()
+            },
+            speculation,
+        })
+    }
+}
+
 /// A validated benchmark configuration, echoed into `summary.json`.
 #[derive(Clone, serde::Serialize)]
 pub struct BenchConfig {
-    pub protocols: Vec<String>,
+    pub protocols: Vec<ProtocolSpec>,
     pub workload: String,
     pub workload_settings: serde_json::Value,
     pub duration_s: f64,
@@ -121,7 +310,8 @@ pub struct BenchConfig {
     pub clients_per_node: usize,
     pub seed: u64,
     pub transport: TransportKind,
-    pub protocol_options: ProtocolOptions,
+    /// With `auto` speculation: seconds the self-tuner measures each degree for.
+    pub tune_interval_s: f64,
     #[serde(skip)]
     pub placement: Arc<Placement>,
     /// The `--set` workload settings as given, to build a fresh workload for each protocol.
@@ -145,19 +335,11 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
 impl BenchArgs {
     /// Check every argument and build the configuration; errors name the valid choices.
     pub fn validate(&self) -> anyhow::Result<BenchConfig> {
-        for p in &self.protocol {
-            // PostgreSQL is always reached over TCP, whatever `--transport` says for augur.
-            if crate::bench_pg::peer(p).is_some() {
-                continue;
-            }
-            registry::info(p).map_err(|e| {
-                bad(format!(
-                    "{e}, and the PostgreSQL peers postgres-serializable, postgres-repeatable-read"
-                ))
-            })?;
-        }
         if self.protocol.is_empty() {
             return Err(bad("--protocol needs at least one protocol"));
+        }
+        if !(self.tune_interval > 0.0 && self.tune_interval.is_finite()) {
+            return Err(bad("--tune-interval must be a positive number of seconds"));
         }
         if !(self.duration > 0.0 && self.duration.is_finite()) {
             return Err(bad("--duration must be a positive number of seconds"));
@@ -191,23 +373,23 @@ impl BenchArgs {
             .map_err(|e| bad(e.to_string()))?;
         let placement = Arc::new(placement);
         let mut workload_settings = BTreeMap::new();
-        let protocol_options = ProtocolOptions::default();
+        let mut protocol_settings = BTreeMap::new();
         for kv in &self.set {
             let Some((k, v)) = kv.split_once('=') else {
                 return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
             };
             match k.strip_prefix("protocol.") {
-                Some(pk) => {
-                    // No implemented protocol takes settings yet: refusing one beats silently
-                    // ignoring a misspelt one. Protocols that take settings will validate here.
-                    return Err(bad(format!(
-                        "unknown protocol setting '{pk}'={v}; the implemented protocols take no settings"
-                    )));
-                }
-                None => {
-                    workload_settings.insert(k.to_string(), v.to_string());
-                }
+                Some(pk) => protocol_settings.insert(pk.to_string(), v.to_string()),
+                None => workload_settings.insert(k.to_string(), v.to_string()),
+            };
+        }
+        let mut protocols: Vec<ProtocolSpec> = Vec::new();
+        for entry in &self.protocol {
+            let spec = ProtocolSpec::parse(entry, self.speculation.as_deref(), &protocol_settings)?;
+            if protocols.iter().any(|p| p.label == spec.label) {
+                return Err(bad(format!("--protocol lists '{}' twice", spec.label)));
             }
+            protocols.push(spec);
         }
         let workload =
             augur_workloads::build(&self.workload, &workload_settings, placement.clone())
@@ -219,7 +401,7 @@ impl BenchArgs {
             )));
         }
         Ok(BenchConfig {
-            protocols: self.protocol.clone(),
+            protocols,
             workload: self.workload.clone(),
             workload_settings: workload.settings(),
             duration_s: self.duration,
@@ -231,7 +413,7 @@ impl BenchArgs {
             clients_per_node: self.clients,
             seed: self.seed,
             transport: self.transport,
-            protocol_options,
+            tune_interval_s: self.tune_interval,
             placement,
             workload_given: workload_settings,
             out: self.out.clone(),
@@ -246,7 +428,12 @@ impl BenchArgs {
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.config {
-        return crate::experiment::run(path, &args.out, args.smoke);
+        let selection = crate::experiment::Selection {
+            smoke: args.smoke,
+            runs: args.only.clone(),
+            sweep_values: args.sweep_values.clone(),
+        };
+        return crate::experiment::run(path, &args.out, &selection);
     }
     let config = args.validate()?;
     let finished = run_config(&config)?;
@@ -258,11 +445,13 @@ pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
     std::fs::create_dir_all(&config.out)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", config.out.display()))?;
     let mut results = Vec::new();
-    for name in &config.protocols {
-        let result = match (crate::bench_pg::peer(name), config.transport) {
-            (Some(peer), _) => crate::bench_pg::run(config, peer)?,
-            (None, TransportKind::Inproc) => registry::visit(name, RunInProcess { config })??,
-            (None, TransportKind::Tcp) => crate::bench_tcp::run(config, name)??,
+    for spec in &config.protocols {
+        let result = match (crate::bench_pg::peer(&spec.name), config.transport) {
+            (Some(peer), _) => crate::bench_pg::run(config, spec, peer)?,
+            (None, TransportKind::Inproc) => {
+                registry::visit(&spec.name, RunInProcess { config, spec })??
+            }
+            (None, TransportKind::Tcp) => crate::bench_tcp::run(config, spec)??,
         };
         results.push(result);
     }
@@ -272,13 +461,14 @@ pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
 /// Runs one protocol on an in-process cluster.
 struct RunInProcess<'a> {
     config: &'a BenchConfig,
+    spec: &'a ProtocolSpec,
 }
 
 impl ProtocolVisitor for RunInProcess<'_> {
     type Output = anyhow::Result<ProtocolResult>;
 
     fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> Self::Output {
-        let config = self.config;
+        let (config, spec) = (self.config, self.spec);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -286,7 +476,7 @@ impl ProtocolVisitor for RunInProcess<'_> {
         let stats = runtime.block_on(async {
             let cluster = LocalCluster::<P>::start(
                 config.placement.clone(),
-                Arc::new(config.protocol_options.clone()),
+                Arc::new(spec.options.clone()),
                 config.seed,
                 Duration::from_secs(10),
             );
@@ -296,21 +486,31 @@ impl ProtocolVisitor for RunInProcess<'_> {
                     transports.push((home, cluster.connect(home)));
                 }
             }
-            let stats = drive(config, info, transports).await;
+            let probes = config
+                .placement
+                .nodes()
+                .map(|n| cluster.connect(n))
+                .collect();
+            let stats = drive(config, spec, info, transports, probes).await;
             cluster.shutdown().await;
             stats
         });
-        Ok(ProtocolResult::new(info, config, stats))
+        Ok(ProtocolResult::new(info, spec, config, stats))
     }
 }
 
 /// Run one closed-loop client per transport (each bound to its home node), with a progress
 /// display, and merge their statistics. The workload's initial data is loaded first (its load
 /// transactions spread over the clients); with `--check`, its audit runs after the measurement.
+///
+/// `probes`, one session per node, read the nodes' protocol counters at the start and the end
+/// of the measurement window (none for PostgreSQL).
 pub async fn drive<T: Transport>(
     config: &BenchConfig,
+    spec: &ProtocolSpec,
     info: &ProtocolInfo,
     transports: Vec<(NodeId, T)>,
+    probes: Vec<T>,
 ) -> RunStats {
     let warmup = Duration::from_secs_f64(config.warmup_s);
     let measured = Duration::from_secs_f64(config.duration_s);
@@ -338,6 +538,13 @@ pub async fn drive<T: Transport>(
             mean_think: Duration::from_secs_f64(config.think_ms / 1000.0),
         },
     };
+    // One tuner for all clients of the run: with a fixed degree its ladder has one step.
+    let tuner_settings = TunerSettings {
+        interval: Duration::from_secs_f64(config.tune_interval_s),
+        ..TunerSettings::default()
+    };
+    let tuner = SpeculationTuner::new(spec.speculation.ladder(), tuner_settings, Duration::ZERO);
+    let commit_stats = CommitStats::new();
     let mut tasks = Vec::new();
     for ((home, transport), load) in transports.into_iter().zip(loads) {
         let session = match &recorder {
@@ -352,15 +559,20 @@ pub async fn drive<T: Transport>(
             rng,
         };
         let loaded = loaded.clone();
+        let speculation = Speculating {
+            tuner: tuner.clone(),
+            commit_stats: commit_stats.clone(),
+        };
         tasks.push(tokio::spawn(async move {
             let load_failed = client.load(load).await;
             loaded.wait().await;
-            let stats = client_loop(&client, warmup, measured, pacing).await;
+            let stats = client_loop(&client, warmup, measured, pacing, &speculation).await;
             (stats, client, load_failed)
         }));
     }
     loaded.wait().await;
-    let progress = Progress::start(info.name, warmup + measured);
+    let counters = tokio::spawn(read_counters(probes, warmup, measured));
+    let progress = Progress::start(&spec.label, warmup + measured);
     let mut total = RunStats::default();
     let mut auditor = None;
     for t in tasks {
@@ -376,12 +588,22 @@ pub async fn drive<T: Transport>(
         }
     }
     progress.finish();
+    match counters.await {
+        Ok(Ok(counters)) => total.protocol_counters = counters,
+        Ok(Err(e)) => tracing::error!("reading the nodes' protocol counters failed: {e}"),
+        Err(e) => tracing::error!("reading the nodes' protocol counters failed: {e}"),
+    }
+    total.speculation_timeline = tuner
+        .timeline()
+        .into_iter()
+        .map(|(at, degree)| (at.as_secs_f64(), degree.to_string()))
+        .collect();
     if config.check
         && let (Some(client), Some(audit)) = (auditor, workload.audit())
     {
         total.checks = Some(run_audit(&client.session, audit).await);
     }
-    if let (Some(recorder), Some(path)) = (recorder, history_path(config, info)) {
+    if let (Some(recorder), Some(path)) = (recorder, history_path(config, spec)) {
         let history = History {
             header: HistoryHeader {
                 format: HISTORY_FORMAT,
@@ -397,7 +619,7 @@ pub async fn drive<T: Transport>(
         match augur::check::write_history(&path, &history) {
             Ok(()) => eprintln!(
                 "{}: {} attempts recorded in {}",
-                info.name,
+                spec.label,
                 history.txns.len(),
                 path.display()
             ),
@@ -481,14 +703,186 @@ fn exponential(rng: &mut ChaCha8Rng, mean_secs: f64) -> Duration {
     Duration::from_secs_f64(-u.ln() * mean_secs)
 }
 
-/// One client: run transactions, retrying aborted ones until they commit; a transaction's
-/// latency runs from its start (its arrival, in the open loop) to its commit. A transaction the
-/// workload rolls back is complete and not retried.
+/// What the clients of a run share to speculate: the tuner that picks their degree and the
+/// per-type commit statistics `can_spec_commit` consults.
+struct Speculating {
+    tuner: SpeculationTuner,
+    commit_stats: CommitStats,
+}
+
+/// A transaction whose speculative commit awaits its final outcome.
+struct InFlight<'s, T: Transport> {
+    procedure: Box<dyn Procedure>,
+    spec: SpeculativeCommit<'s, T>,
+    /// When the transaction first started (arrived, in the open loop).
+    started: Duration,
+    /// When its latest speculative commit was answered: the latency its client perceived.
+    perceived: Duration,
+    /// Whether it started inside the measurement window.
+    counts: bool,
+}
+
+/// The window of one client's run and what it observed.
+struct ClientRun<'a, T: Transport> {
+    session: &'a Session<T>,
+    speculating: &'a Speculating,
+    origin: Duration,
+    end: Duration,
+    stats: RunStats,
+}
+
+impl<'a, T: Transport> ClientRun<'a, T> {
+    /// The transport's clock.
+    fn now(&self) -> Duration {
+        self.session.transport().now()
+    }
+
+    /// A transaction committed for good at `finished`.
+    fn committed(
+        &mut self,
+        name: &'static str,
+        started: Duration,
+        perceived: Duration,
+        counts: bool,
+    ) {
+        let finished = self.now();
+        self.speculating.tuner.committed();
+        if finished > self.end {
+            return;
+        }
+        let latency = finished.saturating_sub(started);
+        let second = finished.saturating_sub(self.origin).as_secs() as usize;
+        let iv = self.stats.interval(second);
+        iv.committed += 1;
+        iv.latency_us
+            .saturating_record(latency.as_micros().max(1) as u64);
+        if counts {
+            self.stats
+                .record_commit(name, latency, perceived.saturating_sub(started));
+        }
+    }
+
+    /// An attempt aborted; whether to try the transaction again.
+    fn aborted(&mut self, name: &'static str, reason: AbortReason, counts: bool) -> bool {
+        let finished = self.now();
+        let counts = counts && finished <= self.end;
+        if finished <= self.end && reason != AbortReason::UserRollback {
+            let second = finished.saturating_sub(self.origin).as_secs() as usize;
+            self.stats.interval(second).aborted += 1;
+        }
+        if counts {
+            self.stats.record_abort(name, reason);
+        }
+        // A misspeculated transaction is run again: the benchmark's procedures have nothing
+        // else to compensate with.
+        let again =
+            (reason.is_retryable() || reason == AbortReason::Misspeculation) && finished < self.end;
+        if again && counts {
+            self.stats.record_retry(name);
+        }
+        again
+    }
+
+    /// Run `procedure` at `degree` until it commits for good, commits speculatively (then it
+    /// is returned, to be resolved later), or ends otherwise.
+    async fn execute(
+        &mut self,
+        mut procedure: Box<dyn Procedure>,
+        started: Duration,
+        counts: bool,
+        degree: Degree,
+    ) -> Option<InFlight<'a, T>> {
+        loop {
+            let attempt = run_speculative(
+                self.session,
+                procedure.as_mut(),
+                degree.speculation(),
+                &self.speculating.commit_stats,
+            )
+            .await;
+            match attempt {
+                Attempt::Done(Outcome::Committed { .. }) => {
+                    let now = self.now();
+                    self.committed(procedure.name(), started, now, counts);
+                    return None;
+                }
+                Attempt::Done(Outcome::Aborted(reason)) => {
+                    if !self.aborted(procedure.name(), reason, counts) {
+                        return None;
+                    }
+                }
+                Attempt::Done(Outcome::Unknown) => {
+                    if counts && self.now() <= self.end {
+                        self.stats.record_unknown(procedure.name());
+                    }
+                    return None;
+                }
+                Attempt::Speculative(spec) => {
+                    if counts && self.now() <= self.end {
+                        self.stats.spec_commits += 1;
+                    }
+                    return Some(InFlight {
+                        perceived: spec.spec_committed_at(),
+                        procedure,
+                        spec,
+                        started,
+                        counts,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Wait for the oldest speculative commit's final outcome; a misspeculated transaction runs
+    /// again (and may join the chain again).
+    async fn resolve_oldest(&mut self, chain: &mut VecDeque<InFlight<'a, T>>, degree: Degree) {
+        let Some(mut flight) = chain.pop_front() else {
+            return;
+        };
+        let name = flight.procedure.name();
+        let outcome = resolve(
+            flight.spec,
+            flight.procedure.as_mut(),
+            &self.speculating.commit_stats,
+        )
+        .await;
+        match outcome {
+            Outcome::Committed { .. } => {
+                self.committed(name, flight.started, flight.perceived, flight.counts);
+            }
+            Outcome::Aborted(reason) => {
+                if flight.counts && self.now() <= self.end {
+                    self.stats.misspeculations += 1;
+                }
+                if self.aborted(name, reason, flight.counts)
+                    && let Some(again) = self
+                        .execute(flight.procedure, flight.started, flight.counts, degree)
+                        .await
+                {
+                    chain.push_back(again);
+                }
+            }
+            Outcome::Unknown => {
+                if flight.counts && self.now() <= self.end {
+                    self.stats.record_unknown(name);
+                }
+            }
+        }
+    }
+}
+
+/// One client: run transactions, retrying aborted ones until they commit. A transaction's final
+/// latency runs from its start (its arrival, in the open loop) to its final commit, retries
+/// included; its perceived latency ends at its last speculative commit instead, when it had
+/// one (STR §8). With speculative commits the client moves on at once and keeps up to the
+/// degree's chain length of them unresolved, oldest resolved first. A transaction the workload
+/// rolls back is complete and not retried.
 async fn client_loop<T: Transport>(
     client: &Client<T>,
     warmup: Duration,
     measured: Duration,
     pacing: Pacing,
+    speculating: &Speculating,
 ) -> RunStats {
     let session = &client.session;
     let mut rng = client.rng.clone();
@@ -496,10 +890,24 @@ async fn client_loop<T: Transport>(
     let origin = transport.now();
     let measure_from = origin + warmup;
     let end = measure_from + measured;
-    let mut stats = RunStats::default();
+    let mut run = ClientRun {
+        session,
+        speculating,
+        origin,
+        end,
+        stats: RunStats::default(),
+    };
+    let mut chain: VecDeque<InFlight<'_, T>> = VecDeque::new();
     let mut next_arrival = origin;
     loop {
-        let mut procedure = client.workload.next(client.home, &mut rng);
+        let degree = speculating
+            .tuner
+            .degree(transport.now().saturating_sub(origin));
+        // Room for one more speculative commit, or none unresolved without them.
+        while chain.len() >= (degree.chain as usize).max(1) {
+            run.resolve_oldest(&mut chain, degree).await;
+        }
+        let procedure = client.workload.next(client.home, &mut rng);
         let started = match pacing {
             Pacing::ClosedLoop { mean_think } => {
                 // The workload's own keying and think times (TPC-C, RUBiS) when its settings
@@ -531,59 +939,68 @@ async fn client_loop<T: Transport>(
             break;
         }
         let counts = started >= measure_from;
-        loop {
-            let outcome = run_once(session, procedure.as_mut()).await;
-            let finished = transport.now();
-            let counts = counts && finished <= end;
-            // Samples cover the whole run, warm-up included, by the second the attempt ended.
-            let second = (finished.saturating_sub(origin)).as_secs() as usize;
-            match outcome {
-                Outcome::Committed { .. } => {
-                    let latency = finished.saturating_sub(started);
-                    if finished <= end {
-                        let iv = stats.interval(second);
-                        iv.committed += 1;
-                        iv.latency_us
-                            .saturating_record(latency.as_micros().max(1) as u64);
-                    }
-                    if counts {
-                        stats.record_commit(procedure.name(), latency);
-                    }
-                    break;
-                }
-                Outcome::Aborted(reason) => {
-                    if finished <= end && reason != AbortReason::UserRollback {
-                        stats.interval(second).aborted += 1;
-                    }
-                    if counts {
-                        stats.record_abort(procedure.name(), reason);
-                    }
-                    if !reason.is_retryable() || finished >= end {
-                        break;
-                    }
-                    if counts {
-                        stats.record_retry(procedure.name());
-                    }
-                }
-                Outcome::Unknown => {
-                    if counts {
-                        stats.record_unknown(procedure.name());
-                    }
-                    break;
-                }
-            }
+        if let Some(flight) = run.execute(procedure, started, counts, degree).await {
+            chain.push_back(flight);
         }
     }
-    stats
+    // Learn every outstanding outcome (past the window, so none counts) before leaving.
+    while !chain.is_empty() {
+        run.resolve_oldest(&mut chain, Degree::NONE).await;
+    }
+    run.stats
 }
 
 /// Where `--history` puts this protocol's history.
-fn history_path(config: &BenchConfig, info: &ProtocolInfo) -> Option<PathBuf> {
+fn history_path(config: &BenchConfig, spec: &ProtocolSpec) -> Option<PathBuf> {
     let path = config.history.as_ref()?;
     if config.protocols.len() == 1 {
         return Some(path.clone());
     }
-    Some(augur::path_with_suffix(path, info.name))
+    Some(augur::path_with_suffix(
+        path,
+        &spec.label.replace([':', '='], "-"),
+    ))
+}
+
+/// The nodes' protocol counters over the measurement window: read through `probes` (one
+/// session per node) when the warm-up ends and when the measurement does, summed over the
+/// nodes. Counters named `largest_…` are maxima: the largest any node saw since it started.
+async fn read_counters<T: Transport>(
+    probes: Vec<T>,
+    warmup: Duration,
+    measured: Duration,
+) -> Result<BTreeMap<String, u64>, augur_client::TxnError> {
+    if probes.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let sessions: Vec<Session<T>> = probes.into_iter().map(Session::new).collect();
+    async fn read_all<T: Transport>(
+        sessions: &[Session<T>],
+    ) -> Result<BTreeMap<String, u64>, augur_client::TxnError> {
+        let mut total = BTreeMap::new();
+        for session in sessions {
+            for (name, n) in session.node_stats().await? {
+                let sum = total.entry(name.clone()).or_insert(0u64);
+                *sum = if name.starts_with("largest_") {
+                    (*sum).max(n)
+                } else {
+                    *sum + n
+                };
+            }
+        }
+        Ok(total)
+    }
+    let transport = sessions[0].transport();
+    transport.sleep(warmup).await;
+    let before = read_all(&sessions).await?;
+    transport.sleep(measured).await;
+    let mut after = read_all(&sessions).await?;
+    for (name, n) in after.iter_mut() {
+        if !name.starts_with("largest_") {
+            *n = n.saturating_sub(before.get(name).copied().unwrap_or(0));
+        }
+    }
+    Ok(after)
 }
 
 /// A progress bar on a terminal, plain lines otherwise.
@@ -633,5 +1050,56 @@ impl Progress {
             Some(bar) => bar.finish_and_clear(),
             None => eprintln!("finished {}", self.name),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(entry: &str, speculation: Option<&str>) -> anyhow::Result<ProtocolSpec> {
+        ProtocolSpec::parse(entry, speculation, &BTreeMap::new())
+    }
+
+    fn mode(entry: &str, speculation: Option<&str>) -> String {
+        spec(entry, speculation).unwrap().speculation.to_string()
+    }
+
+    fn error(entry: &str, speculation: Option<&str>) -> String {
+        spec(entry, speculation).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn entries_carry_their_speculation_and_settings() {
+        assert_eq!(mode("str", None), "auto:reads+commits:8");
+        assert_eq!(mode("planet", None), "commits:1");
+        assert_eq!(mode("clocksi-rep", None), "none");
+        assert_eq!(
+            mode("str:speculation=reads+commits:2", None),
+            "reads+commits:2"
+        );
+        assert_eq!(mode("str:speculation=auto:reads", None), "auto:reads");
+        assert_eq!(mode("str", Some("reads")), "reads");
+        // The entry's own setting beats the run's; protocols that never speculate ignore the
+        // run's.
+        assert_eq!(mode("str:speculation=none", Some("reads")), "none");
+        assert_eq!(mode("clocksi-rep", Some("reads")), "none");
+        let s = spec("clocksi-rep:precise_clock=on", None).unwrap();
+        assert_eq!(s.label, "clocksi-rep:precise_clock=on");
+        assert_eq!(s.name, "clocksi-rep");
+        assert_eq!(s.options.settings["precise_clock"], "on");
+    }
+
+    #[test]
+    fn bad_entries_are_refused_with_the_reason() {
+        assert!(error("planet:speculation=reads", None).contains("offers up to commits:1"));
+        assert!(error("planet", Some("commits:2")).contains("offers up to commits:1"));
+        assert!(error("clocksi-rep:speculation=reads", None).contains("does not speculate"));
+        assert!(error("str:speculation=lots", None).contains("expected none, reads"));
+        assert!(error("clocksi-rep:precise_clock=maybe", None).contains("bad value 'maybe'"));
+        assert!(error("str:precise_clock=on", None).contains("takes no settings"));
+        assert!(error("str:oops", None).contains("expected NAME:KEY=VALUE"));
+        assert!(error("postgres-serializable:x=1", None).contains("takes no settings"));
+        assert!(error("spanner", None).contains("unknown protocol"));
     }
 }

@@ -2,7 +2,7 @@
 //! code, driven against one PostgreSQL server (see `docs/postgres.md`), so users can compare
 //! augur's protocols with the database they would otherwise pick, side by side in one run.
 
-use crate::bench::{BenchConfig, drive};
+use crate::bench::{BenchConfig, ProtocolSpec, drive};
 use crate::report::ProtocolResult;
 use augur_postgres::{IsolationMode, PgTransport};
 use augur_protocols::registry::{IsolationLevel, NetworkModel, ProtocolInfo};
@@ -21,6 +21,8 @@ pub const PEERS: &[ProtocolInfo] = &[
             tolerates_reordering: false,
         },
         mutants: &[],
+        settings: &[],
+        speculation: None,
     },
     ProtocolInfo {
         name: "postgres-repeatable-read",
@@ -33,6 +35,8 @@ pub const PEERS: &[ProtocolInfo] = &[
             tolerates_reordering: false,
         },
         mutants: &[],
+        settings: &[],
+        speculation: None,
     },
 ];
 
@@ -42,7 +46,11 @@ pub fn peer(name: &str) -> Option<&'static ProtocolInfo> {
 }
 
 /// Run the benchmark against the PostgreSQL server at `config.pg_url`, on an emptied table.
-pub fn run(config: &BenchConfig, info: &'static ProtocolInfo) -> anyhow::Result<ProtocolResult> {
+pub fn run(
+    config: &BenchConfig,
+    spec: &ProtocolSpec,
+    info: &'static ProtocolInfo,
+) -> anyhow::Result<ProtocolResult> {
     let mode = IsolationMode::from_protocol_name(info.name).expect("a registered peer");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -69,9 +77,10 @@ pub fn run(config: &BenchConfig, info: &'static ProtocolInfo) -> anyhow::Result<
                 transports.push((home, t));
             }
         }
-        anyhow::Ok(drive(config, info, transports).await)
+        let no_probes: Vec<PgTransport> = Vec::new();
+        anyhow::Ok(drive(config, spec, info, transports, no_probes).await)
     })?;
-    Ok(ProtocolResult::new(info, config, stats))
+    Ok(ProtocolResult::new(info, spec, config, stats))
 }
 
 /// Whether a PostgreSQL server answers at `url` (a quick connection attempt).

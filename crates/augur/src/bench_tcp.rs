@@ -1,7 +1,7 @@
 //! `augur bench --transport tcp`: the same benchmark against `augur node` processes on loopback,
 //! one per node, with clients connected over TCP. Node logs go to `OUT/node-PROTOCOL-ID.log`.
 
-use crate::bench::{BenchConfig, drive};
+use crate::bench::{BenchConfig, ProtocolSpec, drive};
 use crate::node::{ClusterFile, NodeEntry, OptionsFile};
 use crate::report::ProtocolResult;
 use augur_protocols::registry;
@@ -23,12 +23,17 @@ impl Drop for Nodes {
     }
 }
 
-pub fn run(config: &BenchConfig, protocol: &str) -> anyhow::Result<anyhow::Result<ProtocolResult>> {
-    let info = registry::info(protocol)?;
+pub fn run(
+    config: &BenchConfig,
+    spec: &ProtocolSpec,
+) -> anyhow::Result<anyhow::Result<ProtocolResult>> {
+    let info = registry::info(&spec.name)?;
     let addrs = free_loopback_addrs(config.nodes)?;
-    let options = &config.protocol_options;
+    let options = &spec.options;
+    // File names carry the entry, settings included, without the characters that separate them.
+    let protocol = spec.label.replace([':', '='], "-");
     let file = ClusterFile {
-        protocol: protocol.to_string(),
+        protocol: spec.name.clone(),
         latency: config.latency.clone(),
         dcs: Some(config.dcs.len()),
         replication: config.replication,
@@ -86,10 +91,16 @@ pub fn run(config: &BenchConfig, protocol: &str) -> anyhow::Result<anyhow::Resul
                 transports.push((home, t));
             }
         }
-        anyhow::Ok(drive(config, info, transports).await)
+        let mut probes = Vec::new();
+        for node in config.placement.nodes() {
+            let client = ClientId(next_client);
+            next_client += 1;
+            probes.push(connect_with_retry(addrs[node.0 as usize], client, node).await?);
+        }
+        anyhow::Ok(drive(config, spec, info, transports, probes).await)
     })?;
     drop(nodes);
-    Ok(Ok(ProtocolResult::new(info, config, stats)))
+    Ok(Ok(ProtocolResult::new(info, spec, config, stats)))
 }
 
 /// Addresses on loopback that were free a moment ago.

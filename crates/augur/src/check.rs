@@ -80,7 +80,9 @@ pub struct CheckArgs {
     /// Length of the safety phase, in simulated seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
-    /// Workload settings (`key=value`).
+    /// Workload settings (`key=value`), and protocol settings as `protocol.key=value`, e.g.
+    /// `protocol.precise_clock=on` for clocksi-rep (an unknown one is refused, naming the valid
+    /// ones).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Check every seed even after one fails.
@@ -94,6 +96,9 @@ pub struct CheckConfig {
     pub info: &'static ProtocolInfo,
     pub workload: String,
     pub workload_settings: BTreeMap<String, String>,
+    /// Protocol settings (`--set protocol.KEY=VALUE`, without the prefix), validated against
+    /// the protocol; they go to every node as `ProtocolOptions::settings`.
+    pub protocol_settings: BTreeMap<String, String>,
     pub seeds: std::ops::RangeInclusive<u64>,
     pub faults: FaultSpec,
     pub faults_arg: String,
@@ -172,18 +177,25 @@ impl CheckArgs {
             Placement::ring(profile, self.nodes, replication).map_err(|e| bad(e.to_string()))?;
         let placement = Arc::new(placement);
         let mut given = BTreeMap::new();
+        let mut protocol_settings = BTreeMap::new();
         for kv in &self.set {
             let Some((k, v)) = kv.split_once('=') else {
                 return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
             };
-            given.insert(k.to_string(), v.to_string());
+            match k.strip_prefix("protocol.") {
+                Some(pk) => protocol_settings.insert(pk.to_string(), v.to_string()),
+                None => given.insert(k.to_string(), v.to_string()),
+            };
         }
+        info.validate_settings(&protocol_settings)
+            .map_err(|e| bad(e.to_string()))?;
         let workload = augur_workloads::build(&self.workload, &given, placement.clone())
             .map_err(|e| bad(e.to_string()))?;
         Ok(CheckConfig {
             info,
             workload: self.workload.clone(),
             workload_settings: flatten_settings(&workload.settings()),
+            protocol_settings,
             seeds,
             faults,
             faults_arg: self.faults.clone(),
@@ -342,6 +354,9 @@ impl CheckConfig {
         if let Some(m) = &self.mutant {
             cmd += &format!(" --mutant {m}");
         }
+        for (k, v) in &self.protocol_settings {
+            cmd += &format!(" --set protocol.{k}={v}");
+        }
         cmd += &format!(
             " --nodes {} --replication {} --latency {} --clients {} --duration {}",
             self.nodes,
@@ -376,6 +391,7 @@ impl ProtocolVisitor for RunSeed<'_> {
         let config = self.config;
         let faults = config.faults;
         let options = ProtocolOptions {
+            settings: config.protocol_settings.clone(),
             mutant: config.mutant.clone(),
             ..ProtocolOptions::default()
         };
@@ -555,8 +571,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     }
     let seeds_run = totals.seeds;
     println!(
-        "{} ({level}) on {}{}, faults {}: {} of {seeds_run} seeds passed in {:.1} s",
+        "{}{} ({level}) on {}{}, faults {}: {} of {seeds_run} seeds passed in {:.1} s",
         config.info.name,
+        config
+            .protocol_settings
+            .iter()
+            .map(|(k, v)| format!(" {k}={v}"))
+            .collect::<String>(),
         config.workload,
         config
             .mutant

@@ -70,6 +70,14 @@ struct Point {
     p99_ms: f64,
     throughput_ratio: f64,
     checks_passed: Option<bool>,
+    /// With speculation: the perceived latency's median, the misspeculation rate, and the
+    /// degree the clients ended with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    perceived_p50_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    misspeculation_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    final_degree: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -160,9 +168,11 @@ fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec
     };
     let mut keep = Vec::new();
     let mut skipped = Vec::new();
-    for name in names {
+    for entry in names {
+        // An entry may carry settings after its name (`str:speculation=reads`).
+        let name = entry.split(':').next().unwrap_or_default().to_string();
         if registry::info(&name).is_ok() || crate::bench_pg::peer(&name).is_some() {
-            keep.push(toml::Value::String(name));
+            keep.push(toml::Value::String(entry));
         } else if let Some(what) = registry::planned(&name) {
             skipped.push(format!("{name} ({what}) is not implemented yet"));
         } else {
@@ -172,9 +182,54 @@ fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec
     Ok((keep, skipped))
 }
 
-/// Run the experiment in `path`, writing under `out/NAME/`.
-pub fn run(path: &Path, out: &Path, smoke: bool) -> anyhow::Result<()> {
-    let exp = load(path)?;
+/// Which part of an experiment to run.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// A quick pass: 1 s per protocol, the first two sweep values.
+    pub smoke: bool,
+    /// Only the runs with these names (all when empty).
+    pub runs: Vec<String>,
+    /// These sweep values instead of the file's (the file's when empty).
+    pub sweep_values: Vec<String>,
+}
+
+/// Run the experiment in `path` (the part `selection` picks), writing under `out/NAME/`.
+pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()> {
+    let smoke = selection.smoke;
+    let mut exp = load(path)?;
+    if !selection.runs.is_empty() {
+        for wanted in &selection.runs {
+            if !exp.run.iter().any(|r| r.name == *wanted) {
+                let names: Vec<&str> = exp.run.iter().map(|r| r.name.as_str()).collect();
+                return Err(bad(format!(
+                    "{}: no run named '{wanted}'; its runs: {}",
+                    path.display(),
+                    names.join(", ")
+                )));
+            }
+        }
+        exp.run.retain(|r| selection.runs.contains(&r.name));
+    }
+    if !selection.sweep_values.is_empty() {
+        let Some(sweep) = &mut exp.sweep else {
+            return Err(bad(format!(
+                "{}: --sweep-values given, but the experiment has no [sweep]",
+                path.display()
+            )));
+        };
+        // Numbers stay numbers, so the option sees the same type as from the file.
+        sweep.values = selection
+            .sweep_values
+            .iter()
+            .map(|v| match v.parse::<i64>() {
+                Ok(i) => toml::Value::Integer(i),
+                Err(_) => match v.parse::<f64>() {
+                    Ok(f) => toml::Value::Float(f),
+                    Err(_) => toml::Value::String(v.clone()),
+                },
+            })
+            .collect();
+    }
     let name = exp.name.clone().unwrap_or_else(|| {
         path.file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -291,6 +346,18 @@ pub fn run(path: &Path, out: &Path, smoke: bool) -> anyhow::Result<()> {
                     p99_ms: r.latency_ms.p99,
                     throughput_ratio: r.throughput_ratio,
                     checks_passed: r.checks.as_ref().map(|cs| cs.iter().all(|c| c.passed)),
+                    perceived_p50_ms: r
+                        .speculation_stats
+                        .as_ref()
+                        .map(|s| s.perceived_latency_ms.p50),
+                    misspeculation_rate: r
+                        .speculation_stats
+                        .as_ref()
+                        .map(|s| s.misspeculation_rate),
+                    final_degree: r
+                        .speculation_stats
+                        .as_ref()
+                        .and_then(|s| s.degree_timeline.last().map(|(_, d)| d.clone())),
                 });
             }
         }
@@ -408,12 +475,14 @@ fn render(s: &Summary, sweep: Option<&str>) -> String {
     }
     html += "</div><h2>Points</h2><table><tr><th>run</th><th>value</th><th>protocol</th>\
              <th>throughput tps</th><th>goodput tps</th><th>abort rate</th><th>p50 ms</th>\
-             <th>p99 ms</th><th>ratio</th></tr>";
+             <th>p99 ms</th><th>ratio</th><th>perceived p50 ms</th><th>misspeculation</th>\
+             <th>degree at end</th></tr>";
     for p in s.points {
+        let optional = |v: Option<String>| v.unwrap_or_else(|| "—".into());
         let _ = write!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}%</td>\
-             <td>{:.2}</td><td>{:.2}</td><td>{:.3}</td></tr>",
+             <td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&p.run),
             escape(p.sweep_value.as_deref().unwrap_or("")),
             escape(&p.protocol),
@@ -422,7 +491,10 @@ fn render(s: &Summary, sweep: Option<&str>) -> String {
             p.abort_rate * 100.0,
             p.p50_ms,
             p.p99_ms,
-            p.throughput_ratio
+            p.throughput_ratio,
+            optional(p.perceived_p50_ms.map(|v| format!("{v:.2}"))),
+            optional(p.misspeculation_rate.map(|v| format!("{:.1}%", v * 100.0))),
+            escape(&optional(p.final_degree.clone())),
         );
     }
     html += "</table>";

@@ -103,5 +103,18 @@ fn list_protocols(names_only: bool) {
         for (name, what) in p.mutants {
             println!("{:<14} mutant {name}: {what}", "");
         }
+        for setting in p.settings {
+            println!("{:<14} setting protocol.{setting}", "");
+        }
+        if let Some(offer) = p.speculation {
+            let degrees = augur_client::Degree::ladder(offer.reads, offer.max_chain);
+            let degrees: Vec<String> = degrees.iter().map(|d| d.to_string()).collect();
+            println!(
+                "{:<14} speculation (default {}): {} or auto",
+                "",
+                offer.default,
+                degrees.join(", ")
+            );
+        }
     }
 }

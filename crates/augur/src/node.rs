@@ -187,6 +187,9 @@ impl Cluster {
             };
             options.settings.insert(key.clone(), value);
         }
+        protocol
+            .validate_settings(&options.settings)
+            .map_err(|e| format!("options.settings: {e}"))?;
 
         Ok(Cluster {
             protocol,
@@ -335,8 +338,7 @@ seed = 9
 [options]
 participant_timeout_ms = 500
 [options.settings]
-batch = 4
-mode = "fast"
+precise_clock = "on"
 
 [[nodes]]
 id = 1
@@ -365,8 +367,7 @@ addr = "127.0.0.1:7102"
         assert_eq!(c.placement.replication_factor(), 2);
         assert_eq!(c.placement.profile().dcs, ["VA", "OR", "IE"]);
         assert_eq!(c.options.participant_timeout, Duration::from_millis(500));
-        assert_eq!(c.options.settings["batch"], "4");
-        assert_eq!(c.options.settings["mode"], "fast");
+        assert_eq!(c.options.settings["precise_clock"], "on");
         assert_eq!(c.seed, 9);
         assert!(c.emulate_latency);
         let ids: Vec<u32> = c.nodes.iter().map(|n| n.id).collect();
@@ -395,7 +396,7 @@ addr = "127.0.0.1:7102"
         let text = toml::to_string(&file).unwrap();
         let c = Cluster::parse(&text).unwrap();
         assert_eq!(c.placement.replication_factor(), 2);
-        assert_eq!(c.options.settings["batch"], "4");
+        assert_eq!(c.options.settings["precise_clock"], "on");
     }
 
     #[test]
@@ -428,8 +429,16 @@ addr = "127.0.0.1:7102"
                 "line 5: invalid type",
             ),
             (
-                GOOD.replace("mode = \"fast\"", "mode = [1]"),
-                "options.settings.mode must be",
+                GOOD.replace("precise_clock = \"on\"", "precise_clock = [1]"),
+                "options.settings.precise_clock must be",
+            ),
+            (
+                GOOD.replace("precise_clock = \"on\"", "precise_clock = \"maybe\""),
+                "bad value 'maybe' for setting 'precise_clock'",
+            ),
+            (
+                GOOD.replace("precise_clock = \"on\"", "batch = 4"),
+                "unknown setting 'batch' for protocol clocksi-rep",
             ),
             (
                 "protocol = \"nocc\"\nnodes = []\n".to_string(),

@@ -1,7 +1,7 @@
 //! Benchmark statistics and their reports: the table printed at the end of `augur bench` and
 //! `summary.json`.
 
-use crate::bench::BenchConfig;
+use crate::bench::{BenchConfig, ProtocolSpec};
 use augur_protocols::registry::{IsolationLevel, ProtocolInfo};
 use augur_types::AbortReason;
 use augur_workloads::Condition;
@@ -31,6 +31,17 @@ pub struct RunStats {
     pub type_latency_us: BTreeMap<&'static str, Histogram<u64>>,
     /// One entry per second of the run (warm-up included), for `samples.csv` and the plots.
     pub intervals: Vec<Interval>,
+    /// Perceived latency in microseconds: first attempt to the last speculative commit, or to
+    /// the final commit for a transaction that committed without speculating (STR §8).
+    pub perceived_latency_us: Option<Histogram<u64>>,
+    /// Speculative commits answered.
+    pub spec_commits: u64,
+    /// Speculatively committed attempts that aborted after all.
+    pub misspeculations: u64,
+    /// The nodes' protocol counters over the measurement window, summed over the nodes.
+    pub protocol_counters: BTreeMap<String, u64>,
+    /// When the speculation degree changed (seconds since the run started) and to what.
+    pub speculation_timeline: Vec<(f64, String)>,
 }
 
 /// What happened during one second of a run.
@@ -85,7 +96,17 @@ impl RunStats {
         &mut self.intervals[second]
     }
 
-    pub fn record_commit(&mut self, txn_type: &'static str, latency: Duration) {
+    /// A transaction committed for good after `latency`; its client perceived it committed after
+    /// `perceived` (the same, unless it committed speculatively first).
+    pub fn record_commit(
+        &mut self,
+        txn_type: &'static str,
+        latency: Duration,
+        perceived: Duration,
+    ) {
+        self.perceived_latency_us
+            .get_or_insert_with(latency_histogram)
+            .saturating_record(perceived.as_micros().max(1) as u64);
         self.committed += 1;
         self.per_type.entry(txn_type).or_default().committed += 1;
         let us = latency.as_micros().max(1) as u64;
@@ -151,6 +172,21 @@ impl RunStats {
             mine.aborted += iv.aborted;
             mine.latency_us.add(&iv.latency_us).expect("same bounds");
         }
+        if let Some(h) = other.perceived_latency_us {
+            self.perceived_latency_us
+                .get_or_insert_with(latency_histogram)
+                .add(&h)
+                .expect("same bounds");
+        }
+        self.spec_commits += other.spec_commits;
+        self.misspeculations += other.misspeculations;
+        // Counters and the timeline are the run's, not a client's: kept from either side.
+        for (name, n) in other.protocol_counters {
+            self.protocol_counters.entry(name).or_insert(n);
+        }
+        if self.speculation_timeline.is_empty() {
+            self.speculation_timeline = other.speculation_timeline;
+        }
     }
 }
 
@@ -167,7 +203,12 @@ pub struct Latency {
 /// One protocol's line of `summary.json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProtocolResult {
-    pub protocol: &'static str,
+    /// The `--protocol` entry as written (the protocol's name, plus any settings).
+    pub protocol: String,
+    /// The protocol's registered name.
+    pub protocol_name: &'static str,
+    /// The clients' speculation: a fixed degree, or `auto`.
+    pub speculation: String,
     pub isolation: IsolationLevel,
     pub workload: String,
     pub committed: u64,
@@ -198,9 +239,37 @@ pub struct ProtocolResult {
     pub per_type_latency_ms: BTreeMap<&'static str, Latency>,
     /// The commit-latency distribution: (fraction of transactions, latency in ms) points.
     pub latency_cdf_ms: Vec<(f64, f64)>,
+    /// What the speculation did, for protocols that speculate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculation_stats: Option<SpeculationStats>,
     /// Per second of the run (warm-up included): for `samples.csv` and the report's plots.
     #[serde(skip)]
     pub samples: Vec<Sample>,
+}
+
+/// STR §8's metrics of speculation over the measurement window.
+#[derive(Clone, Debug, Serialize)]
+pub struct SpeculationStats {
+    /// Perceived latency: to the last speculative commit (or the final commit, without one).
+    pub perceived_latency_ms: Latency,
+    /// Speculative commits answered.
+    pub spec_commits: u64,
+    /// Speculatively committed attempts that aborted after all.
+    pub misspeculations: u64,
+    /// Misspeculations over speculative commits.
+    pub misspeculation_rate: f64,
+    /// Reads served from local-committed versions, per attempt that ended.
+    pub speculative_reads_per_txn: Option<f64>,
+    /// Reads held back until a dependency resolved (FFC > min OLC), per attempt that ended.
+    pub parked_reads_per_txn: Option<f64>,
+    /// Transactions aborted with one they depended on, per event that aborted any.
+    pub mean_cascade: Option<f64>,
+    /// The most transactions one abort (or final commit) took down.
+    pub largest_cascade: Option<u64>,
+    /// The nodes' protocol counters over the window, summed.
+    pub counters: BTreeMap<String, u64>,
+    /// When the degree changed (seconds since the run started) and to what.
+    pub degree_timeline: Vec<(f64, String)>,
 }
 
 /// One second of one protocol's run.
@@ -238,8 +307,51 @@ fn cdf_of(h: &Histogram<u64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
+impl SpeculationStats {
+    fn new(stats: &RunStats) -> SpeculationStats {
+        let counters = &stats.protocol_counters;
+        let attempts = (stats.committed + stats.aborted + stats.user_rollbacks) as f64;
+        let per_txn = |name: &str| {
+            counters
+                .get(name)
+                .filter(|_| attempts > 0.0)
+                .map(|n| *n as f64 / attempts)
+        };
+        let cascaded = counters.get("cascaded_aborts").copied();
+        let cascades = counters.get("cascades").copied().filter(|n| *n > 0);
+        SpeculationStats {
+            perceived_latency_ms: latency_of(
+                stats
+                    .perceived_latency_us
+                    .as_ref()
+                    .unwrap_or(&latency_histogram()),
+            ),
+            spec_commits: stats.spec_commits,
+            misspeculations: stats.misspeculations,
+            misspeculation_rate: if stats.spec_commits == 0 {
+                0.0
+            } else {
+                stats.misspeculations as f64 / stats.spec_commits as f64
+            },
+            speculative_reads_per_txn: per_txn("speculative_reads"),
+            parked_reads_per_txn: per_txn("parked_reads"),
+            mean_cascade: cascaded
+                .zip(cascades)
+                .map(|(n, events)| n as f64 / events as f64),
+            largest_cascade: counters.get("largest_cascade").copied(),
+            counters: counters.clone(),
+            degree_timeline: stats.speculation_timeline.clone(),
+        }
+    }
+}
+
 impl ProtocolResult {
-    pub fn new(info: &'static ProtocolInfo, config: &BenchConfig, stats: RunStats) -> Self {
+    pub fn new(
+        info: &'static ProtocolInfo,
+        spec: &ProtocolSpec,
+        config: &BenchConfig,
+        stats: RunStats,
+    ) -> Self {
         let latency_us = stats.latency_us();
         let ended = stats.committed + stats.aborted;
         let warmup_secs = config.warmup_s.ceil() as usize;
@@ -256,8 +368,11 @@ impl ProtocolResult {
                 p99_ms: iv.latency_us.value_at_quantile(0.99) as f64 / 1000.0,
             })
             .collect();
+        let speculation_stats = info.speculation.map(|_| SpeculationStats::new(&stats));
         ProtocolResult {
-            protocol: info.name,
+            protocol: spec.label.clone(),
+            protocol_name: info.name,
+            speculation: spec.speculation.to_string(),
             isolation: info.isolation,
             workload: config.workload.clone(),
             committed: stats.committed,
@@ -287,6 +402,7 @@ impl ProtocolResult {
                 .map(|(t, h)| (*t, latency_of(h)))
                 .collect(),
             latency_cdf_ms: cdf_of(&latency_us),
+            speculation_stats,
             samples,
         }
     }
@@ -345,6 +461,29 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
             r.latency_ms.p50,
             r.latency_ms.p99,
             r.throughput_ratio
+        );
+    }
+    for r in &results {
+        let Some(s) = &r.speculation_stats else {
+            continue;
+        };
+        let per_txn = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.3}"));
+        println!(
+            "{:<26} speculation {}: perceived p50 {:.2} ms, {} speculative commits, {:.1}% \
+             misspeculated, {} speculative / {} parked reads per txn, mean cascade {}, degrees {}",
+            r.protocol,
+            r.speculation,
+            s.perceived_latency_ms.p50,
+            s.spec_commits,
+            s.misspeculation_rate * 100.0,
+            per_txn(s.speculative_reads_per_txn),
+            per_txn(s.parked_reads_per_txn),
+            per_txn(s.mean_cascade),
+            s.degree_timeline
+                .iter()
+                .map(|(at, d)| format!("{d}@{at:.0}s"))
+                .collect::<Vec<_>>()
+                .join(" ")
         );
     }
     let summary = Summary {

@@ -91,7 +91,7 @@ fn summary_table(results: &[ProtocolResult]) -> String {
             t,
             "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}%</td><td>{:.2}</td>\
              <td>{:.2}</td><td>{:.3}</td><td>{}</td></tr>",
-            escape(r.protocol),
+            escape(&r.protocol),
             r.isolation,
             r.throughput_tps,
             r.goodput_tps,
@@ -118,7 +118,7 @@ fn per_type_table(results: &[ProtocolResult]) -> String {
                 t,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                  <td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(r.protocol),
+                escape(&r.protocol),
                 escape(name),
                 c.committed,
                 c.aborted,
@@ -308,7 +308,7 @@ fn throughput_over_time(results: &[ProtocolResult]) -> String {
     let series: Vec<Series> = results
         .iter()
         .map(|r| Series {
-            name: r.protocol,
+            name: &r.protocol,
             // Plotted at the end of each second: what completed during it.
             points: r
                 .samples
@@ -330,7 +330,7 @@ fn latency_cdf(results: &[ProtocolResult]) -> String {
     let series: Vec<Series> = results
         .iter()
         .map(|r| Series {
-            name: r.protocol,
+            name: &r.protocol,
             // Up to the 99.9th percentile: a single slow outlier would squash the curve.
             points: r
                 .latency_cdf_ms
@@ -430,7 +430,7 @@ fn aborts_by_reason(results: &[ProtocolResult]) -> String {
                 .collect()
         })
         .collect();
-    let names: Vec<&str> = results.iter().map(|r| r.protocol).collect();
+    let names: Vec<&str> = results.iter().map(|r| r.protocol.as_str()).collect();
     bar_chart(
         "Aborted attempts by reason",
         "aborted attempts",
@@ -441,10 +441,10 @@ fn aborts_by_reason(results: &[ProtocolResult]) -> String {
 }
 
 fn ratios(results: &[ProtocolResult]) -> String {
-    let base = results.first().map_or("", |r| r.protocol);
+    let base = results.first().map_or("", |r| r.protocol.as_str());
     let categories = vec![format!("throughput / {base}")];
     let values: Vec<Vec<f64>> = results.iter().map(|r| vec![r.throughput_ratio]).collect();
-    let names: Vec<&str> = results.iter().map(|r| r.protocol).collect();
+    let names: Vec<&str> = results.iter().map(|r| r.protocol.as_str()).collect();
     bar_chart("Throughput ratio", "ratio", &categories, &values, &names)
 }
 

@@ -147,6 +147,60 @@ fn a_short_bench_writes_the_summary() {
     assert_eq!(summary["config"]["workload_settings"]["contention"], "low");
 }
 
+/// Speculating protocols report STR §8's metrics: perceived latency, misspeculations, the
+/// nodes' speculation counters (read over the client protocol, so over TCP too) and the
+/// degrees the clients used.
+#[test]
+fn a_speculating_bench_reports_perceived_latency_and_speculation_counters() {
+    for transport in ["inproc", "tcp"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = augur(&[
+            "bench",
+            "--protocol",
+            "clocksi-rep,str:speculation=reads+commits:2,planet",
+            "--latency",
+            "3dc",
+            "--set",
+            "contention=high-local",
+            "--duration",
+            "3",
+            "--warmup",
+            "0.5",
+            "--clients",
+            "3",
+            "--transport",
+            transport,
+            "--out",
+            dir.path().to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap())
+                .unwrap();
+        let results = summary["results"].as_array().unwrap();
+        assert!(results[0]["speculation_stats"].is_null(), "clocksi-rep");
+        let str_run = &results[1];
+        assert_eq!(str_run["protocol"], "str:speculation=reads+commits:2");
+        assert_eq!(str_run["speculation"], "reads+commits:2");
+        let s = &str_run["speculation_stats"];
+        assert!(s["spec_commits"].as_u64().unwrap() > 0, "{transport}: {s}");
+        assert!(
+            s["counters"]["spec_commits"].as_u64().unwrap() > 0,
+            "{transport}: {s}"
+        );
+        assert!(s["counters"]["speculative_reads"].as_u64().is_some(), "{s}");
+        let perceived = s["perceived_latency_ms"]["p50"].as_f64().unwrap();
+        let final_p50 = str_run["latency_ms"]["p50"].as_f64().unwrap();
+        assert!(perceived > 0.0 && perceived < final_p50, "{transport}: {s}");
+        assert_eq!(s["degree_timeline"][0][1], "reads+commits:2");
+        assert_eq!(results[2]["speculation"], "commits:1");
+    }
+}
+
 #[test]
 fn check_exits_1_on_an_anomaly_with_a_replay_command_and_0_when_valid() {
     let dir = tempfile::tempdir().unwrap();

@@ -229,7 +229,7 @@ async fn node_processes_run_transactions_over_tcp() {
     tokio::task::spawn_blocking(move || {
         assert_dropped(addr, b"\xff\xff\xff\xffnot a frame");
         assert_dropped(addr, b"\x00\x00\x00\x05\xff\xff\xff\xff\xff");
-        assert_dropped(addr, b"\x00\x00\x00\x03\x03\x00\x00"); // wire version 3
+        assert_dropped(addr, b"\x00\x00\x00\x03\x63\x00\x00"); // wire version 99
     })
     .await
     .unwrap();
