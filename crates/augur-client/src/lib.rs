@@ -710,21 +710,62 @@ async fn attempt<'s, T: Transport>(
     speculation: Speculation,
     stats: Option<&CommitStats>,
 ) -> Attempt<'s, T> {
+    match run_body(session, procedure, speculation.reads, stats).await {
+        Ok(txn) => commit_body(txn, procedure, speculation.commit, stats).await,
+        Err(outcome) => Attempt::Done(outcome),
+    }
+}
+
+/// The first half of an attempt: begin a transaction (with speculative reads if `reads`) and
+/// run `procedure`'s body in it. Returns the transaction, ready to commit with
+/// [`commit_attempt`], or the outcome of an attempt that ended before its commit (reported to
+/// `procedure` and `stats` like any finished attempt).
+///
+/// Splitting an attempt lets a client with a chain of speculative commits run the next
+/// transaction's body while earlier ones finalize, and make room in the chain only when the
+/// next one is about to commit (STR §4: the chain bounds unresolved speculative commits, not
+/// transactions in flight).
+pub async fn run_body<'s, T: Transport>(
+    session: &'s Session<T>,
+    procedure: &mut dyn Procedure,
+    reads: bool,
+    stats: Option<&CommitStats>,
+) -> Result<Txn<'s, T>, Outcome> {
     let begun = session
-        .begin_with(procedure.name(), procedure.read_only(), speculation.reads)
+        .begin_with(procedure.name(), procedure.read_only(), reads)
         .await;
     let mut txn = match begun {
         Ok(t) => t,
-        Err(e) => return Attempt::Done(finish(procedure, stats, error_outcome(&e, false))),
+        Err(e) => return Err(finish(procedure, stats, error_outcome(&e, false))),
     };
     if let Err(e) = procedure.run(&mut txn).await {
         if !txn.is_done() {
             txn.abort().await;
         }
-        return Attempt::Done(finish(procedure, stats, error_outcome(&e, false)));
+        return Err(finish(procedure, stats, error_outcome(&e, false)));
     }
+    Ok(txn)
+}
+
+/// The second half of an attempt begun with [`run_body`]: commit `txn`, speculatively if
+/// `speculative_commit` and `procedure.can_spec_commit` agrees (weighing `stats`).
+pub async fn commit_attempt<'s, T: Transport>(
+    txn: Txn<'s, T>,
+    procedure: &mut dyn Procedure,
+    speculative_commit: bool,
+    stats: &CommitStats,
+) -> Attempt<'s, T> {
+    commit_body(txn, procedure, speculative_commit, Some(stats)).await
+}
+
+async fn commit_body<'s, T: Transport>(
+    txn: Txn<'s, T>,
+    procedure: &mut dyn Procedure,
+    speculative_commit: bool,
+    stats: Option<&CommitStats>,
+) -> Attempt<'s, T> {
     let speculate = match stats {
-        Some(stats) if speculation.commit => procedure.can_spec_commit(txn.info(), stats),
+        Some(stats) if speculative_commit => procedure.can_spec_commit(txn.info(), stats),
         _ => false,
     };
     let committed = if speculate {

@@ -268,8 +268,10 @@ struct CoordTxn {
     out_dd: Vec<TxnId>,
     /// The client's previous transaction, speculatively committed and unresolved at begin.
     in_fd: Option<TxnId>,
-    /// The client's next transaction, begun while this one was speculatively committed.
-    out_fd: Option<TxnId>,
+    /// Transactions of the same client begun while this one was its latest unresolved
+    /// speculative commit. Usually one; several when the client began another transaction
+    /// before the previous one committed (retrying a misspeculated transaction, say).
+    out_fd: Vec<TxnId>,
     /// A read value held back until min(OLC) ≥ FFC.
     parked_read: Option<Option<Value>>,
     /// Writes to keys this node does not replicate, kept in the cache partition.
@@ -401,7 +403,8 @@ impl<F: Flavor> Engine<F> {
             .last_spec
             .filter(|prev| self.coordinated.contains_key(prev));
         if let Some(prev) = in_fd {
-            self.coordinated.get_mut(&prev).expect("checked").out_fd = Some(txn);
+            let prev = self.coordinated.get_mut(&prev).expect("checked");
+            prev.out_fd.push(txn);
         }
         self.coordinated.insert(
             txn,
@@ -422,7 +425,7 @@ impl<F: Flavor> Engine<F> {
                 in_dd: Vec::new(),
                 out_dd: Vec::new(),
                 in_fd,
-                out_fd: None,
+                out_fd: Vec::new(),
                 parked_read: None,
                 cached: Vec::new(),
             },
@@ -1123,12 +1126,13 @@ impl<F: Flavor> Engine<F> {
                 doomed.push(*r);
             }
         }
-        if let Some(next) = t.out_fd
-            && let Some(nt) = self.coordinated.get_mut(&next)
-            && nt.in_fd == Some(txn)
-        {
-            nt.in_fd = None;
-            recheck.push(next);
+        for &next in &t.out_fd {
+            if let Some(nt) = self.coordinated.get_mut(&next)
+                && nt.in_fd == Some(txn)
+            {
+                nt.in_fd = None;
+                recheck.push(next);
+            }
         }
         self.resolved(t.client, txn, t.externalized);
         let client = self.clients.entry(t.client).or_default();
@@ -1192,7 +1196,7 @@ impl<F: Flavor> Engine<F> {
             for r in &t.out_dd {
                 work.push((*r, AbortReason::CascadingAbort));
             }
-            if let Some(next) = t.out_fd {
+            for &next in &t.out_fd {
                 work.push((next, AbortReason::CascadingAbort));
             }
             self.aborted.insert(id, (ctx.now(), reason));

@@ -6,7 +6,7 @@ use crate::report::{self, ProtocolResult, RunStats};
 use augur::BadInput;
 use augur_client::{
     Attempt, CommitStats, Degree, HistoryRecorder, Outcome, Procedure, Session, SpeculationTuner,
-    SpeculativeCommit, Transport, TunerSettings, resolve, run_speculative, run_with_retry,
+    SpeculativeCommit, Transport, TunerSettings, commit_attempt, resolve, run_body, run_with_retry,
 };
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
@@ -784,50 +784,60 @@ impl<'a, T: Transport> ClientRun<'a, T> {
     }
 
     /// Run `procedure` at `degree` until it commits for good, commits speculatively (then it
-    /// is returned, to be resolved later), or ends otherwise.
+    /// joins `chain`, to be resolved later), or ends otherwise. Each attempt's body runs while
+    /// the chain's transactions finalize; before it commits speculatively, the oldest are
+    /// resolved until the chain has room for it.
     async fn execute(
         &mut self,
+        chain: &mut VecDeque<InFlight<'a, T>>,
         mut procedure: Box<dyn Procedure>,
         started: Duration,
         counts: bool,
         degree: Degree,
-    ) -> Option<InFlight<'a, T>> {
+    ) {
+        let stats = self.speculating.commit_stats.clone();
         loop {
-            let attempt = run_speculative(
-                self.session,
-                procedure.as_mut(),
-                degree.speculation(),
-                &self.speculating.commit_stats,
-            )
-            .await;
+            let body = run_body(self.session, procedure.as_mut(), degree.reads, Some(&stats)).await;
+            let attempt = match body {
+                Ok(txn) => {
+                    let speculate = degree.chain > 0;
+                    while speculate && chain.len() >= degree.chain as usize {
+                        // Boxed: resolving may run a misspeculated transaction again.
+                        Box::pin(self.resolve_oldest(chain, degree)).await;
+                    }
+                    commit_attempt(txn, procedure.as_mut(), speculate, &stats).await
+                }
+                Err(outcome) => Attempt::Done(outcome),
+            };
             match attempt {
                 Attempt::Done(Outcome::Committed { .. }) => {
                     let now = self.now();
                     self.committed(procedure.name(), started, now, counts);
-                    return None;
+                    return;
                 }
                 Attempt::Done(Outcome::Aborted(reason)) => {
                     if !self.aborted(procedure.name(), reason, counts) {
-                        return None;
+                        return;
                     }
                 }
                 Attempt::Done(Outcome::Unknown) => {
                     if counts && self.now() <= self.end {
                         self.stats.record_unknown(procedure.name());
                     }
-                    return None;
+                    return;
                 }
                 Attempt::Speculative(spec) => {
                     if counts && self.now() <= self.end {
                         self.stats.spec_commits += 1;
                     }
-                    return Some(InFlight {
+                    chain.push_back(InFlight {
                         perceived: spec.spec_committed_at(),
                         procedure,
                         spec,
                         started,
                         counts,
                     });
+                    return;
                 }
             }
         }
@@ -854,12 +864,15 @@ impl<'a, T: Transport> ClientRun<'a, T> {
                 if flight.counts && self.now() <= self.end {
                     self.stats.misspeculations += 1;
                 }
-                if self.aborted(name, reason, flight.counts)
-                    && let Some(again) = self
-                        .execute(flight.procedure, flight.started, flight.counts, degree)
-                        .await
-                {
-                    chain.push_back(again);
+                if self.aborted(name, reason, flight.counts) {
+                    Box::pin(self.execute(
+                        chain,
+                        flight.procedure,
+                        flight.started,
+                        flight.counts,
+                        degree,
+                    ))
+                    .await;
                 }
             }
             Outcome::Unknown => {
@@ -875,8 +888,9 @@ impl<'a, T: Transport> ClientRun<'a, T> {
 /// latency runs from its start (its arrival, in the open loop) to its final commit, retries
 /// included; its perceived latency ends at its last speculative commit instead, when it had
 /// one (STR §8). With speculative commits the client moves on at once and keeps up to the
-/// degree's chain length of them unresolved, oldest resolved first. A transaction the workload
-/// rolls back is complete and not retried.
+/// degree's chain length of them unresolved: the next transaction runs its body meanwhile, and
+/// waits for the oldest to resolve only when it is ready to commit and the chain is full. A
+/// transaction the workload rolls back is complete and not retried.
 async fn client_loop<T: Transport>(
     client: &Client<T>,
     warmup: Duration,
@@ -903,8 +917,8 @@ async fn client_loop<T: Transport>(
         let degree = speculating
             .tuner
             .degree(transport.now().saturating_sub(origin));
-        // Room for one more speculative commit, or none unresolved without them.
-        while chain.len() >= (degree.chain as usize).max(1) {
+        // The degree may have shrunk: no more unresolved speculative commits than it allows.
+        while chain.len() > degree.chain as usize {
             run.resolve_oldest(&mut chain, degree).await;
         }
         let procedure = client.workload.next(client.home, &mut rng);
@@ -939,9 +953,8 @@ async fn client_loop<T: Transport>(
             break;
         }
         let counts = started >= measure_from;
-        if let Some(flight) = run.execute(procedure, started, counts, degree).await {
-            chain.push_back(flight);
-        }
+        run.execute(&mut chain, procedure, started, counts, degree)
+            .await;
     }
     // Learn every outstanding outcome (past the window, so none counts) before leaving.
     while !chain.is_empty() {
