@@ -554,3 +554,59 @@ fn fig2_naive_reads_combine_an_unsafe_transaction_with_a_conflicting_remote_one(
     assert!(t4.read_at("B") < t1.outcome_at(), "{t1:?} {t4:?}");
     assert_eq!(out.counters.parked_reads, 0, "{:?}", out.counters);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Flow dependencies: a client with several transactions begun behind one speculative commit.
+
+/// A client speculatively commits `T1` (writing a key mastered remotely, so its final commit
+/// takes a WAN round trip), then begins `T2` and, before `T2` commits, `T3` (as a client does
+/// that retries a misspeculated transaction while its next one is open). Both flow-depend on
+/// `T1` (§6.4); when `T1` final commits, both must be released and commit, well within the
+/// idle-transaction timeout. (When `str` kept one flow dependant per transaction, `T3`
+/// replaced `T2` and `T2` waited forever.)
+#[test]
+fn every_transaction_begun_behind_a_speculative_commit_is_released() {
+    let mut scenario = Scenario::new(Variant::Str, 3, 2);
+    let local = Key::numbered(0, 1);
+    let remote = Key::numbered(1, 1);
+    scenario.assert_replicas(&remote, &[1, 2]);
+    let log: Arc<Mutex<Vec<(&'static str, Outcome, Duration)>>> = Arc::default();
+    let seen = log.clone();
+    scenario.sim.spawn_client(NodeId(0), move |t| async move {
+        let session = Session::new(t);
+        let now = || session.transport().now();
+        let value = |v: &'static str| Some(Bytes::from_static(v.as_bytes()));
+        let mut t1 = session.begin_speculative("T1", false).await.unwrap();
+        t1.write(remote.clone(), value("1")).unwrap();
+        let Ok(CommitProgress::Speculative(t1)) = t1.commit_speculative().await else {
+            panic!("T1 commits speculatively at local commit");
+        };
+        let mut t2 = session.begin_speculative("T2", false).await.unwrap();
+        t2.write(local.clone(), value("2")).unwrap();
+        let mut t3 = session.begin_speculative("T3", false).await.unwrap();
+        t3.write(Key::numbered(0, 2), value("3")).unwrap();
+        let t3 = t3
+            .commit()
+            .await
+            .map_or_else(outcome_of, |ts| Outcome::Committed { commit_ts: ts });
+        seen.lock().unwrap().push(("T3", t3, now()));
+        let t2 = t2
+            .commit()
+            .await
+            .map_or_else(outcome_of, |ts| Outcome::Committed { commit_ts: ts });
+        seen.lock().unwrap().push(("T2", t2, now()));
+        let t1 = t1.outcome().await;
+        seen.lock().unwrap().push(("T1", t1, now()));
+    });
+    scenario.sim.run_until(Duration::from_secs(5));
+    assert!(scenario.sim.clients_done(), "the client finished");
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 3, "{log:?}");
+    for (name, outcome, at) in log.iter() {
+        assert!(
+            matches!(outcome, Outcome::Committed { .. }),
+            "{name}: {outcome:?}"
+        );
+        assert!(*at < ms(1000), "{name} finished at {at:?}: {log:?}");
+    }
+}
