@@ -564,13 +564,16 @@ fn fig2_naive_reads_combine_an_unsafe_transaction_with_a_conflicting_remote_one(
 /// `T1` (§6.4); when `T1` final commits, both must be released and commit, well within the
 /// idle-transaction timeout. (When `str` kept one flow dependant per transaction, `T3`
 /// replaced `T2` and `T2` waited forever.)
+/// A transaction's name, outcome, and when its client learned it.
+type Finished = (&'static str, Outcome, Duration);
+
 #[test]
 fn every_transaction_begun_behind_a_speculative_commit_is_released() {
     let mut scenario = Scenario::new(Variant::Str, 3, 2);
     let local = Key::numbered(0, 1);
     let remote = Key::numbered(1, 1);
     scenario.assert_replicas(&remote, &[1, 2]);
-    let log: Arc<Mutex<Vec<(&'static str, Outcome, Duration)>>> = Arc::default();
+    let log: Arc<Mutex<Vec<Finished>>> = Arc::default();
     let seen = log.clone();
     scenario.sim.spawn_client(NodeId(0), move |t| async move {
         let session = Session::new(t);
