@@ -13,7 +13,6 @@
 //! when the load changes enough to shift throughput for a few intervals running, it explores
 //! again from where it is. It is a black box: it sees only how many transactions committed.
 
-use crate::Speculation;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,14 +34,6 @@ impl Degree {
         reads: false,
         chain: 0,
     };
-
-    /// What each attempt may use at this degree.
-    pub fn speculation(self) -> Speculation {
-        Speculation {
-            reads: self.reads,
-            commit: self.chain > 0,
-        }
-    }
 
     /// The paper's ladder of increasing degrees that a protocol offering speculative reads (if
     /// `reads`) and chains up to `max_chain` supports: none, reads, then chains 1..=max_chain

@@ -180,13 +180,8 @@ impl RunStats {
         }
         self.spec_commits += other.spec_commits;
         self.misspeculations += other.misspeculations;
-        // Counters and the timeline are the run's, not a client's: kept from either side.
-        for (name, n) in other.protocol_counters {
-            self.protocol_counters.entry(name).or_insert(n);
-        }
-        if self.speculation_timeline.is_empty() {
-            self.speculation_timeline = other.speculation_timeline;
-        }
+        // `protocol_counters` and `speculation_timeline` are the run's, not a client's: the
+        // driver sets them on the merged total.
     }
 }
 
