@@ -335,6 +335,15 @@ pub struct SpeculationCounters {
     pub cascades: u64,
     /// The most transactions one such event took down.
     pub largest_cascade: u64,
+    /// Where conflicts end transactions, to tell local from remote contention: aborts at local
+    /// certification (write-write or wait-die),
+    pub local_certification_aborts: u64,
+    /// prepares refused by a remote master,
+    pub master_refusals: u64,
+    /// local-committed transactions a slave aborted for a replicated prepare of the same keys,
+    pub slave_evictions: u64,
+    /// and dependants a final commit doomed because it committed above their snapshot.
+    pub overrun_dependants: u64,
 }
 
 impl SpeculationCounters {
@@ -710,7 +719,10 @@ impl<F: Flavor> Engine<F> {
                         t.phase = Phase::Certifying { writes };
                         return;
                     }
-                    Verdict::Abort(reason) => return self.abort_txn(ctx, txn, reason),
+                    Verdict::Abort(reason) => {
+                        self.counters.local_certification_aborts += 1;
+                        return self.abort_txn(ctx, txn, reason);
+                    }
                 }
             }
         }
@@ -974,6 +986,7 @@ impl<F: Flavor> Engine<F> {
                         return;
                     }
                     Verdict::Abort(reason) => {
+                        self.counters.master_refusals += 1;
                         return ctx.send(txn.coordinator(), Msg::Refused { txn, reason });
                     }
                 }
@@ -1031,6 +1044,7 @@ impl<F: Flavor> Engine<F> {
             }
         }
         for loser in losers {
+            self.counters.slave_evictions += 1;
             self.abort_txn(ctx, loser, AbortReason::WriteWriteConflict);
         }
         let ts = self.propose(ctx.now(), snapshot, &writes);
@@ -1168,6 +1182,7 @@ impl<F: Flavor> Engine<F> {
         }
         // Every transaction this commit dooms, and their dependants, form one cascade.
         let mut victims = 0;
+        self.counters.overrun_dependants += doomed.len() as u64;
         for r in doomed {
             victims += self.abort_chain(ctx, r, AbortReason::CascadingAbort);
         }
@@ -1483,6 +1498,10 @@ impl<F: Flavor> Protocol for Engine<F> {
             ("cascaded_aborts", c.cascaded_aborts),
             ("cascades", c.cascades),
             ("largest_cascade", c.largest_cascade),
+            ("local_certification_aborts", c.local_certification_aborts),
+            ("master_refusals", c.master_refusals),
+            ("slave_evictions", c.slave_evictions),
+            ("overrun_dependants", c.overrun_dependants),
         ]
     }
 

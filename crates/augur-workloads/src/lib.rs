@@ -13,7 +13,7 @@ pub mod tpcc;
 pub mod ycsb_t;
 
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, NodeId, Placement, Value};
+use augur_types::{Key, NodeId, PartitionId, Placement, Value};
 use futures::future::BoxFuture;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -236,4 +236,63 @@ where
         value: value.to_string(),
         why: e.to_string(),
     })
+}
+
+/// Where a client's home rows (TPC-C's home warehouse, RUBiS's acting user) live relative to the
+/// node it runs on. Which is chosen decides where a workload's contention falls: with `Master`
+/// the rows a node's clients update are written by that node alone, so their contention is local;
+/// with `Local` every replica's clients write them, so it is remote too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Home {
+    /// In a partition the node replicates.
+    Local,
+    /// In a partition the node is the master of (as `Local` if it masters none).
+    Master,
+    /// Anywhere.
+    Uniform,
+}
+
+impl Home {
+    /// The setting's values, for error messages.
+    const VALUES: &'static str = "local, master or uniform";
+
+    /// Parse setting `key`'s value.
+    pub(crate) fn parse(key: &str, value: &str) -> Result<Home, WorkloadError> {
+        match value {
+            "local" => Ok(Home::Local),
+            "master" => Ok(Home::Master),
+            "uniform" => Ok(Home::Uniform),
+            other => Err(bad_value(key, other, format!("must be {}", Home::VALUES))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Home::Local => "local",
+            Home::Master => "master",
+            Home::Uniform => "uniform",
+        }
+    }
+
+    /// The partitions a client of `node` draws its home rows from; empty means all of them.
+    pub(crate) fn partitions(self, placement: &Placement, node: NodeId) -> Vec<PartitionId> {
+        let replicated = || {
+            placement
+                .partitions()
+                .filter(|p| placement.replicates(node, *p))
+                .collect::<Vec<_>>()
+        };
+        match self {
+            Home::Uniform => Vec::new(),
+            Home::Local => replicated(),
+            Home::Master => {
+                let mastered: Vec<PartitionId> = placement.mastered_by(node).collect();
+                if mastered.is_empty() {
+                    replicated()
+                } else {
+                    mastered
+                }
+            }
+        }
+    }
 }

@@ -90,7 +90,8 @@ const CONDITIONS: [(&str, &str, &str); 6] = [
     ),
     (
         "rubis-ids",
-        "ids are congruent with their shard, below its counter, and unique per table",
+        "ids are congruent with the shard that numbered them (their own, or the acting user's for \
+         bids and comments), below its counter, and unique per table",
         "ids",
     ),
     (
@@ -157,14 +158,17 @@ impl<'c> Scan<'c> {
         self.tally.expect(cond as usize, ok, what);
     }
 
-    /// Check an id found in shard `s`'s rows of `table`.
+    /// Check the id of a `table` row stored in shard `s`: unique, below the counter of the shard
+    /// that numbered it, and that shard is `s` unless the table is numbered elsewhere.
     fn id(&mut self, table: Table, s: u32, id: u32, what: impl Fn() -> String) {
-        let counter = self.counters.get(&(s, table)).copied();
         let shards = self.layout.shards;
+        let numbered_by = id % shards;
+        let counter = self.counters.get(&(numbered_by, table)).copied();
         let fresh = self.seen.entry(table).or_default().insert(id);
+        let in_place = numbered_by == s || !table.numbered_where_stored();
         self.expect(
             Cond::Ids,
-            fresh && id % shards == s && counter.is_some_and(|c| id < c),
+            fresh && in_place && counter.is_some_and(|c| id < c),
             || {
                 format!(
                     "{} id {id} of {} in shard {s} (counter {counter:?}){}",

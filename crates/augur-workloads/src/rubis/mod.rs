@@ -10,8 +10,9 @@
 //! each shard has its own id counter per table, so an insertion that needs a unique id takes it
 //! from its own shard rather than from one counter shared by all. New users and items are inserted
 //! in the shard of the acting user, so RegisterUser and RegisterItem allocate ids locally; bids,
-//! comments and purchases are inserted (and numbered) in the shard of the item, the receiving user
-//! and the buyer. Without scans, the lookups the interactions need are explicit rows: per-shard
+//! comments and purchases are inserted in the shard of the item, the receiving user and the buyer,
+//! and numbered by the acting user's shard (the bidder, the commenter, the buyer), so that every
+//! insertion takes its id locally and no counter is written from every node. Without scans, the lookups the interactions need are explicit rows: per-shard
 //! category and region-and-category indexes of the active items (bucketed lists), a nickname
 //! index for logins and uniqueness, each user's selling and bidding lists (AboutMe), and child
 //! rows clustered under the row that counts them (bids under their item, comments and purchases
@@ -67,7 +68,10 @@
 //! walk's own proportions, 10.41% read-write.
 //!
 //! Each interaction acts as one user: with `home_user=local`, a user of a shard the client's
-//! coordinator replicates (all users if it replicates none), with `uniform` any user. The items,
+//! coordinator replicates (all users if it replicates none), with `master` of the shard it is the
+//! master of (as `local` if it masters none), with `uniform` any user. With `master` the rows a
+//! node's users update (their own, and their shard's id counters) are written by that node
+//! alone; with `local` by the clients of every replica. The items,
 //! users, categories and regions it looks at are drawn uniformly from the population (RUBiS's
 //! client takes them from the page it is on); search pages are drawn geometrically with the
 //! search state's self-transition probability (its "next page" link).
@@ -105,7 +109,7 @@
 //! | `bids_per_item`   | 20       | the most bids an item has at load (RUBiS's `database_max_bids_per_item`) |
 //! | `update_fraction` | 0.15     | share of read-write interactions, or `matrix` |
 //! | `think_time`      | `off`    | `on` (the table's times), `tpcw`, or `off` |
-//! | `home_user`       | `local`  | `local` or `uniform`, above |
+//! | `home_user`       | `local`  | `local`, `master` or `uniform`, above |
 //!
 //! [`Workload::settings`] lists every deviation in force under `deviations`: the fixed ones below,
 //! and any setting off RUBiS's defaults (the 1:10 scale included).
@@ -138,9 +142,9 @@ mod tests;
 
 use crate::bad_value as bad;
 use crate::reject_unknown;
-use crate::{Audit, Workload, WorkloadError, parse};
+use crate::{Audit, Home, Workload, WorkloadError, parse};
 use augur_client::Procedure;
-use augur_types::{NodeId, PartitionId, Placement};
+use augur_types::{NodeId, Placement};
 use mix::Interaction;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -183,15 +187,6 @@ pub const DAY: u64 = 86_400_000;
 /// The date of the population: 60 days after the clock's origin.
 pub const LOAD_DATE: u64 = 60 * DAY;
 
-/// How the acting user of an interaction is drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HomeUser {
-    /// Among the users of the shards the coordinator replicates.
-    Local,
-    /// Among all users.
-    Uniform,
-}
-
 /// Which think time [`Rubis::pause`] offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThinkTime {
@@ -213,7 +208,7 @@ pub struct Settings {
     /// `None`: the walk's own proportions (`matrix`).
     pub update_fraction: Option<f64>,
     pub think_time: ThinkTime,
-    pub home_user: HomeUser,
+    pub home_user: Home,
 }
 
 fn within<T: PartialOrd + std::fmt::Display + Copy>(
@@ -247,11 +242,7 @@ impl Settings {
             "tpcw" => ThinkTime::Tpcw,
             other => return Err(bad("think_time", other, "must be off, on or tpcw")),
         };
-        let home_user = match get("home_user", "local").as_str() {
-            "local" => HomeUser::Local,
-            "uniform" => HomeUser::Uniform,
-            other => return Err(bad("home_user", other, "must be local or uniform")),
-        };
+        let home_user = Home::parse("home_user", &get("home_user", "local"))?;
         let num = |key: &str, default: &str| parse::<u32>(key, &get(key, default));
         let small = |key: &str, default: &str| parse::<u16>(key, &get(key, default));
         Ok(Settings {
@@ -421,11 +412,13 @@ impl Rubis {
         }
         let home_shards = placement
             .nodes()
-            .map(|node| match settings.home_user {
-                HomeUser::Uniform => Vec::new(),
-                HomeUser::Local => (0..shards)
-                    .filter(|s| placement.replicates(node, PartitionId(*s)))
-                    .collect(),
+            .map(|node| {
+                let homes = settings.home_user.partitions(&placement, node);
+                homes
+                    .into_iter()
+                    .map(|p| p.0)
+                    .filter(|s| *s < shards)
+                    .collect()
             })
             .collect();
         let weights = mix::weights(settings.update_fraction);
@@ -546,10 +539,7 @@ impl Workload for Rubis {
                 ThinkTime::Table => "on",
                 ThinkTime::Tpcw => "tpcw",
             },
-            "home_user": match s.home_user {
-                HomeUser::Local => "local",
-                HomeUser::Uniform => "uniform",
-            },
+            "home_user": s.home_user.name(),
             "shards": self.config.shards(),
             "weights_percent": weights,
             "transition_table": "RUBiS default (bidding) transition set, columns normalised",

@@ -87,6 +87,12 @@ impl Table {
         Table::BuyNow,
     ];
 
+    /// Whether a row's id comes from the shard that stores the row. Bids and comments are
+    /// stored with their item and receiving user but numbered by the acting user's shard.
+    pub fn numbered_where_stored(self) -> bool {
+        !matches!(self, Table::Bids | Table::Comments)
+    }
+
     fn tag(self) -> u8 {
         match self {
             Table::Users => b'U',

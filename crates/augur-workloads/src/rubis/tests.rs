@@ -469,7 +469,10 @@ fn store_bid_raises_the_price_and_records_the_bid() {
     let mut ops = loaded(&w);
     let i = 40; // shard 1
     let before: Item = row(&ops, &layout.item(i)).unwrap();
-    let bid_counter = counter(&ops, &layout, 1, Table::Bids);
+    // The bid is stored with the item but numbered by the bidder's shard.
+    let bidder_shard = layout.shard_of(5);
+    assert_ne!(bidder_shard, layout.shard_of(i));
+    let bid_counter = counter(&ops, &layout, bidder_shard, Table::Bids);
     let mut p = store_bid(&w, 5, i, 700);
     commit(&mut ops, &mut p).unwrap();
     let amount = before.max_bid.max(before.initial_price) + 700;
@@ -491,7 +494,10 @@ fn store_bid_raises_the_price_and_records_the_bid() {
             date: LOAD_DATE + 20,
         }
     );
-    assert_eq!(counter(&ops, &layout, 1, Table::Bids), bid_counter + 3);
+    assert_eq!(
+        counter(&ops, &layout, bidder_shard, Table::Bids),
+        bid_counter + 3
+    );
     assert_eq!(row::<IdList>(&ops, &layout.bidding(5)).unwrap().0[0], i);
     // A second bid by someone else outbids the first.
     let mut p = store_bid(&w, 6, i, 100);
@@ -604,7 +610,9 @@ fn store_comment_moves_the_rating() {
     let layout = w.config().layout;
     let mut ops = loaded(&w);
     let before: User = row(&ops, &layout.user(9)).unwrap();
-    let comments = counter(&ops, &layout, 0, Table::Comments);
+    // Numbered by the commenter's shard (user 4), not the receiver's (user 9).
+    assert_ne!(layout.shard_of(4), layout.shard_of(9));
+    let comments = counter(&ops, &layout, layout.shard_of(4), Table::Comments);
     let mut p = StoreComment {
         config: Arc::clone(w.config()),
         from: 4,
@@ -869,6 +877,22 @@ fn acting_users_come_from_local_shards() {
         .map(|_| w.draw_acting_user(NodeId(0), &mut rng) % 3)
         .collect();
     assert_eq!(shards.len(), 3);
+}
+
+#[test]
+fn master_acting_users_come_from_the_shard_a_node_masters() {
+    let lan = LatencyProfile::named("lan").unwrap();
+    // Three nodes, each replicating two of the three shards and mastering one.
+    let placement = Arc::new(Placement::ring(lan, 3, 2).unwrap());
+    let mut set = vec![("users", "60"), ("items", "40"), ("old_items", "30")];
+    let local = Rubis::new(&given(&set), Arc::clone(&placement)).unwrap();
+    set.push(("home_user", "master"));
+    let master = Rubis::new(&given(&set), Arc::clone(&placement)).unwrap();
+    for node in placement.nodes() {
+        let mastered: Vec<u32> = placement.mastered_by(node).map(|p| p.0).collect();
+        assert_eq!(master.home_shards(node), mastered);
+        assert_eq!(local.home_shards(node).len(), 2);
+    }
 }
 
 #[test]

@@ -631,7 +631,8 @@ impl StoreBid {
         let item_key = layout.item(self.item);
         let mut item: Item = must(ops, &item_key).await?;
         let amount = item.max_bid.max(item.initial_price) + self.raise;
-        let id = allocate(ops, layout, layout.shard_of(self.item), Table::Bids).await?;
+        // Numbered by the bidder's shard, not the item's: the id is taken locally (STR §8.2).
+        let id = allocate(ops, layout, layout.shard_of(self.user), Table::Bids).await?;
         item.nb_of_bids += 1;
         item.max_bid = item.max_bid.max(amount);
         let bid = Bid {
@@ -695,7 +696,8 @@ impl StoreComment {
         let layout = &self.config.layout;
         let user_key = layout.user(self.to);
         let mut to: User = must(ops, &user_key).await?;
-        let id = allocate(ops, layout, layout.shard_of(self.to), Table::Comments).await?;
+        // Numbered by the commenter's shard, which is local, not the receiving user's.
+        let id = allocate(ops, layout, layout.shard_of(self.from), Table::Comments).await?;
         to.nb_comments += 1;
         to.rating += i64::from(self.rating);
         let comment = Comment {

@@ -59,7 +59,10 @@
 //! TPC-C's terminals each keep one home warehouse (and Stock-Level one district). Here each
 //! transaction draws its home warehouse when it is generated: with `home_warehouse=local`
 //! uniformly among the warehouses whose partition the client's coordinator replicates (all of
-//! them if it replicates none), with `uniform` among all warehouses. Stock-Level draws its district
+//! them if it replicates none), with `master` among those whose partition it is the master of (as
+//! `local` if it masters none), with `uniform` among all warehouses. `master` makes Payment's
+//! contention on the warehouse and district rows local only, as STR §8.2 describes it; with
+//! `local` every replica's clients write the same rows. Stock-Level draws its district
 //! uniformly; `stock_level_districts` > 1 makes it scan that many consecutive districts (wrapping
 //! after 10), 20 orders each, and count the distinct low-stock items over all of them.
 //!
@@ -78,7 +81,7 @@
 //! | `stock_level_districts`  | 1       | districts one Stock-Level scans (1 is the spec) |
 //! | `remote_new_order`       | 0.01    | share of New-Order lines from another warehouse |
 //! | `remote_payment`         | 0.15    | share of Payments for another warehouse's customer |
-//! | `home_warehouse`         | `local` | `local` or `uniform`, above |
+//! | `home_warehouse`         | `local` | `local`, `master` or `uniform`, above |
 //! | `keying_and_think_time`  | `off`   | `on` makes [`Tpcc::pause`] return Clause 5.2.5's times |
 //! | `data_size`              | `spec`  | `compact` shortens the filler columns |
 //! | `customers_per_district` | 3000    | scales the database down (1..=3000) |
@@ -116,7 +119,7 @@ mod tests;
 
 use crate::bad_value as bad;
 use crate::reject_unknown;
-use crate::{Audit, Workload, WorkloadError, parse};
+use crate::{Audit, Home, Workload, WorkloadError, parse};
 use augur_client::Procedure;
 use augur_types::{NodeId, PartitionId, Placement};
 use rand::{Rng, SeedableRng};
@@ -227,15 +230,6 @@ const PRESETS: &[&str] = &[
     "sparkle-90",
 ];
 
-/// How a transaction's home warehouse is drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HomeWarehouse {
-    /// Among the warehouses whose partition the coordinator replicates.
-    Local,
-    /// Among all warehouses.
-    Uniform,
-}
-
 /// How long the filler columns are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DataSize {
@@ -284,7 +278,7 @@ pub struct Settings {
     pub stock_level_districts: u8,
     pub remote_new_order: f64,
     pub remote_payment: f64,
-    pub home_warehouse: HomeWarehouse,
+    pub home_warehouse: Home,
     pub keying_and_think_time: bool,
     pub data_size: DataSize,
     pub customers_per_district: u16,
@@ -333,11 +327,7 @@ impl Settings {
         let get = |key: &str, default: &str| given.get(key).cloned().unwrap_or(default.into());
         let preset = get("preset", "spec");
         let weights = parse_preset(&preset)?;
-        let home_warehouse = match get("home_warehouse", "local").as_str() {
-            "local" => HomeWarehouse::Local,
-            "uniform" => HomeWarehouse::Uniform,
-            other => return Err(bad("home_warehouse", other, "must be local or uniform")),
-        };
+        let home_warehouse = Home::parse("home_warehouse", &get("home_warehouse", "local"))?;
         let data_size = match get("data_size", "spec").as_str() {
             "spec" => DataSize::Spec,
             "compact" => DataSize::Compact,
@@ -529,19 +519,17 @@ impl Tpcc {
         let partitions = placement.partition_count().max(1) as u32;
         let home_warehouses = placement
             .nodes()
-            .map(|node| match settings.home_warehouse {
-                HomeWarehouse::Uniform => all_warehouses.clone(),
-                HomeWarehouse::Local => {
-                    let local: Vec<u32> = all_warehouses
-                        .iter()
-                        .copied()
-                        .filter(|w| placement.replicates(node, PartitionId(w % partitions)))
-                        .collect();
-                    if local.is_empty() {
-                        all_warehouses.clone()
-                    } else {
-                        local
-                    }
+            .map(|node| {
+                let homes = settings.home_warehouse.partitions(&placement, node);
+                let chosen: Vec<u32> = all_warehouses
+                    .iter()
+                    .copied()
+                    .filter(|w| homes.contains(&PartitionId(w % partitions)))
+                    .collect();
+                if chosen.is_empty() {
+                    all_warehouses.clone()
+                } else {
+                    chosen
                 }
             })
             .collect();
@@ -631,10 +619,7 @@ impl Workload for Tpcc {
             "stock_level_districts": s.stock_level_districts,
             "remote_new_order": s.remote_new_order,
             "remote_payment": s.remote_payment,
-            "home_warehouse": match s.home_warehouse {
-                HomeWarehouse::Local => "local",
-                HomeWarehouse::Uniform => "uniform",
-            },
+            "home_warehouse": s.home_warehouse.name(),
             "keying_and_think_time": if s.keying_and_think_time { "on" } else { "off" },
             "data_size": match s.data_size {
                 DataSize::Spec => "spec",

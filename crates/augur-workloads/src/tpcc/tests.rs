@@ -737,6 +737,37 @@ fn clients_draw_home_warehouses_from_their_coordinators_partitions() {
 }
 
 #[test]
+fn master_home_warehouses_are_those_of_the_partitions_a_node_masters() {
+    let lan = LatencyProfile::named("lan").unwrap();
+    // Three nodes, each replicating two of the three partitions and mastering one.
+    let placement = Arc::new(Placement::ring(lan, 3, 2).unwrap());
+    let set = [("warehouses", "6"), ("home_warehouse", "master")];
+    let master = Tpcc::new(&given(&set), Arc::clone(&placement)).unwrap();
+    let local = Tpcc::new(&given(&set[..1]), Arc::clone(&placement)).unwrap();
+    for node in placement.nodes() {
+        let mine = master.warehouses_of(node);
+        assert_eq!(
+            mine.len(),
+            2,
+            "{node:?} masters one partition of two warehouses"
+        );
+        for w in mine {
+            assert_eq!(placement.master(PartitionId(w % 3)), node);
+        }
+        assert_eq!(
+            local.warehouses_of(node).len(),
+            4,
+            "{node:?} replicates two"
+        );
+    }
+    let err = workload(&[("home_warehouse", "nearest")]).err().unwrap();
+    assert!(
+        err.to_string().contains("local, master or uniform"),
+        "{err}"
+    );
+}
+
+#[test]
 fn remote_warehouses_follow_the_rates() {
     let w = tiny(&[("warehouses", "3"), ("remote_new_order", "0.1")]);
     let mut rng = ChaCha8Rng::seed_from_u64(6);
