@@ -586,6 +586,33 @@ fn spsi_conflicting_writers_observed_by_an_aborted_transaction() {
 }
 
 #[test]
+fn spsi_conflicting_writers_observed_indirectly() {
+    // STR Fig. 2: T0 (aborted, speculatively read) and T1 (committed) both wrote z over its
+    // initial version; T2 (committed) read T1's e and wrote b; T3 read T0's a and T2's b, so it
+    // observed T1 through T2.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("z", None), w("z", "1"), w("a", "1")], aborted());
+    b.concurrent(vec![r("z", None), w("z", "2"), w("e", "2")], ok(1));
+    b.concurrent(vec![r("e", Some("2")), w("b", "3")], ok(2));
+    b.concurrent(vec![r("a", Some("1")), r("b", Some("3"))], aborted());
+    let report = check_at(&b, RW, Level::Spsi);
+    assert_eq!(
+        kinds(&report),
+        vec![AnomalyKind::ConflictingWritersObserved]
+    );
+    let a = &report.anomalies[0];
+    assert_eq!(a.txns, vec![3, 0, 2, 1]);
+    assert!(a.explanation.contains("through"), "{}", a.explanation);
+    // Without T2's read of e, T3 observed T2 only, which conflicts with nobody.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("z", None), w("z", "1"), w("a", "1")], aborted());
+    b.concurrent(vec![r("z", None), w("z", "2"), w("e", "2")], ok(1));
+    b.concurrent(vec![w("b", "3")], ok(2));
+    b.concurrent(vec![r("a", Some("1")), r("b", Some("3"))], aborted());
+    assert!(check_at(&b, RW, Level::Spsi).anomalies.is_empty());
+}
+
+#[test]
 fn observed_unknown_outcome_counts_as_committed() {
     let mut b = Builder::default();
     b.txn(

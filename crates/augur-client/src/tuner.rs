@@ -11,7 +11,9 @@
 //! The paper's tuner then keeps moving; this one stays put, because every move costs an interval
 //! at a worse degree, and instead watches the throughput with a two-sided CUSUM change detector:
 //! when the load changes enough to shift throughput for a few intervals running, it explores
-//! again from where it is. It is a black box: it sees only how many transactions committed.
+//! again from where it is. It is a black box: it sees only how many transactions committed. After
+//! a move, the first part of the interval ([`TunerSettings::transition`]) is not measured, since
+//! the transactions committing then mostly began at the previous degree.
 
 use std::fmt;
 use std::str::FromStr;
@@ -107,6 +109,10 @@ pub struct TunerSettings {
     /// CUSUM threshold: exploration restarts when the accumulated relative deviation beyond the
     /// slack exceeds it.
     pub change_threshold: f64,
+    /// The share of an interval after a move that is left out of its measure: transactions
+    /// begun at the old degree are still committing then, and would credit (or charge) the new
+    /// one with the old one's throughput.
+    pub transition: f64,
 }
 
 impl Default for TunerSettings {
@@ -116,6 +122,7 @@ impl Default for TunerSettings {
             min_gain: 0.03,
             change_slack: 0.10,
             change_threshold: 0.60,
+            transition: 0.25,
         }
     }
 }
@@ -134,6 +141,10 @@ struct TunerState {
     current: usize,
     interval_start: Duration,
     count_at_start: u64,
+    /// When this interval's measure starts (after the transition, if the tuner just moved), and
+    /// the commit count then, once a caller has seen that moment.
+    measure_from: Duration,
+    count_at_measure: Option<u64>,
     phase: Phase,
     timeline: Vec<(Duration, Degree)>,
 }
@@ -169,6 +180,8 @@ impl SpeculationTuner {
                 current: 0,
                 interval_start: now,
                 count_at_start: 0,
+                measure_from: now,
+                count_at_measure: Some(0),
                 phase: Phase::Exploring {
                     measured: vec![None; steps],
                     origin: 0,
@@ -189,17 +202,31 @@ impl SpeculationTuner {
     /// so may move, when it is over.
     pub fn degree(&self, now: Duration) -> Degree {
         let mut s = self.state.lock().expect("tuner state");
-        let elapsed = now.saturating_sub(s.interval_start);
-        if elapsed >= s.settings.interval {
+        if s.count_at_measure.is_none() && now >= s.measure_from {
+            s.count_at_measure = Some(self.committed.load(Ordering::Relaxed));
+            s.measure_from = now;
+        }
+        if now.saturating_sub(s.interval_start) >= s.settings.interval {
             let count = self.committed.load(Ordering::Relaxed);
-            let throughput = (count - s.count_at_start) as f64 / elapsed.as_secs_f64();
+            // Nobody asked during the measured part: fall back to the whole interval.
+            let (from, at) = match s.count_at_measure {
+                Some(at) if now > s.measure_from => (s.measure_from, at),
+                _ => (s.interval_start, s.count_at_start),
+            };
+            let elapsed = now.saturating_sub(from).as_secs_f64().max(f64::EPSILON);
+            let throughput = (count - at) as f64 / elapsed;
             s.interval_start = now;
             s.count_at_start = count;
             let before = s.current;
             s.decide(throughput);
-            if s.current != before {
+            if s.current == before {
+                s.measure_from = now;
+                s.count_at_measure = Some(count);
+            } else {
                 let degree = s.ladder[s.current];
                 s.timeline.push((now, degree));
+                s.measure_from = now + s.settings.interval.mul_f64(s.settings.transition);
+                s.count_at_measure = None;
             }
         }
         s.ladder[s.current]
@@ -423,6 +450,29 @@ mod tests {
         assert_eq!(*first.last().unwrap(), 9, "{first:?}");
         let second = drive(&tuner, &ladder, 15, 40, |step| 1000 - 80 * step as u64);
         assert_eq!(*second.last().unwrap(), 0, "{second:?}");
+    }
+
+    #[test]
+    fn does_not_credit_a_step_with_its_predecessors_commits() {
+        let ladder = Degree::ladder(true, 8);
+        let tuner = SpeculationTuner::new(ladder.clone(), TunerSettings::default(), ms(0));
+        // Reads (step 1) is best, chain 1 a little worse. Commits lag the degree by 300 ms, so
+        // the first 30% of an interval after a move still commits at the previous step's rate:
+        // measured whole, chain 1's interval would carry reads' better rate and win the climb.
+        let rate = |step: usize| 1000 - 50 * (step as u64).abs_diff(1) - 450 * u64::from(step == 0);
+        let mut used = Vec::new();
+        for tick in 0..300usize {
+            let step = ladder
+                .iter()
+                .position(|d| *d == tuner.degree(ms(tick as u64 * 100)))
+                .unwrap();
+            used.push(step);
+            let effective = used[tick.saturating_sub(3)];
+            for _ in 0..rate(effective) / 10 {
+                tuner.committed();
+            }
+        }
+        assert!(used[50..].iter().all(|s| *s == 1), "{used:?}");
     }
 
     #[test]

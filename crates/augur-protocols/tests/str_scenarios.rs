@@ -9,7 +9,7 @@
 //! VA–OR, 34 ms VA–IE, 60 ms OR–IE, 0.1 ms within a DC) with a ring placement where key
 //! `Key::numbered(p, _)` lives in partition `p`, mastered by node `p`. Each scenario asserts its
 //! layout and its timeline (who had local committed, final committed or aborted when a read
-//! returned), then what the reader observed; Fig. 1 also runs the SPSI checker over the recorded
+//! returned), then what the reader observed, and runs the SPSI checker over the recorded
 //! history.
 
 use augur_check::{Anomaly, AnomalyKind, CheckOptions, Level, ValueModel, check};
@@ -442,19 +442,23 @@ fn fig1b_naive_reads_see_two_conflicting_transactions() {
 // Fig. 2: an indirect conflict through a remote final-committed transaction.
 
 /// Fig. 2 in four nodes, replication factor 1: N0 (VA, the paper's N1) holds `A` and `B`, N1
-/// (OR, the paper's N2) holds `C`, N3 (VA, the paper's N3) holds `E`; N2 is unused.
+/// (OR, the paper's N2) holds `C`, N3 (VA, the paper's N3) holds `E`; N2 is unused. T1 and T2
+/// read `C` before writing it, which the paper leaves implicit: it is what lets the checker see
+/// from the history that they were concurrent writers of `C`.
 ///
-/// * `T1` on N0 begins at 0 ms, writes `A = A1` and `C = C1` and, after 10 ms of work, commits
-///   speculatively: local commit at N0 (`C` goes to the cache partition: T1 is *unsafe*), and a
-///   prepare of `C` to N1 (arrives ~43.5 ms).
-/// * `T2` on N3 begins at 5 ms (after T1, so concurrent with it) and writes `C = C2`, `E = E2`.
-///   Its prepare reaches N1 first (~38.5 ms); T1's prepare, older, waits there (wait-die). T2
-///   final commits at ~72 ms. When that reaches N1 (~105.5 ms) T1's prepare meets a newer
-///   committed `C`, is refused, and T1 aborts at N0 at ~139 ms.
-/// * `T3` on N3 begins at 80 ms, reads `E = E2` (T2, final committed) and writes `B = B3`; it
-///   final commits at ~80.2 ms and `B3` is committed at N0 by ~80.3 ms.
-/// * `T4`, speculative and read-only, on N0 begins at 90 ms and reads `A` (T1's local-committed
-///   `A1`), then at 100 ms reads `B`, whose newest version in its snapshot is T3's `B3`.
+/// * `setup` on N1 writes `C = C0` at 0 ms.
+/// * `T1` on N0 begins at 20 ms, reads `C = C0` (a round trip to N1, back at ~87 ms), writes
+///   `A = A1` and `C = C1` and, after 10 ms of work, commits speculatively at ~97 ms: local
+///   commit at N0 (`C` goes to the cache partition: T1 is *unsafe*), and a prepare of `C` to N1
+///   (arrives ~131 ms).
+/// * `T2` on N3 begins at 25 ms (after T1, so concurrent with it), reads `C = C0` (back at
+///   ~92 ms) and writes `C = C2`, `E = E2`. Its prepare reaches N1 first (~126 ms); T1's prepare,
+///   older, waits there (wait-die). T2 final commits at ~159 ms. When that reaches N1 (~193 ms)
+///   T1's prepare meets a newer committed `C`, is refused, and T1 aborts at N0 at ~226 ms.
+/// * `T3` on N3 begins at 170 ms, reads `E = E2` (T2, final committed) and writes `B = B3`; it
+///   final commits at ~170.2 ms and `B3` is committed at N0 by ~170.3 ms.
+/// * `T4`, speculative and read-only, on N0 begins at 180 ms and reads `A` (T1's local-committed
+///   `A1`), then at 190 ms reads `B`, whose newest version in its snapshot is T3's `B3`.
 ///
 /// Including both T1 and T3 in T4's snapshot would include T2 (which T3 read from) alongside T1,
 /// its conflicting concurrent writer of `C` (SPSI-3).
@@ -467,12 +471,21 @@ fn fig2(variant: Variant) -> Outcomes {
     s.assert_replicas(&c, &[1]);
     s.assert_replicas(&e, &[3]);
     s.spawn(Script {
+        name: "setup",
+        home: 1,
+        start: ms(0),
+        speculative_reads: false,
+        speculative_commit: false,
+        steps: vec![Step::Write(c.clone(), "C0")],
+    });
+    s.spawn(Script {
         name: "T1",
         home: 0,
-        start: ms(0),
+        start: ms(20),
         speculative_reads: false,
         speculative_commit: true,
         steps: vec![
+            Step::Read("C", c.clone()),
             Step::Write(a.clone(), "A1"),
             Step::Write(c.clone(), "C1"),
             Step::Sleep(ms(10)),
@@ -481,15 +494,19 @@ fn fig2(variant: Variant) -> Outcomes {
     s.spawn(Script {
         name: "T2",
         home: 3,
-        start: ms(5),
+        start: ms(25),
         speculative_reads: false,
         speculative_commit: false,
-        steps: vec![Step::Write(c, "C2"), Step::Write(e.clone(), "E2")],
+        steps: vec![
+            Step::Read("C", c.clone()),
+            Step::Write(c, "C2"),
+            Step::Write(e.clone(), "E2"),
+        ],
     });
     s.spawn(Script {
         name: "T3",
         home: 3,
-        start: ms(80),
+        start: ms(170),
         speculative_reads: false,
         speculative_commit: false,
         steps: vec![Step::Read("E", e), Step::Write(b.clone(), "B3")],
@@ -497,13 +514,21 @@ fn fig2(variant: Variant) -> Outcomes {
     s.spawn(Script {
         name: "T4",
         home: 0,
-        start: ms(90),
+        start: ms(180),
         speculative_reads: true,
         speculative_commit: false,
         steps: vec![Step::Read("A", a), Step::Sleep(ms(10)), Step::Read("B", b)],
     });
     let out = s.run(0);
-    let (t1, t2, t3, t4) = (out.log("T1"), out.log("T2"), out.log("T3"), out.log("T4"));
+    let (setup, t1, t2) = (out.log("setup"), out.log("T1"), out.log("T2"));
+    let (t3, t4) = (out.log("T3"), out.log("T4"));
+    assert!(
+        setup.committed() && setup.outcome_at() < ms(20),
+        "{setup:?}"
+    );
+    for t in [t1, t2] {
+        assert_eq!(t.observed(), vec![("C", Some("C0"))], "{t:?}");
+    }
     assert!(t2.committed(), "{t2:?}");
     assert!(
         t2.outcome_at() < t3.begun_at.unwrap(),
@@ -516,15 +541,15 @@ fn fig2(variant: Variant) -> Outcomes {
         "{t1:?}"
     );
     assert_eq!(t1.outcome(), Outcome::Aborted(AbortReason::Misspeculation));
-    assert!(t3.outcome_at() < ms(100), "B3 is committed when T4 reads B");
+    assert!(t3.outcome_at() < ms(190), "B3 is committed when T4 reads B");
     assert!(t4.read_at("A") < t1.outcome_at(), "{t1:?} {t4:?}");
     out
 }
 
-/// Fig. 2 against `str`: reading `A1` from the unsafe T1 puts T1's read snapshot (~0 ms) in T4's
-/// OLC; `B3` carries T3's final-commit timestamp (~80 ms) into T4's FFC. FFC > min(OLC), so the
-/// read of `B` is parked until T1's outcome is known; T1 aborts, and T4 aborts with it without
-/// ever being handed `B3`.
+/// Fig. 2 against `str`: reading `A1` from the unsafe T1 puts T1's read snapshot (~20 ms) in
+/// T4's OLC; `B3` carries T3's final-commit timestamp (~170 ms) into T4's FFC. FFC > min(OLC), so
+/// the read of `B` is parked until T1's outcome is known; T1 aborts, and T4 aborts with it
+/// without ever being handed `B3`.
 #[test]
 fn fig2_str_parks_the_read_until_the_unsafe_transaction_resolves() {
     let out = fig2(Variant::Str);
@@ -543,9 +568,9 @@ fn fig2_str_parks_the_read_until_the_unsafe_transaction_resolves() {
 }
 
 /// Fig. 2 against the naive mutant: nothing holds the read of `B` back, so T4 observes `A1` from
-/// T1 and `B3` from T3 at 100 ms, while T1 is still local committed and about to abort because
-/// of T2, which T3 read from: the inconsistent snapshot of the figure. (The checker does not flag
-/// it: T4 never observed T2 directly, and T4 itself aborts later, with T1.)
+/// T1 and `B3` from T3 at 190 ms, while T1 is still local committed and about to abort because
+/// of T2, which T3 read from: the inconsistent snapshot of the figure. The checker sees it
+/// through T3's read: T4 observed T1 directly and T2 indirectly, and both wrote `C` over `C0`.
 #[test]
 fn fig2_naive_reads_combine_an_unsafe_transaction_with_a_conflicting_remote_one() {
     let out = fig2(Variant::Naive);
@@ -553,6 +578,12 @@ fn fig2_naive_reads_combine_an_unsafe_transaction_with_a_conflicting_remote_one(
     assert_eq!(t4.observed(), vec![("A", Some("A1")), ("B", Some("B3"))]);
     assert!(t4.read_at("B") < t1.outcome_at(), "{t1:?} {t4:?}");
     assert_eq!(out.counters.parked_reads, 0, "{:?}", out.counters);
+    assert!(
+        out.violation_kinds()
+            .contains(&AnomalyKind::ConflictingWritersObserved),
+        "{:#?}",
+        out.violations
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,10 @@
 //! * Conflicting writers observed: T observed versions from W1 and from W2, which both wrote
 //!   some key z without either seeing the other's write of z. They were concurrent conflicting
 //!   writers, so at most one can commit under snapshot isolation, and a snapshot must not
-//!   contain both.
+//!   contain both. Observing is direct (T read W's version) or, as SPSI-3 has it, indirect: T
+//!   read from a transaction that read from W (STR Fig. 2: a snapshot holding an unsafe
+//!   local-committed T1 and a remote committed T3 that read from T2, T1's conflicting writer).
+//!   Indirect observation is followed [`MAX_DEPTH`] reads-from steps deep.
 
 use super::ValueModel;
 use super::explain::Collector;
@@ -16,8 +19,23 @@ use super::index::{Index, NONE, Status};
 use super::versions::{Before, Order};
 use crate::anomaly::{AnomalyKind, Level};
 
-/// The observed writers kept per transaction when looking for conflicting pairs.
-const MAX_OBSERVED: usize = 16;
+/// The observed writers, direct ones first, kept per transaction when looking for conflicting
+/// pairs.
+const MAX_OBSERVED: usize = 24;
+
+/// How many reads-from steps away an observed writer may be: 1 is direct, 2 through one
+/// transaction that read from it (Fig. 2).
+const MAX_DEPTH: usize = 2;
+
+/// A writer whose version a transaction observed: it read `vid` (of `key`) from `writer`,
+/// directly when `via` is `NONE`, else through `via`, an observed writer that read it.
+#[derive(Clone, Copy)]
+struct Observed {
+    writer: u32,
+    key: u32,
+    vid: u32,
+    via: u32,
+}
 
 pub(super) fn snapshot_checks(ix: &Index<'_>, order: &Order, level: Level, out: &mut Collector) {
     let spsi = level.constrains_aborted();
@@ -26,7 +44,16 @@ pub(super) fn snapshot_checks(ix: &Index<'_>, order: &Order, level: Level, out: 
     // otherwise committed transactions reading committed ones.
     let reads = |s: Status| spsi || s.in_graph();
     let writes = |s: Status| s.in_graph() || (spsi && s == Status::Aborted);
+    // The writer of `vid` if a read of it by `reader` observes another transaction's installed
+    // write that counts.
+    let observes = |reader: u32, vid: u32| {
+        let w = ix.vid_writer[vid as usize];
+        let counts =
+            w != NONE && w != reader && ix.vid_final[vid as usize] && writes(ix.status[w as usize]);
+        counts.then_some(w)
+    };
     let mut observed: Vec<(u32, u32, u32)> = Vec::new();
+    let mut closure: Vec<Observed> = Vec::new();
     for t in 0..ix.n() as u32 {
         if !reads(ix.status[t as usize]) {
             continue;
@@ -35,20 +62,53 @@ pub(super) fn snapshot_checks(ix: &Index<'_>, order: &Order, level: Level, out: 
         // write.
         observed.clear();
         for r in ix.ext_reads(t) {
-            let w = ix.vid_writer[r.vid as usize];
-            if w == NONE
-                || w == t
-                || !ix.vid_final[r.vid as usize]
-                || !writes(ix.status[w as usize])
-            {
-                continue;
+            if let Some(w) = observes(t, r.vid) {
+                observed.push((w, r.key, r.vid));
             }
-            observed.push((w, r.key, r.vid));
         }
         fractured(ix, order, t, &observed, out);
-        if spsi {
-            conflicting(ix, order, t, &observed, out);
+        if !spsi {
+            continue;
         }
+        // The distinct writers observed directly, then those they read from, breadth first.
+        closure.clear();
+        for &(writer, key, vid) in &observed {
+            if closure.len() < MAX_OBSERVED && !closure.iter().any(|o| o.writer == writer) {
+                let via = NONE;
+                closure.push(Observed {
+                    writer,
+                    key,
+                    vid,
+                    via,
+                });
+            }
+        }
+        let mut frontier = 0..closure.len();
+        for _ in 1..MAX_DEPTH {
+            let start = closure.len();
+            for i in frontier {
+                let via = closure[i].writer;
+                for r in ix.ext_reads(via) {
+                    let Some(writer) = observes(via, r.vid) else {
+                        continue;
+                    };
+                    if writer != t
+                        && closure.len() < MAX_OBSERVED
+                        && !closure.iter().any(|o| o.writer == writer)
+                    {
+                        let (key, vid) = (r.key, r.vid);
+                        closure.push(Observed {
+                            writer,
+                            key,
+                            vid,
+                            via,
+                        });
+                    }
+                }
+            }
+            frontier = start..closure.len();
+        }
+        conflicting(ix, order, t, &closure, out);
     }
 }
 
@@ -126,23 +186,11 @@ fn concurrent(ix: &Index<'_>, order: &Order, w1: u32, w2: u32, key: u32) -> bool
     }
 }
 
-fn conflicting(
-    ix: &Index<'_>,
-    order: &Order,
-    t: u32,
-    observed: &[(u32, u32, u32)],
-    out: &mut Collector,
-) {
-    let mut writers: Vec<(u32, u32, u32)> = Vec::new();
-    for &o in observed {
-        if !writers.iter().any(|w| w.0 == o.0) && writers.len() < MAX_OBSERVED {
-            writers.push(o);
-        }
-    }
+fn conflicting(ix: &Index<'_>, order: &Order, t: u32, writers: &[Observed], out: &mut Collector) {
     let kind = AnomalyKind::ConflictingWritersObserved;
-    for i in 0..writers.len() {
-        for j in i + 1..writers.len() {
-            let ((w1, k1, v1), (w2, k2, v2)) = (writers[i], writers[j]);
+    for (i, o1) in writers.iter().enumerate() {
+        for o2 in &writers[i + 1..] {
+            let (w1, w2) = (o1.writer, o2.writer);
             let Some(z) = ix
                 .final_writes(w1)
                 .iter()
@@ -155,29 +203,43 @@ fn conflicting(
                 let z1 = ix.final_write_of(w1, z).map_or(NONE, |f| f.vid);
                 let z2 = ix.final_write_of(w2, z).map_or(NONE, |f| f.vid);
                 let explanation = format!(
-                    "{} observed {} from {} and {} from {}; both of those transactions wrote {} \
-                     ({} and {}) and neither saw the other's write, so they were concurrent \
-                     conflicting writers, and no isolated snapshot contains both.",
+                    "{} observed {} and {}; both of those transactions wrote {} ({} and {}) and \
+                     neither saw the other's write, so they were concurrent conflicting writers, \
+                     and no isolated snapshot contains both.",
                     ix.name(t),
-                    ix.kv(v1),
-                    ix.name(w1),
-                    ix.kv(v2),
-                    ix.name(w2),
+                    how_observed(ix, o1),
+                    how_observed(ix, o2),
                     ix.key_name(z),
                     ix.value(z1),
                     ix.value(z2),
                 );
-                let mut keys = vec![ix.key_name(k1).to_string()];
-                for k in [k2, z] {
+                let mut keys: Vec<String> = Vec::new();
+                for k in [o1.key, o2.key, z] {
                     let name = ix.key_name(k).to_string();
                     if !keys.contains(&name) {
                         keys.push(name);
                     }
                 }
-                let txns = vec![ix.index_of(t), ix.index_of(w1), ix.index_of(w2)];
+                let mut txns = vec![ix.index_of(t)];
+                for o in [o1, o2] {
+                    if o.via != NONE {
+                        txns.push(ix.index_of(o.via));
+                    }
+                    txns.push(ix.index_of(o.writer));
+                }
                 out.push(kind, txns, keys, Vec::new(), explanation);
             }
             return;
         }
+    }
+}
+
+/// "x = 1 from T", or "through U, which read x = 1 from T".
+fn how_observed(ix: &Index<'_>, o: &Observed) -> String {
+    let read = format!("{} from {}", ix.kv(o.vid), ix.name(o.writer));
+    if o.via == NONE {
+        read
+    } else {
+        format!("through {}, which read {read},", ix.name(o.via))
     }
 }
