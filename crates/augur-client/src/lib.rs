@@ -478,16 +478,34 @@ impl<T: Transport> SpeculativeCommit<'_, T> {
 
     /// Wait for the final outcome: `Committed`, `Aborted(Misspeculation)`, or `Unknown` when the
     /// coordinator forgot the transaction or stopped answering.
-    pub async fn outcome(mut self) -> Outcome {
-        let reply = self
-            .session
-            .transport
+    pub async fn outcome(self) -> Outcome {
+        self.resolution().await.outcome
+    }
+
+    /// Wait for the final outcome, and learn when the coordinator reached it, which may be
+    /// long before the client asked.
+    pub async fn resolution(mut self) -> Resolution {
+        let transport = &self.session.transport;
+        let reply = transport
             .call(ClientOp::AwaitOutcome { txn: self.id })
             .await;
+        let mut decided_at = transport.now();
         let outcome = match reply {
             Ok(ClientReply::Committed { commit_ts }) => Outcome::Committed { commit_ts },
             // Whatever the protocol's reason, the client had already externalized the result.
             Ok(ClientReply::Aborted(_)) => Outcome::Aborted(AbortReason::Misspeculation),
+            Ok(ClientReply::Resolved {
+                commit_ts,
+                decided_ago_us,
+            }) => {
+                // Never before the speculative commit itself.
+                let ago = Duration::from_micros(decided_ago_us);
+                decided_at = decided_at.saturating_sub(ago).max(self.at);
+                match commit_ts {
+                    Some(commit_ts) => Outcome::Committed { commit_ts },
+                    None => Outcome::Aborted(AbortReason::Misspeculation),
+                }
+            }
             _ => Outcome::Unknown,
         };
         if let Some(mut log) = self.record.take() {
@@ -501,8 +519,20 @@ impl<T: Transport> SpeculativeCommit<'_, T> {
             self.session
                 .record(self.id, self.read_only, log, AbortReason::Timeout);
         }
-        outcome
+        Resolution {
+            outcome,
+            decided_at,
+        }
     }
+}
+
+/// The final outcome of a speculative commit and when the coordinator reached it, on the
+/// transport's clock: the end of the transaction's final latency (STR §8), which the client may
+/// learn only later, when it asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    pub outcome: Outcome,
+    pub decided_at: Duration,
 }
 
 impl<T: Transport> Drop for SpeculativeCommit<'_, T> {
@@ -789,13 +819,14 @@ pub async fn resolve<T: Transport>(
     spec: SpeculativeCommit<'_, T>,
     procedure: &mut dyn Procedure,
     stats: &CommitStats,
-) -> Outcome {
+) -> Resolution {
     let info = spec.info().clone();
-    let outcome = spec.outcome().await;
-    if matches!(outcome, Outcome::Committed { .. }) {
+    let resolution = spec.resolution().await;
+    if matches!(resolution.outcome, Outcome::Committed { .. }) {
         procedure.on_final_commit(&info);
     }
-    finish(procedure, Some(stats), outcome)
+    finish(procedure, Some(stats), resolution.outcome);
+    resolution
 }
 
 /// Report a finished attempt to its procedure and to the per-type statistics, if kept.

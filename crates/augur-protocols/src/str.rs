@@ -1273,7 +1273,16 @@ impl<F: Flavor> Engine<F> {
 
     fn await_outcome(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId) {
         if let Some(outcome) = self.outcomes.remove(&txn) {
-            return pending.answer(ctx, outcome.reply);
+            let commit_ts = match outcome.reply {
+                ClientReply::Committed { commit_ts } => Some(commit_ts),
+                _ => None,
+            };
+            let decided_ago_us = ctx.now().0.saturating_sub(outcome.at.0);
+            let reply = ClientReply::Resolved {
+                commit_ts,
+                decided_ago_us,
+            };
+            return pending.answer(ctx, reply);
         }
         match self.coordinated.get_mut(&txn) {
             Some(t) if t.externalized && t.pending.is_none() => t.pending = Some(pending),

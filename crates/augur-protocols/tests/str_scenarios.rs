@@ -13,7 +13,9 @@
 //! history.
 
 use augur_check::{Anomaly, AnomalyKind, CheckOptions, Level, ValueModel, check};
-use augur_client::{CommitProgress, HistoryRecorder, Outcome, Session, Transport, TxnError};
+use augur_client::{
+    CommitProgress, HistoryRecorder, Outcome, Resolution, Session, Transport, TxnError,
+};
 use augur_protocols::str::{SpeculationCounters, Str};
 use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::{SimConfig, Simulation};
@@ -643,4 +645,44 @@ fn every_transaction_begun_behind_a_speculative_commit_is_released() {
         );
         assert!(*at < ms(1000), "{name} finished at {at:?}: {log:?}");
     }
+}
+
+/// A client that asks for a speculative commit's outcome long after it was reached learns when
+/// it was reached: the final latency of STR §8 ends at the final commit, not at the question.
+#[test]
+fn a_late_question_learns_when_the_outcome_was_reached() {
+    let mut scenario = Scenario::new(Variant::Str, 3, 2);
+    let remote = Key::numbered(1, 1);
+    scenario.assert_replicas(&remote, &[1, 2]);
+    let log: Arc<Mutex<Vec<(Duration, Duration, Resolution)>>> = Arc::default();
+    let seen = log.clone();
+    scenario.sim.spawn_client(NodeId(0), move |t| async move {
+        let session = Session::new(t);
+        let mut t1 = session.begin_speculative("T1", false).await.unwrap();
+        t1.write(remote, Some(Bytes::from_static(b"1"))).unwrap();
+        let Ok(CommitProgress::Speculative(t1)) = t1.commit_speculative().await else {
+            panic!("T1 commits speculatively at local commit");
+        };
+        let spec_committed = t1.spec_committed_at();
+        session.transport().sleep(ms(2000)).await;
+        let asked = session.transport().now();
+        let resolution = t1.resolution().await;
+        seen.lock()
+            .unwrap()
+            .push((spec_committed, asked, resolution));
+    });
+    scenario.sim.run_until(Duration::from_secs(5));
+    assert!(scenario.sim.clients_done(), "the client finished");
+    let log = log.lock().unwrap();
+    let (spec_committed, asked, resolution) = log[0];
+    assert!(
+        matches!(resolution.outcome, Outcome::Committed { .. }),
+        "{resolution:?}"
+    );
+    // The final commit takes a round trip to node 1 (VA–OR), about 67 ms, not two seconds.
+    let final_latency = resolution.decided_at - spec_committed;
+    assert!(
+        final_latency > ms(30) && final_latency < ms(300),
+        "final commit {final_latency:?} after the speculative one (asked at {asked:?})"
+    );
 }

@@ -96,9 +96,10 @@ pub enum ClientOp {
         #[serde(default)]
         speculative: bool,
     },
-    /// Wait for the final outcome of a speculatively committed transaction: `Committed`, or
-    /// `Aborted(Misspeculation)`. `Rejected(UnknownTransaction)` means the coordinator no
-    /// longer knows it (it restarted), so the outcome is unknown.
+    /// Wait for the final outcome of a speculatively committed transaction: `Committed` or
+    /// `Aborted` when it is reached while the client waits, [`ClientReply::Resolved`] when it
+    /// was reached before. `Rejected(UnknownTransaction)` means the coordinator no longer knows
+    /// it (it restarted), so the outcome is unknown.
     AwaitOutcome {
         txn: TxnId,
     },
@@ -146,6 +147,14 @@ pub enum ClientReply {
     },
     /// The transaction is over and none of its writes took effect.
     Aborted(AbortReason),
+    /// The final outcome of a speculatively committed transaction, reached before the client
+    /// asked for it ([`ClientOp::AwaitOutcome`]): committed at `commit_ts`, or aborted when
+    /// `None`. `decided_ago_us` is how long before this reply the coordinator reached it, so the
+    /// client can date the final commit without sharing the node's clock.
+    Resolved {
+        commit_ts: Option<Timestamp>,
+        decided_ago_us: u64,
+    },
     Rejected(RequestError),
     /// The node's protocol counters since it started, by name (empty for a protocol that keeps
     /// none).

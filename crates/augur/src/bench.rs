@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How the benchmark reaches its cluster.
@@ -545,6 +545,9 @@ pub async fn drive<T: Transport>(
     };
     let tuner = SpeculationTuner::new(spec.speculation.ladder(), tuner_settings, Duration::ZERO);
     let commit_stats = CommitStats::new();
+    // One record for all clients: thousands of clients each with their own latency histograms
+    // per second would take gigabytes.
+    let stats = Arc::new(Mutex::new(RunStats::default()));
     let mut tasks = Vec::new();
     for ((home, transport), load) in transports.into_iter().zip(loads) {
         let session = match &recorder {
@@ -563,22 +566,21 @@ pub async fn drive<T: Transport>(
             tuner: tuner.clone(),
             commit_stats: commit_stats.clone(),
         };
+        let stats = Arc::clone(&stats);
         tasks.push(tokio::spawn(async move {
             let load_failed = client.load(load).await;
             loaded.wait().await;
-            let stats = client_loop(&client, warmup, measured, pacing, &speculation).await;
-            (stats, client, load_failed)
+            client_loop(&client, warmup, measured, pacing, &speculation, &stats).await;
+            (client, load_failed)
         }));
     }
     loaded.wait().await;
     let counters = tokio::spawn(read_counters(probes, warmup, measured));
     let progress = Progress::start(&spec.label, warmup + measured);
-    let mut total = RunStats::default();
     let mut auditor = None;
     for t in tasks {
         match t.await {
-            Ok((stats, client, load_failed)) => {
-                total.merge(stats);
+            Ok((client, load_failed)) => {
                 if let Some(why) = load_failed {
                     tracing::error!("loading the initial data failed: {why}");
                 }
@@ -588,6 +590,7 @@ pub async fn drive<T: Transport>(
         }
     }
     progress.finish();
+    let mut total = std::mem::take(&mut *stats.lock().expect("run statistics"));
     match counters.await {
         Ok(Ok(counters)) => total.protocol_counters = counters,
         Ok(Err(e)) => tracing::error!("reading the nodes' protocol counters failed: {e}"),
@@ -728,10 +731,16 @@ struct ClientRun<'a, T: Transport> {
     speculating: &'a Speculating,
     origin: Duration,
     end: Duration,
-    stats: RunStats,
+    /// Shared by every client of the run.
+    stats: &'a Mutex<RunStats>,
 }
 
 impl<'a, T: Transport> ClientRun<'a, T> {
+    /// The run's statistics, to record into. Never held across an await.
+    fn stats(&self) -> MutexGuard<'a, RunStats> {
+        self.stats.lock().expect("run statistics")
+    }
+
     /// The transport's clock.
     fn now(&self) -> Duration {
         self.session.transport().now()
@@ -742,23 +751,23 @@ impl<'a, T: Transport> ClientRun<'a, T> {
         &mut self,
         name: &'static str,
         started: Duration,
+        finished: Duration,
         perceived: Duration,
         counts: bool,
     ) {
-        let finished = self.now();
         self.speculating.tuner.committed();
         if finished > self.end {
             return;
         }
         let latency = finished.saturating_sub(started);
         let second = finished.saturating_sub(self.origin).as_secs() as usize;
-        let iv = self.stats.interval(second);
+        let mut stats = self.stats();
+        let iv = stats.interval(second);
         iv.committed += 1;
         iv.latency_us
             .saturating_record(latency.as_micros().max(1) as u64);
         if counts {
-            self.stats
-                .record_commit(name, latency, perceived.saturating_sub(started));
+            stats.record_commit(name, latency, perceived.saturating_sub(started));
         }
     }
 
@@ -766,19 +775,20 @@ impl<'a, T: Transport> ClientRun<'a, T> {
     fn aborted(&mut self, name: &'static str, reason: AbortReason, counts: bool) -> bool {
         let finished = self.now();
         let counts = counts && finished <= self.end;
+        let mut stats = self.stats();
         if finished <= self.end && reason != AbortReason::UserRollback {
             let second = finished.saturating_sub(self.origin).as_secs() as usize;
-            self.stats.interval(second).aborted += 1;
+            stats.interval(second).aborted += 1;
         }
         if counts {
-            self.stats.record_abort(name, reason);
+            stats.record_abort(name, reason);
         }
         // A misspeculated transaction is run again: the benchmark's procedures have nothing
         // else to compensate with.
         let again =
             (reason.is_retryable() || reason == AbortReason::Misspeculation) && finished < self.end;
         if again && counts {
-            self.stats.record_retry(name);
+            stats.record_retry(name);
         }
         again
     }
@@ -812,7 +822,7 @@ impl<'a, T: Transport> ClientRun<'a, T> {
             match attempt {
                 Attempt::Done(Outcome::Committed { .. }) => {
                     let now = self.now();
-                    self.committed(procedure.name(), started, now, counts);
+                    self.committed(procedure.name(), started, now, now, counts);
                     return;
                 }
                 Attempt::Done(Outcome::Aborted(reason)) => {
@@ -822,13 +832,13 @@ impl<'a, T: Transport> ClientRun<'a, T> {
                 }
                 Attempt::Done(Outcome::Unknown) => {
                     if counts && self.now() <= self.end {
-                        self.stats.record_unknown(procedure.name());
+                        self.stats().record_unknown(procedure.name());
                     }
                     return;
                 }
                 Attempt::Speculative(spec) => {
                     if counts && self.now() <= self.end {
-                        self.stats.spec_commits += 1;
+                        self.stats().spec_commits += 1;
                     }
                     chain.push_back(InFlight {
                         perceived: spec.spec_committed_at(),
@@ -850,19 +860,28 @@ impl<'a, T: Transport> ClientRun<'a, T> {
             return;
         };
         let name = flight.procedure.name();
-        let outcome = resolve(
+        let resolution = resolve(
             flight.spec,
             flight.procedure.as_mut(),
             &self.speculating.commit_stats,
         )
         .await;
-        match outcome {
+        match resolution.outcome {
             Outcome::Committed { .. } => {
-                self.committed(name, flight.started, flight.perceived, flight.counts);
+                // Final latency ends when the coordinator final committed, not when this client
+                // got round to asking.
+                let finished = resolution.decided_at;
+                self.committed(
+                    name,
+                    flight.started,
+                    finished,
+                    flight.perceived,
+                    flight.counts,
+                );
             }
             Outcome::Aborted(reason) => {
                 if flight.counts && self.now() <= self.end {
-                    self.stats.misspeculations += 1;
+                    self.stats().misspeculations += 1;
                 }
                 if self.aborted(name, reason, flight.counts) {
                     Box::pin(self.execute(
@@ -877,7 +896,7 @@ impl<'a, T: Transport> ClientRun<'a, T> {
             }
             Outcome::Unknown => {
                 if flight.counts && self.now() <= self.end {
-                    self.stats.record_unknown(name);
+                    self.stats().record_unknown(name);
                 }
             }
         }
@@ -897,7 +916,8 @@ async fn client_loop<T: Transport>(
     measured: Duration,
     pacing: Pacing,
     speculating: &Speculating,
-) -> RunStats {
+    stats: &Mutex<RunStats>,
+) {
     let session = &client.session;
     let mut rng = client.rng.clone();
     let transport = session.transport();
@@ -909,7 +929,7 @@ async fn client_loop<T: Transport>(
         speculating,
         origin,
         end,
-        stats: RunStats::default(),
+        stats,
     };
     let mut chain: VecDeque<InFlight<'_, T>> = VecDeque::new();
     let mut next_arrival = origin;
@@ -960,7 +980,6 @@ async fn client_loop<T: Transport>(
     while !chain.is_empty() {
         run.resolve_oldest(&mut chain, Degree::NONE).await;
     }
-    run.stats
 }
 
 /// Where `--history` puts this protocol's history.

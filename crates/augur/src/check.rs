@@ -519,7 +519,7 @@ fn spawn_client<P: Protocol>(
                             continue;
                         }
                         let (spec, mut procedure) = chain.pop_front().expect("not empty");
-                        resolve(spec, procedure.as_mut(), &stats).await
+                        resolve(spec, procedure.as_mut(), &stats).await.outcome
                     }
                 };
             let committed = matches!(outcome, Outcome::Committed { .. });

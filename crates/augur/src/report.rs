@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// What one client (or, merged, a whole run) observed inside the measurement window.
+/// What the clients of a run observed inside the measurement window (all of them record here).
 #[derive(Default)]
 pub struct RunStats {
     pub committed: u64,
@@ -137,51 +137,6 @@ impl RunStats {
     pub fn record_unknown(&mut self, txn_type: &'static str) {
         self.unknown += 1;
         self.per_type.entry(txn_type).or_default().unknown += 1;
-    }
-
-    pub fn merge(&mut self, other: RunStats) {
-        self.committed += other.committed;
-        self.aborted += other.aborted;
-        self.user_rollbacks += other.user_rollbacks;
-        self.unknown += other.unknown;
-        self.retries += other.retries;
-        for (r, n) in other.aborts_by_reason {
-            *self.aborts_by_reason.entry(r).or_default() += n;
-        }
-        for (t, c) in other.per_type {
-            let mine = self.per_type.entry(t).or_default();
-            mine.committed += c.committed;
-            mine.aborted += c.aborted;
-            mine.user_rollbacks += c.user_rollbacks;
-            mine.unknown += c.unknown;
-            mine.retries += c.retries;
-            for (r, n) in c.aborts_by_reason {
-                *mine.aborts_by_reason.entry(r).or_default() += n;
-            }
-        }
-        for (t, h) in other.type_latency_us {
-            self.type_latency_us
-                .entry(t)
-                .or_insert_with(latency_histogram)
-                .add(&h)
-                .expect("same bounds");
-        }
-        for (i, iv) in other.intervals.into_iter().enumerate() {
-            let mine = self.interval(i);
-            mine.committed += iv.committed;
-            mine.aborted += iv.aborted;
-            mine.latency_us.add(&iv.latency_us).expect("same bounds");
-        }
-        if let Some(h) = other.perceived_latency_us {
-            self.perceived_latency_us
-                .get_or_insert_with(latency_histogram)
-                .add(&h)
-                .expect("same bounds");
-        }
-        self.spec_commits += other.spec_commits;
-        self.misspeculations += other.misspeculations;
-        // `protocol_counters` and `speculation_timeline` are the run's, not a client's: the
-        // driver sets them on the merged total.
     }
 }
 
