@@ -793,9 +793,17 @@ impl<'a, T: Transport> ClientRun<'a, T> {
         again
     }
 
-    /// Run `procedure` at `degree` until it commits for good, commits speculatively (then it
-    /// joins `chain`, to be resolved later), or ends otherwise. Each attempt's body runs while
-    /// the chain's transactions finalize; before it commits speculatively, the oldest are
+    /// The speculation degree for an attempt starting now.
+    fn degree(&self) -> Degree {
+        let since_start = self.now().saturating_sub(self.origin);
+        self.speculating.tuner.degree(since_start)
+    }
+
+    /// Run `procedure` until it commits for good, commits speculatively (then it joins `chain`,
+    /// to be resolved later), or ends otherwise. Each attempt runs at the degree current when it
+    /// starts, so a change of degree reaches the retries too (with thousands of clients retrying,
+    /// the tuner would otherwise see its moves only seconds later). Each attempt's body runs
+    /// while the chain's transactions finalize; before it commits speculatively, the oldest are
     /// resolved until the chain has room for it.
     async fn execute(
         &mut self,
@@ -803,17 +811,17 @@ impl<'a, T: Transport> ClientRun<'a, T> {
         mut procedure: Box<dyn Procedure>,
         started: Duration,
         counts: bool,
-        degree: Degree,
     ) {
         let stats = self.speculating.commit_stats.clone();
         loop {
+            let degree = self.degree();
             let body = run_body(self.session, procedure.as_mut(), degree.reads, Some(&stats)).await;
             let attempt = match body {
                 Ok(txn) => {
                     let speculate = degree.chain > 0;
                     while speculate && chain.len() >= degree.chain as usize {
                         // Boxed: resolving may run a misspeculated transaction again.
-                        Box::pin(self.resolve_oldest(chain, degree)).await;
+                        Box::pin(self.resolve_oldest(chain)).await;
                     }
                     commit_attempt(txn, procedure.as_mut(), speculate, &stats).await
                 }
@@ -855,7 +863,7 @@ impl<'a, T: Transport> ClientRun<'a, T> {
 
     /// Wait for the oldest speculative commit's final outcome; a misspeculated transaction runs
     /// again (and may join the chain again).
-    async fn resolve_oldest(&mut self, chain: &mut VecDeque<InFlight<'a, T>>, degree: Degree) {
+    async fn resolve_oldest(&mut self, chain: &mut VecDeque<InFlight<'a, T>>) {
         let Some(mut flight) = chain.pop_front() else {
             return;
         };
@@ -884,14 +892,8 @@ impl<'a, T: Transport> ClientRun<'a, T> {
                     self.stats().misspeculations += 1;
                 }
                 if self.aborted(name, reason, flight.counts) {
-                    Box::pin(self.execute(
-                        chain,
-                        flight.procedure,
-                        flight.started,
-                        flight.counts,
-                        degree,
-                    ))
-                    .await;
+                    Box::pin(self.execute(chain, flight.procedure, flight.started, flight.counts))
+                        .await;
                 }
             }
             Outcome::Unknown => {
@@ -934,12 +936,9 @@ async fn client_loop<T: Transport>(
     let mut chain: VecDeque<InFlight<'_, T>> = VecDeque::new();
     let mut next_arrival = origin;
     loop {
-        let degree = speculating
-            .tuner
-            .degree(transport.now().saturating_sub(origin));
         // The degree may have shrunk: no more unresolved speculative commits than it allows.
-        while chain.len() > degree.chain as usize {
-            run.resolve_oldest(&mut chain, degree).await;
+        while chain.len() > run.degree().chain as usize {
+            run.resolve_oldest(&mut chain).await;
         }
         let procedure = client.workload.next(client.home, &mut rng);
         let started = match pacing {
@@ -973,12 +972,11 @@ async fn client_loop<T: Transport>(
             break;
         }
         let counts = started >= measure_from;
-        run.execute(&mut chain, procedure, started, counts, degree)
-            .await;
+        run.execute(&mut chain, procedure, started, counts).await;
     }
     // Learn every outstanding outcome (past the window, so none counts) before leaving.
     while !chain.is_empty() {
-        run.resolve_oldest(&mut chain, Degree::NONE).await;
+        run.resolve_oldest(&mut chain).await;
     }
 }
 
