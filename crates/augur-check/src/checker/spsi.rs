@@ -73,15 +73,15 @@ pub(super) fn snapshot_checks(ix: &Index<'_>, order: &Order, level: Level, out: 
         // The distinct writers observed directly, then those they read from, breadth first.
         closure.clear();
         for &(writer, key, vid) in &observed {
-            if closure.len() < MAX_OBSERVED && !closure.iter().any(|o| o.writer == writer) {
-                let via = NONE;
-                closure.push(Observed {
+            admit(
+                &mut closure,
+                Observed {
                     writer,
                     key,
                     vid,
-                    via,
-                });
-            }
+                    via: NONE,
+                },
+            );
         }
         let mut frontier = 0..closure.len();
         for _ in 1..MAX_DEPTH {
@@ -89,20 +89,17 @@ pub(super) fn snapshot_checks(ix: &Index<'_>, order: &Order, level: Level, out: 
             for i in frontier {
                 let via = closure[i].writer;
                 for r in ix.ext_reads(via) {
-                    let Some(writer) = observes(via, r.vid) else {
-                        continue;
-                    };
-                    if writer != t
-                        && closure.len() < MAX_OBSERVED
-                        && !closure.iter().any(|o| o.writer == writer)
-                    {
+                    if let Some(writer) = observes(via, r.vid).filter(|w| *w != t) {
                         let (key, vid) = (r.key, r.vid);
-                        closure.push(Observed {
-                            writer,
-                            key,
-                            vid,
-                            via,
-                        });
+                        admit(
+                            &mut closure,
+                            Observed {
+                                writer,
+                                key,
+                                vid,
+                                via,
+                            },
+                        );
                     }
                 }
             }
@@ -183,6 +180,13 @@ fn concurrent(ix: &Index<'_>, order: &Order, w1: u32, w2: u32, key: u32) -> bool
                 || (order.before(ix, a.base, b.vid) == Before::Yes
                     && order.before(ix, b.base, a.vid) == Before::Yes)
         }
+    }
+}
+
+/// Add `o` to the observed writers unless its writer is there already or the list is full.
+fn admit(closure: &mut Vec<Observed>, o: Observed) {
+    if closure.len() < MAX_OBSERVED && !closure.iter().any(|c| c.writer == o.writer) {
+        closure.push(o);
     }
 }
 

@@ -12,11 +12,11 @@
 //! in the shard of the acting user, so RegisterUser and RegisterItem allocate ids locally; bids,
 //! comments and purchases are inserted in the shard of the item, the receiving user and the buyer,
 //! and numbered by the acting user's shard (the bidder, the commenter, the buyer), so that every
-//! insertion takes its id locally and no counter is written from every node. Without scans, the lookups the interactions need are explicit rows: per-shard
-//! category and region-and-category indexes of the active items (bucketed lists), a nickname
-//! index for logins and uniqueness, each user's selling and bidding lists (AboutMe), and child
-//! rows clustered under the row that counts them (bids under their item, comments and purchases
-//! under their user).
+//! insertion takes its id locally and no counter is written from every node. Without scans, the
+//! lookups the interactions need are explicit rows: per-shard category and region-and-category
+//! indexes of the active items (bucketed lists), a nickname index for logins and uniqueness, each
+//! user's selling and bidding lists (AboutMe), and child rows clustered under the row that counts
+//! them (bids under their item, comments and purchases under their user).
 //!
 //! [`Workload::load`] generates a database shaped by the defaults of RUBiS's generator
 //! (`rubis.properties`), scaled ([`load`]): users with a region, nickname `user<id>` and password
