@@ -6,6 +6,7 @@
 //! and over TCP. [`registry`] is how the rest of augur finds them by name at run time.
 
 pub mod clocksi_rep;
+pub mod common;
 mod coordinator;
 pub mod nocc;
 pub mod planet;
