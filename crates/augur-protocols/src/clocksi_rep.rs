@@ -79,9 +79,10 @@
 //! harmless with PreciseClock on, whose `LastReader` then records the snapshot ahead of the
 //! clock: check it with the option off.
 
-use crate::coordinator::{PartitionWrites, Pending, TxnIds, group_by_partition, watermark};
+use crate::coordinator::{PartitionWrites, Pending, group_by_partition, watermark};
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
 use crate::replica::{DecisionLog, ParkedPrepare, Participants, Writes, clock_proposal};
+use crate::replica::{Record, Recovered, ServeLease, TxnIds, checkpoint};
 use crate::replica::{participant, precise_proposal, replicas_of, stale_prepares};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
@@ -168,6 +169,7 @@ pub enum Mutant {
     NoPreparedWait,
     NoWwCertification,
     NoClockWait,
+    AckBeforeDurable,
 }
 
 /// The mutants `clocksi-rep` knows, with what each breaks.
@@ -184,6 +186,10 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "no-clock-wait",
         "a replica serves a snapshot its clock has not reached yet",
     ),
+    (
+        "ack-before-durable",
+        "the coordinator answers the client before its commit decision is on stable storage (lost commits under crash faults)",
+    ),
 ];
 
 impl Mutant {
@@ -192,6 +198,7 @@ impl Mutant {
             "no-prepared-wait" => Some(Mutant::NoPreparedWait),
             "no-ww-certification" => Some(Mutant::NoWwCertification),
             "no-clock-wait" => Some(Mutant::NoClockWait),
+            "ack-before-durable" => Some(Mutant::AckBeforeDurable),
             _ => None,
         }
     }
@@ -268,6 +275,11 @@ pub struct ClockSiRep {
     gc_watermark: Timestamp,
     /// Commit decisions of transactions coordinated here, until every replica applied them.
     decided: DecisionLog<Timestamp>,
+    /// The durable bound on the snapshots served here.
+    lease: ServeLease,
+    /// Mutant `ack-before-durable` only: commits already acknowledged to their clients whose
+    /// decision is logged and sent at the next garbage-collection tick.
+    undurable: Vec<(TxnId, Timestamp, Vec<PartitionId>)>,
     /// Proposals follow PreciseClock (`precise_clock=on`) rather than the clock.
     precise_clock: bool,
     mutant: Option<Mutant>,
@@ -283,7 +295,7 @@ impl ClockSiRep {
     }
 
     fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.ids.allocate();
+        let txn = self.ids.allocate(ctx);
         let floor = self
             .session_floor
             .get(&pending.client)
@@ -343,6 +355,7 @@ impl ClockSiRep {
             let wait = read.snapshot.since(now);
             return ctx.set_timer(wait, Timer::ClockWait(read));
         }
+        self.lease.cover(ctx, read.snapshot);
         if self.precise_clock {
             // Before anything can be served: whatever is prepared here later lands above it.
             let entry = self.store.entry(&read.key);
@@ -575,7 +588,7 @@ impl ClockSiRep {
             .map(|(p, _)| self.env.placement.slaves(*p).to_vec())
             .collect();
         for ((partition, writes), slaves) in partitions.into_iter().zip(slaves_of) {
-            self.install(ctx.now(), txn, snapshot, ts, &writes);
+            self.install(ctx, txn, snapshot, ts, &writes);
             self.notify_prepared(ctx, txn, partition, ts);
             for slave in slaves {
                 let msg = Msg::ReplicatePrepare {
@@ -601,7 +614,7 @@ impl ClockSiRep {
             return;
         }
         let ts = self.propose(ctx.now(), snapshot, &writes);
-        self.install(ctx.now(), txn, snapshot, ts, &writes);
+        self.install(ctx, txn, snapshot, ts, &writes);
         self.notify_prepared(ctx, txn, partition, ts);
     }
 
@@ -614,25 +627,34 @@ impl ClockSiRep {
         snapshot: Timestamp,
         writes: impl IntoIterator<Item = &'w (Key, Option<Value>)>,
     ) -> Timestamp {
+        let floor = self.lease.proposal_floor();
         if !self.precise_clock {
-            return clock_proposal(now, snapshot);
+            return clock_proposal(now, snapshot).max(floor);
         }
         let last_readers = writes
             .into_iter()
             .filter_map(|(key, _)| self.store.get(key))
             .map(|entry| entry.meta.last_reader);
-        precise_proposal(snapshot, last_readers)
+        precise_proposal(snapshot, last_readers).max(floor)
     }
 
+    /// Install `writes` as prepared at `ts`, durably: the vote that follows must survive a crash.
     fn install(
         &mut self,
-        now: Timestamp,
+        ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         snapshot: Timestamp,
         ts: Timestamp,
         writes: &Writes,
     ) {
-        let participant = participant(&mut self.participants, txn, snapshot, now);
+        ctx.persist(Record::Installed {
+            txn,
+            snapshot,
+            ts,
+            state: VersionState::Prepared,
+            writes: writes.clone(),
+        });
+        let participant = participant(&mut self.participants, txn, snapshot, ctx.now());
         for (key, value) in writes {
             self.store
                 .entry(key)
@@ -691,18 +713,36 @@ impl ClockSiRep {
         if let Some(pending) = t.pending {
             pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
-        // The decision is logged before anyone hears of it, so a replica that asks later (after
-        // a lost message or a crash on either side) learns the same outcome.
-        let mut unacknowledged = Vec::new();
-        for node in replicas_of(&self.env.placement, &partitions) {
-            if node == self.id() {
-                self.apply_commit(ctx, txn, commit_ts);
-            } else {
-                ctx.send(node, Msg::Commit { txn, commit_ts });
-                unacknowledged.push(node);
-            }
+        if self.mutant == Some(Mutant::AckBeforeDurable) {
+            // The client has its answer; the decision waits for the next tick.
+            return self.undurable.push((txn, commit_ts, partitions));
         }
-        self.decided.record(txn, commit_ts, unacknowledged);
+        self.decide(ctx, txn, commit_ts, &partitions);
+    }
+
+    /// Log the commit of `txn` and tell every replica. The runtime holds the client's answer and
+    /// the commit messages until the decision is durable, so a replica that asks later (after a
+    /// lost message or a crash on either side) learns the same outcome.
+    fn decide(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        commit_ts: Timestamp,
+        partitions: &[PartitionId],
+    ) {
+        let replicas = replicas_of(&self.env.placement, partitions);
+        let others: Vec<NodeId> = replicas
+            .iter()
+            .copied()
+            .filter(|n| *n != self.id())
+            .collect();
+        self.decided.decide(ctx, txn, commit_ts, others.clone());
+        if replicas.contains(&self.id()) {
+            self.apply_commit(ctx, txn, commit_ts);
+        }
+        for node in others {
+            ctx.send(node, Msg::Commit { txn, commit_ts });
+        }
     }
 
     /// A replica asks what became of `txn`, which it holds prepared.
@@ -754,6 +794,7 @@ impl ClockSiRep {
         let Some(participant) = self.participants.remove(&txn) else {
             return;
         };
+        ctx.persist(Record::Committed { txn, commit_ts });
         for key in &participant.keys {
             if let Some(entry) = self.store.get_mut(key) {
                 entry.commit(txn, commit_ts);
@@ -768,6 +809,7 @@ impl ClockSiRep {
         let Some(participant) = self.participants.remove(&txn) else {
             return;
         };
+        ctx.persist(Record::Aborted { txn });
         for key in &participant.keys {
             if let Some(entry) = self.store.get_mut(key) {
                 entry.remove_uncommitted(txn);
@@ -836,6 +878,7 @@ fn precise_clock_setting(env: &NodeEnv) -> bool {
 impl Protocol for ClockSiRep {
     type Msg = Msg;
     type Timer = Timer;
+    type Record = Record<Timestamp>;
 
     fn new(env: &NodeEnv) -> Self {
         ClockSiRep {
@@ -849,19 +892,36 @@ impl Protocol for ClockSiRep {
             session_floor: FxHashMap::default(),
             gc_watermark: Timestamp::ZERO,
             decided: DecisionLog::default(),
+            lease: ServeLease::default(),
+            undurable: Vec::new(),
             precise_clock: precise_clock_setting(env),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
         }
     }
 
-    fn crash(&mut self, _env: &NodeEnv) {
-        self.coordinated.clear();
-        self.parked.clear();
-        self.aborted.clear();
-        self.session_floor.clear();
-        for meta in self.store.metas_mut() {
-            meta.waiters.clear();
+    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
+        let r = Recovered::replay(env.id, records);
+        ClockSiRep {
+            store: r.store,
+            participants: r.participants,
+            decided: r.decided,
+            ids: r.ids,
+            lease: r.lease,
+            gc_watermark: r.gc_watermark,
+            ..ClockSiRep::new(env)
         }
+    }
+
+    fn checkpoint(&self, emit: &mut dyn FnMut(Self::Record)) {
+        checkpoint(
+            &self.store,
+            &self.participants,
+            &self.decided,
+            &self.ids,
+            &self.lease,
+            self.gc_watermark,
+            emit,
+        );
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
@@ -916,7 +976,7 @@ impl Protocol for ClockSiRep {
                 ctx.send(from, Msg::CommitAck { txn });
             }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
-            Msg::CommitAck { txn } => self.decided.acknowledge(txn, from),
+            Msg::CommitAck { txn } => self.decided.acknowledge(ctx, txn, from),
             Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
         }
     }
@@ -924,6 +984,9 @@ impl Protocol for ClockSiRep {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
         match timer {
             Timer::Gc => {
+                for (txn, commit_ts, partitions) in std::mem::take(&mut self.undurable) {
+                    self.decide(ctx, txn, commit_ts, &partitions);
+                }
                 self.collect_garbage(ctx);
                 self.query_stale_prepares(ctx);
                 ctx.set_timer(self.env.options.gc_interval, Timer::Gc);

@@ -1,13 +1,12 @@
-//! Bookkeeping every coordinator needs, whatever its protocol: transaction ids, the client request
-//! a transaction is waiting to answer, idle-transaction expiry, and grouping a write set by
-//! partition.
+//! Bookkeeping every coordinator needs, whatever its protocol: the client request a transaction is
+//! waiting to answer, the garbage-collection watermark, and grouping a write set by partition.
 
 use augur_runtime::Ctx;
 use augur_runtime::Protocol;
 use augur_types::{
-    ClientId, ClientReply, ClientRequest, ClientResponse, Key, NodeId, PartitionId, Placement,
+    ClientId, ClientReply, ClientRequest, ClientResponse, Key, PartitionId, Placement,
 };
-use augur_types::{RequestId, Timestamp, TxnId, Value};
+use augur_types::{RequestId, Timestamp, Value};
 use std::collections::BTreeMap;
 
 /// A write set grouped by partition, in partition order (so message order is deterministic).
@@ -51,25 +50,6 @@ impl Pending {
                 reply,
             },
         );
-    }
-}
-
-/// Allocates transaction ids for one coordinator node.
-#[derive(Debug)]
-pub struct TxnIds {
-    node: NodeId,
-    next: u64,
-}
-
-impl TxnIds {
-    pub fn new(node: NodeId) -> TxnIds {
-        TxnIds { node, next: 1 }
-    }
-
-    pub fn allocate(&mut self) -> TxnId {
-        let id = TxnId::new(self.node, self.next);
-        self.next += 1;
-        id
     }
 }
 

@@ -6,9 +6,10 @@
 //! coordinator's clock, at every replica of every updated partition, and answers once all of them
 //! acknowledged, so it pays the same replication round trip as the real protocols and the ratio
 //! isolates the cost of concurrency control. Lost updates, dirty and non-repeatable reads, and
-//! every other anomaly are possible.
+//! every other anomaly are possible. Nor is anything durable: nocc persists no log records, so a
+//! node that crashes comes back empty (its peers still hold their replicas).
 
-use crate::coordinator::{Pending, TxnIds, group_by_partition};
+use crate::coordinator::{Pending, group_by_partition};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
@@ -55,7 +56,8 @@ struct Txn {
 pub struct Nocc {
     env: NodeEnv,
     store: MvStore,
-    ids: TxnIds,
+    /// The next transaction sequence number. Not durable, like everything of nocc's.
+    next_txn: u64,
     txns: FxHashMap<TxnId, Txn>,
 }
 
@@ -96,12 +98,14 @@ impl Nocc {
 impl Protocol for Nocc {
     type Msg = Msg;
     type Timer = Timer;
+    /// nocc persists nothing: a crashed node comes back empty.
+    type Record = ();
 
     fn new(env: &NodeEnv) -> Self {
         Nocc {
             env: env.clone(),
             store: MvStore::new(),
-            ids: TxnIds::new(env.id),
+            next_txn: 1,
             txns: FxHashMap::default(),
         }
     }
@@ -114,7 +118,8 @@ impl Protocol for Nocc {
         let pending = Pending::of(&request);
         match request.op {
             ClientOp::Begin { .. } => {
-                let txn = self.ids.allocate();
+                let txn = TxnId::new(self.env.id, self.next_txn);
+                self.next_txn += 1;
                 self.txns.insert(
                     txn,
                     Txn {

@@ -2,7 +2,7 @@
 //! entry to [`PROTOCOLS`] (with the settings it takes and the speculation it offers) and one arm
 //! to [`visit`]. [`validate_settings`] checks protocol settings before nodes are built.
 
-use augur_runtime::Protocol;
+use augur_runtime::{Protocol, wal};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -74,24 +74,16 @@ impl ProtocolInfo {
         &self,
         settings: &BTreeMap<String, String>,
     ) -> Result<(), SettingError> {
-        let known = self.settings;
         for (name, value) in settings {
-            let Some(setting) = known.iter().find(|s| s.name == name) else {
-                return Err(if known.is_empty() {
-                    SettingError::NoSettings {
-                        protocol: self.name,
-                        name: name.clone(),
-                    }
-                } else {
-                    SettingError::Unknown {
-                        protocol: self.name,
-                        name: name.clone(),
-                        valid: known
-                            .iter()
-                            .map(SettingInfo::to_string)
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    }
+            let Some(setting) = self.all_settings().find(|s| s.name == name) else {
+                return Err(SettingError::Unknown {
+                    protocol: self.name,
+                    name: name.clone(),
+                    valid: self
+                        .all_settings()
+                        .map(SettingInfo::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
                 });
             };
             if !setting.accepts(value) {
@@ -106,6 +98,21 @@ impl ProtocolInfo {
         Ok(())
     }
 }
+
+impl ProtocolInfo {
+    /// Its own settings, then those every protocol takes ([`RUNTIME_SETTINGS`]).
+    pub fn all_settings(&self) -> impl Iterator<Item = &'static SettingInfo> {
+        self.settings.iter().chain(RUNTIME_SETTINGS)
+    }
+}
+
+/// Settings every protocol takes, because the runtime acts on them.
+pub const RUNTIME_SETTINGS: &[SettingInfo] = &[SettingInfo {
+    name: wal::LOG_SETTING,
+    values: wal::LOG_VALUES,
+    default: "always (off in augur bench)",
+    doc: "when the write-ahead log is synced: after every write, at most every MS milliseconds (batch: 2), or never",
+}];
 
 /// One protocol-specific setting and what it accepts.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -122,6 +129,9 @@ pub struct SettingInfo {
 impl SettingInfo {
     /// Whether `value` is one this setting accepts.
     pub fn accepts(&self, value: &str) -> bool {
+        if self.name == wal::LOG_SETTING {
+            return wal::LogPolicy::parse(value).is_ok();
+        }
         self.values.iter().any(|v| v.eq_ignore_ascii_case(value))
     }
 }
@@ -163,11 +173,6 @@ pub fn switch(value: &str) -> Option<bool> {
 pub enum SettingError {
     #[error(transparent)]
     UnknownProtocol(#[from] UnknownProtocol),
-    #[error("unknown setting '{name}' for protocol {protocol}: it takes no settings")]
-    NoSettings {
-        protocol: &'static str,
-        name: String,
-    },
     #[error("unknown setting '{name}' for protocol {protocol}; valid settings: {valid}")]
     Unknown {
         protocol: &'static str,
@@ -382,6 +387,16 @@ mod tests {
             for s in p.settings {
                 assert!(s.accepts(s.default), "{}: {s} rejects its default", p.name);
             }
+            for value in ["always", "batch", "batch:10", "off"] {
+                let settings = BTreeMap::from([("log".to_string(), value.to_string())]);
+                assert!(
+                    p.validate_settings(&settings).is_ok(),
+                    "{}: log={value}",
+                    p.name
+                );
+            }
+            let bad = BTreeMap::from([("log".to_string(), "sometimes".to_string())]);
+            assert!(p.validate_settings(&bad).is_err());
             if let Some(offer) = p.speculation {
                 assert!(offer.max_chain >= 1, "{}", p.name);
                 assert!(offer.default == "auto" || offer.default.contains("commits:"));

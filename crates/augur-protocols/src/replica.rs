@@ -1,10 +1,261 @@
 //! The replica side of two-phase commit with presumed abort, as `clocksi-rep` and STR share it:
 //! prepare records, prepares parked by wait-die, the coordinator's decision log kept until every
-//! replica acknowledged, and the termination protocol's search for long-prepared transactions.
+//! replica acknowledged, the termination protocol's search for long-prepared transactions, and
+//! the durable [`Record`]s these protocols write to their node's log and rebuild from.
+//!
+//! # What is durable, and why that is enough
+//!
+//! * A replica persists the versions it installs uncommitted ([`Record::Installed`]) before it
+//!   votes, and each commit or abort it applies. So a vote, once sent, survives a crash, and a
+//!   restarted replica holds every version it promised: a key that exists never reads as absent,
+//!   and a prepared version still blocks the snapshots it may fall into.
+//! * A coordinator persists its decision ([`Record::Decided`]) before the client or any replica
+//!   hears of it, and forgets it ([`Record::Forgotten`]) only once every replica acknowledged
+//!   the commit. A replica that missed the commit while it was down still holds the prepared
+//!   version; after restart it asks at once (its prepare records are recovered as long overdue)
+//!   and the decision log answers. Since every replica of a partition must prepare before a
+//!   commit, no commit can be missed by a replica that never prepared it.
+//! * Transaction ids come from durable reservations ([`Record::IdsReserved`]), so a restarted
+//!   coordinator never reuses an id a replica may still know.
+//! * Proposals must exceed every snapshot a replica served before it crashed, or a later commit
+//!   could slip into a snapshot already read (PreciseClock's `LastReader` and the clock rule
+//!   both stand on this). Rather than persisting every read, a replica persists a *lease*
+//!   ([`Record::Served`]): it serves snapshots only up to a bound it has made durable, raised
+//!   [`SERVE_LEASE`] at a time. After a restart every proposal exceeds the recovered bound, even
+//!   if the clock went backwards across the restart.
+//!
+//! Volatile, hence lost in a crash, and harmlessly so: coordination in flight (its clients time
+//! out; its prepares are presumed aborted), waiting reads and parked prepares (their
+//! coordinators time out), session floors, and STR's speculative state.
 
+use augur_runtime::Ctx;
+use augur_runtime::Protocol;
+use augur_storage::{MvStore, VersionState};
 use augur_types::{Key, NodeId, PartitionId, Placement, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// How far past a snapshot a replica's durable serving bound is raised at a time: at most one
+/// log record per this much clock time, and after a restart proposals start at most this far
+/// ahead of the last snapshot served.
+pub const SERVE_LEASE: Duration = Duration::from_millis(100);
+
+/// Transaction ids reserved durably at a time.
+const ID_BLOCK: u64 = 1 << 16;
+
+/// What the protocols of the 2PC family write to their node's log. `D` is the decision a commit
+/// message carries.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Record<D> {
+    /// `txn` installed `writes` here, uncommitted (`Prepared`, or STR's `LocalCommitted`), at
+    /// proposal `ts`: a prepare, a replicated prepare or a local commit.
+    Installed {
+        txn: TxnId,
+        snapshot: Timestamp,
+        ts: Timestamp,
+        state: VersionState,
+        writes: Writes,
+    },
+    /// `txn`'s versions here committed at `commit_ts`.
+    Committed { txn: TxnId, commit_ts: Timestamp },
+    /// `txn`'s versions here were dropped.
+    Aborted { txn: TxnId },
+    /// This coordinator decided to commit `txn`; `replicas` have yet to acknowledge.
+    Decided {
+        txn: TxnId,
+        decision: D,
+        replicas: Vec<NodeId>,
+    },
+    /// Every replica applied `txn`'s commit: the decision is no longer needed.
+    Forgotten { txn: TxnId },
+    /// Transaction sequence numbers below `below` may have been handed out.
+    IdsReserved { below: u64 },
+    /// Snapshots up to `up_to` may have been served here.
+    Served { up_to: Timestamp },
+    /// Checkpoints only: a key's committed versions, oldest first.
+    Versions {
+        key: Key,
+        versions: Vec<(TxnId, Timestamp, Option<Value>)>,
+    },
+    /// Checkpoints only: the garbage-collection watermark.
+    Watermark(Timestamp),
+}
+
+/// The durable part of a 2PC-family node, as rebuilt from its [`Record`]s.
+pub struct Recovered<M, D> {
+    pub store: MvStore<M>,
+    pub participants: Participants,
+    pub decided: DecisionLog<D>,
+    pub ids: TxnIds,
+    pub lease: ServeLease,
+    pub gc_watermark: Timestamp,
+}
+
+impl<M: Default, D> Recovered<M, D> {
+    /// Replay `records` in order onto an empty node `node`.
+    pub fn replay(node: NodeId, records: &mut dyn Iterator<Item = Record<D>>) -> Self {
+        let mut r = Recovered {
+            store: MvStore::new(),
+            participants: Participants::default(),
+            decided: DecisionLog::default(),
+            ids: TxnIds::new(node),
+            lease: ServeLease::default(),
+            gc_watermark: Timestamp::ZERO,
+        };
+        for record in records {
+            match record {
+                Record::Installed {
+                    txn,
+                    snapshot,
+                    ts,
+                    state,
+                    writes,
+                } => {
+                    // Overdue from the start: the termination protocol asks about it at once.
+                    let p = participant(&mut r.participants, txn, snapshot, Timestamp::ZERO);
+                    for (key, value) in writes {
+                        r.store.entry(&key).install(txn, ts, state, value);
+                        if !p.keys.contains(&key) {
+                            p.keys.push(key);
+                        }
+                    }
+                }
+                Record::Committed { txn, commit_ts } => {
+                    for key in r
+                        .participants
+                        .remove(&txn)
+                        .map(|p| p.keys)
+                        .unwrap_or_default()
+                    {
+                        if let Some(entry) = r.store.get_mut(&key) {
+                            entry.commit(txn, commit_ts);
+                        }
+                    }
+                }
+                Record::Aborted { txn } => {
+                    for key in r
+                        .participants
+                        .remove(&txn)
+                        .map(|p| p.keys)
+                        .unwrap_or_default()
+                    {
+                        if let Some(entry) = r.store.get_mut(&key) {
+                            entry.remove_uncommitted(txn);
+                        }
+                    }
+                }
+                Record::Decided {
+                    txn,
+                    decision,
+                    replicas,
+                } => r.decided.record(txn, decision, replicas),
+                Record::Forgotten { txn } => {
+                    r.decided.decided.remove(&txn);
+                }
+                Record::IdsReserved { below } => r.ids.resume_below(below),
+                Record::Served { up_to } => r.lease.up_to = r.lease.up_to.max(up_to),
+                Record::Versions { key, versions } => {
+                    let entry = r.store.entry(&key);
+                    for (writer, ts, value) in versions {
+                        entry.put_committed(writer, ts, value);
+                    }
+                }
+                Record::Watermark(ts) => r.gc_watermark = r.gc_watermark.max(ts),
+            }
+        }
+        r.lease.recovered = r.lease.up_to;
+        r
+    }
+}
+
+/// Emit the records that rebuild a 2PC-family node's durable state (see [`Recovered`]), in a
+/// deterministic order.
+pub fn checkpoint<M, D: Clone>(
+    store: &MvStore<M>,
+    participants: &Participants,
+    decided: &DecisionLog<D>,
+    ids: &TxnIds,
+    lease: &ServeLease,
+    gc_watermark: Timestamp,
+    emit: &mut dyn FnMut(Record<D>),
+) {
+    emit(Record::IdsReserved {
+        below: ids.reserved,
+    });
+    emit(Record::Served {
+        up_to: lease.up_to.max(lease.recovered),
+    });
+    emit(Record::Watermark(gc_watermark));
+    for (key, entry) in store.iter() {
+        let versions: Vec<_> = entry
+            .versions()
+            .filter(|v| v.state == VersionState::Committed)
+            .map(|v| (v.writer, v.ts, v.value.clone()))
+            .collect();
+        if !versions.is_empty() {
+            emit(Record::Versions {
+                key: key.clone(),
+                versions,
+            });
+        }
+    }
+    let mut txns: Vec<&TxnId> = participants.keys().collect();
+    txns.sort();
+    for txn in txns {
+        let p = &participants[txn];
+        for key in &p.keys {
+            let Some(v) = store.get(key).and_then(|e| e.uncommitted_by(*txn)) else {
+                continue;
+            };
+            emit(Record::Installed {
+                txn: *txn,
+                snapshot: p.snapshot,
+                ts: v.ts,
+                state: v.state,
+                writes: vec![(key.clone(), v.value.clone())],
+            });
+        }
+    }
+    let mut decisions: Vec<_> = decided.decided.iter().collect();
+    decisions.sort_by_key(|(txn, _)| **txn);
+    for (txn, (decision, replicas)) in decisions {
+        emit(Record::Decided {
+            txn: *txn,
+            decision: decision.clone(),
+            replicas: replicas.clone(),
+        });
+    }
+}
+
+/// A replica's durable bound on the snapshots it has served (see the module docs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ServeLease {
+    /// Snapshots up to here may be served without persisting anything.
+    up_to: Timestamp,
+    /// The bound recovered after the last crash: every proposal must exceed it.
+    recovered: Timestamp,
+}
+
+impl ServeLease {
+    /// Before serving a read at `snapshot`: raise the durable bound past it if needed.
+    pub fn cover<P: Protocol<Record = Record<D>>, D>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        snapshot: Timestamp,
+    ) {
+        if snapshot > self.up_to {
+            self.up_to = snapshot.max(ctx.now()).saturating_add(SERVE_LEASE);
+            ctx.persist(Record::Served { up_to: self.up_to });
+        }
+    }
+
+    /// The smallest timestamp a proposal may take: above every snapshot served before the
+    /// last crash.
+    pub fn proposal_floor(&self) -> Timestamp {
+        self.recovered.next()
+    }
+}
 
 /// A write set as shipped between nodes (`None` deletes).
 pub type Writes = Vec<(Key, Option<Value>)>;
@@ -82,16 +333,44 @@ impl<D> DecisionLog<D> {
         }
     }
 
+    /// Decide to commit `txn`: persist the decision, so it is durable before anyone hears of
+    /// it, and keep it until `replicas` acknowledge.
+    pub fn decide<P: Protocol<Record = Record<D>>>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        txn: TxnId,
+        decision: D,
+        replicas: Vec<NodeId>,
+    ) where
+        D: Clone,
+    {
+        if !replicas.is_empty() {
+            ctx.persist(Record::Decided {
+                txn,
+                decision: decision.clone(),
+                replicas: replicas.clone(),
+            });
+        }
+        self.record(txn, decision, replicas);
+    }
+
     pub fn get(&self, txn: &TxnId) -> Option<&D> {
         self.decided.get(txn).map(|(d, _)| d)
     }
 
-    /// `replica` applied the commit of `txn`; once all have, the decision is forgotten.
-    pub fn acknowledge(&mut self, txn: TxnId, replica: NodeId) {
+    /// `replica` applied the commit of `txn`; once all have, the decision is forgotten (and
+    /// that is logged, so a recovered log does not bring it back).
+    pub fn acknowledge<P: Protocol<Record = Record<D>>>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        txn: TxnId,
+        replica: NodeId,
+    ) {
         if let Some((_, unacknowledged)) = self.decided.get_mut(&txn) {
             unacknowledged.retain(|n| *n != replica);
             if unacknowledged.is_empty() {
                 self.decided.remove(&txn);
+                ctx.persist(Record::Forgotten { txn });
             }
         }
     }
@@ -126,4 +405,43 @@ pub fn precise_proposal(
         .into_iter()
         .map(Timestamp::next)
         .fold(snapshot.next(), Timestamp::max)
+}
+
+/// Allocates transaction ids for one coordinator node from durable reservations, so that no id
+/// is handed out twice across crashes.
+#[derive(Debug)]
+pub struct TxnIds {
+    node: NodeId,
+    next: u64,
+    /// Sequence numbers below this are reserved in the log.
+    reserved: u64,
+}
+
+impl TxnIds {
+    pub fn new(node: NodeId) -> TxnIds {
+        TxnIds {
+            node,
+            next: 1,
+            reserved: 1,
+        }
+    }
+
+    /// After a crash: continue above every reservation recovered.
+    fn resume_below(&mut self, below: u64) {
+        self.next = self.next.max(below);
+        self.reserved = self.reserved.max(below);
+    }
+
+    /// A fresh id; reserves (persisting the reservation) a new block when the last one is used.
+    pub fn allocate<P: Protocol<Record = Record<D>>, D>(&mut self, ctx: &mut Ctx<'_, P>) -> TxnId {
+        if self.next >= self.reserved {
+            self.reserved = self.next + ID_BLOCK;
+            ctx.persist(Record::IdsReserved {
+                below: self.reserved,
+            });
+        }
+        let id = TxnId::new(self.node, self.next);
+        self.next += 1;
+        id
+    }
 }

@@ -59,8 +59,9 @@
 //! local-committed version within the snapshot, wherever it comes from, without the cache
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
-use crate::coordinator::{Pending, TxnIds, group_by_partition, watermark};
+use crate::coordinator::{Pending, group_by_partition, watermark};
 use crate::replica::{DecisionLog, ParkedPrepare, Participants, Writes, clock_proposal};
+use crate::replica::{Record, Recovered, ServeLease, TxnIds, checkpoint};
 use crate::replica::{participant, replicas_of, stale_prepares};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
@@ -382,6 +383,8 @@ pub struct Engine<F: Flavor> {
     /// Commit decisions of transactions coordinated here, until every replica applied them.
     /// Each decision is the commit timestamp and the cache partition's read floor.
     decided: DecisionLog<(Timestamp, Timestamp)>,
+    /// The durable bound on the snapshots served here.
+    lease: ServeLease,
     counters: SpeculationCounters,
     mutant: Option<Mutant>,
     flavor: PhantomData<F>,
@@ -405,7 +408,7 @@ impl<F: Flavor> Engine<F> {
     }
 
     fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool, spec: bool) {
-        let txn = self.ids.allocate();
+        let txn = self.ids.allocate(ctx);
         let client = self.clients.entry(pending.client).or_default();
         let snapshot = ctx.now().max(client.floor);
         let in_fd = client
@@ -508,6 +511,7 @@ impl<F: Flavor> Engine<F> {
             let wait = read.snapshot.since(now);
             return ctx.set_timer(wait, Timer::ClockWait(read));
         }
+        self.lease.cover(ctx, read.snapshot);
         let naive = self.naive();
         let local = read.txn.coordinator() == self.id();
         let entry = self.store.entry(&read.key);
@@ -765,6 +769,21 @@ impl<F: Flavor> Engine<F> {
             }
         }
         if !local_keys.is_empty() {
+            // The local replicas' vote: durable before the prepares that follow leave.
+            let writes = local_keys
+                .iter()
+                .filter_map(|k| {
+                    let v = self.store.get(k)?.uncommitted_by(txn)?;
+                    Some((k.clone(), v.value.clone()))
+                })
+                .collect();
+            ctx.persist(Record::Installed {
+                txn,
+                snapshot,
+                ts: local_commit_ts,
+                state: VersionState::LocalCommitted,
+                writes,
+            });
             participant(&mut self.participants, txn, snapshot, ctx.now()).keys = local_keys;
         }
         // Overwriting a local-committed version in the snapshot depends on it as a read would.
@@ -880,14 +899,15 @@ impl<F: Flavor> Engine<F> {
     /// A proposal for pre-committing `writes` here: above the snapshot (P1) and, with
     /// PreciseClock, above every snapshot that read them here (P2); otherwise above the clock.
     fn propose(&mut self, now: Timestamp, snapshot: Timestamp, writes: &Writes) -> Timestamp {
+        let floor = self.lease.proposal_floor();
         if !F::PRECISE_CLOCK {
-            return clock_proposal(now, snapshot);
+            return clock_proposal(now, snapshot).max(floor);
         }
         writes
             .iter()
             .filter_map(|(k, _)| self.store.get(k))
             .map(|e| e.meta.last_reader.next())
-            .fold(snapshot.next(), Timestamp::max)
+            .fold(snapshot.next().max(floor), Timestamp::max)
     }
 
     /// Certify one write of `txn` against this replica's versions of `key` (Alg. 2 l. 16–18,
@@ -994,7 +1014,7 @@ impl<F: Flavor> Engine<F> {
         }
         for (partition, writes) in partitions {
             let ts = self.propose(ctx.now(), snapshot, &writes);
-            self.install_prepared(ctx.now(), txn, snapshot, ts, &writes);
+            self.install_prepared(ctx, txn, snapshot, ts, &writes);
             ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
             // The coordinator's own replica local committed already.
             for &slave in self.env.placement.slaves(partition) {
@@ -1048,19 +1068,27 @@ impl<F: Flavor> Engine<F> {
             self.abort_txn(ctx, loser, AbortReason::WriteWriteConflict);
         }
         let ts = self.propose(ctx.now(), snapshot, &writes);
-        self.install_prepared(ctx.now(), txn, snapshot, ts, &writes);
+        self.install_prepared(ctx, txn, snapshot, ts, &writes);
         ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
     }
 
+    /// Install `writes` as prepared at `ts`, durably: the vote that follows must survive a crash.
     fn install_prepared(
         &mut self,
-        now: Timestamp,
+        ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         snapshot: Timestamp,
         ts: Timestamp,
         writes: &Writes,
     ) {
-        let participant = participant(&mut self.participants, txn, snapshot, now);
+        ctx.persist(Record::Installed {
+            txn,
+            snapshot,
+            ts,
+            state: VersionState::Prepared,
+            writes: writes.clone(),
+        });
+        let participant = participant(&mut self.participants, txn, snapshot, ctx.now());
         for (key, value) in writes {
             self.store
                 .entry(key)
@@ -1178,7 +1206,7 @@ impl<F: Flavor> Engine<F> {
                 }
             }
             self.decided
-                .record(txn, (commit_ts, read_floor), unacknowledged);
+                .decide(ctx, txn, (commit_ts, read_floor), unacknowledged);
         }
         // Every transaction this commit dooms, and their dependants, form one cascade.
         let mut victims = 0;
@@ -1350,6 +1378,7 @@ impl<F: Flavor> Engine<F> {
         let Some(participant) = self.participants.remove(&txn) else {
             return;
         };
+        ctx.persist(Record::Committed { txn, commit_ts });
         for key in &participant.keys {
             if let Some(entry) = self.store.get_mut(key) {
                 entry.commit(txn, commit_ts);
@@ -1373,6 +1402,7 @@ impl<F: Flavor> Engine<F> {
         let Some(participant) = self.participants.remove(&txn) else {
             return;
         };
+        ctx.persist(Record::Aborted { txn });
         for key in &participant.keys {
             if let Some(entry) = self.store.get_mut(key) {
                 entry.remove_uncommitted(txn);
@@ -1456,6 +1486,7 @@ enum Verdict {
 impl<F: Flavor> Protocol for Engine<F> {
     type Msg = Msg;
     type Timer = Timer;
+    type Record = Record<(Timestamp, Timestamp)>;
 
     fn new(env: &NodeEnv) -> Self {
         Engine {
@@ -1472,25 +1503,41 @@ impl<F: Flavor> Protocol for Engine<F> {
             outcomes: FxHashMap::default(),
             gc_watermark: Timestamp::ZERO,
             decided: DecisionLog::default(),
+            lease: ServeLease::default(),
             counters: SpeculationCounters::default(),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
             flavor: PhantomData,
         }
     }
 
-    fn crash(&mut self, _env: &NodeEnv) {
-        // Durable: the store (local-committed versions included), prepare records, decisions,
-        // the id counter and the watermark. Everything speculative is volatile.
-        self.coordinated.clear();
-        self.parked.clear();
-        self.aborted.clear();
-        self.cache.clear();
-        self.cache_readers.clear();
-        self.clients.clear();
-        self.outcomes.clear();
-        for meta in self.store.metas_mut() {
-            meta.waiters.clear();
+    /// Durable: the store (local-committed versions included, as prepare records of their
+    /// node), prepare records, decisions, id reservations, the serving lease and the
+    /// watermark. Everything speculative — the cache partition, dependencies, speculative
+    /// outcomes — is volatile: a local-committed transaction whose coordinator restarted is
+    /// forgotten there, and the termination protocol aborts it.
+    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
+        let r = Recovered::replay(env.id, records);
+        Engine {
+            store: r.store,
+            participants: r.participants,
+            decided: r.decided,
+            ids: r.ids,
+            lease: r.lease,
+            gc_watermark: r.gc_watermark,
+            ..Engine::new(env)
         }
+    }
+
+    fn checkpoint(&self, emit: &mut dyn FnMut(Self::Record)) {
+        checkpoint(
+            &self.store,
+            &self.participants,
+            &self.decided,
+            &self.ids,
+            &self.lease,
+            self.gc_watermark,
+            emit,
+        );
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
@@ -1574,7 +1621,7 @@ impl<F: Flavor> Protocol for Engine<F> {
                 ctx.send(from, Msg::CommitAck { txn });
             }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
-            Msg::CommitAck { txn } => self.decided.acknowledge(txn, from),
+            Msg::CommitAck { txn } => self.decided.acknowledge(ctx, txn, from),
             Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
         }
     }

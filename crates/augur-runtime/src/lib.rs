@@ -13,11 +13,17 @@
 //! * over [`tcp`]: one node per process, length-delimited frames carrying a versioned envelope.
 //!
 //! Clients are async code over [`augur_client::Transport`]; each runtime provides a transport.
+//!
+//! Every runtime gives a node a write-ahead log ([`wal`]): what a handler persists is durable
+//! before that handler's messages and replies leave the node, and a node that restarts is
+//! rebuilt from its log alone. In the simulator a crash drops the node's whole memory, and
+//! records not yet synced with it.
 
 pub mod clock;
 pub mod local;
 mod protocol;
 pub mod sim;
 pub mod tcp;
+pub mod wal;
 
 pub use protocol::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};

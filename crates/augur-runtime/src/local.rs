@@ -4,6 +4,7 @@
 //! one-way latency; the TCP runtime reuses the same node loop with sockets underneath.
 
 use crate::clock::RealClock;
+use crate::wal::{self, LogConfig, NodeLog};
 use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
@@ -13,12 +14,14 @@ use futures::future::BoxFuture;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::time::DelayQueue;
+use tracing::error;
 
 /// Delays shorter than this are delivered at once: tokio's timers tick in milliseconds, so a
 /// sub-millisecond delay could only be rounded up to a whole one, which would overstate LAN
@@ -40,65 +43,153 @@ pub trait PeerNet<M>: Send + Sync + 'static {
     fn send(&self, from: NodeId, to: NodeId, msg: M);
 }
 
-/// Run one node until it receives [`Input::Stop`] or its inbox closes.
+/// Run one node until it receives [`Input::Stop`] or its inbox closes. `protocol` is the node's
+/// state as rebuilt from `log` ([`wal::open`]); what handlers persist is appended to `log`, and
+/// their sends and replies are held until the log is durable up to those records.
 pub async fn run_node<P: Protocol>(
     env: NodeEnv,
     seed: u64,
     clock: RealClock,
+    protocol: P,
+    log: NodeLog,
     mut inbox: mpsc::UnboundedReceiver<Input<P>>,
     net: Arc<dyn PeerNet<P::Msg>>,
 ) {
     let id = env.id;
-    let mut protocol = P::new(&env);
+    let mut node = NodeLoop {
+        id,
+        protocol,
+        log,
+        held: VecDeque::new(),
+        timers: DelayQueue::new(),
+        clients: FxHashMap::default(),
+        net,
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((id.0 as u64) << 32));
-    let mut timers: DelayQueue<P::Timer> = DelayQueue::new();
-    let mut clients: FxHashMap<ClientId, ReplySender> = FxHashMap::default();
     let mut effects = Effects::<P>::default();
     {
         let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
-        protocol.on_start(&mut ctx);
+        node.protocol.on_start(&mut ctx);
     }
     loop {
-        flush(id, &mut effects, &net, &clients, &mut timers);
+        node.after_handler(&mut effects);
+        if let Err(e) = node.release_synced() {
+            error!(node = %id, "stopping: {e}");
+            return;
+        }
         tokio::select! {
             biased;
+            _ = node.log.progress() => {}
             input = inbox.recv() => {
                 let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
                 match input {
                     None | Some(Input::Stop) => break,
                     Some(Input::Client(request, reply_to)) => {
-                        clients.entry(request.client).or_insert(reply_to);
-                        deliver_client(&mut protocol, &mut ctx, request);
+                        node.clients.entry(request.client).or_insert(reply_to);
+                        deliver_client(&mut node.protocol, &mut ctx, request);
                     }
-                    Some(Input::Peer(from, msg)) => protocol.on_message(&mut ctx, from, msg),
+                    Some(Input::Peer(from, msg)) => node.protocol.on_message(&mut ctx, from, msg),
                 }
             }
-            Some(expired) = timers.next(), if !timers.is_empty() => {
+            Some(expired) = node.timers.next(), if !node.timers.is_empty() => {
                 let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
-                protocol.on_timer(&mut ctx, expired.into_inner());
+                node.protocol.on_timer(&mut ctx, expired.into_inner());
             }
         }
     }
+    // Stopping: the writer syncs what it was given when the log is dropped; what waited for
+    // that sync may then leave.
+    let NodeLoop {
+        log,
+        held,
+        net,
+        clients,
+        ..
+    } = node;
+    drop(log);
+    for h in held {
+        send_out(id, &net, &clients, h.sends, h.replies);
+    }
 }
 
-fn flush<P: Protocol>(
+/// The state of one node task besides its protocol's inputs.
+struct NodeLoop<P: Protocol> {
     id: NodeId,
-    effects: &mut Effects<P>,
-    net: &Arc<dyn PeerNet<P::Msg>>,
+    protocol: P,
+    log: NodeLog,
+    /// Sends and replies waiting for the log to be durable up to a position, in handler order.
+    held: VecDeque<Held<P>>,
+    timers: DelayQueue<P::Timer>,
+    clients: FxHashMap<ClientId, ReplySender>,
+    net: Arc<dyn PeerNet<P::Msg>>,
+}
+
+struct Held<P: Protocol> {
+    upto: u64,
+    sends: Vec<(NodeId, P::Msg)>,
+    replies: Vec<(ClientId, ClientResponse)>,
+}
+
+impl<P: Protocol> NodeLoop<P> {
+    /// Carry out what a handler asked for: persist, set timers, and send or hold the rest.
+    fn after_handler(&mut self, effects: &mut Effects<P>) {
+        for (after, timer) in effects.timers.drain(..) {
+            self.timers.insert(timer, after);
+        }
+        if !effects.persist.is_empty() {
+            self.log.append(&effects.persist);
+            effects.persist.clear();
+            if self.log.checkpoint_due() {
+                self.log.checkpoint(&self.protocol);
+            }
+        }
+        let sends = std::mem::take(&mut effects.sends);
+        let replies = std::mem::take(&mut effects.replies);
+        if sends.is_empty() && replies.is_empty() {
+            return;
+        }
+        let waits = self.log.policy().waits();
+        let synced = self.log.synced().unwrap_or(0);
+        if !waits || (self.held.is_empty() && synced >= self.log.end()) {
+            send_out(self.id, &self.net, &self.clients, sends, replies);
+        } else {
+            self.held.push_back(Held {
+                upto: self.log.end(),
+                sends,
+                replies,
+            });
+        }
+    }
+
+    /// Send what waited for records that are now durable; an error if the log failed.
+    fn release_synced(&mut self) -> Result<(), wal::LogError> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let synced = self.log.synced()?;
+        while self.held.front().is_some_and(|h| h.upto <= synced) {
+            let h = self.held.pop_front().expect("checked");
+            send_out(self.id, &self.net, &self.clients, h.sends, h.replies);
+        }
+        Ok(())
+    }
+}
+
+fn send_out<M: 'static>(
+    id: NodeId,
+    net: &Arc<dyn PeerNet<M>>,
     clients: &FxHashMap<ClientId, ReplySender>,
-    timers: &mut DelayQueue<P::Timer>,
+    sends: Vec<(NodeId, M)>,
+    replies: Vec<(ClientId, ClientResponse)>,
 ) {
-    for (to, msg) in effects.sends.drain(..) {
+    for (to, msg) in sends {
         net.send(id, to, msg);
     }
-    for (client, response) in effects.replies.drain(..) {
+    for (client, response) in replies {
         // A client that went away has nobody to tell; its transaction state is the protocol's.
         if let Some(tx) = clients.get(&client) {
             let _ = tx.send(response);
         }
-    }
-    for (after, timer) in effects.timers.drain(..) {
-        timers.insert(timer, after);
     }
 }
 
@@ -133,15 +224,32 @@ pub struct LocalCluster<P: Protocol> {
 }
 
 impl<P: Protocol> LocalCluster<P> {
-    /// Start every node of `placement` on the current tokio runtime.
+    /// Start every node of `placement` on the current tokio runtime, each with a log as `log`
+    /// describes (a data directory becomes one subdirectory per node, `node-ID`; nodes recover
+    /// from what is already there).
     pub fn start(
         placement: Arc<Placement>,
         options: Arc<ProtocolOptions>,
         seed: u64,
         request_timeout: Duration,
-    ) -> Self {
+        log: &LogConfig,
+    ) -> Result<Self, wal::LogError> {
         let clock = RealClock::new();
         let n = placement.node_count();
+        let mut recovered = Vec::with_capacity(n);
+        for id in placement.nodes() {
+            let env = NodeEnv {
+                id,
+                placement: placement.clone(),
+                options: options.clone(),
+            };
+            let mut config = log.clone();
+            if let wal::LogStorage::Dir(dir) = &log.storage {
+                config.storage = wal::LogStorage::Dir(dir.join(format!("node-{}", id.0)));
+            }
+            let (protocol, node_log) = wal::open::<P>(&env, &config)?;
+            recovered.push((env, protocol, node_log));
+        }
         let (inboxes, receivers): (Vec<_>, Vec<_>) = (0..n)
             .map(|_| mpsc::unbounded_channel::<Input<P>>())
             .unzip();
@@ -175,24 +283,27 @@ impl<P: Protocol> LocalCluster<P> {
         });
         let nodes = receivers
             .into_iter()
-            .enumerate()
-            .map(|(i, rx)| {
-                let env = NodeEnv {
-                    id: NodeId(i as u32),
-                    placement: placement.clone(),
-                    options: options.clone(),
-                };
-                tokio::spawn(run_node::<P>(env, seed, clock, rx, net.clone()))
+            .zip(recovered)
+            .map(|(rx, (env, protocol, log))| {
+                tokio::spawn(run_node::<P>(
+                    env,
+                    seed,
+                    clock,
+                    protocol,
+                    log,
+                    rx,
+                    net.clone(),
+                ))
             })
             .collect();
-        LocalCluster {
+        Ok(LocalCluster {
             placement,
             inboxes,
             nodes,
             lines,
             next_client: AtomicU64::new(0),
             request_timeout,
-        }
+        })
     }
 
     pub fn placement(&self) -> &Arc<Placement> {

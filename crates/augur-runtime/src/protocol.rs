@@ -61,20 +61,32 @@ pub trait Protocol: Send + Sized + 'static {
     type Msg: Clone + Debug + Send + Serialize + DeserializeOwned + 'static;
     /// Payloads of the timers this protocol sets.
     type Timer: Debug + Send + 'static;
+    /// What the protocol writes to its node's write-ahead log ([`Ctx::persist`]) and rebuilds
+    /// itself from after a crash ([`Protocol::recover`]).
+    type Record: Debug + Send + Serialize + DeserializeOwned + 'static;
 
+    /// A node with empty state.
     fn new(env: &NodeEnv) -> Self;
+
+    /// Rebuild a node from its durable records, in the order they were persisted: first the
+    /// records of its newest checkpoint ([`Protocol::checkpoint`]), then every record persisted
+    /// after it. Whatever is not rebuilt from them is lost in a crash: timers, coordination in
+    /// flight, waiting requests. [`Protocol::on_start`] follows. The default, for protocols
+    /// that persist nothing, starts empty.
+    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
+        records.for_each(drop);
+        Self::new(env)
+    }
+
+    /// Emit records that rebuild this node's whole durable state on their own (replayed by
+    /// [`Protocol::recover`] on an empty node), so the log before this point can be dropped.
+    /// Called between two handlers. The default, for protocols that persist nothing, emits
+    /// nothing.
+    fn checkpoint(&self, _emit: &mut dyn FnMut(Self::Record)) {}
 
     /// Called once before any input, and again after every restart; a place to set periodic
     /// timers.
     fn on_start(&mut self, _ctx: &mut Ctx<'_, Self>) {}
-
-    /// The node crashed. Keep exactly what the protocol writes to stable storage before acting on
-    /// it (its store, its prepare records, its commit decisions) and drop everything else: timers,
-    /// in-flight coordination, waiting requests. `on_start` follows when the node comes back.
-    /// The default keeps nothing, as for a protocol with no durable state.
-    fn crash(&mut self, env: &NodeEnv) {
-        *self = Self::new(env);
-    }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest);
 
@@ -111,7 +123,13 @@ pub fn deliver_client<P: Protocol>(protocol: &mut P, ctx: &mut Ctx<'_, P>, reque
 }
 
 /// The effects one handler invocation asked for; the runtime carries them out afterwards.
+///
+/// Records in `persist` are appended to the node's log first. The sends and replies of this
+/// handler — and of every later one — leave the node only once the log is durable up to those
+/// records, so nothing outside the node ever depends on state a crash could take back.
+/// Timers are internal and are set at once.
 pub struct Effects<P: Protocol> {
+    pub persist: Vec<P::Record>,
     pub sends: Vec<(NodeId, P::Msg)>,
     pub replies: Vec<(ClientId, ClientResponse)>,
     pub timers: Vec<(Duration, P::Timer)>,
@@ -120,6 +138,7 @@ pub struct Effects<P: Protocol> {
 impl<P: Protocol> Default for Effects<P> {
     fn default() -> Self {
         Effects {
+            persist: Vec::new(),
             sends: Vec::new(),
             replies: Vec::new(),
             timers: Vec::new(),
@@ -165,6 +184,12 @@ impl<'a, P: Protocol> Ctx<'a, P> {
     /// The node's seeded random number generator.
     pub fn rng(&mut self) -> &mut ChaCha8Rng {
         self.rng
+    }
+
+    /// Make `record` durable before any message or reply of this handler leaves the node (see
+    /// [`Effects`]). Records are replayed, in order, by [`Protocol::recover`].
+    pub fn persist(&mut self, record: P::Record) {
+        self.effects.persist.push(record);
     }
 
     /// Send `msg` to `to` (which may be this node: it is then delivered as a later input).

@@ -6,6 +6,7 @@
 //! network jitter, client RNGs) is derived from the one seed. The same seed and the same protocol
 //! code therefore replay the same history, byte for byte.
 
+use crate::wal::{self, CheckpointSchedule, LogPolicy, MemoryLog};
 use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
@@ -41,6 +42,13 @@ pub struct SimConfig {
     /// instantly refused transaction must let virtual time advance, or it would spin forever
     /// at one instant.
     pub client_delay: Duration,
+    /// How long one sync of a node's log takes (`log=always` and `log=batch`): what a handler
+    /// persisted is lost if its node crashes sooner, and its messages wait that long.
+    pub fsync_latency: Duration,
+    /// A node checkpoints its log once this many bytes were appended since the last
+    /// checkpoint (and twice the last checkpoint's size): small, so that runs exercise
+    /// recovery from checkpoints.
+    pub checkpoint_min_bytes: u64,
 }
 
 impl SimConfig {
@@ -51,6 +59,8 @@ impl SimConfig {
             max_clock_skew: Duration::ZERO,
             jitter: Duration::ZERO,
             client_delay: Duration::from_micros(20),
+            fsync_latency: Duration::from_micros(100),
+            checkpoint_min_bytes: 64 * 1024,
         }
     }
 }
@@ -100,6 +110,12 @@ enum Event<P: Protocol> {
     Wake {
         waker: Waker,
     },
+    /// A sync of `node`'s log, started by `incarnation`, reached log position `upto`.
+    Synced {
+        node: NodeId,
+        incarnation: u32,
+        upto: u64,
+    },
 }
 
 struct Scheduled<E> {
@@ -125,13 +141,32 @@ impl<E> Ord for Scheduled<E> {
     }
 }
 
-struct SimNode<P> {
+struct SimNode<P: Protocol> {
     protocol: P,
     rng: ChaCha8Rng,
     skew_us: i64,
     /// Bumped on restart so timers set by an earlier incarnation are ignored.
     incarnation: u32,
     up: bool,
+    /// The node's disk: all that survives a crash.
+    log: MemoryLog,
+    policy: LogPolicy,
+    checkpoints: CheckpointSchedule,
+    /// Log position everything before which is synced.
+    synced: u64,
+    /// A sync is running (group commit: records appended meanwhile wait for the next one).
+    syncing: bool,
+    /// When the last sync started, for `batch`.
+    last_sync_us: u64,
+    /// Sends and replies waiting for the log to be synced up to a position, in handler order.
+    held: VecDeque<Held<P>>,
+}
+
+/// Effects of a handler that may leave the node once the log is synced up to `upto`.
+struct Held<P: Protocol> {
+    upto: u64,
+    sends: Vec<(NodeId, P::Msg)>,
+    replies: Vec<(ClientId, ClientResponse)>,
 }
 
 /// The network faults in force.
@@ -238,12 +273,21 @@ impl<P: Protocol> Simulation<P> {
             } else {
                 0
             };
+            let policy = LogPolicy::from_options(&options, LogPolicy::Always)
+                .unwrap_or_else(|e| panic!("simulation: {e}"));
             nodes.push(SimNode {
                 protocol: P::new(&e),
                 rng: ChaCha8Rng::seed_from_u64(seed_rng.random()),
                 skew_us,
                 incarnation: 0,
                 up: true,
+                log: MemoryLog::default(),
+                policy,
+                checkpoints: CheckpointSchedule::new(config.checkpoint_min_bytes),
+                synced: 0,
+                syncing: false,
+                last_sync_us: 0,
+                held: VecDeque::new(),
             });
             env.push(e);
         }
@@ -337,17 +381,33 @@ impl<P: Protocol> Simulation<P> {
         self.nodes[node.0 as usize].skew_us = offset_us;
     }
 
-    /// Crash `node`: it keeps only its durable state ([`Protocol::crash`]), its connections
+    /// Crash `node`, as a power cut would: its memory is gone and so is whatever its log had
+    /// not synced; messages and replies waiting for that sync never leave; its connections
     /// break (messages in flight to or from it are lost), and nothing reaches it until it is
-    /// restarted.
+    /// restarted. It comes back rebuilt from its durable log alone ([`Protocol::recover`]).
     pub fn crash(&mut self, node: NodeId) {
+        let env = &self.env[node.0 as usize];
         let n = &mut self.nodes[node.0 as usize];
         if !n.up {
             return;
         }
         n.up = false;
         n.incarnation += 1;
-        n.protocol.crash(&self.env[node.0 as usize]);
+        n.log.lose_pending();
+        n.synced = n.log.end();
+        n.syncing = false;
+        n.held.clear();
+        // Rebuilt now rather than at restart: the node is down meanwhile, and this way nothing
+        // of the old state can be reached even by mistake.
+        let source = std::path::Path::new("simulated log");
+        n.protocol = wal::rebuild::<P>(env, n.log.durable_frames(), source)
+            .unwrap_or_else(|e| panic!("node {node} cannot recover from its own log: {e}"))
+            .0;
+    }
+
+    /// Bytes node `node` holds durably in its log (checkpoint included).
+    pub fn durable_log_bytes(&self, node: NodeId) -> usize {
+        self.nodes[node.0 as usize].log.durable_bytes()
     }
 
     /// Bring a crashed node back: it recovers from its durable state and starts again.
@@ -448,7 +508,101 @@ impl<P: Protocol> Simulation<P> {
     }
 
     fn apply(&mut self, node: NodeId, incarnation: u32, effects: Effects<P>) {
-        for (to, msg) in effects.sends {
+        let Effects {
+            persist,
+            sends,
+            replies,
+            timers,
+        } = effects;
+        for (after, timer) in timers {
+            let at = self.now_us + after.as_micros() as u64;
+            self.schedule(
+                at,
+                Event::Timer {
+                    node,
+                    timer,
+                    incarnation,
+                },
+            );
+        }
+        let n = &mut self.nodes[node.0 as usize];
+        if !persist.is_empty() {
+            let mut frames = Vec::new();
+            for record in &persist {
+                wal::push_record(&mut frames, record);
+            }
+            n.log.append(&frames);
+            if n.checkpoints.appended(frames.len() as u64) {
+                let checkpoint = wal::encode_checkpoint(&n.protocol);
+                n.checkpoints.taken(checkpoint.len() as u64);
+                n.log.checkpoint(checkpoint);
+            }
+        }
+        let end = n.log.end();
+        if !n.policy.waits() || (n.held.is_empty() && n.synced >= end) {
+            return self.release(node, incarnation, sends, replies);
+        }
+        n.held.push_back(Held {
+            upto: end,
+            sends,
+            replies,
+        });
+        self.start_sync(node);
+    }
+
+    /// Start syncing `node`'s log if something is unsynced and no sync is running (under
+    /// `batch`, no sooner than the interval after the last one).
+    fn start_sync(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.0 as usize];
+        let end = n.log.end();
+        if n.syncing || n.synced >= end || !n.policy.waits() {
+            return;
+        }
+        let start = match n.policy {
+            LogPolicy::Batch(every) => self.now_us.max(n.last_sync_us + every.as_micros() as u64),
+            _ => self.now_us,
+        };
+        n.syncing = true;
+        n.last_sync_us = start;
+        let at = start + self.config.fsync_latency.as_micros() as u64;
+        let incarnation = n.incarnation;
+        self.schedule(
+            at,
+            Event::Synced {
+                node,
+                incarnation,
+                upto: end,
+            },
+        );
+    }
+
+    fn synced(&mut self, node: NodeId, incarnation: u32, upto: u64) {
+        let n = &mut self.nodes[node.0 as usize];
+        if n.incarnation != incarnation {
+            return;
+        }
+        n.log.sync(upto);
+        n.synced = n.synced.max(upto);
+        n.syncing = false;
+        let mut ready = Vec::new();
+        while n.held.front().is_some_and(|h| h.upto <= n.synced) {
+            ready.push(n.held.pop_front().expect("checked"));
+        }
+        for held in ready {
+            self.release(node, incarnation, held.sends, held.replies);
+        }
+        self.start_sync(node);
+    }
+
+    /// Put a handler's messages and replies on the network.
+    fn release(
+        &mut self,
+        node: NodeId,
+        incarnation: u32,
+        sends: Vec<(NodeId, P::Msg)>,
+        replies: Vec<(ClientId, ClientResponse)>,
+    ) {
+        for (to, msg) in sends {
             // The loss draw happens only when loss is on, so enabling no fault leaves the random
             // sequence (and so every earlier seed's history) unchanged.
             if self.network.loss > 0.0 && to != node && self.net_rng.random_bool(self.network.loss)
@@ -484,21 +638,10 @@ impl<P: Protocol> Simulation<P> {
             );
         }
         let client_delay = self.client_delay_us();
-        for (client, response) in effects.replies {
+        for (client, response) in replies {
             self.schedule(
                 self.now_us + client_delay,
                 Event::Reply { client, response },
-            );
-        }
-        for (after, timer) in effects.timers {
-            let at = self.now_us + after.as_micros() as u64;
-            self.schedule(
-                at,
-                Event::Timer {
-                    node,
-                    timer,
-                    incarnation,
-                },
             );
         }
     }
@@ -615,6 +758,11 @@ impl<P: Protocol> Simulation<P> {
                 self.complete(client, request, Err(TransportError::Timeout(timeout)));
             }
             Event::Wake { waker } => waker.wake(),
+            Event::Synced {
+                node,
+                incarnation,
+                upto,
+            } => self.synced(node, incarnation, upto),
         }
     }
 

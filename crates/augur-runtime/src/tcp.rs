@@ -39,6 +39,7 @@
 
 use crate::clock::RealClock;
 use crate::local::{Input, MIN_EMULATED_DELAY, PeerNet, ReplySender, run_node};
+use crate::wal::{self, LogConfig};
 use crate::{NodeEnv, Protocol};
 use augur_client::{Transport, TransportError};
 use augur_types::RequestId;
@@ -180,6 +181,8 @@ pub struct TcpNodeConfig {
     pub seed: u64,
     /// Hold each peer message back by the placement's one-way delay (see the module docs).
     pub emulate_latency: bool,
+    /// The node's write-ahead log (a data directory, or memory).
+    pub log: LogConfig,
 }
 
 /// A running TCP node. Dropping the handle stops the node too, without waiting for it.
@@ -232,7 +235,8 @@ impl Drop for TcpNodeHandle {
     }
 }
 
-/// Bind `listen` and serve node `env.id` of protocol `P` there (see the module docs).
+/// Recover node `env.id` of protocol `P` from its log, bind `listen` and serve it there (see
+/// the module docs).
 pub async fn serve<P: Protocol>(
     env: NodeEnv,
     listen: SocketAddr,
@@ -242,8 +246,9 @@ pub async fn serve<P: Protocol>(
     serve_on::<P>(env, listener, config)
 }
 
-/// Serve node `env.id` of protocol `P` on an already bound listener. Must be called within a
-/// tokio runtime.
+/// Recover node `env.id` of protocol `P` from its log and serve it on an already bound
+/// listener. Must be called within a tokio runtime. A log that cannot be read is an error
+/// (of kind `InvalidData`, naming the file): the node does not start.
 pub fn serve_on<P: Protocol>(
     env: NodeEnv,
     listener: TcpListener,
@@ -264,6 +269,8 @@ pub fn serve_on<P: Protocol>(
         }
     }
     let local_addr = listener.local_addr()?;
+    let (protocol, log) = wal::open::<P>(&env, &config.log)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     let stop = CancellationToken::new();
     let (inbox, inbox_rx) = mpsc::unbounded_channel::<Input<P>>();
 
@@ -302,7 +309,15 @@ pub fn serve_on<P: Protocol>(
     let node_stop = stop.clone();
     let node_inbox = inbox.clone();
     let node = tokio::spawn(async move {
-        let run = run_node::<P>(env, config.seed, RealClock::new(), inbox_rx, net);
+        let run = run_node::<P>(
+            env,
+            config.seed,
+            RealClock::new(),
+            protocol,
+            log,
+            inbox_rx,
+            net,
+        );
         tokio::pin!(run);
         tokio::select! {
             _ = &mut run => {}
@@ -829,6 +844,7 @@ mod tests {
     impl Protocol for Relay {
         type Msg = RelayMsg;
         type Timer = ();
+        type Record = ();
 
         fn new(env: &NodeEnv) -> Self {
             Relay {
@@ -919,6 +935,7 @@ mod tests {
                 .collect(),
             seed: 7,
             emulate_latency: true,
+            log: LogConfig::memory("relay", crate::wal::LogPolicy::Off),
         }
     }
 

@@ -10,6 +10,7 @@ use augur_client::{
 };
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
+use augur_runtime::wal::{self, LogConfig, LogPolicy};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
 use augur_types::{AbortReason, LatencyProfile, NodeId, Placement};
@@ -94,6 +95,11 @@ pub struct BenchArgs {
     /// it.
     #[arg(long)]
     pub history: Option<PathBuf>,
+    /// Keep the nodes' write-ahead logs here, one subdirectory per protocol entry (emptied
+    /// first: every run starts from an empty store). Without it, `log=off` runs keep their logs
+    /// in memory and `log=always`/`batch` runs write under `OUT/data/`.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
     /// Open loop: the target rate of transactions per second over all clients, with Poisson
     /// arrivals; latency is measured from each transaction's intended start, so a backlog shows
     /// up as latency. Without it, clients run a closed loop.
@@ -273,6 +279,10 @@ impl ProtocolSpec {
         })?;
         info.validate_settings(&settings)
             .map_err(|e| bad(e.to_string()))?;
+        // Benchmarks measure the protocol, not the disk, unless asked to (and say which).
+        settings
+            .entry(wal::LOG_SETTING.to_string())
+            .or_insert_with(|| LogPolicy::Off.to_string());
         let speculation = match (speculation, info.speculation) {
             // Protocols that never speculate ignore the run's --speculation.
             (_, None) if !own_speculation => SpeculationMode::Fixed(Degree::NONE),
@@ -321,6 +331,8 @@ pub struct BenchConfig {
     pub out: PathBuf,
     #[serde(skip)]
     pub history: Option<PathBuf>,
+    #[serde(skip)]
+    pub data_dir: Option<PathBuf>,
     pub check: bool,
     pub pg_url: String,
     /// Open-loop target rate over all clients (transactions per second), if any.
@@ -418,6 +430,7 @@ impl BenchArgs {
             workload_given: workload_settings,
             out: self.out.clone(),
             history: self.history.clone(),
+            data_dir: self.data_dir.clone(),
             check: self.check,
             pg_url: self.pg_url.clone(),
             rate: self.rate,
@@ -458,6 +471,23 @@ pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
     report::finish(config, results)
 }
 
+/// Where and how the nodes of `spec`'s run keep their logs: in `--data-dir` if given, in
+/// memory when the policy is `off`, else under `OUT/data/`. A directory is emptied first.
+pub fn log_config(config: &BenchConfig, spec: &ProtocolSpec) -> anyhow::Result<LogConfig> {
+    let policy = LogPolicy::from_options(&spec.options, LogPolicy::Off).map_err(BadInput)?;
+    let dir = match (&config.data_dir, policy) {
+        (Some(dir), _) => dir.clone(),
+        (None, LogPolicy::Off) => return Ok(LogConfig::memory(&spec.name, policy)),
+        (None, _) => config.out.join("data"),
+    };
+    let dir = dir.join(spec.label.replace([':', '=', '/'], "-"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("cannot empty {}: {e}", dir.display()))?;
+    }
+    Ok(LogConfig::dir(&spec.name, policy, dir))
+}
+
 /// Runs one protocol on an in-process cluster.
 struct RunInProcess<'a> {
     config: &'a BenchConfig,
@@ -473,13 +503,15 @@ impl ProtocolVisitor for RunInProcess<'_> {
             .worker_threads(2)
             .enable_all()
             .build()?;
+        let log = log_config(config, spec)?;
         let stats = runtime.block_on(async {
             let cluster = LocalCluster::<P>::start(
                 config.placement.clone(),
                 Arc::new(spec.options.clone()),
                 config.seed,
                 Duration::from_secs(10),
-            );
+                &log,
+            )?;
             let mut transports = Vec::new();
             for home in config.placement.nodes() {
                 for _ in 0..config.clients_per_node {
@@ -493,8 +525,8 @@ impl ProtocolVisitor for RunInProcess<'_> {
                 .collect();
             let stats = drive(config, spec, info, transports, probes).await;
             cluster.shutdown().await;
-            stats
-        });
+            anyhow::Ok(stats)
+        })?;
         Ok(ProtocolResult::new(info, spec, config, stats))
     }
 }

@@ -6,6 +6,7 @@ use crate::node::{ClusterFile, NodeEntry, OptionsFile};
 use crate::report::ProtocolResult;
 use augur_protocols::registry;
 use augur_runtime::tcp::TcpTransport;
+use augur_runtime::wal::LogStorage;
 use augur_types::{ClientId, NodeId};
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
@@ -63,13 +64,22 @@ pub fn run(
     let path = config.out.join(format!("cluster-{protocol}.toml"));
     std::fs::write(&path, toml::to_string(&file)?)?;
     let exe = std::env::current_exe()?;
+    let data_dir = match crate::bench::log_config(config, spec)?.storage {
+        LogStorage::Dir(dir) => Some(dir),
+        LogStorage::Memory => None,
+    };
     let mut nodes = Nodes(Vec::new());
     for i in 0..config.nodes {
         let log = std::fs::File::create(config.out.join(format!("node-{protocol}-{i}.log")))?;
-        let child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .args(["node", "--config"])
             .arg(&path)
-            .args(["--id", &i.to_string()])
+            .args(["--id", &i.to_string()]);
+        if let Some(dir) = &data_dir {
+            command.arg("--data-dir").arg(dir.join(format!("node-{i}")));
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -41,6 +41,11 @@ enum Command {
         /// This node's id in the cluster file.
         #[arg(long)]
         id: u32,
+        /// Where the node keeps its write-ahead log and checkpoints (created if missing; a
+        /// node restarted with the same directory recovers from it). Without it the node keeps
+        /// its state in memory only, and says so.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// List the implemented protocols with the isolation level each claims and its paper.
     Protocols {
@@ -70,7 +75,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Check(args) => augur::check::run(&args),
-        Command::Node { config, id } => node::run(&config, id),
+        Command::Node {
+            config,
+            id,
+            data_dir,
+        } => node::run(&config, id, data_dir.as_deref()),
         Command::Protocols { names } => {
             list_protocols(names);
             Ok(())
@@ -103,7 +112,7 @@ fn list_protocols(names_only: bool) {
         for (name, what) in p.mutants {
             println!("{:<14} mutant {name}: {what}", "");
         }
-        for setting in p.settings {
+        for setting in p.all_settings() {
             println!("{:<14} setting protocol.{setting}", "");
         }
         if let Some(offer) = p.speculation {

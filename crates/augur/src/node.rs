@@ -5,6 +5,7 @@ use anyhow::Context;
 use augur::BadInput;
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::tcp::{self, TcpNodeConfig};
+use augur_runtime::wal::{LogConfig, LogPolicy, LogStorage};
 use augur_runtime::{NodeEnv, Protocol, ProtocolOptions};
 use augur_types::{LatencyProfile, NodeId, Placement};
 use serde::{Deserialize, Serialize};
@@ -13,7 +14,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 /// A cluster file as written (see docs/cluster-config.md).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -211,7 +212,7 @@ fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
 }
 
 /// Serve node `id` of the cluster described by the file at `config` until Ctrl-C or SIGTERM.
-pub fn run(config: &Path, id: u32) -> anyhow::Result<()> {
+pub fn run(config: &Path, id: u32, data_dir: Option<&Path>) -> anyhow::Result<()> {
     let cluster = Cluster::load(config)?;
     let bad = |msg: String| BadInput(format!("{}: {msg}", config.display()));
     let n = cluster.nodes.len();
@@ -237,10 +238,23 @@ pub fn run(config: &Path, id: u32) -> anyhow::Result<()> {
         .thread_name("augur-node")
         .build()
         .context("cannot start the async runtime")?;
+    let policy = LogPolicy::from_options(&cluster.options, LogPolicy::Always).map_err(bad)?;
+    let protocol = cluster.protocol.name;
+    let log = match data_dir {
+        Some(dir) => LogConfig::dir(protocol, policy, dir),
+        None => {
+            warn!(
+                node = id,
+                "no --data-dir: this node keeps its state in memory only and loses it when it stops"
+            );
+            LogConfig::memory(protocol, policy)
+        }
+    };
     let serve = ServeNode {
         cluster: &cluster,
         id: NodeId(id),
         listen,
+        log,
         peers,
         runtime: &runtime,
     };
@@ -252,6 +266,7 @@ struct ServeNode<'a> {
     cluster: &'a Cluster,
     id: NodeId,
     listen: SocketAddr,
+    log: LogConfig,
     peers: Vec<(NodeId, SocketAddr)>,
     runtime: &'a tokio::runtime::Runtime,
 }
@@ -264,6 +279,7 @@ impl ProtocolVisitor for ServeNode<'_> {
             cluster,
             id,
             listen,
+            log,
             peers,
             runtime,
         } = self;
@@ -277,10 +293,11 @@ impl ProtocolVisitor for ServeNode<'_> {
                 peers,
                 seed: cluster.seed,
                 emulate_latency: cluster.emulate_latency,
+                log: log.clone(),
             };
             let mut node = tcp::serve::<P>(env, listen, config)
                 .await
-                .with_context(|| format!("node {} cannot listen on {listen}", id.0))?;
+                .with_context(|| format!("node {} cannot start on {listen}", id.0))?;
             let placement = &cluster.placement;
             info!(
                 node = %id,
@@ -289,6 +306,11 @@ impl ProtocolVisitor for ServeNode<'_> {
                 dc = placement.dc_name(placement.dc_of(id)),
                 nodes = placement.node_count(),
                 replication = placement.replication_factor(),
+                data_dir = %match &log.storage {
+                    LogStorage::Dir(dir) => dir.display().to_string(),
+                    LogStorage::Memory => "none (memory)".to_string(),
+                },
+                log = %log.policy,
                 "node serving"
             );
             tokio::select! {
@@ -461,13 +483,13 @@ addr = "127.0.0.1:7102"
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
         std::fs::write(&path, GOOD).unwrap();
-        let e = run(&path, 3).unwrap_err();
+        let e = run(&path, 3, None).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(
             e.to_string().contains("node id 3 is not in the file"),
             "{e}"
         );
-        let e = run(&dir.path().join("missing.toml"), 0).unwrap_err();
+        let e = run(&dir.path().join("missing.toml"), 0, None).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(e.to_string().contains("cannot read"), "{e}");
     }
