@@ -11,7 +11,7 @@ mod coordinator;
 pub mod nocc;
 pub mod planet;
 pub mod registry;
-mod replica;
+pub mod replica;
 pub mod str;
 
 pub use registry::{IsolationLevel, ProtocolInfo, ProtocolVisitor, UnknownProtocol, visit};

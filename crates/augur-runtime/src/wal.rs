@@ -994,3 +994,265 @@ impl Drop for NodeLog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Ctx;
+    use augur_types::{ClientRequest, LatencyProfile, Placement};
+
+    /// A protocol whose whole state is a running total of the numbers it persisted.
+    struct Tally {
+        total: u64,
+    }
+
+    #[derive(Clone, Debug, Serialize, Deserialize)]
+    enum TallyRecord {
+        Add(u64),
+        /// Checkpoints only.
+        Set(u64),
+    }
+
+    impl Protocol for Tally {
+        type Msg = ();
+        type Timer = ();
+        type Record = TallyRecord;
+
+        fn new(_env: &NodeEnv) -> Self {
+            Tally { total: 0 }
+        }
+
+        fn recover(_env: &NodeEnv, records: &mut dyn Iterator<Item = TallyRecord>) -> Self {
+            let mut total = 0;
+            for r in records {
+                match r {
+                    TallyRecord::Add(n) => total += n,
+                    TallyRecord::Set(n) => total = n,
+                }
+            }
+            Tally { total }
+        }
+
+        fn checkpoint(&self, emit: &mut dyn FnMut(TallyRecord)) {
+            emit(TallyRecord::Set(self.total));
+        }
+
+        fn on_client(&mut self, _ctx: &mut Ctx<'_, Self>, _request: ClientRequest) {}
+        fn on_message(&mut self, _ctx: &mut Ctx<'_, Self>, _from: NodeId, _msg: ()) {}
+        fn on_timer(&mut self, _ctx: &mut Ctx<'_, Self>, _timer: ()) {}
+    }
+
+    fn env(id: u32) -> NodeEnv {
+        let profile = LatencyProfile::named("lan").unwrap();
+        NodeEnv {
+            id: NodeId(id),
+            placement: Arc::new(Placement::ring(profile, 2, 1).unwrap()),
+            options: Arc::new(ProtocolOptions::default()),
+        }
+    }
+
+    fn config(dir: &Path, floor: u64) -> LogConfig {
+        LogConfig {
+            checkpoint_min_bytes: floor,
+            ..LogConfig::dir("tally", LogPolicy::Always, dir)
+        }
+    }
+
+    /// Append `adds` one handler at a time, checkpointing when due, as the node loop does.
+    fn run(dir: &Path, floor: u64, adds: impl IntoIterator<Item = u64>) -> u64 {
+        let (mut tally, mut log) = open::<Tally>(&env(0), &config(dir, floor)).unwrap();
+        for n in adds {
+            tally.total += n;
+            log.append(&[TallyRecord::Add(n)]);
+            if log.checkpoint_due() {
+                log.checkpoint(&tally);
+            }
+        }
+        // Dropping the log lets the writer finish and sync.
+        tally.total
+    }
+
+    fn reopen(dir: &Path) -> Result<u64, LogError> {
+        open::<Tally>(&env(0), &config(dir, 1 << 20)).map(|(t, _)| t.total)
+    }
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn frames_are_read_up_to_the_first_damaged_one() {
+        let mut bytes = Vec::new();
+        for payload in [&b"one"[..], b"two", b"three"] {
+            push_frame(&mut bytes, payload);
+        }
+        let (frames, valid) = read_frames(&bytes);
+        assert_eq!(frames, [&b"one"[..], b"two", b"three"]);
+        assert_eq!(valid, bytes.len());
+
+        let torn = &bytes[..bytes.len() - 2];
+        let (frames, valid) = read_frames(torn);
+        assert_eq!(frames.len(), 2);
+        assert_eq!(valid, 2 * FRAME_HEADER + 6);
+
+        let mut flipped = bytes.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        assert_eq!(
+            read_frames(&flipped).0.len(),
+            2,
+            "checksum catches a flipped bit"
+        );
+    }
+
+    #[test]
+    fn a_memory_log_loses_exactly_what_was_not_synced() {
+        let mut log = MemoryLog::default();
+        let mut frames = Vec::new();
+        push_record(&mut frames, &TallyRecord::Add(1));
+        let first = log.append(&frames);
+        log.append(&frames);
+        log.sync(first);
+        log.append(&frames);
+        log.lose_pending();
+        assert_eq!(log.durable_frames().len(), 1);
+        // What is appended after a crash continues from the durable end.
+        let end = log.append(&frames);
+        log.sync(end);
+        assert_eq!(log.durable_frames().len(), 2);
+    }
+
+    #[test]
+    fn a_memory_checkpoint_replaces_the_log_only_once_synced() {
+        let mut log = MemoryLog::default();
+        let mut add = Vec::new();
+        push_record(&mut add, &TallyRecord::Add(5));
+        let end = log.append(&add);
+        log.sync(end);
+        let mut set = Vec::new();
+        push_record(&mut set, &TallyRecord::Set(9));
+        log.checkpoint(set);
+        log.lose_pending();
+        let (t, _) = rebuild::<Tally>(&env(0), log.durable_frames(), Path::new("m")).unwrap();
+        assert_eq!(
+            t.total, 5,
+            "an unsynced checkpoint is lost, the log it covered is not"
+        );
+
+        let mut set = Vec::new();
+        push_record(&mut set, &TallyRecord::Set(9));
+        log.checkpoint(set);
+        let end = log.append(&add);
+        log.sync(end);
+        let (t, _) = rebuild::<Tally>(&env(0), log.durable_frames(), Path::new("m")).unwrap();
+        assert_eq!(t.total, 14, "checkpoint, then what followed it");
+        assert_eq!(log.durable_frames().len(), 2);
+    }
+
+    #[test]
+    fn a_data_directory_survives_restarts_and_stays_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let total = run(dir.path(), 256, 1..=2000);
+        assert_eq!(total, 2000 * 2001 / 2);
+        assert_eq!(reopen(dir.path()).unwrap(), total);
+        let names = files(dir.path());
+        assert_eq!(names.len(), 2, "one checkpoint and its segment: {names:?}");
+        assert!(names[0].starts_with("checkpoint-") && names[1].starts_with("segment-"));
+        // A restarted node appends after what it recovered.
+        let (tally, mut log) = open::<Tally>(&env(0), &config(dir.path(), 1 << 20)).unwrap();
+        assert_eq!(tally.total, total);
+        log.append(&[TallyRecord::Add(7)]);
+        drop(log);
+        assert_eq!(reopen(dir.path()).unwrap(), total + 7);
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let total = run(dir.path(), 1 << 20, [1, 2, 3]);
+        let segment = dir.path().join(file_name(FileKind::Segment, 0));
+        let whole = fs::metadata(&segment).unwrap().len();
+        // A record whose write was cut short: its header and half of its payload.
+        let mut torn = Vec::new();
+        push_record(&mut torn, &TallyRecord::Add(1000));
+        let mut f = OpenOptions::new().append(true).open(&segment).unwrap();
+        f.write_all(&torn[..torn.len() - 1]).unwrap();
+        drop(f);
+        assert_eq!(reopen(dir.path()).unwrap(), total);
+        assert_eq!(fs::metadata(&segment).unwrap().len(), whole, "cut back");
+    }
+
+    #[test]
+    fn a_damaged_checkpoint_stops_the_node() {
+        let dir = tempfile::tempdir().unwrap();
+        run(dir.path(), 64, 1..=200);
+        let checkpoint = files(dir.path())
+            .into_iter()
+            .find(|n| n.starts_with("checkpoint-"))
+            .unwrap();
+        let path = dir.path().join(checkpoint);
+        let mut bytes = fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        fs::write(&path, bytes).unwrap();
+        let err = reopen(dir.path()).unwrap_err();
+        assert!(matches!(err, LogError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("checkpoint-"), "{err}");
+    }
+
+    #[test]
+    fn another_protocols_or_nodes_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        run(dir.path(), 1 << 20, [1]);
+        let other = LogConfig::dir("other", LogPolicy::Always, dir.path());
+        let err = open::<Tally>(&env(0), &other).map(|_| ()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("belongs to tally node 0, not other node 0"),
+            "{err}"
+        );
+        let err = open::<Tally>(&env(1), &config(dir.path(), 1 << 20))
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(err, LogError::Foreign { .. }), "{err}");
+    }
+
+    #[test]
+    fn policies_parse_and_print() {
+        for (text, policy) in [
+            ("always", LogPolicy::Always),
+            ("OFF", LogPolicy::Off),
+            ("batch", LogPolicy::Batch(DEFAULT_BATCH)),
+            ("batch:10", LogPolicy::Batch(Duration::from_millis(10))),
+            ("batch:10ms", LogPolicy::Batch(Duration::from_millis(10))),
+        ] {
+            assert_eq!(LogPolicy::parse(text).unwrap(), policy, "{text}");
+        }
+        assert_eq!(
+            LogPolicy::Batch(Duration::from_millis(5)).to_string(),
+            "batch:5"
+        );
+        for bad in ["sometimes", "batch:0", "batch:x", ""] {
+            assert!(LogPolicy::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn batch_and_off_logs_also_recover_after_a_clean_stop() {
+        for policy in [LogPolicy::Batch(Duration::from_millis(3)), LogPolicy::Off] {
+            let dir = tempfile::tempdir().unwrap();
+            let cfg = LogConfig::dir("tally", policy, dir.path());
+            let (_, mut log) = open::<Tally>(&env(0), &cfg).unwrap();
+            for n in 1..=100 {
+                log.append(&[TallyRecord::Add(n)]);
+            }
+            drop(log);
+            assert_eq!(reopen(dir.path()).unwrap(), 5050, "{policy}");
+        }
+    }
+}
