@@ -1159,7 +1159,8 @@ mod tests {
         assert!(error("clocksi-rep:speculation=reads", None).contains("does not speculate"));
         assert!(error("str:speculation=lots", None).contains("expected none, reads"));
         assert!(error("clocksi-rep:precise_clock=maybe", None).contains("bad value 'maybe'"));
-        assert!(error("str:precise_clock=on", None).contains("takes no settings"));
+        assert!(error("str:precise_clock=on", None).contains("unknown setting 'precise_clock'"));
+        assert!(error("str:log=sometimes", None).contains("bad value 'sometimes'"));
         assert!(error("str:oops", None).contains("expected NAME:KEY=VALUE"));
         assert!(error("postgres-serializable:x=1", None).contains("takes no settings"));
         assert!(error("spanner", None).contains("unknown protocol"));
