@@ -5,6 +5,66 @@
 //! client tasks are polled in FIFO wake-up order; every random choice (node RNGs, clock skews,
 //! network jitter, client RNGs) is derived from the one seed. The same seed and the same protocol
 //! code therefore replay the same history, byte for byte.
+//!
+//! # Traces
+//!
+//! A simulation can record what its nodes did, message by message: set [`SimConfig::trace`]
+//! to record from the start (the nodes' first `on_start` included), or call
+//! [`Simulation::record_trace`] to start later; read the result with [`Simulation::trace`] or
+//! [`Simulation::take_trace`]. Recording is off by default and then costs one branch per
+//! event: nothing is formatted.
+//!
+//! A [`Trace`] is a list of [`TraceEntry`]s: virtual time, node, and a [`TraceEvent`] whose
+//! texts are the `Debug` renderings of the protocol's messages, timers and records, taken when
+//! the event happened. [`Trace::render`] (or `Display`) prints one event per line:
+//!
+//! ```text
+//!     33.760 n1  recv n0 Prepare { txn: T0.1, snapshot: ts(0.020), partitions: [...] }
+//!     33.760 n1    persist Installed { txn: T0.1, snapshot: ts(0.020), ts: ts(0.021), ... }
+//!     33.760 n1    send n0 Prepared { txn: T0.1, partition: PartitionId(1), ts: ts(0.021) }
+//!     33.760 n1    hold 1 send until record 2 is synced
+//!     33.860 n1  synced to record 2
+//!     33.860 n1    release send n0 Prepared { txn: T0.1, partition: PartitionId(1), ts: ts(0.021) }
+//! ```
+//!
+//! * The first column is virtual time since the start of the run in milliseconds, to the
+//!   microsecond; the second the node.
+//! * A handler's input starts at the left: `start` (first `on_start`), `restart` (after a
+//!   crash), `recv FROM MSG`, `request cCLIENT#REQUEST OP`, `timer TIMER`. The effects it
+//!   produced follow, indented, in this order: `persist RECORD` (appended to the node's log),
+//!   `send TO MSG`, `reply cCLIENT#REQUEST REPLY`, `set-timer +MSms TIMER`, a `checkpoint` if
+//!   the log took one, and `hold N sends and M replies until record R is synced` when they
+//!   cannot leave yet: a handler's messages and replies wait until its records, and those of
+//!   every earlier handler, are durable (see [`crate::Effects`]). Without a `hold` line they
+//!   left at once. Log records are numbered from the start of the node's log.
+//! * `synced to record R` is a completed sync of a node's log; the `release send` and `release
+//!   reply` lines after it are the held messages and replies that leave then, and at most one
+//!   sync runs at a time, so records persisted meanwhile wait for the next (group commit).
+//! * `crash: ...` says what a crash took (memory, unsynced records, held messages and
+//!   replies) and how many durable records the node was rebuilt from; `lost FROM->TO MSG
+//!   (CAUSE)` is a message lost to random loss (at the sender, indented, when it would have
+//!   left), a partition, a down receiver or a crash of either end (at the receiver, when it
+//!   would have arrived); `lost request ...` a client request that reached a down node; and
+//!   `client cCLIENT#REQUEST timed out` a client that stopped waiting for a reply.
+//! * In the texts, a `Timestamp(N)` near the simulator's clock epoch reads `ts(MS)`: that
+//!   node-clock value in milliseconds since the start of the run (skew included), to the
+//!   microsecond. Other timestamps (`Timestamp(0)`) are left as they are.
+//!
+//! [`Trace::without_idle_ticks`] leaves out periodic timers that fired only to set themselves
+//! again (a garbage-collection tick with nothing to do), which otherwise fill long traces.
+//!
+//! ## Golden traces
+//!
+//! `augur-protocols` compares traces of short scripted scenarios with checked-in golden files
+//! (`crates/augur-protocols/tests/golden_*.rs`, files under `tests/golden/`), so that a change
+//! in the messages a protocol exchanges shows as a diff. When such a change is intended,
+//! rewrite the golden files by running the test with `AUGUR_BLESS=1`, for instance
+//! `AUGUR_BLESS=1 cargo test -p augur-protocols --test golden_str`, then review `git diff` of
+//! the golden files like code before committing them.
+
+mod trace;
+
+pub use trace::{DropCause, Trace, TraceEntry, TraceEvent};
 
 use crate::wal::{self, CheckpointSchedule, LogPolicy, MemoryLog};
 use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
@@ -49,6 +109,9 @@ pub struct SimConfig {
     /// checkpoint (and twice the last checkpoint's size): small, so that runs exercise
     /// recovery from checkpoints.
     pub checkpoint_min_bytes: u64,
+    /// Record a [`Trace`] from the start, the nodes' first `on_start` included (see
+    /// [`Simulation::record_trace`] to start later).
+    pub trace: bool,
 }
 
 impl SimConfig {
@@ -61,6 +124,7 @@ impl SimConfig {
             client_delay: Duration::from_micros(20),
             fsync_latency: Duration::from_micros(100),
             checkpoint_min_bytes: 64 * 1024,
+            trace: false,
         }
     }
 }
@@ -115,6 +179,8 @@ enum Event<P: Protocol> {
         node: NodeId,
         incarnation: u32,
         upto: u64,
+        /// How many records the log held up to `upto` (for traces).
+        records: u64,
     },
 }
 
@@ -160,6 +226,10 @@ struct SimNode<P: Protocol> {
     last_sync_us: u64,
     /// Sends and replies waiting for the log to be synced up to a position, in handler order.
     held: VecDeque<Held<P>>,
+    /// Records appended to the log since it began (lost ones excepted), and how many of them
+    /// are synced: traces name log positions by record count rather than by byte.
+    records: u64,
+    synced_records: u64,
 }
 
 /// Effects of a handler that may leave the node once the log is synced up to `upto`.
@@ -250,6 +320,9 @@ pub struct Simulation<P: Protocol> {
     next_client: u64,
     messages_delivered: u64,
     network: NetworkFaults,
+    /// Whether events are recorded in `trace`.
+    tracing: bool,
+    trace: Trace,
 }
 
 impl<P: Protocol> Simulation<P> {
@@ -288,10 +361,13 @@ impl<P: Protocol> Simulation<P> {
                 syncing: false,
                 last_sync_us: 0,
                 held: VecDeque::new(),
+                records: 0,
+                synced_records: 0,
             });
             env.push(e);
         }
         let net_rng = ChaCha8Rng::seed_from_u64(seed_rng.random());
+        let tracing = config.trace;
         let mut sim = Simulation {
             config,
             env,
@@ -311,9 +387,11 @@ impl<P: Protocol> Simulation<P> {
             next_client: 0,
             messages_delivered: 0,
             network: NetworkFaults::default(),
+            tracing,
+            trace: Trace::default(),
         };
         for n in 0..sim.nodes.len() {
-            sim.start_node(NodeId(n as u32));
+            sim.start_node(NodeId(n as u32), TraceEvent::Start);
         }
         sim
     }
@@ -325,6 +403,38 @@ impl<P: Protocol> Simulation<P> {
 
     pub fn client_events(&self) -> Vec<ClientEvent> {
         self.shared.lock().expect("shared").events.clone()
+    }
+
+    /// Record a node-level [`Trace`] from now on (see the module documentation). To include
+    /// the nodes' first start, set [`SimConfig::trace`] instead.
+    pub fn record_trace(&mut self) {
+        self.tracing = true;
+    }
+
+    /// Whether a trace is being recorded.
+    pub fn is_tracing(&self) -> bool {
+        self.tracing
+    }
+
+    /// The trace recorded so far (empty when tracing is off).
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Take the trace recorded so far, leaving an empty one; recording goes on.
+    pub fn take_trace(&mut self) -> Trace {
+        std::mem::take(&mut self.trace)
+    }
+
+    /// Record `event` at `node` now, if tracing; `event` is only built then.
+    fn traced(&mut self, node: NodeId, event: impl FnOnce() -> TraceEvent) {
+        if self.tracing {
+            self.trace.entries.push(TraceEntry {
+                at_us: self.now_us,
+                node,
+                event: event(),
+            });
+        }
     }
 
     pub fn placement(&self) -> &Arc<Placement> {
@@ -396,13 +506,23 @@ impl<P: Protocol> Simulation<P> {
         n.log.lose_pending();
         n.synced = n.log.end();
         n.syncing = false;
+        let lost_records = n.records - n.synced_records;
+        n.records = n.synced_records;
+        let held_sends = n.held.iter().map(|h| h.sends.len()).sum();
+        let held_replies = n.held.iter().map(|h| h.replies.len()).sum();
         n.held.clear();
         // Rebuilt now rather than at restart: the node is down meanwhile, and this way nothing
         // of the old state can be reached even by mistake.
         let source = std::path::Path::new("simulated log");
-        n.protocol = wal::rebuild::<P>(env, n.log.durable_frames(), source)
-            .unwrap_or_else(|e| panic!("node {node} cannot recover from its own log: {e}"))
-            .0;
+        let (protocol, recovered_records) = wal::rebuild::<P>(env, n.log.durable_frames(), source)
+            .unwrap_or_else(|e| panic!("node {node} cannot recover from its own log: {e}"));
+        n.protocol = protocol;
+        self.traced(node, || TraceEvent::Crash {
+            lost_records,
+            held_sends,
+            held_replies,
+            recovered_records,
+        });
     }
 
     /// Bytes node `node` holds durably in its log (checkpoint included).
@@ -417,7 +537,7 @@ impl<P: Protocol> Simulation<P> {
             return;
         }
         n.up = true;
-        self.start_node(node);
+        self.start_node(node, TraceEvent::Restart);
     }
 
     pub fn is_up(&self, node: NodeId) -> bool {
@@ -476,8 +596,9 @@ impl<P: Protocol> Simulation<P> {
         }
     }
 
-    fn start_node(&mut self, node: NodeId) {
-        self.with_node(node, |p, ctx| p.on_start(ctx));
+    fn start_node(&mut self, node: NodeId, input: TraceEvent) {
+        let input = self.tracing.then_some(input);
+        self.with_node(node, input, |p, ctx| p.on_start(ctx));
     }
 
     fn node_clock(&self, node: NodeId) -> Timestamp {
@@ -494,13 +615,23 @@ impl<P: Protocol> Simulation<P> {
         }));
     }
 
-    fn with_node(&mut self, node: NodeId, f: impl FnOnce(&mut P, &mut Ctx<'_, P>)) {
+    /// Run a handler on `node` (if it is up) and carry out its effects; `input` is what the
+    /// trace records as the handler's input (`None` when not tracing).
+    fn with_node(
+        &mut self,
+        node: NodeId,
+        input: Option<TraceEvent>,
+        f: impl FnOnce(&mut P, &mut Ctx<'_, P>),
+    ) {
         let now = self.node_clock(node);
         let mut effects = Effects::default();
-        let n = &mut self.nodes[node.0 as usize];
-        if !n.up {
+        if !self.nodes[node.0 as usize].up {
             return;
         }
+        if let Some(input) = input {
+            self.traced(node, || input);
+        }
+        let n = &mut self.nodes[node.0 as usize];
         let incarnation = n.incarnation;
         let mut ctx = Ctx::new(node, now, &mut n.rng, &mut effects);
         f(&mut n.protocol, &mut ctx);
@@ -514,6 +645,9 @@ impl<P: Protocol> Simulation<P> {
             replies,
             timers,
         } = effects;
+        if self.tracing {
+            self.trace_effects(node, &persist, &sends, &replies, &timers);
+        }
         for (after, timer) in timers {
             let at = self.now_us + after.as_micros() as u64;
             self.schedule(
@@ -532,22 +666,71 @@ impl<P: Protocol> Simulation<P> {
                 wal::push_record(&mut frames, record);
             }
             n.log.append(&frames);
+            n.records += persist.len() as u64;
             if n.checkpoints.appended(frames.len() as u64) {
                 let checkpoint = wal::encode_checkpoint(&n.protocol);
                 n.checkpoints.taken(checkpoint.len() as u64);
+                let bytes = checkpoint.len();
                 n.log.checkpoint(checkpoint);
+                self.traced(node, || TraceEvent::Checkpoint { bytes });
             }
         }
+        let n = &mut self.nodes[node.0 as usize];
         let end = n.log.end();
         if !n.policy.waits() || (n.held.is_empty() && n.synced >= end) {
             return self.release(node, incarnation, sends, replies);
         }
+        let until_record = n.records;
+        if !sends.is_empty() || !replies.is_empty() {
+            let (s, r) = (sends.len(), replies.len());
+            self.traced(node, || TraceEvent::Hold {
+                sends: s,
+                replies: r,
+                until_record,
+            });
+        }
+        let n = &mut self.nodes[node.0 as usize];
         n.held.push_back(Held {
             upto: end,
             sends,
             replies,
         });
         self.start_sync(node);
+    }
+
+    /// Trace a handler's effects, as it produced them.
+    fn trace_effects(
+        &mut self,
+        node: NodeId,
+        persist: &[P::Record],
+        sends: &[(NodeId, P::Msg)],
+        replies: &[(ClientId, ClientResponse)],
+        timers: &[(Duration, P::Timer)],
+    ) {
+        for record in persist {
+            self.traced(node, || TraceEvent::Persist {
+                record: format!("{record:?}"),
+            });
+        }
+        for (to, msg) in sends {
+            self.traced(node, || TraceEvent::Send {
+                to: *to,
+                msg: format!("{msg:?}"),
+            });
+        }
+        for (client, response) in replies {
+            self.traced(node, || TraceEvent::Reply {
+                client: *client,
+                request: response.id,
+                reply: format!("{:?}", response.reply),
+            });
+        }
+        for (after, timer) in timers {
+            self.traced(node, || TraceEvent::SetTimer {
+                after: *after,
+                timer: format!("{timer:?}"),
+            });
+        }
     }
 
     /// Start syncing `node`'s log if something is unsynced and no sync is running (under
@@ -566,29 +749,48 @@ impl<P: Protocol> Simulation<P> {
         n.last_sync_us = start;
         let at = start + self.config.fsync_latency.as_micros() as u64;
         let incarnation = n.incarnation;
+        let records = n.records;
         self.schedule(
             at,
             Event::Synced {
                 node,
                 incarnation,
                 upto: end,
+                records,
             },
         );
     }
 
-    fn synced(&mut self, node: NodeId, incarnation: u32, upto: u64) {
+    fn synced(&mut self, node: NodeId, incarnation: u32, upto: u64, records: u64) {
         let n = &mut self.nodes[node.0 as usize];
         if n.incarnation != incarnation {
             return;
         }
         n.log.sync(upto);
         n.synced = n.synced.max(upto);
+        n.synced_records = n.synced_records.max(records);
         n.syncing = false;
         let mut ready = Vec::new();
         while n.held.front().is_some_and(|h| h.upto <= n.synced) {
             ready.push(n.held.pop_front().expect("checked"));
         }
+        self.traced(node, || TraceEvent::Synced { records });
         for held in ready {
+            if self.tracing {
+                for (to, msg) in &held.sends {
+                    self.traced(node, || TraceEvent::ReleaseSend {
+                        to: *to,
+                        msg: format!("{msg:?}"),
+                    });
+                }
+                for (client, response) in &held.replies {
+                    self.traced(node, || TraceEvent::ReleaseReply {
+                        client: *client,
+                        request: response.id,
+                        reply: format!("{:?}", response.reply),
+                    });
+                }
+            }
             self.release(node, incarnation, held.sends, held.replies);
         }
         self.start_sync(node);
@@ -608,6 +810,12 @@ impl<P: Protocol> Simulation<P> {
             if self.network.loss > 0.0 && to != node && self.net_rng.random_bool(self.network.loss)
             {
                 self.network.lost += 1;
+                self.traced(node, || TraceEvent::Dropped {
+                    from: node,
+                    to,
+                    msg: format!("{msg:?}"),
+                    cause: DropCause::Loss,
+                });
                 continue;
             }
             let mut at = self.now_us + self.placement.one_way(node, to).as_micros() as u64;
@@ -725,21 +933,52 @@ impl<P: Protocol> Simulation<P> {
                 msg,
                 incarnations,
             } => {
-                let alive = self.nodes[to.0 as usize].up
+                let up = self.nodes[to.0 as usize].up;
+                let alive = up
                     && incarnations
                         == (
                             self.nodes[from.0 as usize].incarnation,
                             self.nodes[to.0 as usize].incarnation,
                         );
-                if alive && (from == to || self.connected(from, to)) {
+                let connected = from == to || self.connected(from, to);
+                if alive && connected {
                     self.messages_delivered += 1;
-                    self.with_node(to, |p, ctx| p.on_message(ctx, from, msg));
+                    let input = self.tracing.then(|| TraceEvent::Deliver {
+                        from,
+                        msg: format!("{msg:?}"),
+                    });
+                    self.with_node(to, input, |p, ctx| p.on_message(ctx, from, msg));
                 } else {
                     self.network.lost += 1;
+                    self.traced(to, || TraceEvent::Dropped {
+                        from,
+                        to,
+                        msg: format!("{msg:?}"),
+                        cause: if !up {
+                            DropCause::Down
+                        } else if !alive {
+                            DropCause::Crashed
+                        } else {
+                            DropCause::Partition
+                        },
+                    });
                 }
             }
             Event::Request { to, request } => {
-                self.with_node(to, |p, ctx| deliver_client(p, ctx, request));
+                if !self.nodes[to.0 as usize].up {
+                    self.traced(to, || TraceEvent::RequestDropped {
+                        client: request.client,
+                        request: request.id,
+                        op: format!("{:?}", request.op),
+                    });
+                    return;
+                }
+                let input = self.tracing.then(|| TraceEvent::Request {
+                    client: request.client,
+                    request: request.id,
+                    op: format!("{:?}", request.op),
+                });
+                self.with_node(to, input, |p, ctx| deliver_client(p, ctx, request));
             }
             Event::Timer {
                 node,
@@ -747,38 +986,46 @@ impl<P: Protocol> Simulation<P> {
                 incarnation,
             } => {
                 if self.nodes[node.0 as usize].incarnation == incarnation {
-                    self.with_node(node, |p, ctx| p.on_timer(ctx, timer));
+                    let input = self.tracing.then(|| TraceEvent::Timer {
+                        timer: format!("{timer:?}"),
+                    });
+                    self.with_node(node, input, |p, ctx| p.on_timer(ctx, timer));
                 }
             }
             Event::Reply { client, response } => {
-                self.complete(client, response.id, Ok(response.reply))
+                self.complete(client, response.id, Ok(response.reply));
             }
             Event::RequestTimeout { client, request } => {
                 let timeout = self.config.client_timeout;
-                self.complete(client, request, Err(TransportError::Timeout(timeout)));
+                if self.complete(client, request, Err(TransportError::Timeout(timeout))) {
+                    let home = self.client_home[&client];
+                    self.traced(home, || TraceEvent::ClientTimeout { client, request });
+                }
             }
             Event::Wake { waker } => waker.wake(),
             Event::Synced {
                 node,
                 incarnation,
                 upto,
-            } => self.synced(node, incarnation, upto),
+                records,
+            } => self.synced(node, incarnation, upto, records),
         }
     }
 
+    /// Hand `result` to the client waiting for `request`; whether one was still waiting.
     fn complete(
         &mut self,
         client: ClientId,
         request: RequestId,
         result: Result<ClientReply, TransportError>,
-    ) {
+    ) -> bool {
         let waker = {
             let mut sh = self.shared.lock().expect("shared");
             let Some(slot) = sh.slots.get_mut(&(client, request)) else {
-                return;
+                return false;
             };
             if slot.result.is_some() {
-                return;
+                return false;
             }
             let waker = slot.waker.take();
             if sh.record {
@@ -796,6 +1043,7 @@ impl<P: Protocol> Simulation<P> {
         if let Some(w) = waker {
             w.wake();
         }
+        true
     }
 }
 
@@ -928,5 +1176,209 @@ impl Future for SimSleep<'_> {
             self.registered = true;
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_types::{LatencyProfile, TxnId};
+    use serde::{Deserialize, Serialize};
+
+    /// A toy protocol: a client request makes node 0 log it, ping node 1 and answer; node 1
+    /// logs each ping and answers with a pong. Every node ticks every 10 ms and does nothing.
+    struct Ping {
+        id: NodeId,
+    }
+
+    #[derive(Clone, Debug, Serialize, Deserialize)]
+    enum Msg {
+        Ping(u32),
+        Pong(u32),
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    enum Record {
+        Got(u32),
+    }
+
+    #[derive(Debug)]
+    enum Timer {
+        Tick,
+    }
+
+    impl Protocol for Ping {
+        type Msg = Msg;
+        type Timer = Timer;
+        type Record = Record;
+
+        fn new(env: &NodeEnv) -> Self {
+            Ping { id: env.id }
+        }
+
+        fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+            ctx.set_timer(Duration::from_millis(10), Timer::Tick);
+        }
+
+        fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+            ctx.persist(Record::Got(request.id.0 as u32));
+            ctx.send(NodeId(1), Msg::Ping(request.id.0 as u32));
+            let reply = ClientReply::Begun {
+                txn: TxnId::new(self.id, request.id.0 + 1),
+                snapshot: ctx.now(),
+            };
+            ctx.reply(
+                request.client,
+                ClientResponse {
+                    id: request.id,
+                    reply,
+                },
+            );
+        }
+
+        fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+            if let Msg::Ping(n) = msg {
+                ctx.persist(Record::Got(n));
+                ctx.send(from, Msg::Pong(n));
+            }
+        }
+
+        fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
+            ctx.set_timer(Duration::from_millis(10), timer);
+        }
+    }
+
+    fn sim(trace: bool) -> Simulation<Ping> {
+        let profile = LatencyProfile::named("lan").unwrap();
+        let placement = Arc::new(Placement::ring(profile, 2, 1).unwrap());
+        let config = SimConfig {
+            trace,
+            ..SimConfig::new(1)
+        };
+        Simulation::new(placement, Arc::new(ProtocolOptions::default()), config)
+    }
+
+    /// A client on node 0 sends two requests, 5 ms apart.
+    fn spawn_client(s: &mut Simulation<Ping>) {
+        s.spawn_client(NodeId(0), |t| async move {
+            let begin = ClientOp::Begin {
+                read_only: false,
+                speculative: false,
+            };
+            let _ = t.call(begin.clone()).await;
+            t.sleep(Duration::from_millis(5)).await;
+            let _ = t.call(begin).await;
+        });
+    }
+
+    #[test]
+    fn a_trace_shows_inputs_effects_holds_and_releases() {
+        let mut s = sim(true);
+        spawn_client(&mut s);
+        s.run_until(Duration::from_millis(12));
+        let expected = r"
+     0.000 n0  start
+     0.000 n0    set-timer +10.000ms Tick
+     0.000 n1  start
+     0.000 n1    set-timer +10.000ms Tick
+     0.020 n0  request c0#0 Begin { read_only: false, speculative: false }
+     0.020 n0    persist Got(0)
+     0.020 n0    send n1 Ping(0)
+     0.020 n0    reply c0#0 Begun { txn: T0.1, snapshot: ts(0.020) }
+     0.020 n0    hold 1 send and 1 reply until record 1 is synced
+     0.120 n0  synced to record 1
+     0.120 n0    release send n1 Ping(0)
+     0.120 n0    release reply c0#0 Begun { txn: T0.1, snapshot: ts(0.020) }
+     0.220 n1  recv n0 Ping(0)
+     0.220 n1    persist Got(0)
+     0.220 n1    send n0 Pong(0)
+     0.220 n1    hold 1 send until record 1 is synced
+     0.320 n1  synced to record 1
+     0.320 n1    release send n0 Pong(0)
+     0.420 n0  recv n1 Pong(0)
+     5.160 n0  request c0#1 Begin { read_only: false, speculative: false }
+     5.160 n0    persist Got(1)
+     5.160 n0    send n1 Ping(1)
+     5.160 n0    reply c0#1 Begun { txn: T0.2, snapshot: ts(5.160) }
+     5.160 n0    hold 1 send and 1 reply until record 2 is synced
+     5.260 n0  synced to record 2
+     5.260 n0    release send n1 Ping(1)
+     5.260 n0    release reply c0#1 Begun { txn: T0.2, snapshot: ts(5.160) }
+     5.360 n1  recv n0 Ping(1)
+     5.360 n1    persist Got(1)
+     5.360 n1    send n0 Pong(1)
+     5.360 n1    hold 1 send until record 2 is synced
+     5.460 n1  synced to record 2
+     5.460 n1    release send n0 Pong(1)
+     5.560 n0  recv n1 Pong(1)
+";
+        let rendered = s.trace().without_idle_ticks().render();
+        assert_eq!(rendered, expected[1..]);
+        let ticks: Vec<String> = s.trace().entries()[rendered.lines().count()..]
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            ticks,
+            [
+                "    10.000 n0  timer Tick",
+                "    10.000 n0    set-timer +10.000ms Tick",
+                "    10.000 n1  timer Tick",
+                "    10.000 n1    set-timer +10.000ms Tick",
+            ],
+            "idle ticks are recorded, and left out by without_idle_ticks"
+        );
+    }
+
+    #[test]
+    fn a_trace_shows_crashes_lost_messages_and_timeouts() {
+        let mut s = sim(false);
+        s.record_trace();
+        spawn_client(&mut s);
+        s.spawn_client(NodeId(0), |t| async move {
+            t.sleep(Duration::from_micros(500)).await;
+            let _ = t.call(ClientOp::NodeStats).await;
+        });
+        s.run_until(Duration::from_micros(50));
+        s.crash(NodeId(0));
+        s.run_until(Duration::from_millis(1));
+        s.restart(NodeId(0));
+        s.partition(&[vec![NodeId(0)], vec![NodeId(1)]]);
+        s.run_until(Duration::from_millis(5030));
+        let rendered = s.trace().without_idle_ticks().render();
+        let expected = r"
+     0.020 n0  request c0#0 Begin { read_only: false, speculative: false }
+     0.020 n0    persist Got(0)
+     0.020 n0    send n1 Ping(0)
+     0.020 n0    reply c0#0 Begun { txn: T0.1, snapshot: ts(0.020) }
+     0.020 n0    hold 1 send and 1 reply until record 1 is synced
+     0.050 n0  crash: memory lost with 1 unsynced record, 1 held send, 1 held reply; rebuilt from 0 durable records
+     0.520 n0  lost request c1#0 NodeStats (node down)
+     1.000 n0  restart
+     1.000 n0    set-timer +10.000ms Tick
+  5000.000 n0  client c0#0 timed out
+  5000.500 n0  client c1#0 timed out
+  5005.020 n0  request c0#1 Begin { read_only: false, speculative: false }
+  5005.020 n0    persist Got(1)
+  5005.020 n0    send n1 Ping(1)
+  5005.020 n0    reply c0#1 Begun { txn: T0.2, snapshot: ts(5005.020) }
+  5005.020 n0    hold 1 send and 1 reply until record 1 is synced
+  5005.120 n0  synced to record 1
+  5005.120 n0    release send n1 Ping(1)
+  5005.120 n0    release reply c0#1 Begun { txn: T0.2, snapshot: ts(5005.020) }
+  5005.220 n1  lost n0->n1 Ping(1) (partition)
+";
+        assert_eq!(rendered, expected[1..]);
+        assert!(!s.take_trace().is_empty());
+        assert!(s.trace().is_empty(), "taken");
+    }
+
+    #[test]
+    fn nothing_is_recorded_unless_asked() {
+        let mut s = sim(false);
+        spawn_client(&mut s);
+        s.run_until(Duration::from_millis(30));
+        assert!(!s.is_tracing());
+        assert!(s.trace().is_empty());
     }
 }

@@ -1,0 +1,365 @@
+//! Shared helpers of the golden trace tests (`golden_*.rs`): a traced simulation, scripted
+//! client transactions with a record of what each client saw, and the comparison of a
+//! rendered trace with its checked-in golden file under `tests/golden/`, or its rewriting
+//! when `AUGUR_BLESS=1` is set.
+//!
+//! A golden file holds the scenario's node-level trace with idle periodic ticks left out
+//! ([`Trace::without_idle_ticks`], format in the `augur_runtime::sim` module documentation),
+//! then, after a `--- clients ---` line, one line per scripted transaction: what its client
+//! read, and how it ended.
+
+// Each golden test file uses a different part of these helpers.
+#![allow(dead_code)]
+
+use augur_client::{CommitProgress, Outcome, Session, Transport};
+use augur_runtime::sim::{SimConfig, Simulation, Trace};
+use augur_runtime::{Protocol, ProtocolOptions};
+use augur_types::{Key, LatencyProfile, NodeId, Placement};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The environment variable that turns comparison into rewriting.
+pub const BLESS_VAR: &str = "AUGUR_BLESS";
+
+/// Seed of every golden scenario.
+pub const SEED: u64 = 7;
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A simulation of `nodes` nodes on the first `dcs` data centres of latency profile `profile`
+/// (ring placement, replication factor `rf`), recording a trace from the start.
+pub fn traced_sim<P: Protocol>(
+    profile: &str,
+    dcs: usize,
+    nodes: usize,
+    rf: usize,
+    options: ProtocolOptions,
+) -> Simulation<P> {
+    let profile = LatencyProfile::named(profile)
+        .unwrap()
+        .truncated(dcs)
+        .unwrap();
+    let placement = Arc::new(Placement::ring(profile, nodes, rf).unwrap());
+    let config = SimConfig {
+        trace: true,
+        ..SimConfig::new(SEED)
+    };
+    Simulation::new(placement, Arc::new(options), config)
+}
+
+/// Assert that `key`'s replicas are `replicas`, master first: the layout a scenario relies on.
+pub fn assert_replicas<P: Protocol>(sim: &Simulation<P>, key: &Key, replicas: &[u32]) {
+    let pl = sim.placement();
+    let expected: Vec<NodeId> = replicas.iter().map(|n| NodeId(*n)).collect();
+    assert_eq!(pl.replicas(pl.partition_of(key)), &expected[..], "{key}");
+}
+
+/// One client operation of a scripted transaction.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Read(Key),
+    Write(Key, &'static str),
+    /// Client think time inside the transaction.
+    Sleep(Duration),
+}
+
+/// A scripted transaction.
+#[derive(Clone, Debug)]
+pub struct Txn {
+    pub name: &'static str,
+    /// Begun with `begin_speculative`: may read local-committed versions.
+    pub speculative_reads: bool,
+    /// Committed with `commit_speculative`: the client goes on at local commit and collects the
+    /// final outcome once its last transaction is done.
+    pub speculative_commit: bool,
+    pub steps: Vec<Step>,
+}
+
+impl Txn {
+    pub fn new(name: &'static str) -> Txn {
+        Txn {
+            name,
+            speculative_reads: false,
+            speculative_commit: false,
+            steps: Vec::new(),
+        }
+    }
+
+    pub fn read(mut self, key: &Key) -> Txn {
+        self.steps.push(Step::Read(key.clone()));
+        self
+    }
+
+    pub fn write(mut self, key: &Key, value: &'static str) -> Txn {
+        self.steps.push(Step::Write(key.clone(), value));
+        self
+    }
+
+    pub fn sleep(mut self, d: Duration) -> Txn {
+        self.steps.push(Step::Sleep(d));
+        self
+    }
+
+    pub fn speculative_reads(mut self) -> Txn {
+        self.speculative_reads = true;
+        self
+    }
+
+    pub fn speculative_commit(mut self) -> Txn {
+        self.speculative_commit = true;
+        self
+    }
+}
+
+/// What each scripted transaction's client saw, by transaction name.
+#[derive(Clone, Default)]
+pub struct Observed(Arc<Mutex<BTreeMap<&'static str, String>>>);
+
+impl Observed {
+    fn record(&self, name: &'static str, notes: &[String]) {
+        let previous = self.0.lock().unwrap().insert(name, notes.join("; "));
+        assert!(previous.is_none(), "two transactions named {name}");
+    }
+
+    /// What the client of transaction `name` saw (panics if it did not finish).
+    pub fn of(&self, name: &str) -> String {
+        self.0
+            .lock()
+            .unwrap()
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("transaction {name} did not finish"))
+    }
+
+    /// One line per transaction, by name.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, notes) in self.0.lock().unwrap().iter() {
+            writeln!(out, "{name}: {notes}").unwrap();
+        }
+        out
+    }
+}
+
+fn show_value(v: &Option<Bytes>) -> String {
+    match v {
+        None => "None".into(),
+        Some(b) => format!("{:?}", String::from_utf8_lossy(b)),
+    }
+}
+
+fn show_outcome(o: Outcome) -> String {
+    match o {
+        Outcome::Committed { .. } => "committed".into(),
+        Outcome::Aborted(reason) => format!("aborted ({reason:?})"),
+        Outcome::Unknown => "outcome unknown".into(),
+    }
+}
+
+/// Start a client on `home` that sleeps `start`, then runs `txns` one after the other. A
+/// speculatively committed transaction's final outcome is awaited after the last one.
+pub fn spawn_client<P: Protocol>(
+    sim: &mut Simulation<P>,
+    home: u32,
+    start: Duration,
+    txns: Vec<Txn>,
+    observed: &Observed,
+) {
+    let observed = observed.clone();
+    sim.spawn_client(NodeId(home), move |t| async move {
+        t.sleep(start).await;
+        let session = Session::new(t);
+        let mut speculative = Vec::new();
+        'txns: for txn in txns {
+            let name = txn.name;
+            let read_only = !txn.steps.iter().any(|s| matches!(s, Step::Write(..)));
+            let begun = if txn.speculative_reads {
+                session.begin_speculative(name, read_only).await
+            } else {
+                session.begin_named(name, read_only).await
+            };
+            let mut notes = Vec::new();
+            let mut t = match begun {
+                Ok(t) => t,
+                Err(e) => {
+                    observed.record(name, &[format!("begin failed: {e:?}")]);
+                    continue;
+                }
+            };
+            for step in txn.steps {
+                match step {
+                    Step::Sleep(d) => session.transport().sleep(d).await,
+                    Step::Read(key) => match t.read(&key).await {
+                        Ok(v) => notes.push(format!("read {key:?} = {}", show_value(&v))),
+                        Err(e) => {
+                            notes.push(format!("read {key:?} failed: {e:?}"));
+                            observed.record(name, &notes);
+                            continue 'txns;
+                        }
+                    },
+                    Step::Write(key, value) => {
+                        notes.push(format!("write {key:?} = {value:?}"));
+                        t.write(key, Some(Bytes::from_static(value.as_bytes())))
+                            .unwrap();
+                    }
+                }
+            }
+            if txn.speculative_commit {
+                match t.commit_speculative().await {
+                    Ok(CommitProgress::Speculative(spec)) => {
+                        notes.push("spec-committed".into());
+                        speculative.push((name, notes, spec));
+                        continue;
+                    }
+                    Ok(CommitProgress::Final(_)) => notes.push("committed".into()),
+                    Err(e) => notes.push(format!("commit failed: {e:?}")),
+                }
+            } else {
+                match t.commit().await {
+                    Ok(_) => notes.push("committed".into()),
+                    Err(e) => notes.push(format!("commit failed: {e:?}")),
+                }
+            }
+            observed.record(name, &notes);
+        }
+        for (name, mut notes, spec) in speculative {
+            let outcome = spec.outcome().await;
+            notes.push(format!("final: {}", show_outcome(outcome)));
+            observed.record(name, &notes);
+        }
+    });
+}
+
+/// The text a golden file holds: the trace without idle ticks, then what the clients saw.
+pub fn golden_text(trace: &Trace, observed: &Observed) -> String {
+    format!(
+        "{}--- clients ---\n{}",
+        trace.without_idle_ticks().render(),
+        observed.render()
+    )
+}
+
+fn golden_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("golden")
+        .join(format!("{name}.trace"))
+}
+
+/// Compare `actual` with the golden file `tests/golden/NAME.trace`, or rewrite that file when
+/// `AUGUR_BLESS=1` is set. `test` names the test target, for the instructions on mismatch.
+pub fn check_golden(test: &str, name: &str, actual: &str) {
+    let path = golden_path(name);
+    if std::env::var(BLESS_VAR).is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        eprintln!(
+            "blessed {} ({} lines)",
+            path.display(),
+            actual.lines().count()
+        );
+        return;
+    }
+    let bless = format!("{BLESS_VAR}=1 cargo test -p augur-protocols --test {test}");
+    let expected = match std::fs::read_to_string(&path) {
+        // A checkout that turned line ends into CRLF still compares equal.
+        Ok(text) => text.replace("\r\n", "\n"),
+        Err(e) => panic!(
+            "no golden trace {} ({e}); create it with\n    {bless}\nand review it before \
+             committing",
+            path.display()
+        ),
+    };
+    if expected == actual {
+        return;
+    }
+    // Keep the whole actual trace where it can be looked at or diffed with other tools.
+    let saved = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.trace"));
+    let saved = match std::fs::write(&saved, actual) {
+        Ok(()) => format!("the whole trace of this run is in {}", saved.display()),
+        Err(e) => format!("(could not save this run's trace: {e})"),
+    };
+    panic!(
+        "golden trace {name} differs from this run (- golden {}, + this run):\n{}\n{saved}\n\
+         If the change is intended, rewrite the golden file with\n    {bless}\n\
+         and review the diff (git diff -- {}) before committing.",
+        path.display(),
+        line_diff(&expected, actual, 3, 60),
+        path.display(),
+    );
+}
+
+/// A unified line diff of `old` and `new` (longest common subsequence), `context` lines around
+/// each change, cut after `max_lines` lines of output.
+pub fn line_diff(old: &str, new: &str, context: usize, max_lines: usize) -> String {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    // lcs[i][j]: length of the longest common subsequence of a[i..] and b[j..].
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    // The edit script: (tag, old line number, new line number, text).
+    let mut ops: Vec<(char, usize, usize, &str)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            ops.push((' ', i, j, a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            ops.push(('-', i, j, a[i]));
+            i += 1;
+        } else {
+            ops.push(('+', i, j, b[j]));
+            j += 1;
+        }
+    }
+    let changed: Vec<usize> = (0..ops.len()).filter(|&k| ops[k].0 != ' ').collect();
+    let (removed, added) = (
+        ops.iter().filter(|o| o.0 == '-').count(),
+        ops.iter().filter(|o| o.0 == '+').count(),
+    );
+    let mut out = format!("{removed} lines removed, {added} added\n");
+    let mut printed = 0;
+    let mut k = 0;
+    while k < changed.len() {
+        // One hunk: changes less than 2 * context lines apart, with context around.
+        let start = changed[k].saturating_sub(context);
+        let mut end = changed[k];
+        while k < changed.len() && changed[k] <= end + 2 * context {
+            end = changed[k];
+            k += 1;
+        }
+        let end = (end + context + 1).min(ops.len());
+        let (_, oi, nj, _) = ops[start];
+        writeln!(
+            out,
+            "@@ golden line {}, this run line {} @@",
+            oi + 1,
+            nj + 1
+        )
+        .unwrap();
+        for (tag, _, _, text) in &ops[start..end] {
+            if printed == max_lines {
+                writeln!(out, "... (diff cut after {max_lines} lines)").unwrap();
+                return out;
+            }
+            writeln!(out, "{tag}{text}").unwrap();
+            printed += 1;
+        }
+    }
+    out
+}
