@@ -58,12 +58,13 @@
 //! abort with `Timeout`; an abort that overtakes a replicated prepare is remembered so the late
 //! prepare is ignored. Links may lose and reorder messages and nodes may crash:
 //!
-//! * **Durable state.** A node keeps its store (committed and prepared versions), its prepare
-//!   records, its commit decisions not yet acknowledged by every replica, its transaction-id
-//!   counter, its garbage-collection watermark and, with PreciseClock, every key's `LastReader`
-//!   ([`Protocol::crash`]); coordination in flight, waiting reads and parked prepares are lost,
-//!   and their clients time out. The simulator exercises this model; the real runtimes do not
-//!   yet write a log, so a real crash loses data.
+//! * **Durable state.** Through its node's write-ahead log ([`crate::replica::Record`],
+//!   persisted before any message or reply that depends on it leaves the node): its store
+//!   (committed and prepared versions), its prepare records, its commit decisions not yet
+//!   acknowledged by every replica, its transaction-id reservations and a durable bound on the
+//!   snapshots it served, which after a restart stands in for every key's `LastReader` and for
+//!   the clock (proposals land above it). Coordination in flight, waiting reads and parked
+//!   prepares are lost, and their clients time out. See `docs/durability.md`.
 //! * **Termination.** A replica holding a prepared version longer than `participant_timeout` asks
 //!   the coordinator for the outcome, again every `participant_timeout`. The coordinator answers
 //!   from its decision log, or *presumes abort* when it no longer knows the transaction: it
@@ -81,15 +82,14 @@
 
 use crate::coordinator::{PartitionWrites, Pending, group_by_partition, watermark};
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
-use crate::replica::{DecisionLog, ParkedPrepare, Participants, Writes, clock_proposal};
-use crate::replica::{Record, Recovered, ServeLease, TxnIds, checkpoint};
-use crate::replica::{participant, precise_proposal, replicas_of, stale_prepares};
+use crate::replica::replicas_of;
+use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
+use crate::replica::{Timer, TxnIds, Writes, clock_proposal, outcome_for, precise_proposal};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
 
 /// Keys examined per garbage-collection step.
 const GC_BATCH: usize = 2048;
@@ -104,64 +104,8 @@ pub const SETTINGS: &[SettingInfo] = &[SettingInfo {
 
 const PRECISE_CLOCK: &str = "precise_clock";
 
-/// A read as the serving replica sees it. The coordinator is `txn.coordinator()`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReadRequest {
-    pub txn: TxnId,
-    /// Distinguishes this read from an earlier one of the same transaction that timed out.
-    pub seq: u32,
-    pub key: Key,
-    pub snapshot: Timestamp,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Msg {
-    Read(ReadRequest),
-    ReadReply {
-        txn: TxnId,
-        seq: u32,
-        result: Result<Option<Value>, AbortReason>,
-    },
-    /// Coordinator → master: certify and pre-commit these partitions' writes.
-    Prepare {
-        txn: TxnId,
-        snapshot: Timestamp,
-        partitions: Vec<(PartitionId, Writes)>,
-    },
-    /// Master → slave: the master pre-committed `writes`; install them and propose a timestamp.
-    ReplicatePrepare {
-        txn: TxnId,
-        snapshot: Timestamp,
-        partition: PartitionId,
-        writes: Writes,
-    },
-    /// Replica → coordinator: pre-committed `partition`, proposing `ts`.
-    Prepared {
-        txn: TxnId,
-        partition: PartitionId,
-        ts: Timestamp,
-    },
-    /// Master → coordinator: certification failed.
-    Refused {
-        txn: TxnId,
-        reason: AbortReason,
-    },
-    Commit {
-        txn: TxnId,
-        commit_ts: Timestamp,
-    },
-    Abort {
-        txn: TxnId,
-    },
-    /// Replica → coordinator: the commit is applied here; the decision may be forgotten.
-    CommitAck {
-        txn: TxnId,
-    },
-    /// Replica → coordinator: this prepared transaction has waited long; what became of it?
-    QueryOutcome {
-        txn: TxnId,
-    },
-}
+/// The messages of `clocksi-rep`: a commit carries its timestamp, a remote read its value.
+pub type Msg = replica::Msg<Timestamp, Option<Value>>;
 
 /// A deliberately broken variant (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,18 +146,6 @@ impl Mutant {
             _ => None,
         }
     }
-}
-
-#[derive(Debug)]
-pub enum Timer {
-    Gc,
-    /// Serve this read once the clock has reached its snapshot.
-    ClockWait(ReadRequest),
-    ReadTimeout {
-        txn: TxnId,
-        seq: u32,
-    },
-    CommitTimeout(TxnId),
 }
 
 /// Per-key protocol metadata: who is waiting for the key's prepared versions to resolve and,
@@ -262,21 +194,16 @@ struct CoordTxn {
 /// One node running `clocksi-rep`.
 pub struct ClockSiRep {
     env: NodeEnv,
-    store: MvStore<KeyMeta>,
+    /// The participant side: store, prepare records, parked prepares, lease, watermark.
+    replica: Replica<KeyMeta>,
     ids: TxnIds,
     coordinated: FxHashMap<TxnId, CoordTxn>,
-    participants: Participants,
-    parked: FxHashMap<TxnId, ParkedPrepare>,
     /// Transactions aborted here, kept for `gc_retention` so a late prepare is ignored.
     aborted: FxHashMap<TxnId, Timestamp>,
     /// Commit timestamp of each client's last transaction: its next snapshot starts no earlier.
     session_floor: FxHashMap<ClientId, Timestamp>,
-    /// Snapshots below this may miss garbage-collected versions.
-    gc_watermark: Timestamp,
     /// Commit decisions of transactions coordinated here, until every replica applied them.
     decided: DecisionLog<Timestamp>,
-    /// The durable bound on the snapshots served here.
-    lease: ServeLease,
     /// Mutant `ack-before-durable` only: commits already acknowledged to their clients whose
     /// decision is logged and sent at the next garbage-collection tick.
     undurable: Vec<(TxnId, Timestamp, Vec<PartitionId>)>,
@@ -287,7 +214,7 @@ pub struct ClockSiRep {
 
 impl ClockSiRep {
     pub fn store(&self) -> &MvStore<KeyMeta> {
-        &self.store
+        &self.replica.store
     }
 
     fn id(&self) -> NodeId {
@@ -333,6 +260,7 @@ impl ClockSiRep {
             seq: t.read_seq,
             key,
             snapshot: t.snapshot,
+            speculative: false,
         };
         let partition = self.env.placement.partition_of(&read.key);
         if self.env.placement.replicates(self.id(), partition) {
@@ -347,21 +275,20 @@ impl ClockSiRep {
 
     /// Serve a read at this replica, or park it until it can be served.
     fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
-        if read.snapshot < self.gc_watermark {
-            return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
-        }
-        let now = ctx.now();
-        if now < read.snapshot && self.mutant != Some(Mutant::NoClockWait) {
-            let wait = read.snapshot.since(now);
-            return ctx.set_timer(wait, Timer::ClockWait(read));
-        }
-        self.lease.cover(ctx, read.snapshot);
+        let clock_wait = self.mutant != Some(Mutant::NoClockWait);
+        let read = match self.replica.admit_read(ctx, read, clock_wait) {
+            Admit::Serve(read) => read,
+            Admit::TooOld(read) => {
+                return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
+            }
+            Admit::Later => return,
+        };
         if self.precise_clock {
             // Before anything can be served: whatever is prepared here later lands above it.
-            let entry = self.store.entry(&read.key);
+            let entry = self.replica.store.entry(&read.key);
             entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
         }
-        let value = match self.store.get_mut(&read.key) {
+        let value = match self.replica.store.get_mut(&read.key) {
             None => None,
             Some(entry) => {
                 let blocked = self.mutant != Some(Mutant::NoPreparedWait)
@@ -519,7 +446,7 @@ impl ClockSiRep {
     /// Certify one key for `txn`: `Err` aborts, `Waits::On` means an older transaction holds a
     /// prepared version (wait-die: wait), `Waits::No` means the key is free.
     fn conflicts(&self, txn: TxnId, snapshot: Timestamp, key: &Key) -> Result<Waits, AbortReason> {
-        let Some(entry) = self.store.get(key) else {
+        let Some(entry) = self.replica.store.get(key) else {
             return Ok(Waits::No);
         };
         if entry.latest_committed().is_some_and(|v| v.ts > snapshot)
@@ -532,6 +459,7 @@ impl ClockSiRep {
                 continue;
             }
             let holder = self
+                .replica
                 .participants
                 .get(&v.writer)
                 .map(|p| p.snapshot)
@@ -560,12 +488,13 @@ impl ClockSiRep {
                 match self.conflicts(txn, snapshot, key) {
                     Ok(Waits::No) => {}
                     Ok(Waits::On(key)) => {
-                        self.store
+                        self.replica
+                            .store
                             .entry(&key)
                             .meta
                             .waiters
                             .push(Waiter::Prepare(txn));
-                        self.parked.insert(
+                        self.replica.parked.insert(
                             txn,
                             ParkedPrepare {
                                 snapshot,
@@ -627,18 +556,17 @@ impl ClockSiRep {
         snapshot: Timestamp,
         writes: impl IntoIterator<Item = &'w (Key, Option<Value>)>,
     ) -> Timestamp {
-        let floor = self.lease.proposal_floor();
+        let floor = self.replica.lease.proposal_floor();
         if !self.precise_clock {
             return clock_proposal(now, snapshot).max(floor);
         }
         let last_readers = writes
             .into_iter()
-            .filter_map(|(key, _)| self.store.get(key))
+            .filter_map(|(key, _)| self.replica.store.get(key))
             .map(|entry| entry.meta.last_reader);
         precise_proposal(snapshot, last_readers).max(floor)
     }
 
-    /// Install `writes` as prepared at `ts`, durably: the vote that follows must survive a crash.
     fn install(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
@@ -647,20 +575,8 @@ impl ClockSiRep {
         ts: Timestamp,
         writes: &Writes,
     ) {
-        ctx.persist(Record::Installed {
-            txn,
-            snapshot,
-            ts,
-            state: VersionState::Prepared,
-            writes: writes.clone(),
-        });
-        let participant = participant(&mut self.participants, txn, snapshot, ctx.now());
-        for (key, value) in writes {
-            self.store
-                .entry(key)
-                .install(txn, ts, VersionState::Prepared, value.clone());
-            participant.keys.push(key.clone());
-        }
+        let state = VersionState::Prepared;
+        self.replica.install(ctx, txn, snapshot, ts, state, writes);
     }
 
     fn notify_prepared(
@@ -741,33 +657,25 @@ impl ClockSiRep {
             self.apply_commit(ctx, txn, commit_ts);
         }
         for node in others {
-            ctx.send(node, Msg::Commit { txn, commit_ts });
+            let decision = commit_ts;
+            ctx.send(node, Msg::Commit { txn, decision });
         }
     }
 
     /// A replica asks what became of `txn`, which it holds prepared.
     fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
-        if let Some(&commit_ts) = self.decided.get(&txn) {
-            return ctx.send(replica, Msg::Commit { txn, commit_ts });
+        let running = self.coordinated.contains_key(&txn);
+        if let Some(msg) = outcome_for(&self.decided, txn, running) {
+            ctx.send(replica, msg);
         }
-        if self.coordinated.contains_key(&txn) {
-            // Still committing: the outcome, or the commit timeout's abort, will reach it.
-            return;
-        }
-        // Forgotten: aborted, or lost in a crash before any decision. Neither can commit now.
-        ctx.send(replica, Msg::Abort { txn });
     }
 
     /// Ask coordinators about transactions prepared here for too long.
     fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
         let patience = self.env.options.participant_timeout;
         let me = self.id();
-        for txn in stale_prepares(&mut self.participants, ctx.now(), patience) {
-            if txn.coordinator() == me {
-                self.answer_query(ctx, txn, me);
-            } else {
-                ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
-            }
+        for txn in self.replica.query_overdue(ctx, patience) {
+            self.answer_query(ctx, txn, me);
         }
     }
 
@@ -791,44 +699,29 @@ impl ClockSiRep {
     }
 
     fn apply_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, commit_ts: Timestamp) {
-        let Some(participant) = self.participants.remove(&txn) else {
-            return;
-        };
-        ctx.persist(Record::Committed { txn, commit_ts });
-        for key in &participant.keys {
-            if let Some(entry) = self.store.get_mut(key) {
-                entry.commit(txn, commit_ts);
-            }
+        if let Some(keys) = self.replica.commit(ctx, txn, commit_ts, |_| {}) {
+            self.wake(ctx, keys);
         }
-        self.wake(ctx, participant.keys);
     }
 
     fn apply_abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         self.aborted.insert(txn, ctx.now());
-        self.parked.remove(&txn);
-        let Some(participant) = self.participants.remove(&txn) else {
-            return;
-        };
-        ctx.persist(Record::Aborted { txn });
-        for key in &participant.keys {
-            if let Some(entry) = self.store.get_mut(key) {
-                entry.remove_uncommitted(txn);
-            }
+        if let Some(keys) = self.replica.abort(ctx, txn) {
+            self.wake(ctx, keys);
         }
-        self.wake(ctx, participant.keys);
     }
 
     /// Re-run everything that waited on `keys` now that a prepared version there resolved.
     fn wake(&mut self, ctx: &mut Ctx<'_, Self>, keys: Vec<Key>) {
         for key in keys {
-            let Some(entry) = self.store.get_mut(&key) else {
+            let Some(entry) = self.replica.store.get_mut(&key) else {
                 continue;
             };
             for waiter in std::mem::take(&mut entry.meta.waiters) {
                 match waiter {
                     Waiter::Read(read) => self.serve_read(ctx, read),
                     Waiter::Prepare(txn) => {
-                        if let Some(p) = self.parked.remove(&txn) {
+                        if let Some(p) = self.replica.parked.remove(&txn) {
                             self.prepare(ctx, txn, p.snapshot, p.partitions);
                         }
                     }
@@ -850,8 +743,7 @@ impl ClockSiRep {
                 && t.last_active < idle_limit)
         });
         let wm = watermark(floor, self.coordinated.values().map(|t| t.snapshot));
-        self.gc_watermark = self.gc_watermark.max(wm);
-        self.store.collect_garbage(self.gc_watermark, GC_BATCH);
+        self.replica.collect_garbage(wm, GC_BATCH);
         self.aborted.retain(|_, at| *at >= floor);
     }
 }
@@ -883,16 +775,12 @@ impl Protocol for ClockSiRep {
     fn new(env: &NodeEnv) -> Self {
         ClockSiRep {
             env: env.clone(),
-            store: MvStore::new(),
+            replica: Replica::default(),
             ids: TxnIds::new(env.id),
             coordinated: FxHashMap::default(),
-            participants: FxHashMap::default(),
-            parked: FxHashMap::default(),
             aborted: FxHashMap::default(),
             session_floor: FxHashMap::default(),
-            gc_watermark: Timestamp::ZERO,
             decided: DecisionLog::default(),
-            lease: ServeLease::default(),
             undurable: Vec::new(),
             precise_clock: precise_clock_setting(env),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
@@ -900,28 +788,17 @@ impl Protocol for ClockSiRep {
     }
 
     fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
-        let r = Recovered::replay(env.id, records);
+        let r = Replica::recover(env.id, records);
         ClockSiRep {
-            store: r.store,
-            participants: r.participants,
+            replica: r.replica,
             decided: r.decided,
             ids: r.ids,
-            lease: r.lease,
-            gc_watermark: r.gc_watermark,
             ..ClockSiRep::new(env)
         }
     }
 
     fn checkpoint(&self, emit: &mut dyn FnMut(Self::Record)) {
-        checkpoint(
-            &self.store,
-            &self.participants,
-            &self.decided,
-            &self.ids,
-            &self.lease,
-            self.gc_watermark,
-            emit,
-        );
+        self.replica.checkpoint(&self.decided, &self.ids, emit);
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
@@ -971,8 +848,8 @@ impl Protocol for ClockSiRep {
             } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
             Msg::Prepared { txn, ts, .. } => self.prepared(ctx, txn, ts),
             Msg::Refused { txn, reason } => self.abort_everywhere(ctx, txn, reason),
-            Msg::Commit { txn, commit_ts } => {
-                self.apply_commit(ctx, txn, commit_ts);
+            Msg::Commit { txn, decision } => {
+                self.apply_commit(ctx, txn, decision);
                 ctx.send(from, Msg::CommitAck { txn });
             }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),

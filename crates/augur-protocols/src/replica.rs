@@ -1,7 +1,13 @@
-//! The replica side of two-phase commit with presumed abort, as `clocksi-rep` and STR share it:
-//! prepare records, prepares parked by wait-die, the coordinator's decision log kept until every
-//! replica acknowledged, the termination protocol's search for long-prepared transactions, and
-//! the durable [`Record`]s these protocols write to their node's log and rebuild from.
+//! Two-phase commit with presumed abort over the multi-version store, as `clocksi-rep` and STR
+//! share it: the messages ([`Msg`]) and timers ([`Timer`]) of the family, the participant side
+//! ([`Replica`]: the store, prepare records, prepares parked by wait-die, the serving lease, the
+//! garbage-collection watermark, and the termination protocol's search for long-prepared
+//! transactions), the coordinator's decision log kept until every replica acknowledged, and the
+//! durable [`Record`]s these protocols write to their node's log and rebuild from.
+//!
+//! A protocol of the family keeps what differs: how it certifies a write, how it chooses a
+//! proposal, which versions a read may see, and everything its coordinator does besides
+//! deciding.
 //!
 //! # What is durable, and why that is enough
 //!
@@ -30,8 +36,8 @@
 
 use augur_runtime::Ctx;
 use augur_runtime::Protocol;
-use augur_storage::{MvStore, VersionState};
-use augur_types::{Key, NodeId, PartitionId, Placement, Timestamp, TxnId, Value};
+use augur_storage::{KeyEntry, MvStore, VersionState};
+use augur_types::{AbortReason, Key, NodeId, PartitionId, Placement, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -82,27 +88,135 @@ pub enum Record<D> {
     Watermark(Timestamp),
 }
 
-/// The durable part of a 2PC-family node, as rebuilt from its [`Record`]s.
-pub struct Recovered<M, D> {
+/// A read as the serving replica sees it. The coordinator is `txn.coordinator()`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRequest {
+    pub txn: TxnId,
+    /// Distinguishes this read from an earlier one of the same transaction that timed out.
+    pub seq: u32,
+    pub key: Key,
+    pub snapshot: Timestamp,
+    /// The reader may see versions only committed locally (STR's speculative reads).
+    pub speculative: bool,
+}
+
+/// The messages of the family. `D` is the decision a commit carries, `R` what a remote read
+/// returns.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg<D, R> {
+    Read(ReadRequest),
+    ReadReply {
+        txn: TxnId,
+        seq: u32,
+        result: Result<R, AbortReason>,
+    },
+    /// Coordinator → master: certify and pre-commit these partitions' writes.
+    Prepare {
+        txn: TxnId,
+        snapshot: Timestamp,
+        partitions: Vec<(PartitionId, Writes)>,
+    },
+    /// Master → slave: the master pre-committed `writes`; install them and propose a timestamp.
+    ReplicatePrepare {
+        txn: TxnId,
+        snapshot: Timestamp,
+        partition: PartitionId,
+        writes: Writes,
+    },
+    /// Replica → coordinator: pre-committed `partition`, proposing `ts`.
+    Prepared {
+        txn: TxnId,
+        partition: PartitionId,
+        ts: Timestamp,
+    },
+    /// Master → coordinator: certification failed.
+    Refused {
+        txn: TxnId,
+        reason: AbortReason,
+    },
+    /// Coordinator → replica: commit.
+    Commit {
+        txn: TxnId,
+        decision: D,
+    },
+    Abort {
+        txn: TxnId,
+    },
+    /// Replica → coordinator: the commit is applied here; the decision may be forgotten.
+    CommitAck {
+        txn: TxnId,
+    },
+    /// Replica → coordinator: this prepared transaction has waited long; what became of it?
+    QueryOutcome {
+        txn: TxnId,
+    },
+}
+
+/// The timers of the family.
+#[derive(Debug)]
+pub enum Timer {
+    /// The periodic tick: garbage collection and the termination protocol.
+    Gc,
+    /// Serve this read once the clock has reached its snapshot.
+    ClockWait(ReadRequest),
+    ReadTimeout {
+        txn: TxnId,
+        seq: u32,
+    },
+    CommitTimeout(TxnId),
+}
+
+/// Whether a replica may serve a read now ([`Replica::admit_read`]).
+pub enum Admit {
+    /// Yes: the snapshot is covered by the serving lease and the clock has reached it.
+    Serve(ReadRequest),
+    /// No, ever: versions it may need were garbage-collected.
+    TooOld(ReadRequest),
+    /// Not yet: a timer brings it back when the clock reaches the snapshot.
+    Later,
+}
+
+/// The participant side of a 2PC-family node (see the module docs). Everything here is
+/// durable, rebuilt from [`Record`]s, except the parked prepares.
+pub struct Replica<M> {
     pub store: MvStore<M>,
     pub participants: Participants,
-    pub decided: DecisionLog<D>,
-    pub ids: TxnIds,
+    /// Prepares waiting at a master for an older transaction's outcome (wait-die).
+    pub parked: FxHashMap<TxnId, ParkedPrepare>,
+    /// The durable bound on the snapshots served here.
     pub lease: ServeLease,
+    /// Snapshots below this may miss garbage-collected versions.
     pub gc_watermark: Timestamp,
 }
 
-impl<M: Default, D> Recovered<M, D> {
-    /// Replay `records` in order onto an empty node `node`.
-    pub fn replay(node: NodeId, records: &mut dyn Iterator<Item = Record<D>>) -> Self {
-        let mut r = Recovered {
+/// What a restarted 2PC-family node is rebuilt from its log into.
+pub struct Recovered<M, D> {
+    pub replica: Replica<M>,
+    pub decided: DecisionLog<D>,
+    pub ids: TxnIds,
+}
+
+impl<M: Default> Default for Replica<M> {
+    fn default() -> Self {
+        Replica {
             store: MvStore::new(),
             participants: Participants::default(),
-            decided: DecisionLog::default(),
-            ids: TxnIds::new(node),
+            parked: FxHashMap::default(),
             lease: ServeLease::default(),
             gc_watermark: Timestamp::ZERO,
-        };
+        }
+    }
+}
+
+impl<M: Default> Replica<M> {
+    /// Replay `records` in order onto an empty node `node`.
+    pub fn recover<D>(
+        node: NodeId,
+        records: &mut dyn Iterator<Item = Record<D>>,
+    ) -> Recovered<M, D> {
+        let mut r = Replica::default();
+        let mut decided = DecisionLog::default();
+        let mut ids = TxnIds::new(node);
         for record in records {
             match record {
                 Record::Installed {
@@ -149,11 +263,11 @@ impl<M: Default, D> Recovered<M, D> {
                     txn,
                     decision,
                     replicas,
-                } => r.decided.record(txn, decision, replicas),
+                } => decided.record(txn, decision, replicas),
                 Record::Forgotten { txn } => {
-                    r.decided.decided.remove(&txn);
+                    decided.decided.remove(&txn);
                 }
-                Record::IdsReserved { below } => r.ids.resume_below(below),
+                Record::IdsReserved { below } => ids.resume_below(below),
                 Record::Served { up_to } => r.lease.up_to = r.lease.up_to.max(up_to),
                 Record::Versions { key, versions } => {
                     let entry = r.store.entry(&key);
@@ -165,67 +279,210 @@ impl<M: Default, D> Recovered<M, D> {
             }
         }
         r.lease.recovered = r.lease.up_to;
-        r
+        Recovered {
+            replica: r,
+            decided,
+            ids,
+        }
     }
 }
 
-/// Emit the records that rebuild a 2PC-family node's durable state (see [`Recovered`]), in a
-/// deterministic order.
-pub fn checkpoint<M, D: Clone>(
-    store: &MvStore<M>,
-    participants: &Participants,
-    decided: &DecisionLog<D>,
-    ids: &TxnIds,
-    lease: &ServeLease,
-    gc_watermark: Timestamp,
-    emit: &mut dyn FnMut(Record<D>),
-) {
-    emit(Record::IdsReserved {
-        below: ids.reserved,
-    });
-    emit(Record::Served {
-        up_to: lease.up_to.max(lease.recovered),
-    });
-    emit(Record::Watermark(gc_watermark));
-    for (key, entry) in store.iter() {
-        let versions: Vec<_> = entry
-            .versions()
-            .filter(|v| v.state == VersionState::Committed)
-            .map(|v| (v.writer, v.ts, v.value.clone()))
-            .collect();
-        if !versions.is_empty() {
-            emit(Record::Versions {
-                key: key.clone(),
-                versions,
-            });
+impl<M> Replica<M> {
+    /// Whether `read` can be served here now: not below the watermark, and (unless
+    /// `clock_wait` is off, as for a mutant) not before the clock has reached its snapshot. A
+    /// read admitted is covered by the durable serving lease first.
+    pub fn admit_read<P, D>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        read: ReadRequest,
+        clock_wait: bool,
+    ) -> Admit
+    where
+        P: Protocol<Record = Record<D>, Timer = Timer>,
+    {
+        if read.snapshot < self.gc_watermark {
+            return Admit::TooOld(read);
+        }
+        let now = ctx.now();
+        if now < read.snapshot && clock_wait {
+            ctx.set_timer(read.snapshot.since(now), Timer::ClockWait(read));
+            return Admit::Later;
+        }
+        self.lease.cover(ctx, read.snapshot);
+        Admit::Serve(read)
+    }
+
+    /// Install `writes` of `txn` uncommitted (`state`) at `ts`, durably: the vote that follows
+    /// must survive a crash.
+    pub fn install<P, D>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        txn: TxnId,
+        snapshot: Timestamp,
+        ts: Timestamp,
+        state: VersionState,
+        writes: &Writes,
+    ) where
+        P: Protocol<Record = Record<D>>,
+        M: Default,
+    {
+        ctx.persist(Record::Installed {
+            txn,
+            snapshot,
+            ts,
+            state,
+            writes: writes.clone(),
+        });
+        let participant = participant(&mut self.participants, txn, snapshot, ctx.now());
+        for (key, value) in writes {
+            self.store.entry(key).install(txn, ts, state, value.clone());
+            if !participant.keys.contains(key) {
+                participant.keys.push(key.clone());
+            }
         }
     }
-    let mut txns: Vec<&TxnId> = participants.keys().collect();
-    txns.sort();
-    for txn in txns {
-        let p = &participants[txn];
-        for key in &p.keys {
-            let Some(v) = store.get(key).and_then(|e| e.uncommitted_by(*txn)) else {
-                continue;
-            };
-            emit(Record::Installed {
+
+    /// Commit `txn`'s versions here at `commit_ts`, durably, calling `each` on every entry it
+    /// committed; the keys, whose waiters may now proceed (`None`: nothing prepared here).
+    pub fn commit<P, D>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        txn: TxnId,
+        commit_ts: Timestamp,
+        mut each: impl FnMut(&mut KeyEntry<M>),
+    ) -> Option<Vec<Key>>
+    where
+        P: Protocol<Record = Record<D>>,
+    {
+        let participant = self.participants.remove(&txn)?;
+        ctx.persist(Record::Committed { txn, commit_ts });
+        for key in &participant.keys {
+            if let Some(entry) = self.store.get_mut(key) {
+                entry.commit(txn, commit_ts);
+                each(entry);
+            }
+        }
+        Some(participant.keys)
+    }
+
+    /// Drop `txn`'s versions here, durably; the keys, whose waiters may now proceed (`None`:
+    /// nothing prepared here).
+    pub fn abort<P, D>(&mut self, ctx: &mut Ctx<'_, P>, txn: TxnId) -> Option<Vec<Key>>
+    where
+        P: Protocol<Record = Record<D>>,
+    {
+        self.parked.remove(&txn);
+        let participant = self.participants.remove(&txn)?;
+        ctx.persist(Record::Aborted { txn });
+        for key in &participant.keys {
+            if let Some(entry) = self.store.get_mut(key) {
+                entry.remove_uncommitted(txn);
+            }
+        }
+        Some(participant.keys)
+    }
+
+    /// The termination protocol: ask the coordinators of the transactions prepared here for
+    /// `patience` or longer; those this node coordinates itself are returned, in id order, to
+    /// be answered locally.
+    pub fn query_overdue<P, D, R>(&mut self, ctx: &mut Ctx<'_, P>, patience: Duration) -> Vec<TxnId>
+    where
+        P: Protocol<Msg = Msg<D, R>>,
+        D: Clone + std::fmt::Debug + Send + Serialize + serde::de::DeserializeOwned + 'static,
+        R: Clone + std::fmt::Debug + Send + Serialize + serde::de::DeserializeOwned + 'static,
+    {
+        let me = ctx.id();
+        let mut local = Vec::new();
+        for txn in stale_prepares(&mut self.participants, ctx.now(), patience) {
+            if txn.coordinator() == me {
+                local.push(txn);
+            } else {
+                ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
+            }
+        }
+        local
+    }
+
+    /// Raise the watermark to `watermark` (never lower it) and collect a bounded batch of
+    /// versions below it.
+    pub fn collect_garbage(&mut self, watermark: Timestamp, batch: usize) {
+        self.gc_watermark = self.gc_watermark.max(watermark);
+        self.store.collect_garbage(self.gc_watermark, batch);
+    }
+
+    /// Emit the records that rebuild this node's durable state (see [`Replica::recover`]), in a
+    /// deterministic order.
+    pub fn checkpoint<D: Clone>(
+        &self,
+        decided: &DecisionLog<D>,
+        ids: &TxnIds,
+        emit: &mut dyn FnMut(Record<D>),
+    ) {
+        emit(Record::IdsReserved {
+            below: ids.reserved,
+        });
+        emit(Record::Served {
+            up_to: self.lease.up_to.max(self.lease.recovered),
+        });
+        emit(Record::Watermark(self.gc_watermark));
+        for (key, entry) in self.store.iter() {
+            let versions: Vec<_> = entry
+                .versions()
+                .filter(|v| v.state == VersionState::Committed)
+                .map(|v| (v.writer, v.ts, v.value.clone()))
+                .collect();
+            if !versions.is_empty() {
+                emit(Record::Versions {
+                    key: key.clone(),
+                    versions,
+                });
+            }
+        }
+        let mut txns: Vec<&TxnId> = self.participants.keys().collect();
+        txns.sort();
+        for txn in txns {
+            let p = &self.participants[txn];
+            for key in &p.keys {
+                let Some(v) = self.store.get(key).and_then(|e| e.uncommitted_by(*txn)) else {
+                    continue;
+                };
+                emit(Record::Installed {
+                    txn: *txn,
+                    snapshot: p.snapshot,
+                    ts: v.ts,
+                    state: v.state,
+                    writes: vec![(key.clone(), v.value.clone())],
+                });
+            }
+        }
+        let mut decisions: Vec<_> = decided.decided.iter().collect();
+        decisions.sort_by_key(|(txn, _)| **txn);
+        for (txn, (decision, replicas)) in decisions {
+            emit(Record::Decided {
                 txn: *txn,
-                snapshot: p.snapshot,
-                ts: v.ts,
-                state: v.state,
-                writes: vec![(key.clone(), v.value.clone())],
+                decision: decision.clone(),
+                replicas: replicas.clone(),
             });
         }
     }
-    let mut decisions: Vec<_> = decided.decided.iter().collect();
-    decisions.sort_by_key(|(txn, _)| **txn);
-    for (txn, (decision, replicas)) in decisions {
-        emit(Record::Decided {
-            txn: *txn,
+}
+
+/// What a coordinator answers a replica asking about `txn` ([`Msg::QueryOutcome`]): the commit
+/// if it decided one, nothing while the transaction is still `running` here (its outcome, or
+/// its commit timeout's abort, will reach the replica), else abort — it was aborted, or lost in
+/// a crash before any decision, and neither can commit now.
+pub fn outcome_for<D: Clone, R>(
+    decided: &DecisionLog<D>,
+    txn: TxnId,
+    running: bool,
+) -> Option<Msg<D, R>> {
+    if let Some(decision) = decided.get(&txn) {
+        return Some(Msg::Commit {
+            txn,
             decision: decision.clone(),
-            replicas: replicas.clone(),
         });
     }
+    (!running).then_some(Msg::Abort { txn })
 }
 
 /// A replica's durable bound on the snapshots it has served (see the module docs).

@@ -47,8 +47,9 @@
 //!
 //! Failures are handled as in `clocksi-rep`: participant timeouts, a termination protocol for
 //! long-prepared transactions with presumed abort, and a decision log kept until every replica
-//! acknowledged. Local-committed versions are durable prepare records of their node; after a
-//! crash their coordinator has forgotten them and the termination protocol aborts them. The cache
+//! acknowledged, all on the participant side shared with it ([`crate::replica`]), with the same
+//! write-ahead log records. Local-committed versions are durable prepare records of their node;
+//! after a crash their coordinator has forgotten them and the termination protocol aborts them. The cache
 //! partition, dependencies and speculative outcomes are volatile: a client whose coordinator
 //! restarted learns that the outcome of its speculative commits is unknown.
 //!
@@ -60,9 +61,8 @@
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
 use crate::coordinator::{Pending, group_by_partition, watermark};
-use crate::replica::{DecisionLog, ParkedPrepare, Participants, Writes, clock_proposal};
-use crate::replica::{Record, Recovered, ServeLease, TxnIds, checkpoint};
-use crate::replica::{participant, replicas_of, stale_prepares};
+use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
+use crate::replica::{Timer, TxnIds, Writes, clock_proposal, outcome_for, replicas_of};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -98,73 +98,20 @@ impl Flavor for Speculative {
 /// The `str` protocol.
 pub type Str = Engine<Speculative>;
 
-/// A read as the serving replica sees it. The coordinator is `txn.coordinator()`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReadRequest {
-    pub txn: TxnId,
-    /// Distinguishes this read from an earlier one of the same transaction that timed out.
-    pub seq: u32,
-    pub key: Key,
-    pub snapshot: Timestamp,
-    /// The reader may see local-committed versions of its own node.
-    pub speculative: bool,
+/// A final commit as replicas receive it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinalCommit {
+    pub commit_ts: Timestamp,
+    /// The largest snapshot of a local transaction that read the transaction's writes from the
+    /// cache partition: the replica raises its keys' `LastReader` to it as it commits, since
+    /// those reads never reached it.
+    pub read_floor: Timestamp,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Msg {
-    Read(ReadRequest),
-    /// A remote replica's answer: the value and the timestamp of the version it came from
-    /// (zero when the key has none), which is a final-commit timestamp the reader's FFC takes in.
-    ReadReply {
-        txn: TxnId,
-        seq: u32,
-        result: Result<(Option<Value>, Timestamp), AbortReason>,
-    },
-    /// Coordinator → master: certify and pre-commit these partitions' writes.
-    Prepare {
-        txn: TxnId,
-        snapshot: Timestamp,
-        partitions: Vec<(PartitionId, Writes)>,
-    },
-    /// Master → slave: install the pre-committed `writes` and propose a timestamp.
-    ReplicatePrepare {
-        txn: TxnId,
-        snapshot: Timestamp,
-        partition: PartitionId,
-        writes: Writes,
-    },
-    /// Replica → coordinator: pre-committed `partition`, proposing `ts`.
-    Prepared {
-        txn: TxnId,
-        partition: PartitionId,
-        ts: Timestamp,
-    },
-    /// Master → coordinator: certification failed.
-    Refused {
-        txn: TxnId,
-        reason: AbortReason,
-    },
-    /// Coordinator → replica: commit at `commit_ts`. `read_floor` is the largest snapshot of a
-    /// local transaction that read the transaction's writes from the cache partition: the
-    /// replica raises its keys' `LastReader` to it as it commits, since those reads never
-    /// reached it.
-    Commit {
-        txn: TxnId,
-        commit_ts: Timestamp,
-        read_floor: Timestamp,
-    },
-    Abort {
-        txn: TxnId,
-    },
-    /// Replica → coordinator: the commit is applied here; the decision may be forgotten.
-    CommitAck {
-        txn: TxnId,
-    },
-    /// Replica → coordinator: this prepared transaction has waited long; what became of it?
-    QueryOutcome {
-        txn: TxnId,
-    },
-}
+/// The messages of STR: a commit carries a [`FinalCommit`]; a remote read its value and the
+/// timestamp of the version it came from (zero when the key has none), which is a final-commit
+/// timestamp the reader's FFC takes in.
+pub type Msg = replica::Msg<FinalCommit, (Option<Value>, Timestamp)>;
 
 /// A deliberately broken variant (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,18 +132,6 @@ impl Mutant {
             _ => None,
         }
     }
-}
-
-#[derive(Debug)]
-pub enum Timer {
-    Gc,
-    /// Serve this read once the clock has reached its snapshot.
-    ClockWait(ReadRequest),
-    ReadTimeout {
-        txn: TxnId,
-        seq: u32,
-    },
-    CommitTimeout(TxnId),
 }
 
 /// Per-key protocol metadata.
@@ -361,11 +296,10 @@ impl SpeculationCounters {
 /// One node running STR (or another [`Flavor`] of it).
 pub struct Engine<F: Flavor> {
     env: NodeEnv,
-    store: MvStore<KeyMeta>,
+    /// The participant side: store, prepare records, parked prepares, lease, watermark.
+    replica: Replica<KeyMeta>,
     ids: TxnIds,
     coordinated: FxHashMap<TxnId, CoordTxn>,
-    participants: Participants,
-    parked: FxHashMap<TxnId, ParkedPrepare>,
     /// Transactions aborted here, when and why, kept for `gc_retention`: a late prepare is
     /// ignored, and a client whose transaction was aborted between its requests (a cascade)
     /// learns why at its next one.
@@ -378,13 +312,8 @@ pub struct Engine<F: Flavor> {
     cache_readers: FxHashMap<Key, Timestamp>,
     clients: FxHashMap<ClientId, ClientState>,
     outcomes: FxHashMap<TxnId, SpecOutcome>,
-    /// Snapshots below this may miss garbage-collected versions.
-    gc_watermark: Timestamp,
     /// Commit decisions of transactions coordinated here, until every replica applied them.
-    /// Each decision is the commit timestamp and the cache partition's read floor.
-    decided: DecisionLog<(Timestamp, Timestamp)>,
-    /// The durable bound on the snapshots served here.
-    lease: ServeLease,
+    decided: DecisionLog<FinalCommit>,
     counters: SpeculationCounters,
     mutant: Option<Mutant>,
     flavor: PhantomData<F>,
@@ -392,7 +321,7 @@ pub struct Engine<F: Flavor> {
 
 impl<F: Flavor> Engine<F> {
     pub fn store(&self) -> &MvStore<KeyMeta> {
-        &self.store
+        &self.replica.store
     }
 
     pub fn counters(&self) -> SpeculationCounters {
@@ -503,18 +432,16 @@ impl<F: Flavor> Engine<F> {
 
     /// Serve a read at this replica (Alg. 2 `readFrom`), or park it until it can be served.
     fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
-        if read.snapshot < self.gc_watermark {
-            return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
-        }
-        let now = ctx.now();
-        if now < read.snapshot {
-            let wait = read.snapshot.since(now);
-            return ctx.set_timer(wait, Timer::ClockWait(read));
-        }
-        self.lease.cover(ctx, read.snapshot);
+        let read = match self.replica.admit_read(ctx, read, true) {
+            Admit::Serve(read) => read,
+            Admit::TooOld(read) => {
+                return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
+            }
+            Admit::Later => return,
+        };
         let naive = self.naive();
         let local = read.txn.coordinator() == self.id();
-        let entry = self.store.entry(&read.key);
+        let entry = self.replica.store.entry(&read.key);
         entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
         // The newest uncommitted version within the snapshot decides: readable speculatively,
         // or a reason to wait for its outcome.
@@ -714,7 +641,8 @@ impl<F: Flavor> Engine<F> {
                     }
                     Verdict::Wait(key) => {
                         let writes = grouped.into_values().flatten().collect();
-                        self.store
+                        self.replica
+                            .store
                             .entry(&key)
                             .meta
                             .waiters
@@ -746,18 +674,12 @@ impl<F: Flavor> Engine<F> {
                 }
             }
         }
-        let mut local_keys = Vec::new();
+        let mut local_writes: Writes = Vec::new();
         let mut cached = Vec::new();
         for (p, writes) in &grouped {
             for (key, value) in writes {
                 if placement.replicates(me, *p) {
-                    self.store.entry(key).install(
-                        txn,
-                        local_commit_ts,
-                        VersionState::LocalCommitted,
-                        value.clone(),
-                    );
-                    local_keys.push(key.clone());
+                    local_writes.push((key.clone(), value.clone()));
                 } else {
                     self.cache.entry(key.clone()).or_default().push(Cached {
                         writer: txn,
@@ -768,23 +690,10 @@ impl<F: Flavor> Engine<F> {
                 }
             }
         }
-        if !local_keys.is_empty() {
+        if !local_writes.is_empty() {
             // The local replicas' vote: durable before the prepares that follow leave.
-            let writes = local_keys
-                .iter()
-                .filter_map(|k| {
-                    let v = self.store.get(k)?.uncommitted_by(txn)?;
-                    Some((k.clone(), v.value.clone()))
-                })
-                .collect();
-            ctx.persist(Record::Installed {
-                txn,
-                snapshot,
-                ts: local_commit_ts,
-                state: VersionState::LocalCommitted,
-                writes,
-            });
-            participant(&mut self.participants, txn, snapshot, ctx.now()).keys = local_keys;
+            let state = VersionState::LocalCommitted;
+            (self.replica).install(ctx, txn, snapshot, local_commit_ts, state, &local_writes);
         }
         // Overwriting a local-committed version in the snapshot depends on it as a read would.
         let mut dependency_state = Vec::new();
@@ -899,13 +808,13 @@ impl<F: Flavor> Engine<F> {
     /// A proposal for pre-committing `writes` here: above the snapshot (P1) and, with
     /// PreciseClock, above every snapshot that read them here (P2); otherwise above the clock.
     fn propose(&mut self, now: Timestamp, snapshot: Timestamp, writes: &Writes) -> Timestamp {
-        let floor = self.lease.proposal_floor();
+        let floor = self.replica.lease.proposal_floor();
         if !F::PRECISE_CLOCK {
             return clock_proposal(now, snapshot).max(floor);
         }
         writes
             .iter()
-            .filter_map(|(k, _)| self.store.get(k))
+            .filter_map(|(k, _)| self.replica.store.get(k))
             .map(|e| e.meta.last_reader.next())
             .fold(snapshot.next().max(floor), Timestamp::max)
     }
@@ -913,7 +822,7 @@ impl<F: Flavor> Engine<F> {
     /// Certify one write of `txn` against this replica's versions of `key` (Alg. 2 l. 16–18,
     /// with wait-die on prepared versions).
     fn certify(&self, txn: TxnId, snapshot: Timestamp, speculative: bool, key: &Key) -> Verdict {
-        let Some(entry) = self.store.get(key) else {
+        let Some(entry) = self.replica.store.get(key) else {
             return Verdict::Free;
         };
         if entry.latest_committed().is_some_and(|v| v.ts > snapshot) {
@@ -938,6 +847,7 @@ impl<F: Flavor> Engine<F> {
                 return Verdict::Abort(AbortReason::WriteWriteConflict);
             }
             let holder = self
+                .replica
                 .participants
                 .get(&v.writer)
                 .map(|p| p.snapshot)
@@ -991,12 +901,13 @@ impl<F: Flavor> Engine<F> {
                 match self.certify(txn, snapshot, false, key) {
                     Verdict::Free | Verdict::DependsOn(_) => {}
                     Verdict::Wait(key) => {
-                        self.store
+                        self.replica
+                            .store
                             .entry(&key)
                             .meta
                             .waiters
                             .push(Waiter::Prepare(txn));
-                        self.parked.insert(
+                        self.replica.parked.insert(
                             txn,
                             ParkedPrepare {
                                 snapshot,
@@ -1051,7 +962,7 @@ impl<F: Flavor> Engine<F> {
         }
         let mut losers: Vec<TxnId> = Vec::new();
         for (key, _) in &writes {
-            if let Some(entry) = self.store.get(key) {
+            if let Some(entry) = self.replica.store.get(key) {
                 for v in entry.uncommitted() {
                     if v.writer != txn
                         && v.writer.coordinator() == me
@@ -1072,7 +983,6 @@ impl<F: Flavor> Engine<F> {
         ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
     }
 
-    /// Install `writes` as prepared at `ts`, durably: the vote that follows must survive a crash.
     fn install_prepared(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
@@ -1081,20 +991,8 @@ impl<F: Flavor> Engine<F> {
         ts: Timestamp,
         writes: &Writes,
     ) {
-        ctx.persist(Record::Installed {
-            txn,
-            snapshot,
-            ts,
-            state: VersionState::Prepared,
-            writes: writes.clone(),
-        });
-        let participant = participant(&mut self.participants, txn, snapshot, ctx.now());
-        for (key, value) in writes {
-            self.store
-                .entry(key)
-                .install(txn, ts, VersionState::Prepared, value.clone());
-            participant.keys.push(key.clone());
-        }
+        let state = VersionState::Prepared;
+        self.replica.install(ctx, txn, snapshot, ts, state, writes);
     }
 
     /// A remote replica's proposal reached the coordinator.
@@ -1192,21 +1090,19 @@ impl<F: Flavor> Engine<F> {
             // learns the same outcome.
             let me = self.id();
             let mut unacknowledged = Vec::new();
+            let decision = FinalCommit {
+                commit_ts,
+                read_floor,
+            };
             for node in replicas_of(&self.env.placement, &partitions) {
                 if node == me {
                     self.apply_commit(ctx, txn, commit_ts, Timestamp::ZERO);
                 } else {
-                    let msg = Msg::Commit {
-                        txn,
-                        commit_ts,
-                        read_floor,
-                    };
-                    ctx.send(node, msg);
+                    ctx.send(node, Msg::Commit { txn, decision });
                     unacknowledged.push(node);
                 }
             }
-            self.decided
-                .decide(ctx, txn, (commit_ts, read_floor), unacknowledged);
+            self.decided.decide(ctx, txn, decision, unacknowledged);
         }
         // Every transaction this commit dooms, and their dependants, form one cascade.
         let mut victims = 0;
@@ -1243,7 +1139,7 @@ impl<F: Flavor> Engine<F> {
                 work.push((next, AbortReason::CascadingAbort));
             }
             self.aborted.insert(id, (ctx.now(), reason));
-            self.parked.remove(&id);
+            self.replica.parked.remove(&id);
             self.uncache(id, &t.cached);
             if let Phase::LocalCommitted { partitions, .. } = &t.phase {
                 for node in replicas_of(&self.env.placement, partitions) {
@@ -1334,24 +1230,11 @@ impl<F: Flavor> Engine<F> {
 
     /// A replica asks what became of `txn`, which it holds prepared.
     fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
-        let me = self.id();
-        if let Some(&(commit_ts, read_floor)) = self.decided.get(&txn) {
-            let msg = Msg::Commit {
-                txn,
-                commit_ts,
-                read_floor,
-            };
-            return ctx.send(replica, msg);
-        }
-        if self.coordinated.contains_key(&txn) {
-            // Still committing: the outcome, or the commit timeout's abort, will reach it.
-            return;
-        }
-        // Forgotten: aborted, or lost in a crash before any decision. Neither can commit now.
-        if replica == me {
-            self.apply_abort(ctx, txn);
-        } else {
-            ctx.send(replica, Msg::Abort { txn });
+        let running = self.coordinated.contains_key(&txn);
+        match outcome_for(&self.decided, txn, running) {
+            Some(Msg::Abort { .. }) if replica == self.id() => self.apply_abort(ctx, txn),
+            Some(msg) => ctx.send(replica, msg),
+            None => {}
         }
     }
 
@@ -1359,12 +1242,8 @@ impl<F: Flavor> Engine<F> {
     fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
         let patience = self.env.options.participant_timeout;
         let me = self.id();
-        for txn in stale_prepares(&mut self.participants, ctx.now(), patience) {
-            if txn.coordinator() == me {
-                self.answer_query(ctx, txn, me);
-            } else {
-                ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
-            }
+        for txn in self.replica.query_overdue(ctx, patience) {
+            self.answer_query(ctx, txn, me);
         }
     }
 
@@ -1375,53 +1254,41 @@ impl<F: Flavor> Engine<F> {
         commit_ts: Timestamp,
         read_floor: Timestamp,
     ) {
-        let Some(participant) = self.participants.remove(&txn) else {
-            return;
+        // Before anyone can overwrite a version: a later writer's proposal then lands above
+        // every snapshot that read it from the cache partition (SPSI-1).
+        let raise = |entry: &mut augur_storage::KeyEntry<KeyMeta>| {
+            entry.meta.last_reader = entry.meta.last_reader.max(read_floor);
         };
-        ctx.persist(Record::Committed { txn, commit_ts });
-        for key in &participant.keys {
-            if let Some(entry) = self.store.get_mut(key) {
-                entry.commit(txn, commit_ts);
-                // Before anyone can overwrite the version: a later writer's proposal then lands
-                // above every snapshot that read it from the cache partition (SPSI-1).
-                entry.meta.last_reader = entry.meta.last_reader.max(read_floor);
-            }
+        if let Some(keys) = self.replica.commit(ctx, txn, commit_ts, raise) {
+            self.wake(ctx, keys);
         }
-        self.wake(ctx, participant.keys);
     }
 
     fn apply_abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         self.aborted
             .entry(txn)
             .or_insert((ctx.now(), AbortReason::CascadingAbort));
-        self.parked.remove(&txn);
         if self.coordinated.contains_key(&txn) {
             // Our own transaction, still running: abort it with its dependants.
+            self.replica.parked.remove(&txn);
             return self.abort_txn(ctx, txn, AbortReason::TransactionLost);
         }
-        let Some(participant) = self.participants.remove(&txn) else {
-            return;
-        };
-        ctx.persist(Record::Aborted { txn });
-        for key in &participant.keys {
-            if let Some(entry) = self.store.get_mut(key) {
-                entry.remove_uncommitted(txn);
-            }
+        if let Some(keys) = self.replica.abort(ctx, txn) {
+            self.wake(ctx, keys);
         }
-        self.wake(ctx, participant.keys);
     }
 
     /// Re-run everything that waited on `keys` now that an uncommitted version there resolved.
     fn wake(&mut self, ctx: &mut Ctx<'_, Self>, keys: Vec<Key>) {
         for key in keys {
-            let Some(entry) = self.store.get_mut(&key) else {
+            let Some(entry) = self.replica.store.get_mut(&key) else {
                 continue;
             };
             for waiter in std::mem::take(&mut entry.meta.waiters) {
                 match waiter {
                     Waiter::Read(read) => self.serve_read(ctx, read),
                     Waiter::Prepare(txn) => {
-                        if let Some(p) = self.parked.remove(&txn) {
+                        if let Some(p) = self.replica.parked.remove(&txn) {
                             self.prepare(ctx, txn, p.snapshot, p.partitions);
                         }
                     }
@@ -1464,11 +1331,10 @@ impl<F: Flavor> Engine<F> {
         }
         self.outcomes.retain(|_, o| o.at >= idle_limit);
         let wm = watermark(floor, self.coordinated.values().map(|t| t.snapshot));
-        self.gc_watermark = self.gc_watermark.max(wm);
+        self.replica.collect_garbage(wm, GC_BATCH);
         // Snapshots below the watermark belong to no running transaction of this node.
-        let wm = self.gc_watermark;
+        let wm = self.replica.gc_watermark;
         self.cache_readers.retain(|_, ts| *ts >= wm);
-        self.store.collect_garbage(self.gc_watermark, GC_BATCH);
         self.aborted.retain(|_, (at, _)| *at >= floor);
     }
 }
@@ -1486,24 +1352,20 @@ enum Verdict {
 impl<F: Flavor> Protocol for Engine<F> {
     type Msg = Msg;
     type Timer = Timer;
-    type Record = Record<(Timestamp, Timestamp)>;
+    type Record = Record<FinalCommit>;
 
     fn new(env: &NodeEnv) -> Self {
         Engine {
             env: env.clone(),
-            store: MvStore::new(),
+            replica: Replica::default(),
             ids: TxnIds::new(env.id),
             coordinated: FxHashMap::default(),
-            participants: FxHashMap::default(),
-            parked: FxHashMap::default(),
             aborted: FxHashMap::default(),
             cache: FxHashMap::default(),
             cache_readers: FxHashMap::default(),
             clients: FxHashMap::default(),
             outcomes: FxHashMap::default(),
-            gc_watermark: Timestamp::ZERO,
             decided: DecisionLog::default(),
-            lease: ServeLease::default(),
             counters: SpeculationCounters::default(),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
             flavor: PhantomData,
@@ -1516,28 +1378,17 @@ impl<F: Flavor> Protocol for Engine<F> {
     /// outcomes — is volatile: a local-committed transaction whose coordinator restarted is
     /// forgotten there, and the termination protocol aborts it.
     fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
-        let r = Recovered::replay(env.id, records);
+        let r = Replica::recover(env.id, records);
         Engine {
-            store: r.store,
-            participants: r.participants,
+            replica: r.replica,
             decided: r.decided,
             ids: r.ids,
-            lease: r.lease,
-            gc_watermark: r.gc_watermark,
             ..Engine::new(env)
         }
     }
 
     fn checkpoint(&self, emit: &mut dyn FnMut(Self::Record)) {
-        checkpoint(
-            &self.store,
-            &self.participants,
-            &self.decided,
-            &self.ids,
-            &self.lease,
-            self.gc_watermark,
-            emit,
-        );
+        self.replica.checkpoint(&self.decided, &self.ids, emit);
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
@@ -1612,12 +1463,8 @@ impl<F: Flavor> Protocol for Engine<F> {
             } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
             Msg::Prepared { txn, partition, ts } => self.prepared(ctx, txn, partition, from, ts),
             Msg::Refused { txn, reason } => self.abort_txn(ctx, txn, reason),
-            Msg::Commit {
-                txn,
-                commit_ts,
-                read_floor,
-            } => {
-                self.apply_commit(ctx, txn, commit_ts, read_floor);
+            Msg::Commit { txn, decision } => {
+                self.apply_commit(ctx, txn, decision.commit_ts, decision.read_floor);
                 ctx.send(from, Msg::CommitAck { txn });
             }
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
