@@ -3,7 +3,8 @@
 //! completions interleave around each transaction's serial point, checked at strict
 //! serializability.
 
-use augur_check::{CheckOptions, Level, ValueModel, check};
+use augur_check::{CheckOptions, ValueModel, check};
+use augur_types::IsolationLevel;
 use augur_types::history::{History, HistoryHeader, Op, RecordedOutcome, TxnRecord};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::collections::{BTreeMap, HashMap};
@@ -230,7 +231,7 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
 
     let history = generate(&mut ListAppend { next_element: 0 }, 1);
-    let options = CheckOptions::new(Level::StrictSerializable, ValueModel::ListAppend);
+    let options = CheckOptions::new(IsolationLevel::StrictSerializable, ValueModel::ListAppend);
     assert!(check(&history, &options).is_valid());
     group.bench_function("list_append", |b| {
         b.iter(|| check(black_box(&history), &options))
@@ -238,7 +239,7 @@ fn bench(c: &mut Criterion) {
     drop(history);
 
     let history = generate(&mut RwRegister { next_value: 0 }, 2);
-    let options = CheckOptions::new(Level::StrictSerializable, ValueModel::RwRegister);
+    let options = CheckOptions::new(IsolationLevel::StrictSerializable, ValueModel::RwRegister);
     assert!(check(&history, &options).is_valid());
     group.bench_function("rw_register", |b| {
         b.iter(|| check(black_box(&history), &options))

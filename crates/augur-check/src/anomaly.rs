@@ -1,4 +1,5 @@
-//! Anomalies, isolation levels as the sets of anomalies they proscribe, and check reports.
+//! Anomalies, isolation levels ([`IsolationLevel`]) as the sets of anomalies they proscribe
+//! ([`Proscribes`]), and check reports.
 //!
 //! The cycle anomalies follow Adya's thesis (*Weak Consistency*, 1999) as Elle (Kingsbury and
 //! Alvaro, VLDB 2020) names them: G0 (write cycles), G1c (cycles of writes and reads),
@@ -7,6 +8,7 @@
 //! the cycle needs: dependencies alone, dependencies plus session order ("process"), or plus
 //! real-time order ("realtime").
 
+use augur_types::IsolationLevel;
 use serde::Serialize;
 use std::fmt;
 
@@ -105,29 +107,18 @@ impl fmt::Display for AnomalyKind {
     }
 }
 
-/// An isolation level, as the set of anomalies it proscribes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Level {
-    /// Nothing is proscribed; anomalies are reported as allowed.
-    None,
-    /// Adya's PL-2: G0, G1a, G1b, G1c, plus internal consistency.
-    ReadCommitted,
-    /// Read committed plus lost update, G-single and G-nonadjacent (every cycle needs two
-    /// adjacent anti-dependencies).
-    SnapshotIsolation,
-    /// STR's SPSI (§5): snapshot isolation over committed transactions, and for every
-    /// transaction, aborted ones included, an observed snapshot that is atomic (no fractured
-    /// read) and isolated (never both of two concurrent writers of one key).
-    Spsi,
-    /// No dependency cycle at all.
-    Serializable,
-    /// No cycle even with session and real-time order.
-    StrictSerializable,
+/// An isolation level read as the set of anomalies it proscribes: the checker's own definition of
+/// each [`IsolationLevel`] (whose docs say the same in words).
+pub trait Proscribes: Copy {
+    /// Whether a history showing `kind` violates this level.
+    fn proscribes(self, kind: AnomalyKind) -> bool;
+
+    /// Whether the checker must also examine aborted transactions' observations.
+    fn constrains_aborted(self) -> bool;
 }
 
-impl Level {
-    /// Whether a history showing `kind` violates this level.
-    pub fn proscribes(self, kind: AnomalyKind) -> bool {
+impl Proscribes for IsolationLevel {
+    fn proscribes(self, kind: AnomalyKind) -> bool {
         use AnomalyKind::*;
         let rc = matches!(
             kind,
@@ -148,35 +139,23 @@ impl Level {
                 )
             );
         match self {
-            Level::None => false,
+            IsolationLevel::None => false,
             // Read committed allows the fractured observations and lost updates that break the
             // bank's invariants, so only the snapshot levels proscribe those.
-            Level::ReadCommitted => rc,
-            Level::SnapshotIsolation => si,
-            Level::Spsi => si || matches!(kind, FracturedRead | ConflictingWritersObserved),
-            Level::Serializable => {
+            IsolationLevel::ReadCommitted => rc,
+            IsolationLevel::SnapshotIsolation => si,
+            IsolationLevel::Spsi => {
+                si || matches!(kind, FracturedRead | ConflictingWritersObserved)
+            }
+            IsolationLevel::Serializable => {
                 si || matches!(kind, Cycle(CycleKind::G2Item, CycleOrder::Dependencies))
             }
-            Level::StrictSerializable => si || matches!(kind, Cycle(..)),
+            IsolationLevel::StrictSerializable => si || matches!(kind, Cycle(..)),
         }
     }
 
-    /// Whether the checker must also examine aborted transactions' observations.
-    pub fn constrains_aborted(self) -> bool {
-        matches!(self, Level::Spsi)
-    }
-}
-
-impl fmt::Display for Level {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Level::None => "none",
-            Level::ReadCommitted => "read committed",
-            Level::SnapshotIsolation => "snapshot isolation",
-            Level::Spsi => "SPSI",
-            Level::Serializable => "serializable",
-            Level::StrictSerializable => "strict serializable",
-        })
+    fn constrains_aborted(self) -> bool {
+        matches!(self, IsolationLevel::Spsi)
     }
 }
 

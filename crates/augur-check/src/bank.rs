@@ -18,7 +18,8 @@
 //! Accounts are recognised by their printed key `shard/number` with `number < accounts`; other
 //! keys are ignored. Read committed allows both anomalies (they are reported, not proscribed).
 
-use crate::anomaly::{Anomaly, AnomalyKind, CheckReport, Level};
+use crate::anomaly::{Anomaly, AnomalyKind, CheckReport, Proscribes};
+use augur_types::IsolationLevel;
 use augur_types::history::{History, Op, RecordedOutcome, TxnRecord};
 use std::collections::BTreeMap;
 
@@ -31,7 +32,7 @@ pub const MAX_PER_KIND: usize = 100;
 
 /// Check `history` (a `bank` run) against `level`. Fails only if the header's `accounts` or
 /// `initial_balance` setting is not a valid number.
-pub fn check_bank(history: &History, level: Level) -> Result<CheckReport, String> {
+pub fn check_bank(history: &History, level: IsolationLevel) -> Result<CheckReport, String> {
     let settings = &history.header.settings;
     let accounts: u64 = setting(settings, "accounts", DEFAULT_ACCOUNTS)?;
     if accounts == 0 {

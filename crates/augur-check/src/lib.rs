@@ -3,7 +3,8 @@
 //! It reads a recorded [`History`](augur_types::history::History), builds the dependency graph
 //! Adya defines (write-write, write-read and read-write edges between committed transactions,
 //! plus session and real-time order), searches it for cycles, classifies every anomaly, and
-//! judges the history against an isolation [`Level`] given as the set of anomalies it proscribes.
+//! judges the history against an [`IsolationLevel`](augur_types::IsolationLevel) read as the set of
+//! anomalies it proscribes ([`Proscribes`]).
 //! Workload invariants (the `bank` totals) are checked alongside.
 
 pub mod anomaly;
@@ -12,6 +13,6 @@ pub mod checker;
 pub mod jsonl;
 
 pub use anomaly::{
-    Anomaly, AnomalyKind, CheckReport, CheckStats, CycleKind, CycleOrder, Edge, Level,
+    Anomaly, AnomalyKind, CheckReport, CheckStats, CycleKind, CycleOrder, Edge, Proscribes,
 };
 pub use checker::{CheckOptions, ValueModel, check};

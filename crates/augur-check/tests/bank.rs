@@ -1,7 +1,8 @@
 //! The `bank` invariants over small hand-built histories.
 
 use augur_check::bank::check_bank;
-use augur_check::{AnomalyKind, CheckReport, Level};
+use augur_check::{AnomalyKind, CheckReport};
+use augur_types::IsolationLevel;
 use augur_types::history::{
     HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome, TxnRecord,
 };
@@ -113,7 +114,11 @@ fn a_valid_history_passes() {
             ),
         ],
     );
-    for level in [Level::ReadCommitted, Level::SnapshotIsolation, Level::Spsi] {
+    for level in [
+        IsolationLevel::ReadCommitted,
+        IsolationLevel::SnapshotIsolation,
+        IsolationLevel::Spsi,
+    ] {
         let report = check_bank(&h, level).unwrap();
         assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
         assert!(report.is_valid());
@@ -129,7 +134,7 @@ fn a_scan_with_a_wrong_sum_is_reported() {
         SMALL,
         vec![transfer(0), scan(1, [Some("6"), None, None], committed())],
     );
-    let si = check_bank(&h, Level::SnapshotIsolation).unwrap();
+    let si = check_bank(&h, IsolationLevel::SnapshotIsolation).unwrap();
     assert_eq!(kinds(&si), [AnomalyKind::BankTotal]);
     let a = &si.anomalies[0];
     assert!(a.proscribed);
@@ -143,7 +148,7 @@ fn a_scan_with_a_wrong_sum_is_reported() {
         "{a}"
     );
 
-    let rc = check_bank(&h, Level::ReadCommitted).unwrap();
+    let rc = check_bank(&h, IsolationLevel::ReadCommitted).unwrap();
     assert_eq!(kinds(&rc), [AnomalyKind::BankTotal]);
     assert!(!rc.anomalies[0].proscribed);
     assert!(rc.is_valid());
@@ -159,12 +164,12 @@ fn aborted_scans_count_only_where_aborted_transactions_are_constrained() {
         ],
     );
     assert!(
-        check_bank(&h, Level::SnapshotIsolation)
+        check_bank(&h, IsolationLevel::SnapshotIsolation)
             .unwrap()
             .anomalies
             .is_empty()
     );
-    let spsi = check_bank(&h, Level::Spsi).unwrap();
+    let spsi = check_bank(&h, IsolationLevel::Spsi).unwrap();
     assert_eq!(kinds(&spsi), [AnomalyKind::BankTotal]);
     assert!(spsi.anomalies[0].proscribed);
     assert!(
@@ -183,7 +188,12 @@ fn incomplete_scans_are_not_summed() {
         RecordedOutcome::Unknown,
     );
     let h = history(SMALL, vec![transfer(0), partial]);
-    assert!(check_bank(&h, Level::Spsi).unwrap().anomalies.is_empty());
+    assert!(
+        check_bank(&h, IsolationLevel::Spsi)
+            .unwrap()
+            .anomalies
+            .is_empty()
+    );
 }
 
 #[test]
@@ -207,7 +217,7 @@ fn negative_balances_are_reported() {
             scan(2, [Some("-1"), Some("21"), None], committed()),
         ],
     );
-    let report = check_bank(&h, Level::SnapshotIsolation).unwrap();
+    let report = check_bank(&h, IsolationLevel::SnapshotIsolation).unwrap();
     assert_eq!(
         kinds(&report),
         [AnomalyKind::NegativeBalance, AnomalyKind::NegativeBalance]
@@ -221,14 +231,14 @@ fn negative_balances_are_reported() {
     assert!(wrote.explanation.contains("wrote 0/0=-1"), "{wrote}");
     assert!(report.anomalies[1].explanation.contains("read 0/0=-1"));
     // The scan's sum is right (30), so no bank-total.
-    let rc = check_bank(&h, Level::ReadCommitted).unwrap();
+    let rc = check_bank(&h, IsolationLevel::ReadCommitted).unwrap();
     assert!(rc.is_valid() && rc.anomalies.len() == 2);
 }
 
 #[test]
 fn unreadable_balances_are_garbage_reads() {
     let h = history(SMALL, vec![scan(0, [Some("ten"), None, None], committed())]);
-    let report = check_bank(&h, Level::ReadCommitted).unwrap();
+    let report = check_bank(&h, IsolationLevel::ReadCommitted).unwrap();
     assert_eq!(kinds(&report), [AnomalyKind::GarbageRead]);
     assert!(report.anomalies[0].proscribed);
     assert!(report.anomalies[0].explanation.contains("0/0=\"ten\""));
@@ -241,14 +251,14 @@ fn settings_default_and_bad_ones_are_errors() {
     let mut ops: Vec<Op> = keys.iter().map(|k| read(k, None)).collect();
     let h = history(&[], vec![txn(0, "scan", ops.clone(), committed())]);
     assert!(
-        check_bank(&h, Level::Serializable)
+        check_bank(&h, IsolationLevel::Serializable)
             .unwrap()
             .anomalies
             .is_empty()
     );
     ops[7] = read(&keys[7], Some("99"));
     let h = history(&[], vec![txn(0, "scan", ops, committed())]);
-    let report = check_bank(&h, Level::Serializable).unwrap();
+    let report = check_bank(&h, IsolationLevel::Serializable).unwrap();
     assert!(
         report.anomalies[0]
             .explanation
@@ -260,7 +270,7 @@ fn settings_default_and_bad_ones_are_errors() {
         ("accounts", "0"),
         ("initial_balance", "1.5"),
     ] {
-        let e = check_bank(&history(&[bad], vec![]), Level::Serializable).unwrap_err();
+        let e = check_bank(&history(&[bad], vec![]), IsolationLevel::Serializable).unwrap_err();
         assert!(e.contains(bad.0), "{e}");
     }
 }

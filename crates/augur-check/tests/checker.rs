@@ -1,6 +1,9 @@
 //! The dependency-graph checker on tiny hand-built histories, one per anomaly it reports.
 
-use augur_check::{AnomalyKind, CheckOptions, CycleKind, CycleOrder, Level, ValueModel, check};
+use augur_check::{
+    AnomalyKind, CheckOptions, CycleKind, CycleOrder, Proscribes, ValueModel, check,
+};
+use augur_types::IsolationLevel;
 use augur_types::history::{History, HistoryHeader, Op, RecordedOutcome, TxnRecord};
 use std::collections::BTreeMap;
 
@@ -97,7 +100,7 @@ fn cat(parts: Vec<Vec<Op>>) -> Vec<Op> {
     parts.into_iter().flatten().collect()
 }
 
-fn check_at(b: &Builder, model: ValueModel, level: Level) -> augur_check::CheckReport {
+fn check_at(b: &Builder, model: ValueModel, level: IsolationLevel) -> augur_check::CheckReport {
     check(&b.history(), &CheckOptions::new(level, model))
 }
 
@@ -108,7 +111,7 @@ fn kinds(report: &augur_check::CheckReport) -> Vec<AnomalyKind> {
 }
 
 /// Whether checking at `level` finds `kind` and calls it proscribed.
-fn proscribed(b: &Builder, model: ValueModel, level: Level, kind: AnomalyKind) -> bool {
+fn proscribed(b: &Builder, model: ValueModel, level: IsolationLevel, kind: AnomalyKind) -> bool {
     let report = check_at(b, model, level);
     let found: Vec<_> = report.anomalies.iter().filter(|a| a.kind == kind).collect();
     assert!(
@@ -148,7 +151,7 @@ fn serial_list_append_history_is_strict_serializable() {
     );
     // An aborted attempt whose append was never seen changes nothing.
     b.txn(2, (41, 49), append("x", Some("1 2"), 4).into(), aborted());
-    let report = check_at(&b, LA, Level::StrictSerializable);
+    let report = check_at(&b, LA, IsolationLevel::StrictSerializable);
     assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
     assert!(report.is_valid());
     assert_eq!(report.stats.txns, 4);
@@ -175,7 +178,7 @@ fn serial_register_history_is_strict_serializable() {
     );
     b.txn(1, (60, 70), vec![w("y", "4")], ok(65));
     for evidence in [false, true] {
-        let mut options = CheckOptions::new(Level::StrictSerializable, RW);
+        let mut options = CheckOptions::new(IsolationLevel::StrictSerializable, RW);
         options.commit_order_evidence = evidence;
         let report = check(&b.history(), &options);
         assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
@@ -189,7 +192,7 @@ fn g0_write_cycle_with_commit_order_evidence() {
     let mut b = Builder::default();
     b.concurrent(vec![w("x", "1"), r("y", Some("2")), w("y", "1")], ok(10));
     b.concurrent(vec![w("x", "2"), w("y", "2")], ok(20));
-    let mut options = CheckOptions::new(Level::ReadCommitted, RW);
+    let mut options = CheckOptions::new(IsolationLevel::ReadCommitted, RW);
     options.commit_order_evidence = true;
     let report = check(&b.history(), &options);
     let g0 = report
@@ -206,10 +209,13 @@ fn g0_write_cycle_with_commit_order_evidence() {
         "{g0}"
     );
     assert!(g0.explanation.contains("T0 (client 100)"), "{g0}");
-    assert!(!Level::None.proscribes(g0.kind));
+    assert!(!IsolationLevel::None.proscribes(g0.kind));
 
     // Without the timestamps nothing orders the blind writes of x: no write cycle.
-    let report = check(&b.history(), &CheckOptions::new(Level::ReadCommitted, RW));
+    let report = check(
+        &b.history(),
+        &CheckOptions::new(IsolationLevel::ReadCommitted, RW),
+    );
     assert!(!kinds(&report).contains(&Cycle(G0, Dependencies)));
 }
 
@@ -218,11 +224,11 @@ fn g1a_aborted_read() {
     let mut b = Builder::default();
     b.concurrent(append("x", None, 1).into(), aborted());
     b.concurrent(vec![r("x", Some("1"))], ok(1));
-    let report = check_at(&b, LA, Level::ReadCommitted);
+    let report = check_at(&b, LA, IsolationLevel::ReadCommitted);
     assert_eq!(kinds(&report), vec![AnomalyKind::AbortedRead]);
     assert_eq!(report.anomalies[0].txns, vec![1, 0]);
     assert!(report.anomalies[0].proscribed);
-    assert!(!check_at(&b, LA, Level::None).anomalies[0].proscribed);
+    assert!(!check_at(&b, LA, IsolationLevel::None).anomalies[0].proscribed);
 
     // A committed list that holds an aborted append: its writer and its readers all observed
     // the aborted write.
@@ -230,7 +236,7 @@ fn g1a_aborted_read() {
     b.concurrent(append("x", None, 1).into(), aborted());
     b.concurrent(append("x", Some("1"), 2).into(), ok(1));
     b.concurrent(vec![r("x", Some("1 2"))], ok(2));
-    let report = check_at(&b, LA, Level::ReadCommitted);
+    let report = check_at(&b, LA, IsolationLevel::ReadCommitted);
     assert_eq!(kinds(&report), vec![AnomalyKind::AbortedRead]);
     let txns: Vec<_> = report.anomalies.iter().map(|a| a.txns.clone()).collect();
     assert_eq!(txns, vec![vec![1, 0], vec![2, 0]]);
@@ -239,7 +245,7 @@ fn g1a_aborted_read() {
     let mut b = Builder::default();
     b.concurrent(append("x", None, 1).into(), aborted());
     b.concurrent(vec![r("x", Some("1"))], aborted());
-    assert!(check_at(&b, LA, Level::Spsi).anomalies.is_empty());
+    assert!(check_at(&b, LA, IsolationLevel::Spsi).anomalies.is_empty());
 }
 
 #[test]
@@ -250,7 +256,7 @@ fn g1b_intermediate_read() {
         ok(1),
     );
     b.concurrent(vec![r("x", Some("1"))], ok(2));
-    let report = check_at(&b, LA, Level::ReadCommitted);
+    let report = check_at(&b, LA, IsolationLevel::ReadCommitted);
     assert_eq!(kinds(&report), vec![AnomalyKind::IntermediateRead]);
     assert!(report.anomalies[0].proscribed);
     assert!(report.anomalies[0].explanation.contains("\"1 2\""));
@@ -267,7 +273,7 @@ fn g1c_circular_information_flow() {
         cat(vec![append("y", None, 2).into(), vec![r("x", Some("1"))]]),
         ok(2),
     );
-    let report = check_at(&b, LA, Level::ReadCommitted);
+    let report = check_at(&b, LA, IsolationLevel::ReadCommitted);
     assert_eq!(kinds(&report), vec![Cycle(G1c, Dependencies)]);
     assert!(report.anomalies[0].proscribed);
     assert!(report.anomalies[0].edges.iter().all(|e| e.kind == "wr"));
@@ -293,10 +299,10 @@ fn g_single_read_skew() {
         ok(2),
     );
     let kind = Cycle(GSingle, Dependencies);
-    assert!(!proscribed(&b, LA, Level::ReadCommitted, kind));
-    assert!(proscribed(&b, LA, Level::SnapshotIsolation, kind));
-    assert!(proscribed(&b, LA, Level::Serializable, kind));
-    let report = check_at(&b, LA, Level::Serializable);
+    assert!(!proscribed(&b, LA, IsolationLevel::ReadCommitted, kind));
+    assert!(proscribed(&b, LA, IsolationLevel::SnapshotIsolation, kind));
+    assert!(proscribed(&b, LA, IsolationLevel::Serializable, kind));
+    let report = check_at(&b, LA, IsolationLevel::Serializable);
     let cycle = report.anomalies.iter().find(|a| a.kind == kind).unwrap();
     let rw: Vec<_> = cycle.edges.iter().filter(|e| e.kind == "rw").collect();
     assert_eq!(rw.len(), 1);
@@ -334,14 +340,24 @@ fn g_nonadjacent() {
         ]),
         ok(4),
     );
-    let report = check_at(&b, LA, Level::SnapshotIsolation);
+    let report = check_at(&b, LA, IsolationLevel::SnapshotIsolation);
     let cycles: Vec<_> = kinds(&report)
         .into_iter()
         .filter(|k| matches!(k, Cycle(..)))
         .collect();
     assert_eq!(cycles, vec![Cycle(GNonadjacent, Dependencies)]);
-    assert!(proscribed(&b, LA, Level::SnapshotIsolation, cycles[0]));
-    assert!(!proscribed(&b, LA, Level::ReadCommitted, cycles[0]));
+    assert!(proscribed(
+        &b,
+        LA,
+        IsolationLevel::SnapshotIsolation,
+        cycles[0]
+    ));
+    assert!(!proscribed(
+        &b,
+        LA,
+        IsolationLevel::ReadCommitted,
+        cycles[0]
+    ));
 }
 
 #[test]
@@ -355,12 +371,12 @@ fn g2_item_write_skew() {
         cat(vec![vec![r("x", None)], append("y", None, 2).into()]),
         ok(2),
     );
-    let report = check_at(&b, LA, Level::Serializable);
+    let report = check_at(&b, LA, IsolationLevel::Serializable);
     assert_eq!(kinds(&report), vec![Cycle(G2Item, Dependencies)]);
     let kind = Cycle(G2Item, Dependencies);
-    assert!(!proscribed(&b, LA, Level::SnapshotIsolation, kind));
-    assert!(proscribed(&b, LA, Level::Serializable, kind));
-    assert!(check_at(&b, LA, Level::SnapshotIsolation).is_valid());
+    assert!(!proscribed(&b, LA, IsolationLevel::SnapshotIsolation, kind));
+    assert!(proscribed(&b, LA, IsolationLevel::Serializable, kind));
+    assert!(check_at(&b, LA, IsolationLevel::SnapshotIsolation).is_valid());
 }
 
 #[test]
@@ -369,7 +385,7 @@ fn lost_update() {
     b.concurrent(append("x", Some("5"), 1).into(), ok(1));
     b.concurrent(append("x", Some("5"), 2).into(), ok(2));
     b.concurrent(append("x", None, 5).into(), ok(0));
-    let report = check_at(&b, LA, Level::SnapshotIsolation);
+    let report = check_at(&b, LA, IsolationLevel::SnapshotIsolation);
     let found = kinds(&report);
     assert!(found.contains(&AnomalyKind::LostUpdate), "{found:?}");
     assert!(
@@ -386,13 +402,13 @@ fn lost_update() {
     assert!(proscribed(
         &b,
         LA,
-        Level::SnapshotIsolation,
+        IsolationLevel::SnapshotIsolation,
         AnomalyKind::LostUpdate
     ));
     assert!(!proscribed(
         &b,
         LA,
-        Level::ReadCommitted,
+        IsolationLevel::ReadCommitted,
         AnomalyKind::LostUpdate
     ));
 
@@ -403,7 +419,7 @@ fn lost_update() {
     assert!(proscribed(
         &b,
         RW,
-        Level::SnapshotIsolation,
+        IsolationLevel::SnapshotIsolation,
         AnomalyKind::LostUpdate
     ));
 }
@@ -416,13 +432,13 @@ fn diverging_lists_not_explained_by_a_lost_update() {
     b.concurrent(append("x", None, 1).into(), aborted());
     b.concurrent(append("x", Some("1"), 2).into(), ok(1));
     b.concurrent(append("x", None, 3).into(), ok(2));
-    let found = kinds(&check_at(&b, LA, Level::SnapshotIsolation));
+    let found = kinds(&check_at(&b, LA, IsolationLevel::SnapshotIsolation));
     assert!(found.contains(&AnomalyKind::IncompatibleOrder), "{found:?}");
     assert!(found.contains(&AnomalyKind::AbortedRead), "{found:?}");
     assert!(proscribed(
         &b,
         LA,
-        Level::SnapshotIsolation,
+        IsolationLevel::SnapshotIsolation,
         AnomalyKind::IncompatibleOrder
     ));
 }
@@ -434,7 +450,7 @@ fn internal_inconsistency() {
         cat(vec![append("x", None, 1).into(), vec![r("x", None)]]),
         ok(1),
     );
-    let report = check_at(&b, LA, Level::ReadCommitted);
+    let report = check_at(&b, LA, IsolationLevel::ReadCommitted);
     assert_eq!(kinds(&report), vec![AnomalyKind::Internal]);
     assert!(report.anomalies[0].proscribed);
 }
@@ -444,7 +460,7 @@ fn garbage_read() {
     let mut b = Builder::default();
     b.concurrent(append("x", None, 1).into(), ok(1));
     b.concurrent(vec![r("x", Some("1 99"))], ok(2));
-    let report = check_at(&b, LA, Level::ReadCommitted);
+    let report = check_at(&b, LA, IsolationLevel::ReadCommitted);
     assert_eq!(kinds(&report), vec![AnomalyKind::GarbageRead]);
     assert!(report.anomalies[0].proscribed);
     assert!(report.anomalies[0].explanation.contains("99"));
@@ -452,7 +468,7 @@ fn garbage_read() {
     let mut b = Builder::default();
     b.concurrent(vec![r("x", Some("7"))], ok(1));
     assert_eq!(
-        kinds(&check_at(&b, RW, Level::ReadCommitted)),
+        kinds(&check_at(&b, RW, IsolationLevel::ReadCommitted)),
         vec![AnomalyKind::GarbageRead]
     );
 }
@@ -463,7 +479,7 @@ fn stale_read_is_a_realtime_g_single() {
     let mut b = Builder::default();
     b.txn(0, (0, 10), append("x", None, 1).into(), ok(5));
     b.txn(1, (20, 30), vec![r("x", None)], ok(25));
-    let report = check_at(&b, LA, Level::StrictSerializable);
+    let report = check_at(&b, LA, IsolationLevel::StrictSerializable);
     assert_eq!(kinds(&report), vec![Cycle(GSingle, RealTime)]);
     let cycle = &report.anomalies[0];
     assert!(cycle.proscribed);
@@ -478,10 +494,10 @@ fn stale_read_is_a_realtime_g_single() {
     assert!(!proscribed(
         &b,
         LA,
-        Level::Serializable,
+        IsolationLevel::Serializable,
         Cycle(GSingle, RealTime)
     ));
-    assert!(check_at(&b, LA, Level::Serializable).is_valid());
+    assert!(check_at(&b, LA, IsolationLevel::Serializable).is_valid());
 }
 
 #[test]
@@ -491,13 +507,13 @@ fn session_order_makes_a_process_g_single() {
     let mut b = Builder::default();
     b.txn(0, (0, 30), append("x", None, 1).into(), ok(5));
     b.txn(0, (10, 40), vec![r("x", None)], ok(25));
-    let report = check_at(&b, LA, Level::StrictSerializable);
+    let report = check_at(&b, LA, IsolationLevel::StrictSerializable);
     assert_eq!(kinds(&report), vec![Cycle(GSingle, Process)]);
     assert!(report.anomalies[0].proscribed);
     assert!(!proscribed(
         &b,
         LA,
-        Level::Serializable,
+        IsolationLevel::Serializable,
         Cycle(GSingle, Process)
     ));
 }
@@ -513,13 +529,13 @@ fn spsi_fractured_read_by_an_aborted_transaction() {
         ok(1),
     );
     b.concurrent(vec![r("x", Some("1")), r("y", None)], aborted());
-    let report = check_at(&b, LA, Level::Spsi);
+    let report = check_at(&b, LA, IsolationLevel::Spsi);
     assert_eq!(kinds(&report), vec![AnomalyKind::FracturedRead]);
     assert!(report.anomalies[0].proscribed);
     assert_eq!(report.anomalies[0].txns, vec![1, 0]);
     // Snapshot isolation says nothing about aborted transactions.
     assert!(
-        check_at(&b, LA, Level::SnapshotIsolation)
+        check_at(&b, LA, IsolationLevel::SnapshotIsolation)
             .anomalies
             .is_empty()
     );
@@ -528,7 +544,12 @@ fn spsi_fractured_read_by_an_aborted_transaction() {
     let mut b = Builder::default();
     b.concurrent(vec![w("x", "1"), w("y", "2")], ok(1));
     b.concurrent(vec![r("x", Some("1")), r("y", None)], aborted());
-    assert!(proscribed(&b, RW, Level::Spsi, AnomalyKind::FracturedRead));
+    assert!(proscribed(
+        &b,
+        RW,
+        IsolationLevel::Spsi,
+        AnomalyKind::FracturedRead
+    ));
 }
 
 #[test]
@@ -551,7 +572,7 @@ fn spsi_conflicting_writers_observed_by_an_aborted_transaction() {
         aborted(),
     );
     b.concurrent(vec![r("x", Some("2")), r("y", Some("4"))], aborted());
-    let report = check_at(&b, LA, Level::Spsi);
+    let report = check_at(&b, LA, IsolationLevel::Spsi);
     assert_eq!(
         kinds(&report),
         vec![AnomalyKind::ConflictingWritersObserved]
@@ -561,7 +582,7 @@ fn spsi_conflicting_writers_observed_by_an_aborted_transaction() {
     assert_eq!(a.txns, vec![2, 0, 1]);
     assert!(a.keys.contains(&"z".to_string()));
     assert!(
-        check_at(&b, LA, Level::SnapshotIsolation)
+        check_at(&b, LA, IsolationLevel::SnapshotIsolation)
             .anomalies
             .is_empty()
     );
@@ -574,7 +595,7 @@ fn spsi_conflicting_writers_observed_by_an_aborted_transaction() {
     assert!(proscribed(
         &b,
         RW,
-        Level::Spsi,
+        IsolationLevel::Spsi,
         AnomalyKind::ConflictingWritersObserved
     ));
     // A writer that saw the other's write is not concurrent with it.
@@ -582,7 +603,7 @@ fn spsi_conflicting_writers_observed_by_an_aborted_transaction() {
     b.concurrent(vec![r("z", None), w("z", "1"), w("x", "2")], ok(1));
     b.concurrent(vec![r("z", Some("1")), w("z", "3"), w("y", "4")], aborted());
     b.concurrent(vec![r("x", Some("2")), r("y", Some("4"))], aborted());
-    assert!(check_at(&b, RW, Level::Spsi).anomalies.is_empty());
+    assert!(check_at(&b, RW, IsolationLevel::Spsi).anomalies.is_empty());
 }
 
 #[test]
@@ -595,7 +616,7 @@ fn spsi_conflicting_writers_observed_indirectly() {
     b.concurrent(vec![r("z", None), w("z", "2"), w("e", "2")], ok(1));
     b.concurrent(vec![r("e", Some("2")), w("b", "3")], ok(2));
     b.concurrent(vec![r("a", Some("1")), r("b", Some("3"))], aborted());
-    let report = check_at(&b, RW, Level::Spsi);
+    let report = check_at(&b, RW, IsolationLevel::Spsi);
     assert_eq!(
         kinds(&report),
         vec![AnomalyKind::ConflictingWritersObserved]
@@ -609,7 +630,7 @@ fn spsi_conflicting_writers_observed_indirectly() {
     b.concurrent(vec![r("z", None), w("z", "2"), w("e", "2")], ok(1));
     b.concurrent(vec![w("b", "3")], ok(2));
     b.concurrent(vec![r("a", Some("1")), r("b", Some("3"))], aborted());
-    assert!(check_at(&b, RW, Level::Spsi).anomalies.is_empty());
+    assert!(check_at(&b, RW, IsolationLevel::Spsi).anomalies.is_empty());
 }
 
 #[test]
@@ -630,7 +651,7 @@ fn observed_unknown_outcome_counts_as_committed() {
         RecordedOutcome::Unknown,
     );
     b.txn(1, (40, 50), vec![r("y", None)], ok(45));
-    let report = check_at(&b, LA, Level::StrictSerializable);
+    let report = check_at(&b, LA, IsolationLevel::StrictSerializable);
     assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
     assert_eq!(report.stats.unknown, 2);
     assert_eq!(report.stats.unknown_observed, 1);
@@ -647,7 +668,7 @@ fn observed_unknown_outcome_counts_as_committed() {
         RecordedOutcome::Unknown,
     );
     b.concurrent(vec![r("x", Some("1")), r("y", None)], ok(1));
-    let found = kinds(&check_at(&b, LA, Level::Serializable));
+    let found = kinds(&check_at(&b, LA, IsolationLevel::Serializable));
     assert!(found.contains(&Cycle(GSingle, Dependencies)), "{found:?}");
 }
 
@@ -664,7 +685,7 @@ fn nothing_follows_an_unknown_outcome_in_real_time_or_session_order() {
     );
     b.txn(1, (20, 30), vec![r("x", None)], ok(25));
     b.txn(0, (40, 50), vec![r("x", Some("1"))], ok(45));
-    let report = check_at(&b, LA, Level::StrictSerializable);
+    let report = check_at(&b, LA, IsolationLevel::StrictSerializable);
     assert!(report.anomalies.is_empty(), "{:?}", report.anomalies);
     assert_eq!(report.stats.unknown_observed, 1);
 
@@ -678,7 +699,7 @@ fn nothing_follows_an_unknown_outcome_in_real_time_or_session_order() {
     );
     b.txn(0, (20, 30), vec![r("x", None)], ok(25));
     b.txn(1, (40, 50), vec![r("x", Some("1"))], ok(45));
-    assert!(check_at(&b, LA, Level::StrictSerializable).is_valid());
+    assert!(check_at(&b, LA, IsolationLevel::StrictSerializable).is_valid());
 
     // Had it committed by then, the stale read would be a G-single-realtime.
     let mut b = Builder::default();
@@ -686,7 +707,7 @@ fn nothing_follows_an_unknown_outcome_in_real_time_or_session_order() {
     b.txn(1, (20, 30), vec![r("x", None)], ok(25));
     b.txn(0, (40, 50), vec![r("x", Some("1"))], ok(45));
     assert_eq!(
-        kinds(&check_at(&b, LA, Level::StrictSerializable)),
+        kinds(&check_at(&b, LA, IsolationLevel::StrictSerializable)),
         vec![Cycle(GSingle, RealTime)]
     );
 }
@@ -699,7 +720,7 @@ fn anomalies_per_kind_are_bounded() {
         b.concurrent(append(&key, None, 2 * i).into(), ok(1));
         b.concurrent(append(&key, None, 2 * i + 1).into(), ok(2));
     }
-    let report = check_at(&b, LA, Level::SnapshotIsolation);
+    let report = check_at(&b, LA, IsolationLevel::SnapshotIsolation);
     let lost: Vec<_> = report
         .anomalies
         .iter()

@@ -81,6 +81,7 @@
 //! clock: check it with the option off.
 
 use crate::coordinator::{PartitionWrites, Pending, group_by_partition, watermark};
+use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
 use crate::replica::replicas_of;
 use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
@@ -93,6 +94,23 @@ use rustc_hash::FxHashMap;
 
 /// Keys examined per garbage-collection step.
 const GC_BATCH: usize = 2048;
+
+/// `clocksi-rep`'s registry entry.
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "clocksi-rep",
+    isolation: IsolationLevel::SnapshotIsolation,
+    paper: "STR §6.1 (Clock-SI with synchronous master-slave replication)",
+    summary: "physical-clock snapshots, 2PC certification at masters, replicated prepares",
+    commit_order_evidence: true,
+    network: NetworkModel {
+        tolerates_loss: true,
+        tolerates_reordering: true,
+    },
+    mutants: MUTANTS,
+    settings: SETTINGS,
+    speculation: None,
+    forms: INTERACTIVE_ONLY,
+};
 
 /// The protocol settings `clocksi-rep` accepts (see the module documentation).
 pub const SETTINGS: &[SettingInfo] = &[SettingInfo {

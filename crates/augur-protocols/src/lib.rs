@@ -1,7 +1,8 @@
 //! augur's concurrency-control protocols.
 //!
 //! Each protocol is one module named after it, opening with the paper section it implements and
-//! the isolation level it guarantees. Every protocol is a [`augur_runtime::Protocol`] state
+//! the isolation level it guarantees, and describing itself in a `pub const INFO` for the
+//! registry. Every protocol is a [`augur_runtime::Protocol`] state
 //! machine over the shared multi-version store, so it runs unchanged in the simulator, in process
 //! and over TCP. [`registry`] is how the rest of augur finds them by name at run time.
 
@@ -14,4 +15,6 @@ pub mod registry;
 pub mod replica;
 pub mod str;
 
-pub use registry::{IsolationLevel, ProtocolInfo, ProtocolVisitor, UnknownProtocol, visit};
+pub use registry::{
+    IsolationLevel, ProtocolInfo, ProtocolVisitor, RequestForm, UnknownProtocol, visit,
+};

@@ -10,6 +10,7 @@
 //! node that crashes comes back empty (its peers still hold their replicas).
 
 use crate::coordinator::{Pending, group_by_partition};
+use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
@@ -19,6 +20,23 @@ use serde::{Deserialize, Serialize};
 
 /// Keys examined per garbage-collection step.
 const GC_BATCH: usize = 2048;
+
+/// `nocc`'s registry entry.
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "nocc",
+    isolation: IsolationLevel::None,
+    paper: "baseline (upper bound for overhead ratios)",
+    summary: "no concurrency control: reads the latest version, writes blindly; incorrect by design",
+    commit_order_evidence: false,
+    network: NetworkModel {
+        tolerates_loss: true,
+        tolerates_reordering: true,
+    },
+    mutants: &[],
+    settings: &[],
+    speculation: None,
+    forms: INTERACTIVE_ONLY,
+};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {

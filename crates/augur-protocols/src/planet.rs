@@ -17,6 +17,8 @@
 //! local certification. The next transaction of a client flow depends on its speculatively
 //! committed predecessor: it cannot final commit first, and aborts if the predecessor does.
 
+use crate::registry::SpeculationOffer;
+use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::str::{Engine, Flavor};
 
 /// `clocksi-rep` with one speculative commit per client and nothing else speculative.
@@ -30,3 +32,24 @@ impl Flavor for OneSpeculativeCommit {
 
 /// The `planet` protocol.
 pub type Planet = Engine<OneSpeculativeCommit>;
+
+/// `planet`'s registry entry.
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "planet",
+    isolation: IsolationLevel::SnapshotIsolation,
+    paper: "STR §8 baseline (PLANET-style speculative commit over ClockSI-Rep)",
+    summary: "clocksi-rep plus the speculative commit of at most one transaction per client; no speculative reads",
+    commit_order_evidence: true,
+    network: NetworkModel {
+        tolerates_loss: true,
+        tolerates_reordering: true,
+    },
+    mutants: &[],
+    settings: &[],
+    speculation: Some(SpeculationOffer {
+        reads: <OneSpeculativeCommit as Flavor>::SPECULATIVE_READS,
+        max_chain: <OneSpeculativeCommit as Flavor>::MAX_CHAIN,
+        default: "commits:1",
+    }),
+    forms: INTERACTIVE_ONLY,
+};

@@ -1,38 +1,17 @@
-//! The run-time protocol registry. Adding a protocol means writing its module and adding one
-//! entry to [`PROTOCOLS`] (with the settings it takes and the speculation it offers) and one arm
-//! to [`visit`]. [`validate_settings`] checks protocol settings before nodes are built.
+//! The run-time protocol registry. Each protocol module describes itself in a
+//! `pub const INFO: ProtocolInfo` (its name, claimed level, the settings it takes, the request
+//! forms it serves and the speculation it offers); adding a protocol means writing its module and
+//! one line in the `register!` list below, which generates both [`PROTOCOLS`] and [`visit`] from
+//! that one list. [`validate_settings`] checks protocol settings before nodes are built.
 
 use augur_runtime::{Protocol, wal};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// The isolation level a protocol claims; the checker verifies histories against it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum IsolationLevel {
-    /// No guarantee at all.
-    None,
-    ReadCommitted,
-    SnapshotIsolation,
-    /// Speculative snapshot isolation (STR §5).
-    Spsi,
-    Serializable,
-    StrictSerializable,
-}
-
-impl fmt::Display for IsolationLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            IsolationLevel::None => "none",
-            IsolationLevel::ReadCommitted => "read committed",
-            IsolationLevel::SnapshotIsolation => "snapshot isolation",
-            IsolationLevel::Spsi => "speculative snapshot isolation (SPSI)",
-            IsolationLevel::Serializable => "serializable",
-            IsolationLevel::StrictSerializable => "strict serializable",
-        })
-    }
-}
+/// The isolation level a protocol claims; the checker verifies histories against it. Defined in
+/// `augur-types`, shared with the checker, and re-exported here.
+pub use augur_types::IsolationLevel;
 
 /// What `augur protocols` prints about a protocol.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -53,7 +32,34 @@ pub struct ProtocolInfo {
     pub settings: &'static [SettingInfo],
     /// How much its clients may speculate; `None` for a protocol that never does.
     pub speculation: Option<SpeculationOffer>,
+    /// The forms of client request it serves.
+    pub forms: &'static [RequestForm],
 }
+
+/// A form in which a client submits a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RequestForm {
+    /// Begin, reads one at a time through the coordinator, buffered writes shipped with the
+    /// commit (`ClientOp::Begin`, `Read`, `Commit`, `Abort`): what `augur_client::Txn` does.
+    Interactive,
+    /// The whole transaction in one request, a registered procedure with its arguments and the
+    /// partitions it touches, as order-then-execute protocols need (planned: `ClientOp` has no
+    /// such request yet).
+    OneShot,
+}
+
+impl fmt::Display for RequestForm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RequestForm::Interactive => "interactive",
+            RequestForm::OneShot => "one-shot",
+        })
+    }
+}
+
+/// The forms of a protocol that serves interactive transactions only.
+pub const INTERACTIVE_ONLY: &[RequestForm] = &[RequestForm::Interactive];
 
 /// The speculation a protocol offers its clients (see `augur_client::Degree`).
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -209,73 +215,57 @@ pub struct NetworkModel {
     pub tolerates_reordering: bool,
 }
 
-/// Every implemented protocol, in the order `augur protocols` lists them.
-pub const PROTOCOLS: &[ProtocolInfo] = &[
-    ProtocolInfo {
-        name: "nocc",
-        isolation: IsolationLevel::None,
-        paper: "baseline (upper bound for overhead ratios)",
-        summary: "no concurrency control: reads the latest version, writes blindly; incorrect by design",
-        commit_order_evidence: false,
-        network: NetworkModel {
-            tolerates_loss: true,
-            tolerates_reordering: true,
-        },
-        mutants: &[],
-        settings: &[],
-        speculation: None,
-    },
-    ProtocolInfo {
-        name: "clocksi-rep",
-        isolation: IsolationLevel::SnapshotIsolation,
-        paper: "STR §6.1 (Clock-SI with synchronous master-slave replication)",
-        summary: "physical-clock snapshots, 2PC certification at masters, replicated prepares",
-        commit_order_evidence: true,
-        network: NetworkModel {
-            tolerates_loss: true,
-            tolerates_reordering: true,
-        },
-        mutants: crate::clocksi_rep::MUTANTS,
-        settings: crate::clocksi_rep::SETTINGS,
-        speculation: None,
-    },
-    ProtocolInfo {
-        name: "str",
-        isolation: IsolationLevel::Spsi,
-        paper: "STR §5-6, Algorithms 1-2 (speculative snapshot isolation)",
-        summary: "clocksi-rep plus local commit, speculative reads of same-node local-committed versions, speculative commits, PreciseClock",
-        commit_order_evidence: true,
-        network: NetworkModel {
-            tolerates_loss: true,
-            tolerates_reordering: true,
-        },
-        mutants: crate::str::MUTANTS,
-        settings: &[],
-        speculation: Some(SpeculationOffer {
-            reads: true,
-            max_chain: <crate::str::Speculative as crate::str::Flavor>::MAX_CHAIN,
-            default: "auto",
-        }),
-    },
-    ProtocolInfo {
-        name: "planet",
-        isolation: IsolationLevel::SnapshotIsolation,
-        paper: "STR §8 baseline (PLANET-style speculative commit over ClockSI-Rep)",
-        summary: "clocksi-rep plus the speculative commit of at most one transaction per client; no speculative reads",
-        commit_order_evidence: true,
-        network: NetworkModel {
-            tolerates_loss: true,
-            tolerates_reordering: true,
-        },
-        mutants: &[],
-        settings: &[],
-        speculation: Some(SpeculationOffer {
-            reads: false,
-            max_chain: 1,
-            default: "commits:1",
-        }),
-    },
-];
+/// Generate [`PROTOCOLS`] and [`visit`] from one list of `ProtocolType => INFO` pairs, so a
+/// protocol cannot be listed without being visitable or the other way round. Each name must be
+/// registered once (checked at compile time).
+macro_rules! register {
+    ($($protocol:ty => $info:path),+ $(,)?) => {
+        /// Every implemented protocol, in the order `augur protocols` lists them.
+        pub const PROTOCOLS: &[ProtocolInfo] = &[$($info),+];
+
+        /// Call `visitor.visit::<P>()` with the protocol type registered under `name`.
+        pub fn visit<V: ProtocolVisitor>(
+            name: &str,
+            visitor: V,
+        ) -> Result<V::Output, UnknownProtocol> {
+            let info = info(name)?;
+            $(
+                if info.name == $info.name {
+                    return Ok(visitor.visit::<$protocol>(info));
+                }
+            )+
+            unreachable!("PROTOCOLS and visit come from one list")
+        }
+    };
+}
+
+register! {
+    crate::nocc::Nocc => crate::nocc::INFO,
+    crate::clocksi_rep::ClockSiRep => crate::clocksi_rep::INFO,
+    crate::str::Str => crate::str::INFO,
+    crate::planet::Planet => crate::planet::INFO,
+}
+
+const _: () = assert!(
+    names_are_unique(PROTOCOLS),
+    "two registered protocols share a name"
+);
+
+/// Whether no two of `protocols` have the same name, ignoring ASCII case (usable in constants).
+const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
+    let mut i = 0;
+    while i < protocols.len() {
+        let mut j = i + 1;
+        while j < protocols.len() {
+            if protocols[i].name.eq_ignore_ascii_case(protocols[j].name) {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// Protocols of the five papers (and their baselines) that augur will host but does not
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
@@ -336,6 +326,7 @@ pub struct UnknownProtocol {
     pub valid: String,
 }
 
+/// The protocol registered under `name`.
 pub fn info(name: &str) -> Result<&'static ProtocolInfo, UnknownProtocol> {
     PROTOCOLS
         .iter()
@@ -348,18 +339,6 @@ pub fn info(name: &str) -> Result<&'static ProtocolInfo, UnknownProtocol> {
                 .collect::<Vec<_>>()
                 .join(", "),
         })
-}
-
-/// Call `visitor.visit::<P>()` with the protocol type registered under `name`.
-pub fn visit<V: ProtocolVisitor>(name: &str, visitor: V) -> Result<V::Output, UnknownProtocol> {
-    let info = info(name)?;
-    Ok(match info.name {
-        "nocc" => visitor.visit::<crate::nocc::Nocc>(info),
-        "clocksi-rep" => visitor.visit::<crate::clocksi_rep::ClockSiRep>(info),
-        "str" => visitor.visit::<crate::str::Str>(info),
-        "planet" => visitor.visit::<crate::planet::Planet>(info),
-        other => unreachable!("protocol '{other}' is listed but has no registry arm"),
-    })
 }
 
 #[cfg(test)]
@@ -402,6 +381,28 @@ mod tests {
                 assert!(offer.default == "auto" || offer.default.contains("commits:"));
             }
         }
+    }
+
+    #[test]
+    fn every_protocol_serves_some_form_and_none_is_still_planned() {
+        for p in PROTOCOLS {
+            assert!(!p.forms.is_empty(), "{} serves no request form", p.name);
+            assert_eq!(planned(p.name), None, "{} is implemented", p.name);
+        }
+        // One-shot transactions are not implemented yet.
+        assert!(
+            PROTOCOLS
+                .iter()
+                .all(|p| p.forms == [RequestForm::Interactive])
+        );
+        assert_eq!(RequestForm::OneShot.to_string(), "one-shot");
+    }
+
+    #[test]
+    fn duplicate_names_are_found() {
+        assert!(names_are_unique(PROTOCOLS));
+        let twice = [crate::nocc::INFO, crate::str::INFO, crate::nocc::INFO];
+        assert!(!names_are_unique(&twice));
     }
 
     #[test]

@@ -63,6 +63,8 @@
 use crate::coordinator::{Pending, group_by_partition, watermark};
 use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
 use crate::replica::{Timer, TxnIds, Writes, clock_proposal, outcome_for, replicas_of};
+use crate::registry::SpeculationOffer;
+use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -97,6 +99,27 @@ impl Flavor for Speculative {
 
 /// The `str` protocol.
 pub type Str = Engine<Speculative>;
+
+/// `str`'s registry entry.
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "str",
+    isolation: IsolationLevel::Spsi,
+    paper: "STR §5-6, Algorithms 1-2 (speculative snapshot isolation)",
+    summary: "clocksi-rep plus local commit, speculative reads of same-node local-committed versions, speculative commits, PreciseClock",
+    commit_order_evidence: true,
+    network: NetworkModel {
+        tolerates_loss: true,
+        tolerates_reordering: true,
+    },
+    mutants: MUTANTS,
+    settings: &[],
+    speculation: Some(SpeculationOffer {
+        reads: <Speculative as Flavor>::SPECULATIVE_READS,
+        max_chain: <Speculative as Flavor>::MAX_CHAIN,
+        default: "auto",
+    }),
+    forms: INTERACTIVE_ONLY,
+};
 
 /// A final commit as replicas receive it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@
 //! returned), then what the reader observed, and runs the SPSI checker over the recorded
 //! history.
 
-use augur_check::{Anomaly, AnomalyKind, CheckOptions, Level, ValueModel, check};
+use augur_check::{Anomaly, AnomalyKind, CheckOptions, ValueModel, check};
 use augur_client::{
     CommitProgress, HistoryRecorder, Outcome, Resolution, Session, Transport, TxnError,
 };
@@ -20,7 +20,7 @@ use augur_protocols::str::{SpeculationCounters, Str};
 use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{AbortReason, Key, LatencyProfile, NodeId, Placement};
+use augur_types::{AbortReason, IsolationLevel, Key, LatencyProfile, NodeId, Placement};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -226,7 +226,7 @@ impl Scenario {
             },
             txns: self.recorder.records(),
         };
-        let options = CheckOptions::new(Level::Spsi, ValueModel::RwRegister);
+        let options = CheckOptions::new(IsolationLevel::Spsi, ValueModel::RwRegister);
         let violations = check(&history, &options).violations().cloned().collect();
         Outcomes {
             logs,

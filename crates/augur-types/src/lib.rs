@@ -1,6 +1,6 @@
 //! Vocabulary shared by every layer of augur: identifiers, keys and values, timestamps, typed abort
-//! reasons, the client request/reply protocol, and data placement (data centres, nodes, partitions,
-//! replicas, latency profiles).
+//! reasons, the client request/reply protocol, isolation levels, and data placement (data centres,
+//! nodes, partitions, replicas, latency profiles).
 //!
 //! Nothing here does I/O; these are plain data types, serialisable with serde so that the same
 //! values cross the in-process network, the simulated network and TCP frames unchanged.
@@ -8,12 +8,14 @@
 mod client;
 pub mod history;
 mod ids;
+mod isolation;
 mod key;
 pub mod latency;
 pub mod placement;
 
 pub use client::{AbortReason, ClientOp, ClientReply, ClientRequest, ClientResponse, RequestError};
 pub use ids::{ClientId, DcId, NodeId, PartitionId, RequestId, Timestamp, TxnId};
+pub use isolation::IsolationLevel;
 pub use key::{Key, Value};
 pub use latency::LatencyProfile;
 pub use placement::{Placement, PlacementError};

@@ -5,7 +5,7 @@
 use crate::bench::{BenchConfig, ProtocolSpec, drive};
 use crate::report::ProtocolResult;
 use augur_postgres::{IsolationMode, PgTransport};
-use augur_protocols::registry::{IsolationLevel, NetworkModel, ProtocolInfo};
+use augur_protocols::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_types::ClientId;
 
 /// PostgreSQL at the two isolation levels it is compared at, described like augur's protocols.
@@ -23,6 +23,7 @@ pub const PEERS: &[ProtocolInfo] = &[
         mutants: &[],
         settings: &[],
         speculation: None,
+        forms: INTERACTIVE_ONLY,
     },
     ProtocolInfo {
         name: "postgres-repeatable-read",
@@ -37,6 +38,7 @@ pub const PEERS: &[ProtocolInfo] = &[
         mutants: &[],
         settings: &[],
         speculation: None,
+        forms: INTERACTIVE_ONLY,
     },
 ];
 

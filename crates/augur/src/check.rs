@@ -9,7 +9,7 @@
 
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
-use augur_check::{CheckOptions, CheckReport, Level, ValueModel};
+use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::{Attempt, CommitStats, HistoryRecorder, Outcome, Session, Speculation};
 use augur_client::{Transport, resolve, run_speculative};
 use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisitor};
@@ -227,18 +227,6 @@ pub fn flatten_settings(v: &serde_json::Value) -> BTreeMap<String, String> {
     out
 }
 
-/// The checker's level for a protocol's claim.
-pub fn level_of(isolation: IsolationLevel) -> Level {
-    match isolation {
-        IsolationLevel::None => Level::None,
-        IsolationLevel::ReadCommitted => Level::ReadCommitted,
-        IsolationLevel::SnapshotIsolation => Level::SnapshotIsolation,
-        IsolationLevel::Spsi => Level::Spsi,
-        IsolationLevel::Serializable => Level::Serializable,
-        IsolationLevel::StrictSerializable => Level::StrictSerializable,
-    }
-}
-
 /// Check `history` (of workload `history.header.workload`) against what `info` claims; commit
 /// timestamps serve as evidence of version order if the protocol says they may and
 /// `trust_timestamps` allows.
@@ -247,7 +235,7 @@ pub fn check_recorded(
     info: &ProtocolInfo,
     trust_timestamps: bool,
 ) -> anyhow::Result<CheckReport> {
-    let level = level_of(info.isolation);
+    let level = info.isolation;
     Ok(match history.header.workload.as_str() {
         "bank" => augur_check::bank::check_bank(history, level).map_err(anyhow::Error::msg)?,
         "list-append" | "rw-register" => {
@@ -277,7 +265,7 @@ pub fn check_file(path: &Path) -> anyhow::Result<()> {
     let history = augur_check::jsonl::read(std::io::BufReader::new(file))
         .map_err(|e| bad(format!("{}: {e}", path.display())))?;
     let info = registry::info(&history.header.protocol).map_err(|e| bad(e.to_string()))?;
-    let level = level_of(info.isolation);
+    let level = info.isolation;
     let started = Instant::now();
     let report = check_recorded(&history, info, true)?;
     let s = &report.stats;
@@ -551,7 +539,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         return check_file(path);
     }
     let config = args.validate()?;
-    let level = level_of(config.info.isolation);
+    let level = config.info.isolation;
     let started = Instant::now();
     let mut failed = Vec::new();
     let mut totals = Totals::default();
@@ -645,7 +633,7 @@ impl Totals {
     }
 }
 
-fn report_failure(config: &CheckConfig, outcome: &SeedOutcome, level: Level) {
+fn report_failure(config: &CheckConfig, outcome: &SeedOutcome, level: IsolationLevel) {
     let violations: Vec<_> = outcome.report.violations().collect();
     if !violations.is_empty() {
         println!(

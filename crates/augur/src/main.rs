@@ -47,7 +47,8 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
-    /// List the implemented protocols with the isolation level each claims and its paper.
+    /// List the implemented protocols with the isolation level each claims, its paper, the
+    /// request forms it serves, its mutants, settings and speculation.
     Protocols {
         /// Print only the names, one per line (for scripts).
         #[arg(long)]
@@ -109,6 +110,8 @@ fn list_protocols(names_only: bool) {
     for p in augur_protocols::registry::PROTOCOLS {
         println!("{:<14} {:<40} {}", p.name, p.isolation.to_string(), p.paper);
         println!("{:<14} {}", "", p.summary);
+        let forms: Vec<String> = p.forms.iter().map(|f| f.to_string()).collect();
+        println!("{:<14} requests: {}", "", forms.join(", "));
         for (name, what) in p.mutants {
             println!("{:<14} mutant {name}: {what}", "");
         }

@@ -80,7 +80,7 @@ fn bad_names_exit_2_and_list_the_valid_choices() {
 }
 
 #[test]
-fn protocols_lists_each_with_its_isolation_level() {
+fn protocols_lists_each_with_its_isolation_level_and_request_forms() {
     let out = augur(&["protocols"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
@@ -89,6 +89,12 @@ fn protocols_lists_each_with_its_isolation_level() {
         "{text}"
     );
     assert!(text.contains("nocc") && text.contains("none"), "{text}");
+    // Every protocol says which request forms it serves; today all of them interactive only.
+    assert_eq!(
+        text.matches("requests: interactive\n").count(),
+        augur_protocols::registry::PROTOCOLS.len(),
+        "{text}"
+    );
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! bounds how many anomalies of each kind are spelled out.
 
 use super::index::{Index, NONE, Status, VText};
-use crate::anomaly::{Anomaly, AnomalyKind, Edge, Level};
+use crate::anomaly::{Anomaly, AnomalyKind, Edge, Proscribes};
+use augur_types::IsolationLevel;
 use rustc_hash::FxHashMap;
 use std::fmt::Write;
 
@@ -78,13 +79,13 @@ impl Index<'_> {
 
 /// Collects anomalies, spelling out at most [`MAX_PER_KIND`] of each kind.
 pub(super) struct Collector {
-    level: Level,
+    level: IsolationLevel,
     counts: FxHashMap<AnomalyKind, usize>,
     pub anomalies: Vec<Anomaly>,
 }
 
 impl Collector {
-    pub(super) fn new(level: Level) -> Collector {
+    pub(super) fn new(level: IsolationLevel) -> Collector {
         Collector {
             level,
             counts: FxHashMap::default(),

@@ -34,7 +34,10 @@ mod index;
 mod spsi;
 mod versions;
 
-use crate::anomaly::{AnomalyKind, CheckReport, CheckStats, CycleKind, CycleOrder, Edge, Level};
+use crate::anomaly::{
+    AnomalyKind, CheckReport, CheckStats, CycleKind, CycleOrder, Edge, Proscribes,
+};
+use augur_types::IsolationLevel;
 use augur_types::history::History;
 use explain::Collector;
 use graph::{Csr, EdgeKind, Evidence, GEdge, tarjan};
@@ -54,7 +57,7 @@ pub enum ValueModel {
 /// What to check a history against.
 #[derive(Clone, Debug)]
 pub struct CheckOptions {
-    pub level: Level,
+    pub level: IsolationLevel,
     pub model: ValueModel,
     /// Trust the protocol's commit timestamps to order each key's versions (white-box
     /// evidence; register histories only, lists carry their own order).
@@ -63,7 +66,7 @@ pub struct CheckOptions {
 
 impl CheckOptions {
     /// Options for `level` and `model`, without commit-order evidence.
-    pub fn new(level: Level, model: ValueModel) -> Self {
+    pub fn new(level: IsolationLevel, model: ValueModel) -> Self {
         CheckOptions {
             level,
             model,
@@ -119,7 +122,10 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
 
     if matches!(
         options.level,
-        Level::SnapshotIsolation | Level::Spsi | Level::Serializable | Level::StrictSerializable
+        IsolationLevel::SnapshotIsolation
+            | IsolationLevel::Spsi
+            | IsolationLevel::Serializable
+            | IsolationLevel::StrictSerializable
     ) {
         let order = versions::Order::build(&ix, options);
         spsi::snapshot_checks(&ix, &order, options.level, &mut out);

@@ -17,7 +17,8 @@ use super::ValueModel;
 use super::explain::Collector;
 use super::index::{Index, NONE, Status};
 use super::versions::{Before, Order};
-use crate::anomaly::{AnomalyKind, Level};
+use crate::anomaly::{AnomalyKind, Proscribes};
+use augur_types::IsolationLevel;
 
 /// The observed writers, direct ones first, kept per transaction when looking for conflicting
 /// pairs.
@@ -37,7 +38,12 @@ struct Observed {
     via: u32,
 }
 
-pub(super) fn snapshot_checks(ix: &Index<'_>, order: &Order, level: Level, out: &mut Collector) {
+pub(super) fn snapshot_checks(
+    ix: &Index<'_>,
+    order: &Order,
+    level: IsolationLevel,
+    out: &mut Collector,
+) {
     let spsi = level.constrains_aborted();
     // Who is examined as a reader, and whose versions count as observed: under SPSI everybody
     // (speculative reads of aborted transactions are allowed, but must still form a snapshot);
