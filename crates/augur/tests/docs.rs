@@ -1,0 +1,56 @@
+//! The documentation keeps up with the registries: every registered protocol
+//! (`augur_protocols::registry::PROTOCOLS`) and every workload (`augur_workloads::WORKLOADS`) is
+//! mentioned, by its name in backticks, in the README and in docs/architecture.md.
+
+use augur_protocols::registry::PROTOCOLS;
+use std::path::Path;
+
+/// The documents every protocol and workload must appear in, relative to the repository root.
+const DOCS: &[&str] = &["README.md", "docs/architecture.md"];
+
+/// What `doc` (a path relative to the repository root) does not mention of `names`, each
+/// written as `` `name` `` (so `str` is not found inside "strict", nor `bank` inside `smallbank`).
+fn unmentioned<'a>(doc: &str, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path = root.join(doc);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    names
+        .into_iter()
+        .filter(|name| !text.contains(&format!("`{name}`")))
+        .collect()
+}
+
+#[test]
+fn every_protocol_and_workload_is_documented() {
+    let mut missing = Vec::new();
+    for doc in DOCS {
+        let protocols = unmentioned(doc, PROTOCOLS.iter().map(|p| p.name));
+        if !protocols.is_empty() {
+            missing.push(format!(
+                "{doc} does not mention the protocol(s) {}",
+                protocols.join(", ")
+            ));
+        }
+        let workloads = unmentioned(doc, augur_workloads::WORKLOADS.iter().copied());
+        if !workloads.is_empty() {
+            missing.push(format!(
+                "{doc} does not mention the workload(s) {}",
+                workloads.join(", ")
+            ));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{}; describe each (name in backticks) in a sentence there",
+        missing.join("; ")
+    );
+}
+
+#[test]
+fn a_missing_name_is_named() {
+    assert_eq!(
+        unmentioned("README.md", ["clocksi-rep", "no-such-protocol"]),
+        ["no-such-protocol"]
+    );
+}
