@@ -61,10 +61,10 @@
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
 use crate::coordinator::{Pending, group_by_partition, watermark};
-use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
-use crate::replica::{Timer, TxnIds, Writes, clock_proposal, outcome_for, replicas_of};
 use crate::registry::SpeculationOffer;
 use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
+use crate::replica::{Timer, TxnIds, Writes, clock_proposal, outcome_for, replicas_of};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
