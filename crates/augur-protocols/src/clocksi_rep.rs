@@ -85,7 +85,7 @@ use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolIn
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
 use crate::replica::replicas_of;
 use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
-use crate::replica::{Timer, TxnIds, Writes, clock_proposal, outcome_for, precise_proposal};
+use crate::replica::{Timer, TxnIds, Writes, outcome_for};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -166,26 +166,14 @@ impl Mutant {
     }
 }
 
-/// Per-key protocol metadata: who is waiting for the key's prepared versions to resolve and,
-/// with PreciseClock, the largest snapshot that has read the key here.
-#[derive(Debug, Default)]
-pub struct KeyMeta {
-    /// PreciseClock's `LastReader` (zero with the option off). Durable: a proposal at or below
-    /// a snapshot already served would let a later commit slip into it.
-    last_reader: Timestamp,
-    waiters: Vec<Waiter>,
-}
+/// Per-key protocol metadata: `LastReader` (with PreciseClock) and what waits on the key.
+pub type KeyMeta = replica::KeyMeta<Waiter>;
 
-impl KeyMeta {
-    /// The largest snapshot that has read the key at this replica, with PreciseClock on.
-    pub fn last_reader(&self) -> Timestamp {
-        self.last_reader
-    }
-}
-
+/// What waits for a key's prepared versions to resolve.
 #[derive(Debug)]
-enum Waiter {
+pub enum Waiter {
     Read(ReadRequest),
+    /// A prepare parked by wait-die.
     Prepare(TxnId),
 }
 
@@ -565,24 +553,17 @@ impl ClockSiRep {
         self.notify_prepared(ctx, txn, partition, ts);
     }
 
-    /// This replica's proposal for pre-committing `writes` of a transaction with `snapshot`:
-    /// above the snapshot and either above the clock, or with PreciseClock above every snapshot
-    /// that has read one of the keys here.
+    /// This replica's proposal for pre-committing `writes` of a transaction with `snapshot`
+    /// (see [`Replica::propose`]).
     fn propose<'w>(
         &self,
         now: Timestamp,
         snapshot: Timestamp,
         writes: impl IntoIterator<Item = &'w (Key, Option<Value>)>,
     ) -> Timestamp {
-        let floor = self.replica.lease.proposal_floor();
-        if !self.precise_clock {
-            return clock_proposal(now, snapshot).max(floor);
-        }
-        let last_readers = writes
-            .into_iter()
-            .filter_map(|(key, _)| self.replica.store.get(key))
-            .map(|entry| entry.meta.last_reader);
-        precise_proposal(snapshot, last_readers).max(floor)
+        let keys = writes.into_iter().map(|(key, _)| key);
+        self.replica
+            .propose(now, snapshot, self.precise_clock, keys)
     }
 
     fn install(

@@ -644,24 +644,54 @@ pub fn replicas_of(placement: &Placement, partitions: &[PartitionId]) -> Vec<Nod
     nodes
 }
 
-/// A clock-based proposal: above the proposer's clock (so no snapshot it already served can
-/// contain the version) and above the transaction's snapshot (so the commit lands after
-/// everything it read).
-pub fn clock_proposal(now: Timestamp, snapshot: Timestamp) -> Timestamp {
-    now.next().max(snapshot.next())
+/// Per-key metadata of the family: PreciseClock's `LastReader` and what waits for the key's
+/// uncommitted versions to resolve (`W`: the protocol's kinds of waiter).
+#[derive(Debug)]
+pub struct KeyMeta<W> {
+    /// The largest snapshot that has read the key here (kept only by protocols using
+    /// PreciseClock). Not persisted: after a crash the serving lease stands in for it.
+    pub last_reader: Timestamp,
+    pub waiters: Vec<W>,
 }
 
-/// A PreciseClock proposal (STR §6.3): the smallest timestamp above the transaction's snapshot
-/// (P1) and above every snapshot that has read one of the written keys at the proposing replica
-/// (P2), given those keys' `LastReader`s.
-pub fn precise_proposal(
-    snapshot: Timestamp,
-    last_readers: impl IntoIterator<Item = Timestamp>,
-) -> Timestamp {
-    last_readers
-        .into_iter()
-        .map(Timestamp::next)
-        .fold(snapshot.next(), Timestamp::max)
+impl<W> Default for KeyMeta<W> {
+    fn default() -> Self {
+        KeyMeta {
+            last_reader: Timestamp::ZERO,
+            waiters: Vec::new(),
+        }
+    }
+}
+
+impl<W> KeyMeta<W> {
+    /// The largest snapshot that has read the key at this replica, with PreciseClock on.
+    pub fn last_reader(&self) -> Timestamp {
+        self.last_reader
+    }
+}
+
+impl<W> Replica<KeyMeta<W>> {
+    /// This replica's proposal for pre-committing `keys` of a transaction with `snapshot`:
+    /// above the snapshot (so the commit lands after everything it read) and above every
+    /// snapshot served here before the last crash; then either above the clock (so no snapshot
+    /// already served here can contain the version) or, with PreciseClock (STR §6.3), above
+    /// every snapshot that has read one of the keys here (P2), which is never above the clock.
+    pub fn propose<'k>(
+        &self,
+        now: Timestamp,
+        snapshot: Timestamp,
+        precise: bool,
+        keys: impl IntoIterator<Item = &'k Key>,
+    ) -> Timestamp {
+        let floor = snapshot.next().max(self.lease.proposal_floor());
+        if !precise {
+            return floor.max(now.next());
+        }
+        keys.into_iter()
+            .filter_map(|key| self.store.get(key))
+            .map(|entry| entry.meta.last_reader.next())
+            .fold(floor, Timestamp::max)
+    }
 }
 
 /// Allocates transaction ids for one coordinator node from durable reservations, so that no id

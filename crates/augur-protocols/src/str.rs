@@ -64,7 +64,7 @@ use crate::coordinator::{Pending, group_by_partition, watermark};
 use crate::registry::SpeculationOffer;
 use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
-use crate::replica::{Timer, TxnIds, Writes, clock_proposal, outcome_for, replicas_of};
+use crate::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -157,17 +157,12 @@ impl Mutant {
     }
 }
 
-/// Per-key protocol metadata.
-#[derive(Debug, Default)]
-pub struct KeyMeta {
-    /// The largest snapshot that read the key here (PreciseClock's `LastReader`). Durable: a
-    /// proposal below a snapshot already served would let a later commit slip into it.
-    last_reader: Timestamp,
-    waiters: Vec<Waiter>,
-}
+/// Per-key protocol metadata: PreciseClock's `LastReader` and what waits on the key.
+pub type KeyMeta = replica::KeyMeta<Waiter>;
 
+/// What waits for a key's uncommitted versions to resolve.
 #[derive(Debug)]
-enum Waiter {
+pub enum Waiter {
     Read(ReadRequest),
     /// A remote transaction's prepare parked here (wait-die).
     Prepare(TxnId),
@@ -828,18 +823,10 @@ impl<F: Flavor> Engine<F> {
         pending.answer(ctx, ClientReply::SpecCommitted { local_commit_ts });
     }
 
-    /// A proposal for pre-committing `writes` here: above the snapshot (P1) and, with
-    /// PreciseClock, above every snapshot that read them here (P2); otherwise above the clock.
+    /// A proposal for pre-committing `writes` here (see [`Replica::propose`]).
     fn propose(&mut self, now: Timestamp, snapshot: Timestamp, writes: &Writes) -> Timestamp {
-        let floor = self.replica.lease.proposal_floor();
-        if !F::PRECISE_CLOCK {
-            return clock_proposal(now, snapshot).max(floor);
-        }
-        writes
-            .iter()
-            .filter_map(|(k, _)| self.replica.store.get(k))
-            .map(|e| e.meta.last_reader.next())
-            .fold(snapshot.next().max(floor), Timestamp::max)
+        let keys = writes.iter().map(|(key, _)| key);
+        (self.replica).propose(now, snapshot, F::PRECISE_CLOCK, keys)
     }
 
     /// Certify one write of `txn` against this replica's versions of `key` (Alg. 2 l. 16–18,
