@@ -1,15 +1,39 @@
 //! Shared helpers of the golden trace tests (`golden_*.rs`): a traced simulation, scripted
-//! client transactions with a record of what each client saw, and the comparison of a
-//! rendered trace with its checked-in golden file under `tests/golden/`, or its rewriting
-//! when `AUGUR_BLESS=1` is set.
+//! client transactions with a record of what each client saw, the comparison of a rendered
+//! trace with its checked-in golden file under `tests/golden/` (or its rewriting when
+//! `AUGUR_BLESS=1` is set), and, in [`scenarios`], the scenarios every protocol's golden test
+//! scripts identically.
 //!
-//! A golden file holds the scenario's node-level trace with idle periodic ticks left out
-//! ([`Trace::without_idle_ticks`], format in the `augur_runtime::sim` module documentation),
-//! then, after a `--- clients ---` line, one line per scripted transaction: what its client
-//! read, and how it ended.
+//! # Reading a golden file
+//!
+//! A golden file holds the scenario's node-level trace with idle periodic ticks (a
+//! garbage-collection tick that only re-arms itself) left out ([`Trace::without_idle_ticks`];
+//! the full format is in the `augur_runtime::sim` module documentation). One line per event:
+//! virtual time in milliseconds since the start, the node, then what happened (`recv`,
+//! `request`, `timer`, `start`, `restart`, `synced`, `crash`, `lost`...); the effects of a
+//! handler follow it, indented (`persist`, `send`, `reply`, `set-timer`, `hold`), and messages
+//! and replies held until the log is synced leave with `release` lines after the `synced` line
+//! that frees them. `ts(MS)` is a node-clock timestamp in milliseconds since the start. After a
+//! `--- clients ---` line, one line per scripted transaction: what its client read, and how it
+//! ended.
+//!
+//! # When a golden test fails
+//!
+//! The failure shows a line diff (`-` golden, `+` this run) of the first differences, with
+//! context, and saves the whole trace of the run under the target directory. If the change is
+//! intended, rewrite the golden files (`AUGUR_BLESS=1 cargo test -p augur-protocols --test
+//! golden_X`) and review `git diff -- crates/augur-protocols/tests/golden/` like code.
+//!
+//! # Topology
+//!
+//! Every scenario runs "3dc" cut to two data centres (VA, OR: about 33.5 ms apart one way,
+//! 0.1 ms within one) or "lan", with ring placements where key `Key::numbered(p, _)` lives in
+//! partition `p`, mastered by node `p` with its slaves on the next nodes. Logs sync in 0.1 ms.
 
 // Each golden test file uses a different part of these helpers.
 #![allow(dead_code)]
+
+pub mod scenarios;
 
 use augur_client::{CommitProgress, Outcome, Session, Transport};
 use augur_runtime::sim::{SimConfig, Simulation, Trace};
@@ -234,6 +258,32 @@ pub fn spawn_client<P: Protocol>(
             observed.record(name, &notes);
         }
     });
+}
+
+/// Where one golden test target keeps its golden files: `tests/golden/PREFIX_SCENARIO.trace`.
+pub struct Golden {
+    /// The test target (`golden_X`), named in the instructions on mismatch.
+    pub test: &'static str,
+    /// The protocol's prefix of the golden file names.
+    pub prefix: &'static str,
+}
+
+impl Golden {
+    /// Run `sim` until `until` ms, check that every scripted client finished, then compare the
+    /// trace and the clients' view (returned) with golden file `PREFIX_SCENARIO`.
+    pub fn finish<P: Protocol>(
+        &self,
+        mut sim: Simulation<P>,
+        until: u64,
+        observed: Observed,
+        scenario: &str,
+    ) -> Observed {
+        sim.run_until(ms(until));
+        assert!(sim.clients_done(), "every scripted client finished");
+        let name = format!("{}_{scenario}", self.prefix);
+        check_golden(self.test, &name, &golden_text(sim.trace(), &observed));
+        observed
+    }
 }
 
 /// The text a golden file holds: the trace without idle ticks, then what the clients saw.
