@@ -523,27 +523,35 @@ impl ProtocolVisitor for RunInProcess<'_> {
                 .nodes()
                 .map(|n| cluster.connect(n))
                 .collect();
-            let stats = drive(config, spec, info, transports, probes).await;
+            let loader = |home| std::future::ready(anyhow::Ok(cluster.connect(home)));
+            let stats = drive(config, spec, info, transports, probes, loader).await;
             cluster.shutdown().await;
-            anyhow::Ok(stats)
+            stats
         })?;
         Ok(ProtocolResult::new(info, spec, config, stats))
     }
 }
 
 /// Run one closed-loop client per transport (each bound to its home node), with a progress
-/// display, and merge their statistics. The workload's initial data is loaded first (its load
-/// transactions spread over the clients); with `--check`, its audit runs after the measurement.
+/// display, and merge their statistics. The workload's initial data is loaded first, through
+/// loader sessions that `connect_loader` opens to a node and that are closed before the warm-up
+/// (see [`load_initial_data`]); with `--check`, its audit runs after the measurement.
 ///
 /// `probes`, one session per node, read the nodes' protocol counters at the start and the end
-/// of the measurement window (none for PostgreSQL).
-pub async fn drive<T: Transport>(
+/// of the measurement window (none for PostgreSQL). Fails only if a loader cannot connect.
+pub async fn drive<T, C, F>(
     config: &BenchConfig,
     spec: &ProtocolSpec,
     info: &ProtocolInfo,
     transports: Vec<(NodeId, T)>,
     probes: Vec<T>,
-) -> RunStats {
+    connect_loader: C,
+) -> anyhow::Result<RunStats>
+where
+    T: Transport,
+    C: FnMut(NodeId) -> F,
+    F: Future<Output = anyhow::Result<T>>,
+{
     let warmup = Duration::from_secs_f64(config.warmup_s);
     let measured = Duration::from_secs_f64(config.duration_s);
     let mut seeds = ChaCha8Rng::seed_from_u64(config.seed);
@@ -557,11 +565,13 @@ pub async fn drive<T: Transport>(
         config.placement.clone(),
     )
     .expect("settings were validated");
-    let mut loads: Vec<Vec<Box<dyn Procedure>>> = (0..clients).map(|_| Vec::new()).collect();
-    for (i, p) in workload.load().into_iter().enumerate() {
-        loads[i % clients].push(p);
-    }
-    let loaded = Arc::new(tokio::sync::Barrier::new(clients + 1));
+    load_initial_data(
+        workload.as_ref(),
+        &config.placement,
+        recorder.as_ref(),
+        connect_loader,
+    )
+    .await?;
     let pacing = match config.rate {
         Some(rate) => Pacing::OpenLoop {
             per_client_rate: rate / clients as f64,
@@ -581,7 +591,7 @@ pub async fn drive<T: Transport>(
     // per second would take gigabytes.
     let stats = Arc::new(Mutex::new(RunStats::default()));
     let mut tasks = Vec::new();
-    for ((home, transport), load) in transports.into_iter().zip(loads) {
+    for (home, transport) in transports {
         let session = match &recorder {
             Some(r) => Session::recorded(transport, r.clone()),
             None => Session::new(transport),
@@ -593,29 +603,22 @@ pub async fn drive<T: Transport>(
             home,
             rng,
         };
-        let loaded = loaded.clone();
         let speculation = Speculating {
             tuner: tuner.clone(),
             commit_stats: commit_stats.clone(),
         };
         let stats = Arc::clone(&stats);
         tasks.push(tokio::spawn(async move {
-            let load_failed = client.load(load).await;
-            loaded.wait().await;
             client_loop(&client, warmup, measured, pacing, &speculation, &stats).await;
-            (client, load_failed)
+            client
         }));
     }
-    loaded.wait().await;
     let counters = tokio::spawn(read_counters(probes, warmup, measured));
     let progress = Progress::start(&spec.label, warmup + measured);
     let mut auditor = None;
     for t in tasks {
         match t.await {
-            Ok((client, load_failed)) => {
-                if let Some(why) = load_failed {
-                    tracing::error!("loading the initial data failed: {why}");
-                }
+            Ok(client) => {
                 auditor.get_or_insert(client);
             }
             Err(e) => tracing::error!("a client task failed: {e}"),
@@ -661,7 +664,91 @@ pub async fn drive<T: Transport>(
             Err(e) => tracing::error!("{e:#}"),
         }
     }
-    total
+    Ok(total)
+}
+
+/// Loader sessions per node that load a workload's initial data, whatever `--clients` is.
+/// Loading is a stream of independent blind-write transactions, so while the machine has cores
+/// to spare its rate is the number in flight over the commit latency. With the run's own
+/// clients, 2 per node in the paper-figure experiments, `str-fig5-latency`'s TPC-C load (27
+/// nodes on `ec2-9dc`, replication 6: about 12,000 load transactions whose commits take
+/// hundreds of milliseconds) took about a minute per protocol on this 2-core machine; with 4
+/// loader sessions per node about 31 s, with 8 about 18-25 s, and with 16 or 32 no less within
+/// the noise (16-23 s): by 8 it is no longer the latency that limits it.
+pub const LOADER_SESSIONS_PER_NODE: usize = 8;
+
+/// At most this many loader sessions in all, however many nodes: each is a task (over TCP a
+/// connection; against PostgreSQL a server backend, of the 300 `scripts/postgres.sh` allows,
+/// which the clients share), and beyond a few hundred transactions in flight two cores are the
+/// limit anyway.
+pub const MAX_LOADER_SESSIONS: usize = 256;
+
+/// The home node of each loader session for `loads` load transactions over `placement`:
+/// [`LOADER_SESSIONS_PER_NODE`] per node, round-robin over the nodes, at most
+/// [`MAX_LOADER_SESSIONS`] and never more than there are transactions to run.
+fn loader_homes(placement: &Placement, loads: usize) -> Vec<NodeId> {
+    let nodes: Vec<NodeId> = placement.nodes().collect();
+    let sessions = (nodes.len() * LOADER_SESSIONS_PER_NODE)
+        .min(MAX_LOADER_SESSIONS)
+        .min(loads);
+    (0..sessions).map(|i| nodes[i % nodes.len()]).collect()
+}
+
+/// Load `workload`'s initial data (its [`Workload::load`] transactions, each run until it
+/// commits) through dedicated loader sessions that `connect` opens, one per home of
+/// [`loader_homes`], and close again on return, so that they never count as clients. Every
+/// session takes the next transaction not yet started when it is free: which session runs a
+/// transaction does not change what it writes (its rows are fixed by the workload and its
+/// settings, and no two load transactions write the same key), so the data loaded is the same
+/// whatever the timing. Their attempts go into the history like any other, when one is
+/// recorded; they are never in the run's statistics. A load transaction that fails is logged
+/// and stops its session; the others carry on.
+pub async fn load_initial_data<T, C, F>(
+    workload: &dyn Workload,
+    placement: &Placement,
+    recorder: Option<&HistoryRecorder>,
+    mut connect: C,
+) -> anyhow::Result<()>
+where
+    T: Transport,
+    C: FnMut(NodeId) -> F,
+    F: Future<Output = anyhow::Result<T>>,
+{
+    let procedures = workload.load();
+    if procedures.is_empty() {
+        return Ok(());
+    }
+    let mut sessions = Vec::new();
+    for home in loader_homes(placement, procedures.len()) {
+        let transport = connect(home).await?;
+        sessions.push(match recorder {
+            Some(r) => Session::recorded(transport, r.clone()),
+            None => Session::new(transport),
+        });
+    }
+    let queue = Arc::new(Mutex::new(procedures.into_iter()));
+    let mut tasks = Vec::new();
+    for session in sessions {
+        let queue = Arc::clone(&queue);
+        tasks.push(tokio::spawn(async move {
+            let next = || queue.lock().expect("load queue").next();
+            while let Some(mut procedure) = next() {
+                let report = run_with_retry(&session, procedure.as_mut(), 100).await;
+                if !matches!(report.outcome, Outcome::Committed { .. }) {
+                    return Some(format!("{}: {:?}", procedure.name(), report.outcome));
+                }
+            }
+            None
+        }));
+    }
+    for task in tasks {
+        match task.await {
+            Ok(None) => {}
+            Ok(Some(why)) => tracing::error!("loading the initial data failed: {why}"),
+            Err(e) => tracing::error!("a loader task failed: {e}"),
+        }
+    }
+    Ok(())
 }
 
 /// Run `audit` in one read-only transaction, retrying (it reads a lot and may meet a protocol
@@ -705,20 +792,6 @@ struct Client<T: Transport> {
     workload: Arc<dyn Workload>,
     home: NodeId,
     rng: ChaCha8Rng,
-}
-
-impl<T: Transport> Client<T> {
-    /// Run this client's share of the initial load, each procedure until it commits. Returns
-    /// why it failed, if it did.
-    async fn load(&self, procedures: Vec<Box<dyn Procedure>>) -> Option<String> {
-        for mut p in procedures {
-            let report = run_with_retry(&self.session, p.as_mut(), 100).await;
-            if !matches!(report.outcome, Outcome::Committed { .. }) {
-                return Some(format!("{}: {:?}", p.name(), report.outcome));
-            }
-        }
-        None
-    }
 }
 
 /// How a client paces its transactions.
@@ -1150,6 +1223,95 @@ mod tests {
         assert_eq!(s.label, "clocksi-rep:precise_clock=on");
         assert_eq!(s.name, "clocksi-rep");
         assert_eq!(s.options.settings["precise_clock"], "on");
+    }
+
+    fn placement(nodes: usize) -> Arc<Placement> {
+        let profile = LatencyProfile::named("lan").unwrap();
+        Arc::new(Placement::ring(profile, nodes, nodes.min(3)).unwrap())
+    }
+
+    #[test]
+    fn loader_sessions_are_a_fixed_number_per_node_spread_over_the_nodes() {
+        let homes = loader_homes(&placement(3), 10_000);
+        assert_eq!(homes.len(), 3 * LOADER_SESSIONS_PER_NODE);
+        for node in placement(3).nodes() {
+            let at = homes.iter().filter(|h| **h == node).count();
+            assert_eq!(at, LOADER_SESSIONS_PER_NODE, "{node}");
+        }
+        assert_eq!(homes[..3], [NodeId(0), NodeId(1), NodeId(2)]);
+        // Never more than there are transactions to run, nor than the cap.
+        assert_eq!(loader_homes(&placement(3), 5).len(), 5);
+        assert_eq!(loader_homes(&placement(3), 0).len(), 0);
+        assert_eq!(
+            loader_homes(&placement(64), 1_000_000).len(),
+            MAX_LOADER_SESSIONS
+        );
+    }
+
+    /// Records the keys a procedure writes; reads find nothing.
+    #[derive(Default)]
+    struct Writes(Vec<augur_types::Key>);
+
+    impl augur_client::Ops for Writes {
+        fn read<'a>(
+            &'a mut self,
+            _key: &'a augur_types::Key,
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<Option<augur_types::Value>, augur_client::TxnError>,
+        > {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn write(
+            &mut self,
+            key: augur_types::Key,
+            _value: Option<augur_types::Value>,
+        ) -> Result<(), augur_client::TxnError> {
+            self.0.push(key);
+            Ok(())
+        }
+    }
+
+    /// The loader sessions run load transactions in whatever order they finish in: that loads
+    /// the same data only because no two of them write the same key.
+    #[test]
+    fn no_two_load_transactions_write_the_same_key() {
+        let workloads: [(&str, &[(&str, &str)]); 3] = [
+            ("ycsb-t", &[("keys", "3000")]),
+            (
+                "tpcc",
+                &[
+                    ("warehouses", "3"),
+                    ("items", "1000"),
+                    ("customers_per_district", "100"),
+                    ("data_size", "compact"),
+                ],
+            ),
+            (
+                "rubis",
+                &[("users", "2000"), ("items", "300"), ("old_items", "1000")],
+            ),
+        ];
+        for (name, settings) in workloads {
+            let settings = settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let workload = augur_workloads::build(name, &settings, placement(3)).unwrap();
+            let mut writer = std::collections::HashMap::new();
+            let loads = workload.load();
+            assert!(loads.len() > 1, "{name}");
+            for (i, mut p) in loads.into_iter().enumerate() {
+                let mut ops = Writes::default();
+                futures::executor::block_on(p.run(&mut ops)).unwrap();
+                for key in ops.0 {
+                    if let Some(j) = writer.insert(key.clone(), i) {
+                        assert_eq!(j, i, "{name}: load transactions {j} and {i} write {key:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -80,7 +80,17 @@ pub fn run(
             }
         }
         let no_probes: Vec<PgTransport> = Vec::new();
-        anyhow::Ok(drive(config, spec, info, transports, no_probes).await)
+        // Loader sessions take the ids after the clients'.
+        let loader = |_home| {
+            let client = ClientId(next_client);
+            next_client += 1;
+            async move {
+                PgTransport::connect(url, client, mode)
+                    .await
+                    .map_err(unreachable)
+            }
+        };
+        drive(config, spec, info, transports, no_probes, loader).await
     })?;
     Ok(ProtocolResult::new(info, spec, config, stats))
 }

@@ -107,7 +107,13 @@ pub fn run(
             next_client += 1;
             probes.push(connect_with_retry(addrs[node.0 as usize], client, node).await?);
         }
-        anyhow::Ok(drive(config, spec, info, transports, probes).await)
+        // Loader sessions take the ids after the clients' and the probes'.
+        let loader = |home: NodeId| {
+            let client = ClientId(next_client);
+            next_client += 1;
+            connect_with_retry(addrs[home.0 as usize], client, home)
+        };
+        drive(config, spec, info, transports, probes, loader).await
     })?;
     drop(nodes);
     Ok(Ok(ProtocolResult::new(info, spec, config, stats)))
