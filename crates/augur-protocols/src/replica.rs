@@ -236,28 +236,14 @@ impl<M: Default> Replica<M> {
                     }
                 }
                 Record::Committed { txn, commit_ts } => {
-                    for key in r
-                        .participants
-                        .remove(&txn)
-                        .map(|p| p.keys)
-                        .unwrap_or_default()
-                    {
-                        if let Some(entry) = r.store.get_mut(&key) {
-                            entry.commit(txn, commit_ts);
-                        }
-                    }
+                    r.resolve(txn, |entry| {
+                        entry.commit(txn, commit_ts);
+                    });
                 }
                 Record::Aborted { txn } => {
-                    for key in r
-                        .participants
-                        .remove(&txn)
-                        .map(|p| p.keys)
-                        .unwrap_or_default()
-                    {
-                        if let Some(entry) = r.store.get_mut(&key) {
-                            entry.remove_uncommitted(txn);
-                        }
-                    }
+                    r.resolve(txn, |entry| {
+                        entry.remove_uncommitted(txn);
+                    });
                 }
                 Record::Decided {
                     txn,
@@ -354,15 +340,14 @@ impl<M> Replica<M> {
     where
         P: Protocol<Record = Record<D>>,
     {
-        let participant = self.participants.remove(&txn)?;
-        ctx.persist(Record::Committed { txn, commit_ts });
-        for key in &participant.keys {
-            if let Some(entry) = self.store.get_mut(key) {
-                entry.commit(txn, commit_ts);
-                each(entry);
-            }
+        if !self.participants.contains_key(&txn) {
+            return None;
         }
-        Some(participant.keys)
+        ctx.persist(Record::Committed { txn, commit_ts });
+        self.resolve(txn, |entry| {
+            entry.commit(txn, commit_ts);
+            each(entry);
+        })
     }
 
     /// Drop `txn`'s versions here, durably; the keys, whose waiters may now proceed (`None`:
@@ -372,11 +357,26 @@ impl<M> Replica<M> {
         P: Protocol<Record = Record<D>>,
     {
         self.parked.remove(&txn);
-        let participant = self.participants.remove(&txn)?;
+        if !self.participants.contains_key(&txn) {
+            return None;
+        }
         ctx.persist(Record::Aborted { txn });
+        self.resolve(txn, |entry| {
+            entry.remove_uncommitted(txn);
+        })
+    }
+
+    /// Drop `txn`'s prepare record and apply `outcome` to each of its keys' entries (live and
+    /// in replay alike); the keys (`None`: nothing prepared here).
+    fn resolve(
+        &mut self,
+        txn: TxnId,
+        mut outcome: impl FnMut(&mut KeyEntry<M>),
+    ) -> Option<Vec<Key>> {
+        let participant = self.participants.remove(&txn)?;
         for key in &participant.keys {
             if let Some(entry) = self.store.get_mut(key) {
-                entry.remove_uncommitted(txn);
+                outcome(entry);
             }
         }
         Some(participant.keys)

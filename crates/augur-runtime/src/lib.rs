@@ -26,4 +26,6 @@ pub mod sim;
 pub mod tcp;
 pub mod wal;
 
-pub use protocol::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
+pub use protocol::{
+    Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client,
+};

@@ -5,7 +5,7 @@
 
 use crate::clock::RealClock;
 use crate::wal::{self, LogConfig, NodeLog};
-use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
+use crate::{Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use augur_types::{Placement, RequestId};
@@ -14,7 +14,6 @@ use futures::future::BoxFuture;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -60,7 +59,7 @@ pub async fn run_node<P: Protocol>(
         id,
         protocol,
         log,
-        held: VecDeque::new(),
+        held: HeldOutput::default(),
         timers: DelayQueue::new(),
         clients: FxHashMap::default(),
         net,
@@ -101,14 +100,14 @@ pub async fn run_node<P: Protocol>(
     // that sync may then leave.
     let NodeLoop {
         log,
-        held,
+        mut held,
         net,
         clients,
         ..
     } = node;
     drop(log);
-    for h in held {
-        send_out(id, &net, &clients, h.sends, h.replies);
+    for h in held.take_all() {
+        send_out(id, &net, &clients, h);
     }
 }
 
@@ -117,17 +116,10 @@ struct NodeLoop<P: Protocol> {
     id: NodeId,
     protocol: P,
     log: NodeLog,
-    /// Sends and replies waiting for the log to be durable up to a position, in handler order.
-    held: VecDeque<Held<P>>,
+    held: HeldOutput<P>,
     timers: DelayQueue<P::Timer>,
     clients: FxHashMap<ClientId, ReplySender>,
     net: Arc<dyn PeerNet<P::Msg>>,
-}
-
-struct Held<P: Protocol> {
-    upto: u64,
-    sends: Vec<(NodeId, P::Msg)>,
-    replies: Vec<(ClientId, ClientResponse)>,
 }
 
 impl<P: Protocol> NodeLoop<P> {
@@ -150,14 +142,9 @@ impl<P: Protocol> NodeLoop<P> {
         }
         let waits = self.log.policy().waits();
         let synced = self.log.synced().unwrap_or(0);
-        if !waits || (self.held.is_empty() && synced >= self.log.end()) {
-            send_out(self.id, &self.net, &self.clients, sends, replies);
-        } else {
-            self.held.push_back(Held {
-                upto: self.log.end(),
-                sends,
-                replies,
-            });
+        let end = self.log.end();
+        if let Some(now) = self.held.admit(waits, synced, end, sends, replies) {
+            send_out(self.id, &self.net, &self.clients, now);
         }
     }
 
@@ -167,25 +154,23 @@ impl<P: Protocol> NodeLoop<P> {
             return Ok(());
         }
         let synced = self.log.synced()?;
-        while self.held.front().is_some_and(|h| h.upto <= synced) {
-            let h = self.held.pop_front().expect("checked");
-            send_out(self.id, &self.net, &self.clients, h.sends, h.replies);
+        for h in self.held.release(synced) {
+            send_out(self.id, &self.net, &self.clients, h);
         }
         Ok(())
     }
 }
 
-fn send_out<M: 'static>(
+fn send_out<P: Protocol>(
     id: NodeId,
-    net: &Arc<dyn PeerNet<M>>,
+    net: &Arc<dyn PeerNet<P::Msg>>,
     clients: &FxHashMap<ClientId, ReplySender>,
-    sends: Vec<(NodeId, M)>,
-    replies: Vec<(ClientId, ClientResponse)>,
+    held: Held<P>,
 ) {
-    for (to, msg) in sends {
+    for (to, msg) in held.sends {
         net.send(id, to, msg);
     }
-    for (client, response) in replies {
+    for (client, response) in held.replies {
         // A client that went away has nobody to tell; its transaction state is the protocol's.
         if let Some(tx) = clients.get(&client) {
             let _ = tx.send(response);

@@ -67,7 +67,7 @@ mod trace;
 pub use trace::{DropCause, Trace, TraceEntry, TraceEvent};
 
 use crate::wal::{self, CheckpointSchedule, LogPolicy, MemoryLog};
-use crate::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
+use crate::{Ctx, Effects, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use augur_types::{Placement, RequestId, Timestamp};
@@ -225,18 +225,11 @@ struct SimNode<P: Protocol> {
     /// When the last sync started, for `batch`.
     last_sync_us: u64,
     /// Sends and replies waiting for the log to be synced up to a position, in handler order.
-    held: VecDeque<Held<P>>,
+    held: HeldOutput<P>,
     /// Records appended to the log since it began (lost ones excepted), and how many of them
     /// are synced: traces name log positions by record count rather than by byte.
     records: u64,
     synced_records: u64,
-}
-
-/// Effects of a handler that may leave the node once the log is synced up to `upto`.
-struct Held<P: Protocol> {
-    upto: u64,
-    sends: Vec<(NodeId, P::Msg)>,
-    replies: Vec<(ClientId, ClientResponse)>,
 }
 
 /// The network faults in force.
@@ -360,7 +353,7 @@ impl<P: Protocol> Simulation<P> {
                 synced: 0,
                 syncing: false,
                 last_sync_us: 0,
-                held: VecDeque::new(),
+                held: HeldOutput::default(),
                 records: 0,
                 synced_records: 0,
             });
@@ -508,9 +501,9 @@ impl<P: Protocol> Simulation<P> {
         n.syncing = false;
         let lost_records = n.records - n.synced_records;
         n.records = n.synced_records;
-        let held_sends = n.held.iter().map(|h| h.sends.len()).sum();
-        let held_replies = n.held.iter().map(|h| h.replies.len()).sum();
-        n.held.clear();
+        let lost = n.held.take_all();
+        let held_sends = lost.iter().map(|h| h.sends.len()).sum();
+        let held_replies = lost.iter().map(|h| h.replies.len()).sum();
         // Rebuilt now rather than at restart: the node is down meanwhile, and this way nothing
         // of the old state can be reached even by mistake.
         let source = std::path::Path::new("simulated log");
@@ -523,11 +516,6 @@ impl<P: Protocol> Simulation<P> {
             held_replies,
             recovered_records,
         });
-    }
-
-    /// Bytes node `node` holds durably in its log (checkpoint included).
-    pub fn durable_log_bytes(&self, node: NodeId) -> usize {
-        self.nodes[node.0 as usize].log.durable_bytes()
     }
 
     /// Bring a crashed node back: it recovers from its durable state and starts again.
@@ -661,10 +649,7 @@ impl<P: Protocol> Simulation<P> {
         }
         let n = &mut self.nodes[node.0 as usize];
         if !persist.is_empty() {
-            let mut frames = Vec::new();
-            for record in &persist {
-                wal::push_record(&mut frames, record);
-            }
+            let frames = wal::encode_records(&persist);
             n.log.append(&frames);
             n.records += persist.len() as u64;
             if n.checkpoints.appended(frames.len() as u64) {
@@ -676,25 +661,22 @@ impl<P: Protocol> Simulation<P> {
             }
         }
         let n = &mut self.nodes[node.0 as usize];
+        let (s, r) = (sends.len(), replies.len());
         let end = n.log.end();
-        if !n.policy.waits() || (n.held.is_empty() && n.synced >= end) {
-            return self.release(node, incarnation, sends, replies);
+        if let Some(now) = n
+            .held
+            .admit(n.policy.waits(), n.synced, end, sends, replies)
+        {
+            return self.release(node, incarnation, now.sends, now.replies);
         }
         let until_record = n.records;
-        if !sends.is_empty() || !replies.is_empty() {
-            let (s, r) = (sends.len(), replies.len());
+        if s + r > 0 {
             self.traced(node, || TraceEvent::Hold {
                 sends: s,
                 replies: r,
                 until_record,
             });
         }
-        let n = &mut self.nodes[node.0 as usize];
-        n.held.push_back(Held {
-            upto: end,
-            sends,
-            replies,
-        });
         self.start_sync(node);
     }
 
@@ -770,10 +752,7 @@ impl<P: Protocol> Simulation<P> {
         n.synced = n.synced.max(upto);
         n.synced_records = n.synced_records.max(records);
         n.syncing = false;
-        let mut ready = Vec::new();
-        while n.held.front().is_some_and(|h| h.upto <= n.synced) {
-            ready.push(n.held.pop_front().expect("checked"));
-        }
+        let ready = n.held.release(n.synced);
         self.traced(node, || TraceEvent::Synced { records });
         for held in ready {
             if self.tracing {

@@ -59,7 +59,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -232,6 +232,15 @@ pub fn push_record<R: Serialize>(out: &mut Vec<u8>, record: &R) {
     push_frame(out, &payload);
 }
 
+/// Encode `records` as consecutive frames.
+pub fn encode_records<R: Serialize>(records: &[R]) -> Vec<u8> {
+    let mut frames = Vec::new();
+    for record in records {
+        push_record(&mut frames, record);
+    }
+    frames
+}
+
 /// The frames at the start of `bytes` that are whole and whose checksums hold, and the length
 /// of the prefix they make up. Reading stops at the first frame that is not: the caller decides
 /// whether that is a torn tail or damage.
@@ -394,11 +403,6 @@ impl MemoryLog {
         frames.extend(read_frames(&self.durable).0);
         frames
     }
-
-    /// Bytes held durably (checkpoint and log).
-    pub fn durable_bytes(&self) -> usize {
-        self.checkpoint.len() + self.durable.len()
-    }
 }
 
 /// When the node should take a checkpoint, and what it should know about its log's size.
@@ -535,24 +539,24 @@ fn header(config: &LogConfig, node: NodeId, kind: FileKind, number: u64) -> Vec<
     out
 }
 
-/// Read a whole log file and check its header; returns its frames after the header and the
-/// length of the valid prefix.
-fn read_file(
+fn load(path: &Path) -> Result<Vec<u8>, LogError> {
+    fs::read(path).map_err(io_err(path))
+}
+
+/// Check the header of a log file's `bytes`; returns its record frames (the header's left
+/// out) and the length of the valid prefix.
+fn check_file<'b>(
     path: &Path,
+    bytes: &'b [u8],
     config: &LogConfig,
     node: NodeId,
     kind: FileKind,
-    bytes: &mut Vec<u8>,
-) -> Result<(usize, usize), LogError> {
-    bytes.clear();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(bytes))
-        .map_err(io_err(path))?;
+) -> Result<(Vec<&'b [u8]>, usize), LogError> {
     let corrupt = |why: String| LogError::Corrupt {
         path: path.to_path_buf(),
         why,
     };
-    let (frames, valid) = read_frames(bytes);
+    let (mut frames, valid) = read_frames(bytes);
     let Some(first) = frames.first() else {
         return Err(corrupt(
             "no readable header (the file is empty or damaged)".into(),
@@ -578,7 +582,8 @@ fn read_file(
             node: node.0,
         });
     }
-    Ok((frames.len() - 1, valid))
+    frames.remove(0);
+    Ok((frames, valid))
 }
 
 fn open_dir<P: Protocol>(
@@ -591,59 +596,65 @@ fn open_dir<P: Protocol>(
     let started = Instant::now();
     let (segments, checkpoints) = list(dir)?;
     let base = checkpoints.last().copied().unwrap_or(0);
-    let mut checkpoint_bytes = Vec::new();
+    let checkpoint_path = dir.join(file_name(FileKind::Checkpoint, base));
+    let checkpoint_bytes = match checkpoints.last() {
+        Some(_) => load(&checkpoint_path)?,
+        None => Vec::new(),
+    };
+    let mut frames = Vec::new();
     if checkpoints.last().is_some() {
-        let path = dir.join(file_name(FileKind::Checkpoint, base));
-        let (_, valid) = read_file(
-            &path,
+        let path = &checkpoint_path;
+        let (records, valid) = check_file(
+            path,
+            &checkpoint_bytes,
             config,
             env.id,
             FileKind::Checkpoint,
-            &mut checkpoint_bytes,
         )?;
         if valid != checkpoint_bytes.len() {
             return Err(LogError::Corrupt {
-                path,
+                path: checkpoint_path,
                 why: format!(
                     "damaged at byte {valid} of {} (a checkpoint is written whole before it is renamed into place, so this is not a torn write)",
                     checkpoint_bytes.len()
                 ),
             });
         }
+        frames = records;
     }
     let segment_path = dir.join(file_name(FileKind::Segment, base));
-    let mut segment_bytes = Vec::new();
+    let segment_bytes = match segments.contains(&base) {
+        true => load(&segment_path)?,
+        false => Vec::new(),
+    };
+    let mut segment_len = 0;
+    let mut tail_len = 0;
     let mut segment_exists = segments.contains(&base);
     if segment_exists {
-        let (_, valid) = read_file(
-            &segment_path,
-            config,
-            env.id,
-            FileKind::Segment,
-            &mut segment_bytes,
-        )
-        .or_else(|e| match e {
-            // A segment created but whose header never reached the disk holds nothing.
-            LogError::Corrupt { .. } if segment_bytes.len() < 64 => {
-                segment_exists = false;
-                Ok((0, 0))
+        let path = &segment_path;
+        match check_file(path, &segment_bytes, config, env.id, FileKind::Segment) {
+            Ok((records, valid)) => {
+                if valid < segment_bytes.len() {
+                    warn!(
+                        node = %env.id,
+                        "{}: cutting a torn or corrupt tail of {} bytes at byte {valid}",
+                        segment_path.display(),
+                        segment_bytes.len() - valid
+                    );
+                    let f = OpenOptions::new()
+                        .write(true)
+                        .open(&segment_path)
+                        .map_err(io_err(&segment_path))?;
+                    f.set_len(valid as u64).map_err(io_err(&segment_path))?;
+                    f.sync_all().map_err(io_err(&segment_path))?;
+                }
+                segment_len = valid;
+                tail_len = records.len();
+                frames.extend(records);
             }
-            e => Err(e),
-        })?;
-        if segment_exists && valid < segment_bytes.len() {
-            warn!(
-                node = %env.id,
-                "{}: cutting a torn or corrupt tail of {} bytes at byte {valid}",
-                segment_path.display(),
-                segment_bytes.len() - valid
-            );
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&segment_path)
-                .map_err(io_err(&segment_path))?;
-            f.set_len(valid as u64).map_err(io_err(&segment_path))?;
-            f.sync_all().map_err(io_err(&segment_path))?;
-            segment_bytes.truncate(valid);
+            // A segment created but whose header never reached the disk holds nothing.
+            Err(LogError::Corrupt { .. }) if segment_bytes.len() < 64 => segment_exists = false,
+            Err(e) => return Err(e),
         }
     }
     // Files older than the newest checkpoint are covered by it.
@@ -653,17 +664,6 @@ fn open_dir<P: Protocol>(
     for n in checkpoints.iter().filter(|n| **n < base) {
         let _ = fs::remove_file(dir.join(file_name(FileKind::Checkpoint, *n)));
     }
-    let mut frames = read_frames(&checkpoint_bytes).0;
-    frames.remove_first_if_any();
-    let tail_len = if segment_exists {
-        let mut tail = read_frames(&segment_bytes).0;
-        tail.remove_first_if_any();
-        let n = tail.len();
-        frames.extend(tail);
-        n
-    } else {
-        0
-    };
     let source = if segment_exists {
         segment_path.clone()
     } else {
@@ -671,7 +671,7 @@ fn open_dir<P: Protocol>(
     };
     let (protocol, replayed) = rebuild::<P>(env, frames, &source)?;
     schedule.taken(checkpoint_bytes.len() as u64);
-    schedule.appended(segment_bytes.len() as u64);
+    schedule.appended(segment_len as u64);
     if replayed > 0 {
         info!(
             node = %env.id,
@@ -726,19 +726,6 @@ fn open_dir<P: Protocol>(
             },
         },
     ))
-}
-
-/// Drop the first element (a file's header frame) if there is one.
-trait RemoveFirst {
-    fn remove_first_if_any(&mut self);
-}
-
-impl<T> RemoveFirst for Vec<T> {
-    fn remove_first_if_any(&mut self) {
-        if !self.is_empty() {
-            self.remove(0);
-        }
-    }
 }
 
 fn sync_dir(dir: &Path) -> Result<(), LogError> {
@@ -898,10 +885,7 @@ impl NodeLog {
 
     /// Append `records`; returns the log position after them.
     pub fn append<R: Serialize>(&mut self, records: &[R]) -> u64 {
-        let mut frames = Vec::new();
-        for record in records {
-            push_record(&mut frames, record);
-        }
+        let frames = encode_records(records);
         self.end += frames.len() as u64;
         self.checkpoint_due |= self.schedule.appended(frames.len() as u64);
         match &mut self.backend {
