@@ -25,7 +25,8 @@ mod tuner;
 pub use tuner::{Degree, SpeculationTuner, TunerSettings};
 
 use augur_types::history::{Op, RecordedOutcome, TxnRecord};
-use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, RequestError, Timestamp};
+use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, ProcedureCall};
+use augur_types::{RequestError, Timestamp};
 use augur_types::{TxnId, Value};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, VecDeque};
@@ -56,7 +57,7 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 /// Why a transaction operation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TxnError {
     #[error("transaction aborted: {0}")]
     Aborted(AbortReason),
@@ -627,6 +628,28 @@ pub trait Procedure: Send {
 
     /// `onFinalCommit`: a speculatively committed attempt committed for good.
     fn on_final_commit(&mut self, _info: &TxnInfo) {}
+
+    /// Draw whatever each attempt chooses afresh (a unique value to write, so a retry never
+    /// reuses an aborted attempt's), before the attempt runs in either form. [`Procedure::run`]
+    /// must be a function of the procedure's fields and of what its reads return, so that the
+    /// attempt can be shipped as a [`call`](Procedure::call) and replayed.
+    fn prepare_attempt(&mut self) {}
+
+    /// This attempt as a one-shot request: the name the procedure is registered under in its
+    /// workload's [`ProcedureCatalog`] and every argument its body depends on. `None` for a
+    /// procedure that only runs interactively.
+    fn call(&self) -> Option<ProcedureCall> {
+        None
+    }
+}
+
+/// The procedures a node can run for one-shot transactions, by [`ProcedureCall`] name. Built
+/// from the same workload code clients run, so a procedure does the same thing whichever form
+/// ships it.
+pub trait ProcedureCatalog: Send + Sync + 'static {
+    /// A procedure ready to run `call`, or why there is none: `UnknownProcedure`, or `Invalid`
+    /// arguments.
+    fn instantiate(&self, call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError>;
 }
 
 /// What [`run_with_retry`] reports.

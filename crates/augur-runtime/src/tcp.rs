@@ -65,7 +65,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 /// The version of the envelope this build speaks. Frames of any other version are refused.
-pub const WIRE_VERSION: u16 = 4;
+pub const WIRE_VERSION: u16 = 5;
 
 /// The largest frame (length prefix excluded) accepted or sent: 16 MiB.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
@@ -1052,9 +1052,9 @@ mod tests {
         }
         // The examples of docs/cluster-config.md.
         let hello = encode_frame(&Body::<()>::Hello { from: NodeId(2) }).unwrap();
-        assert_eq!(hello.to_vec(), [4, 0, 2]);
+        assert_eq!(hello.to_vec(), [5, 0, 2]);
         let begin = encode_frame(&Body::<()>::Request(request(7, 0))).unwrap();
-        assert_eq!(begin.to_vec(), [4, 2, 7, 0, 0, 0, 0]);
+        assert_eq!(begin.to_vec(), [5, 2, 7, 0, 0, 0, 0]);
         // Client frames do not depend on the peer message type.
         let frame = encode_frame(&Body::<RelayMsg>::Request(request(1, 2))).unwrap();
         assert_eq!(

@@ -106,10 +106,78 @@ pub enum ClientOp {
     Abort {
         txn: TxnId,
     },
+    /// A whole transaction in one request (the one-shot form): the registered procedure `call`
+    /// names, run once at the node. `read_only`, `speculative_reads` and `speculative_commit`
+    /// mean what they mean for [`ClientOp::Begin`] and [`ClientOp::Commit`]. Answered with
+    /// [`ClientReply::Executed`], or `Rejected` when the protocol does not serve this form
+    /// ([`RequestError::UnsupportedForm`]) or the node does not know the procedure.
+    Execute {
+        call: ProcedureCall,
+        read_only: bool,
+        #[serde(default)]
+        speculative_reads: bool,
+        #[serde(default)]
+        speculative_commit: bool,
+    },
     /// The coordinator node's protocol counters ([`ClientReply::NodeStats`]), such as how many
     /// reads were served speculatively. Answered by the runtime, never by a transaction, so it
     /// may be sent at any time; benchmarks read it before and after their measurement window.
     NodeStats,
+}
+
+/// A registered procedure and its arguments: the whole of a one-shot transaction. `args` is the
+/// procedure's own postcard encoding and captures every random choice the transaction makes, so
+/// running the same call against the same data does the same thing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcedureCall {
+    /// The workload that registered the procedure (`tpcc`).
+    pub workload: String,
+    /// The procedure's name within the workload (`new_order`).
+    pub procedure: String,
+    pub args: Vec<u8>,
+}
+
+impl ProcedureCall {
+    /// The call of `workload`'s `procedure` with `args`.
+    pub fn encode<A: Serialize>(workload: &str, procedure: &str, args: &A) -> ProcedureCall {
+        ProcedureCall {
+            workload: workload.to_string(),
+            procedure: procedure.to_string(),
+            args: postcard::to_stdvec(args).expect("procedure arguments encode"),
+        }
+    }
+
+    /// The arguments, as the procedure's type `A`.
+    pub fn decode<A: serde::de::DeserializeOwned>(&self) -> Result<A, RequestError> {
+        postcard::from_bytes(&self.args).map_err(|e| {
+            RequestError::Invalid(format!(
+                "bad arguments for procedure {}/{}: {e}",
+                self.workload, self.procedure
+            ))
+        })
+    }
+}
+
+/// One operation a one-shot transaction performed, in program order, with what a read returned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExecutedOp {
+    Read { key: Key, value: Option<Value> },
+    Write { key: Key, value: Option<Value> },
+}
+
+/// What running a one-shot transaction did ([`ClientReply::Executed`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Execution {
+    /// The transaction the node ran it as; `None` if it was refused before it began.
+    pub txn: Option<TxnId>,
+    /// Every read (with its value) and write of the attempt, in program order, so its history
+    /// record is as complete as an interactive transaction's.
+    pub ops: Vec<ExecutedOp>,
+    /// What the procedure noted for the speculation callbacks (`Ops::note`).
+    pub info: std::collections::BTreeMap<String, f64>,
+    /// How the attempt ended: `Committed`, `SpecCommitted`, `Aborted` or `Rejected`, as the
+    /// interactive commit (or the operation that ended it early) would have been answered.
+    pub end: ClientReply,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,9 +196,15 @@ pub enum RequestError {
     WriteInReadOnly(TxnId),
     #[error("{0}")]
     Invalid(String),
+    /// The protocol does not serve transactions in this form (`interactive` or `one-shot`).
+    #[error("this protocol does not serve {0} transactions")]
+    UnsupportedForm(String),
+    /// The node has no procedure registered under this `workload/procedure` name.
+    #[error("no procedure registered as {0}")]
+    UnknownProcedure(String),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ClientReply {
     Begun {
         txn: TxnId,
@@ -156,12 +230,14 @@ pub enum ClientReply {
         decided_ago_us: u64,
     },
     Rejected(RequestError),
+    /// The result of a one-shot transaction ([`ClientOp::Execute`]).
+    Executed(Box<Execution>),
     /// The node's protocol counters since it started, by name (empty for a protocol that keeps
     /// none).
     NodeStats(std::collections::BTreeMap<String, u64>),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClientResponse {
     pub id: RequestId,
     pub reply: ClientReply,

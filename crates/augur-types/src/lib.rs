@@ -13,7 +13,10 @@ mod key;
 pub mod latency;
 pub mod placement;
 
-pub use client::{AbortReason, ClientOp, ClientReply, ClientRequest, ClientResponse, RequestError};
+pub use client::{
+    AbortReason, ClientOp, ClientReply, ClientRequest, ClientResponse, ExecutedOp, Execution,
+    ProcedureCall, RequestError,
+};
 pub use ids::{ClientId, DcId, NodeId, PartitionId, RequestId, Timestamp, TxnId};
 pub use isolation::IsolationLevel;
 pub use key::{Key, Value};

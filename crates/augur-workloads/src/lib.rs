@@ -12,8 +12,8 @@ pub mod synthetic_str;
 pub mod tpcc;
 pub mod ycsb_t;
 
-use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, NodeId, PartitionId, Placement, Value};
+use augur_client::{Ops, Procedure, ProcedureCatalog, TxnError};
+use augur_types::{Key, NodeId, PartitionId, Placement, ProcedureCall, RequestError, Value};
 use futures::future::BoxFuture;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -122,6 +122,25 @@ where
             Ok(())
         })
     }
+}
+
+/// Every workload's procedures, by [`ProcedureCall`] name: what a node runs one-shot
+/// transactions with. A procedure is rebuilt from its call alone (its arguments capture every
+/// choice its body makes), so the instance a node runs does what the client's would.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Catalog;
+
+impl ProcedureCatalog for Catalog {
+    fn instantiate(&self, call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+        match call.workload.as_str() {
+            _ => Err(unknown_procedure(call)),
+        }
+    }
+}
+
+/// The error for a call no workload registered.
+pub(crate) fn unknown_procedure(call: &ProcedureCall) -> RequestError {
+    RequestError::UnknownProcedure(format!("{}/{}", call.workload, call.procedure))
 }
 
 /// One consistency condition evaluated after a run.
@@ -294,5 +313,65 @@ impl Home {
                 }
             }
         }
+    }
+}
+
+/// Tests shared by the workloads' modules.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crate::list_append::fake::FakeOps;
+    use rand::SeedableRng;
+
+    /// Generate `count` transactions of `workload` for clients of every node, and check that each
+    /// survives the one-shot round trip: it has a call, the [`Catalog`] rebuilds it from that
+    /// call, and the rebuilt procedure performs exactly the same reads and writes (and the same
+    /// outcome) as the original against the same data. The store starts from `workload.load()`
+    /// and each transaction's writes are applied before the next, so later transactions see
+    /// populated rows.
+    pub(crate) fn assert_calls_replay(workload: &dyn Workload, nodes: u32, count: usize) {
+        let mut db = FakeOps::default();
+        for mut load in workload.load() {
+            db.run(load.as_mut()).expect("load runs");
+            db.commit();
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut names = std::collections::BTreeSet::new();
+        for i in 0..count {
+            let home = NodeId(i as u32 % nodes);
+            let mut original = workload.next(home, &mut rng);
+            original.prepare_attempt();
+            let call = original
+                .call()
+                .unwrap_or_else(|| panic!("{} has no one-shot call", original.name()));
+            assert_eq!(call.workload, workload.name(), "{}", original.name());
+            names.insert(call.procedure.clone());
+            let mut rebuilt = Catalog
+                .instantiate(&call)
+                .unwrap_or_else(|e| panic!("{}: {e}", call.procedure));
+            assert_eq!(rebuilt.name(), original.name());
+            assert_eq!(rebuilt.read_only(), original.read_only());
+            assert_eq!(
+                rebuilt.call().as_ref(),
+                Some(&call),
+                "a rebuilt call re-encodes as itself"
+            );
+
+            let mut twin = FakeOps {
+                store: db.store.clone(),
+                ..FakeOps::default()
+            };
+            let ran = db.run(original.as_mut());
+            let reran = twin.run(rebuilt.as_mut());
+            assert_eq!(ran, reran, "{}: outcome", call.procedure);
+            assert_eq!(db.log, twin.log, "{}: operations", call.procedure);
+            if ran.is_ok() {
+                db.commit();
+            } else {
+                db.buffered.clear();
+                db.log.clear();
+            }
+        }
+        assert!(!names.is_empty());
     }
 }
