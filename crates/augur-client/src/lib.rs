@@ -26,7 +26,7 @@ pub use tuner::{Degree, SpeculationTuner, TunerSettings};
 
 use augur_types::history::{Op, RecordedOutcome, TxnRecord};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, ProcedureCall};
-use augur_types::{RequestError, Timestamp};
+use augur_types::{ExecutedOp, Execution, RequestError, RequestForm, Timestamp};
 use augur_types::{TxnId, Value};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, VecDeque};
@@ -123,6 +123,7 @@ impl HistoryRecorder {
 pub struct Session<T: Transport> {
     transport: T,
     recorder: Option<HistoryRecorder>,
+    form: RequestForm,
 }
 
 impl<T: Transport> Session<T> {
@@ -130,15 +131,29 @@ impl<T: Transport> Session<T> {
         Session {
             transport,
             recorder: None,
+            form: RequestForm::Interactive,
         }
     }
 
     /// A session whose every transaction attempt is recorded into `recorder`.
     pub fn recorded(transport: T, recorder: HistoryRecorder) -> Self {
         Session {
-            transport,
             recorder: Some(recorder),
+            ..Session::new(transport)
         }
+    }
+
+    /// Submit procedures in `form`: [`RequestForm::OneShot`] ships each attempt of a procedure
+    /// that has a [`call`](Procedure::call) as one request (see [`execute_one_shot`]); procedures
+    /// without one, and [`Session::begin`], stay interactive.
+    pub fn with_form(mut self, form: RequestForm) -> Self {
+        self.form = form;
+        self
+    }
+
+    /// The form procedures are submitted in.
+    pub fn form(&self) -> RequestForm {
+        self.form
     }
 
     pub fn transport(&self) -> &T {
@@ -763,6 +778,9 @@ async fn attempt<'s, T: Transport>(
     speculation: Speculation,
     stats: Option<&CommitStats>,
 ) -> Attempt<'s, T> {
+    if session.form == RequestForm::OneShot {
+        return execute_one_shot(session, procedure, speculation, stats).await;
+    }
     match run_body(session, procedure, speculation.reads, stats).await {
         Ok(txn) => commit_body(txn, procedure, speculation.commit, stats).await,
         Err(outcome) => Attempt::Done(outcome),
@@ -779,6 +797,17 @@ async fn attempt<'s, T: Transport>(
 /// next one is about to commit (STR §4: the chain bounds unresolved speculative commits, not
 /// transactions in flight).
 pub async fn run_body<'s, T: Transport>(
+    session: &'s Session<T>,
+    procedure: &mut dyn Procedure,
+    reads: bool,
+    stats: Option<&CommitStats>,
+) -> Result<Txn<'s, T>, Outcome> {
+    procedure.prepare_attempt();
+    body(session, procedure, reads, stats).await
+}
+
+/// [`run_body`] for an attempt already prepared.
+async fn body<'s, T: Transport>(
     session: &'s Session<T>,
     procedure: &mut dyn Procedure,
     reads: bool,
@@ -863,4 +892,167 @@ fn finish(procedure: &mut dyn Procedure, stats: Option<&CommitStats>, outcome: O
     }
     procedure.finished(&outcome);
     outcome
+}
+
+/// One attempt of `procedure` in the one-shot form: prepare it, ship it as one
+/// [`ClientOp::Execute`] request, and take in what the node's run of it did. A procedure
+/// without a [`call`](Procedure::call) runs interactively instead. The speculation asked for
+/// applies as in [`run_speculative`], except that the node, not this client, weighs
+/// [`Procedure::can_spec_commit`] (with its own [`CommitStats`]) since the commit is part of the
+/// request; `stats` is still told how the attempt ended.
+///
+/// The attempt's history record carries the operations the node reports, in program order,
+/// and this client's copy of the procedure is replayed over them (reads answered with the
+/// values the node read) so that it ends in the state an interactive run would have left.
+/// When the reply is lost the outcome is [`Outcome::Unknown`] and the operations are unknown
+/// too: the attempt is recorded with none.
+pub async fn execute_one_shot<'s, T: Transport>(
+    session: &'s Session<T>,
+    procedure: &mut dyn Procedure,
+    speculation: Speculation,
+    stats: Option<&CommitStats>,
+) -> Attempt<'s, T> {
+    procedure.prepare_attempt();
+    match procedure.call() {
+        Some(call) => one_shot(session, procedure, call, speculation, stats).await,
+        None => match body(session, procedure, speculation.reads, stats).await {
+            Ok(txn) => commit_body(txn, procedure, speculation.commit, stats).await,
+            Err(outcome) => Attempt::Done(outcome),
+        },
+    }
+}
+
+async fn one_shot<'s, T: Transport>(
+    session: &'s Session<T>,
+    procedure: &mut dyn Procedure,
+    call: ProcedureCall,
+    speculation: Speculation,
+    stats: Option<&CommitStats>,
+) -> Attempt<'s, T> {
+    let invoked = session.transport.now();
+    let read_only = procedure.read_only();
+    let op = ClientOp::Execute {
+        call,
+        read_only,
+        speculative_reads: speculation.reads,
+        speculative_commit: speculation.commit && stats.is_some(),
+    };
+    let execution = match session.transport.call(op).await {
+        Ok(ClientReply::Executed(execution)) => *execution,
+        Ok(ClientReply::Aborted(reason)) => {
+            return Attempt::Done(finish(procedure, stats, Outcome::Aborted(reason)));
+        }
+        Ok(ClientReply::Rejected(e)) => {
+            let outcome = error_outcome(&TxnError::Rejected(e), false);
+            return Attempt::Done(finish(procedure, stats, outcome));
+        }
+        Ok(other) => {
+            let outcome = error_outcome(&TxnError::Protocol(Box::new(other)), true);
+            return Attempt::Done(finish(procedure, stats, outcome));
+        }
+        // The procedure may have committed; what it read and wrote is unknown.
+        Err(_) => return Attempt::Done(finish(procedure, stats, Outcome::Unknown)),
+    };
+    let Execution {
+        txn,
+        ops,
+        info,
+        end,
+    } = execution;
+    replay(procedure, &ops, &end).await;
+    let outcome = match end {
+        ClientReply::Committed { commit_ts } => Outcome::Committed { commit_ts },
+        ClientReply::SpecCommitted { local_commit_ts } if txn.is_some() => {
+            procedure.on_spec_commit(&info);
+            let log = session.recorder.as_ref().map(|_| AttemptLog {
+                name: procedure.name(),
+                invoked,
+                ops: ops.iter().map(history_op).collect(),
+                outcome: None,
+            });
+            return Attempt::Speculative(SpeculativeCommit {
+                session,
+                id: txn.expect("checked"),
+                local_commit_ts,
+                read_only,
+                info,
+                at: session.transport.now(),
+                record: log,
+            });
+        }
+        ClientReply::Aborted(reason) => Outcome::Aborted(reason),
+        ClientReply::Rejected(e) => error_outcome(&TxnError::Rejected(e), false),
+        other => error_outcome(&TxnError::Protocol(Box::new(other)), true),
+    };
+    if let Some(id) = txn {
+        let log = AttemptLog {
+            name: procedure.name(),
+            invoked,
+            ops: ops.iter().map(history_op).collect(),
+            outcome: Some(match outcome {
+                Outcome::Committed { commit_ts } => RecordedOutcome::Committed {
+                    commit_ts: commit_ts.0,
+                },
+                Outcome::Aborted(reason) => aborted(reason),
+                Outcome::Unknown => RecordedOutcome::Unknown,
+            }),
+        };
+        session.record(id, read_only, log, AbortReason::Timeout);
+    }
+    Attempt::Done(finish(procedure, stats, outcome))
+}
+
+/// A one-shot operation as a history records it.
+fn history_op(op: &ExecutedOp) -> Op {
+    match op {
+        ExecutedOp::Read { key, value } => Op::Read {
+            key: key.to_string(),
+            value: text(value),
+        },
+        ExecutedOp::Write { key, value } => Op::Write {
+            key: key.to_string(),
+            value: text(value),
+        },
+    }
+}
+
+/// Run `procedure`'s body over the operations a node's run of it reported, so that this copy
+/// ends in the same state (its results, what `finished` will tally). Reads are answered in
+/// order with the values the node read; a read past the reported ones (the node's run ended
+/// there) fails as the node's did. A body that departs from the reported operations (the node
+/// ran different code) stops at that point: the outcome is the node's either way.
+async fn replay(procedure: &mut dyn Procedure, ops: &[ExecutedOp], end: &ClientReply) {
+    let ended = match end {
+        ClientReply::Aborted(reason) => TxnError::Aborted(*reason),
+        ClientReply::Rejected(e) => TxnError::Rejected(e.clone()),
+        other => TxnError::Protocol(Box::new(other.clone())),
+    };
+    let mut replay = Replay {
+        ops: ops.iter(),
+        ended,
+    };
+    let _ = procedure.run(&mut replay).await;
+}
+
+/// [`Ops`] answering from a node's reported operations (see [`replay`]).
+struct Replay<'o> {
+    ops: std::slice::Iter<'o, ExecutedOp>,
+    ended: TxnError,
+}
+
+impl Ops for Replay<'_> {
+    fn read<'a>(&'a mut self, key: &'a Key) -> BoxFuture<'a, Result<Option<Value>, TxnError>> {
+        let result = match self.ops.next() {
+            Some(ExecutedOp::Read { key: k, value }) if k == key => Ok(value.clone()),
+            _ => Err(self.ended.clone()),
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn write(&mut self, key: Key, value: Option<Value>) -> Result<(), TxnError> {
+        match self.ops.next() {
+            Some(ExecutedOp::Write { key: k, value: v }) if *k == key && *v == value => Ok(()),
+            _ => Err(self.ended.clone()),
+        }
+    }
 }

@@ -582,6 +582,10 @@ impl PgTransport {
             }
             // PostgreSQL's own statistics are not augur protocol counters.
             ClientOp::NodeStats => Ok(ClientReply::NodeStats(Default::default())),
+            // augur's procedures are not stored procedures in the server.
+            ClientOp::Execute { .. } => Ok(ClientReply::Rejected(RequestError::UnsupportedForm(
+                "one-shot".to_string(),
+            ))),
         }
     }
 }

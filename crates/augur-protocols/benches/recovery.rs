@@ -28,6 +28,7 @@ fn env() -> NodeEnv {
         id: NodeId(0),
         placement: Arc::new(Placement::ring(profile, 1, 1).unwrap()),
         options: Arc::new(ProtocolOptions::default()),
+        procedures: Default::default(),
     }
 }
 

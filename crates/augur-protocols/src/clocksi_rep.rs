@@ -81,7 +81,7 @@
 //! clock: check it with the option off.
 
 use crate::coordinator::{PartitionWrites, Pending, group_by_partition, watermark};
-use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
 use crate::replica::replicas_of;
 use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
@@ -109,7 +109,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     mutants: MUTANTS,
     settings: SETTINGS,
     speculation: None,
-    forms: INTERACTIVE_ONLY,
+    forms: INTERACTIVE_AND_ONE_SHOT,
 };
 
 /// The protocol settings `clocksi-rep` accepts (see the module documentation).
@@ -825,8 +825,9 @@ impl Protocol for ClockSiRep {
                 let err = RequestError::UnknownTransaction(txn);
                 pending.answer(ctx, ClientReply::Rejected(err));
             }
-            // The runtime answers it (`deliver_client`); nothing to do here.
-            ClientOp::NodeStats => {}
+            // The runtime answers the first (`deliver_client`); the one-shot wrapper
+            // (`AtCoordinator`) runs the second as interactive requests.
+            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
         }
     }
 

@@ -10,7 +10,7 @@
 //! node that crashes comes back empty (its peers still hold their replicas).
 
 use crate::coordinator::{Pending, group_by_partition};
-use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
@@ -35,7 +35,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     mutants: &[],
     settings: &[],
     speculation: None,
-    forms: INTERACTIVE_ONLY,
+    forms: INTERACTIVE_AND_ONE_SHOT,
 };
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -210,8 +210,9 @@ impl Protocol for Nocc {
                 let err = RequestError::UnknownTransaction(txn);
                 pending.answer(ctx, ClientReply::Rejected(err));
             }
-            // The runtime answers it (`deliver_client`); nothing to do here.
-            ClientOp::NodeStats => {}
+            // The runtime answers the first (`deliver_client`); the one-shot wrapper
+            // (`AtCoordinator`) runs the second as interactive requests.
+            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
         }
     }
 

@@ -18,7 +18,7 @@
 //! committed predecessor: it cannot final commit first, and aborts if the predecessor does.
 
 use crate::registry::SpeculationOffer;
-use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::str::{Engine, Flavor};
 
 /// `clocksi-rep` with one speculative commit per client and nothing else speculative.
@@ -51,5 +51,5 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         max_chain: <OneSpeculativeCommit as Flavor>::MAX_CHAIN,
         default: "commits:1",
     }),
-    forms: INTERACTIVE_ONLY,
+    forms: INTERACTIVE_AND_ONE_SHOT,
 };

@@ -4,7 +4,9 @@
 //! one line in the `register!` list below, which generates both [`PROTOCOLS`] and [`visit`] from
 //! that one list. [`validate_settings`] checks protocol settings before nodes are built.
 
+use augur_runtime::one_shot::AtCoordinator;
 use augur_runtime::{Protocol, wal};
+
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,30 +38,8 @@ pub struct ProtocolInfo {
     pub forms: &'static [RequestForm],
 }
 
-/// A form in which a client submits a transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RequestForm {
-    /// Begin, reads one at a time through the coordinator, buffered writes shipped with the
-    /// commit (`ClientOp::Begin`, `Read`, `Commit`, `Abort`): what `augur_client::Txn` does.
-    Interactive,
-    /// The whole transaction in one request, a registered procedure with its arguments and the
-    /// partitions it touches, as order-then-execute protocols need (planned: `ClientOp` has no
-    /// such request yet).
-    OneShot,
-}
-
-impl fmt::Display for RequestForm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RequestForm::Interactive => "interactive",
-            RequestForm::OneShot => "one-shot",
-        })
-    }
-}
-
-/// The forms of a protocol that serves interactive transactions only.
-pub const INTERACTIVE_ONLY: &[RequestForm] = &[RequestForm::Interactive];
+/// The request forms, defined with the runtime that refuses a form a protocol does not serve.
+pub use augur_runtime::one_shot::{INTERACTIVE_AND_ONE_SHOT, INTERACTIVE_ONLY, RequestForm};
 
 /// The speculation a protocol offers its clients (see `augur_client::Degree`).
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -239,11 +219,13 @@ macro_rules! register {
     };
 }
 
+// Protocols with deferred updates serve one-shot transactions by running the procedure at
+// the coordinator (`AtCoordinator`).
 register! {
-    crate::nocc::Nocc => crate::nocc::INFO,
-    crate::clocksi_rep::ClockSiRep => crate::clocksi_rep::INFO,
-    crate::str::Str => crate::str::INFO,
-    crate::planet::Planet => crate::planet::INFO,
+    AtCoordinator<crate::nocc::Nocc> => crate::nocc::INFO,
+    AtCoordinator<crate::clocksi_rep::ClockSiRep> => crate::clocksi_rep::INFO,
+    AtCoordinator<crate::str::Str> => crate::str::INFO,
+    AtCoordinator<crate::planet::Planet> => crate::planet::INFO,
 }
 
 const _: () = assert!(
@@ -383,19 +365,24 @@ mod tests {
         }
     }
 
+    struct Forms;
+    impl ProtocolVisitor for Forms {
+        type Output = &'static [RequestForm];
+        fn visit<P: Protocol>(self, _info: &'static ProtocolInfo) -> &'static [RequestForm] {
+            P::FORMS
+        }
+    }
+
     #[test]
-    fn every_protocol_serves_some_form_and_none_is_still_planned() {
+    fn every_protocol_serves_the_forms_it_lists_and_none_is_still_planned() {
         for p in PROTOCOLS {
             assert!(!p.forms.is_empty(), "{} serves no request form", p.name);
+            assert_eq!(visit(p.name, Forms).unwrap(), p.forms, "{}", p.name);
             assert_eq!(planned(p.name), None, "{} is implemented", p.name);
         }
-        // One-shot transactions are not implemented yet.
-        assert!(
-            PROTOCOLS
-                .iter()
-                .all(|p| p.forms == [RequestForm::Interactive])
-        );
         assert_eq!(RequestForm::OneShot.to_string(), "one-shot");
+        assert_eq!(RequestForm::parse("one-shot"), Some(RequestForm::OneShot));
+        assert_eq!(RequestForm::parse("batch"), None);
     }
 
     #[test]

@@ -62,7 +62,7 @@
 
 use crate::coordinator::{Pending, group_by_partition, watermark};
 use crate::registry::SpeculationOffer;
-use crate::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
 use crate::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
@@ -118,7 +118,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         max_chain: <Speculative as Flavor>::MAX_CHAIN,
         default: "auto",
     }),
-    forms: INTERACTIVE_ONLY,
+    forms: INTERACTIVE_AND_ONE_SHOT,
 };
 
 /// A final commit as replicas receive it.
@@ -1436,8 +1436,9 @@ impl<F: Flavor> Protocol for Engine<F> {
                 speculative,
             } => self.commit(ctx, pending, txn, writes, speculative),
             ClientOp::AwaitOutcome { txn } => self.await_outcome(ctx, pending, txn),
-            // The runtime answers it (`deliver_client`); nothing to do here.
-            ClientOp::NodeStats => {}
+            // The runtime answers the first (`deliver_client`); the one-shot wrapper
+            // (`AtCoordinator`) runs the second as interactive requests.
+            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
             ClientOp::Abort { txn } => {
                 if let Some(t) = self.coordinated.get(&txn)
                     && !matches!(t.phase, Phase::Executing)

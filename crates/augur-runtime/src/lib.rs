@@ -21,6 +21,7 @@
 
 pub mod clock;
 pub mod local;
+pub mod one_shot;
 mod protocol;
 pub mod sim;
 pub mod tcp;

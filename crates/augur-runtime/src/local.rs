@@ -4,6 +4,7 @@
 //! one-way latency; the TCP runtime reuses the same node loop with sockets underneath.
 
 use crate::clock::RealClock;
+use crate::one_shot::Procedures;
 use crate::wal::{self, LogConfig, NodeLog};
 use crate::{Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
@@ -218,6 +219,7 @@ impl<P: Protocol> LocalCluster<P> {
         seed: u64,
         request_timeout: Duration,
         log: &LogConfig,
+        procedures: Procedures,
     ) -> Result<Self, wal::LogError> {
         let clock = RealClock::new();
         let n = placement.node_count();
@@ -227,6 +229,7 @@ impl<P: Protocol> LocalCluster<P> {
                 id,
                 placement: placement.clone(),
                 options: options.clone(),
+                procedures: procedures.clone(),
             };
             let mut config = log.clone();
             if let wal::LogStorage::Dir(dir) = &log.storage {

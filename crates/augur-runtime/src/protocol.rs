@@ -1,5 +1,7 @@
+use crate::one_shot::{INTERACTIVE_ONLY, Procedures, RequestForm};
 use augur_types::{
-    ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId, Placement, Timestamp,
+    ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId, Placement,
+    RequestError, Timestamp,
 };
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -49,6 +51,8 @@ pub struct NodeEnv {
     pub id: NodeId,
     pub placement: Arc<Placement>,
     pub options: Arc<ProtocolOptions>,
+    /// The procedures one-shot transactions may name (see [`crate::one_shot`]).
+    pub procedures: Procedures,
 }
 
 /// A concurrency-control protocol, as the state machine one node runs.
@@ -64,6 +68,10 @@ pub trait Protocol: Send + Sized + 'static {
     /// What the protocol writes to its node's write-ahead log ([`Ctx::persist`]) and rebuilds
     /// itself from after a crash ([`Protocol::recover`]).
     type Record: Debug + Send + Serialize + DeserializeOwned + 'static;
+
+    /// The forms of client request it serves; a request of another form is refused with
+    /// [`RequestError::UnsupportedForm`] before it reaches the protocol ([`deliver_client`]).
+    const FORMS: &'static [RequestForm] = INTERACTIVE_ONLY;
 
     /// A node with empty state.
     fn new(env: &NodeEnv) -> Self;
@@ -103,9 +111,20 @@ pub trait Protocol: Send + Sized + 'static {
     }
 }
 
-/// Hand a client request to `protocol`, answering [`ClientOp::NodeStats`] on its behalf: every
-/// runtime delivers client requests through here, so protocols never see that request.
+/// Hand a client request to `protocol`, answering [`ClientOp::NodeStats`] on its behalf and
+/// refusing a request of a form it does not serve ([`Protocol::FORMS`]): every runtime delivers
+/// client requests through here, so protocols never see those.
 pub fn deliver_client<P: Protocol>(protocol: &mut P, ctx: &mut Ctx<'_, P>, request: ClientRequest) {
+    if let Some(form) = RequestForm::of(&request.op)
+        && !P::FORMS.contains(&form)
+    {
+        let response = ClientResponse {
+            id: request.id,
+            reply: ClientReply::Rejected(RequestError::UnsupportedForm(form.to_string())),
+        };
+        ctx.reply(request.client, response);
+        return;
+    }
     if let ClientOp::NodeStats = request.op {
         let counters = protocol
             .counters()
@@ -267,5 +286,25 @@ impl<'a, P: Protocol> Ctx<'a, P> {
     /// Call `on_timer(timer)` after `after` (measured on this node's clock).
     pub fn set_timer(&mut self, after: Duration, timer: P::Timer) {
         self.effects.timers.push((after, timer));
+    }
+
+    /// A context for a protocol `Q` this one wraps, with the same clock reading and RNG,
+    /// collecting into `effects`.
+    pub(crate) fn for_inner<'b, Q>(&'b mut self, effects: &'b mut Effects<Q>) -> Ctx<'b, Q>
+    where
+        Q: Protocol<Msg = P::Msg, Timer = P::Timer, Record = P::Record>,
+    {
+        Ctx::new(self.id, self.now, self.rng, effects)
+    }
+
+    /// Take on the effects a wrapped protocol's handler asked for, in order.
+    pub(crate) fn absorb<Q>(&mut self, effects: Effects<Q>)
+    where
+        Q: Protocol<Msg = P::Msg, Timer = P::Timer, Record = P::Record>,
+    {
+        self.effects.persist.extend(effects.persist);
+        self.effects.sends.extend(effects.sends);
+        self.effects.replies.extend(effects.replies);
+        self.effects.timers.extend(effects.timers);
     }
 }

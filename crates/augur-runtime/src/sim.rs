@@ -66,6 +66,7 @@ mod trace;
 
 pub use trace::{DropCause, Trace, TraceEntry, TraceEvent};
 
+use crate::one_shot::Procedures;
 use crate::wal::{self, CheckpointSchedule, LogPolicy, MemoryLog};
 use crate::{Ctx, Effects, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
@@ -112,6 +113,8 @@ pub struct SimConfig {
     /// Record a [`Trace`] from the start, the nodes' first `on_start` included (see
     /// [`Simulation::record_trace`] to start later).
     pub trace: bool,
+    /// The procedures the nodes run one-shot transactions with.
+    pub procedures: Procedures,
 }
 
 impl SimConfig {
@@ -125,12 +128,13 @@ impl SimConfig {
             fsync_latency: Duration::from_micros(100),
             checkpoint_min_bytes: 64 * 1024,
             trace: false,
+            procedures: Procedures::none(),
         }
     }
 }
 
 /// One client request or reply, as seen at the client: the raw material of histories.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClientEvent {
     /// Virtual time in microseconds since the start of the run.
     pub at_us: u64,
@@ -139,7 +143,7 @@ pub struct ClientEvent {
     pub kind: ClientEventKind,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum ClientEventKind {
     Invoke(ClientOp),
     Complete(Result<ClientReply, TransportError>),
@@ -333,6 +337,7 @@ impl<P: Protocol> Simulation<P> {
                 id,
                 placement: placement.clone(),
                 options: options.clone(),
+                procedures: config.procedures.clone(),
             };
             let skew_us = if max_skew > 0 {
                 seed_rng.random_range(-max_skew..=max_skew)

@@ -875,7 +875,7 @@ mod tests {
                 ClientOp::AwaitOutcome { txn } => {
                     ClientReply::Rejected(RequestError::UnknownTransaction(txn))
                 }
-                ClientOp::NodeStats => return,
+                ClientOp::NodeStats | ClientOp::Execute { .. } => return,
             };
             let response = ClientResponse {
                 id: request.id,
@@ -923,6 +923,7 @@ mod tests {
             id: NodeId(id),
             placement: Arc::new(Placement::ring(profile, nodes, 1).unwrap()),
             options: Arc::new(ProtocolOptions::default()),
+            procedures: Default::default(),
         }
     }
 

@@ -1032,6 +1032,7 @@ mod tests {
             id: NodeId(id),
             placement: Arc::new(Placement::ring(profile, 2, 1).unwrap()),
             options: Arc::new(ProtocolOptions::default()),
+            procedures: Default::default(),
         }
     }
 

@@ -125,6 +125,56 @@ pub enum ClientOp {
     NodeStats,
 }
 
+/// A form in which a client submits a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RequestForm {
+    /// Begin, reads one at a time through the coordinator, buffered writes shipped with the
+    /// commit (`ClientOp::Begin`, `Read`, `Commit`, `AwaitOutcome`, `Abort`): what
+    /// `augur_client::Txn` does.
+    Interactive,
+    /// The whole transaction in one request (`ClientOp::Execute`): a registered procedure and
+    /// its arguments.
+    OneShot,
+}
+
+impl RequestForm {
+    /// The form `op` belongs to; `None` for requests of no transaction (`NodeStats`).
+    pub fn of(op: &ClientOp) -> Option<RequestForm> {
+        match op {
+            ClientOp::Begin { .. }
+            | ClientOp::Read { .. }
+            | ClientOp::Commit { .. }
+            | ClientOp::AwaitOutcome { .. }
+            | ClientOp::Abort { .. } => Some(RequestForm::Interactive),
+            ClientOp::Execute { .. } => Some(RequestForm::OneShot),
+            ClientOp::NodeStats => None,
+        }
+    }
+
+    /// Parse `interactive` or `one-shot`.
+    pub fn parse(name: &str) -> Option<RequestForm> {
+        match name {
+            "interactive" => Some(RequestForm::Interactive),
+            "one-shot" => Some(RequestForm::OneShot),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestForm::Interactive => "interactive",
+            RequestForm::OneShot => "one-shot",
+        }
+    }
+}
+
+impl fmt::Display for RequestForm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A registered procedure and its arguments: the whole of a one-shot transaction. `args` is the
 /// procedure's own postcard encoding and captures every random choice the transaction makes, so
 /// running the same call against the same data does the same thing.

@@ -15,7 +15,7 @@ pub mod placement;
 
 pub use client::{
     AbortReason, ClientOp, ClientReply, ClientRequest, ClientResponse, ExecutedOp, Execution,
-    ProcedureCall, RequestError,
+    ProcedureCall, RequestError, RequestForm,
 };
 pub use ids::{ClientId, DcId, NodeId, PartitionId, RequestId, Timestamp, TxnId};
 pub use isolation::IsolationLevel;

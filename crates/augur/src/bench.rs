@@ -5,15 +5,16 @@
 use crate::report::{self, ProtocolResult, RunStats};
 use augur::BadInput;
 use augur_client::{
-    Attempt, CommitStats, Degree, HistoryRecorder, Outcome, Procedure, Session, SpeculationTuner,
-    SpeculativeCommit, Transport, TunerSettings, commit_attempt, resolve, run_body, run_with_retry,
+    Attempt, CommitStats, Degree, HistoryRecorder, Outcome, Procedure, Session, Speculation,
+    SpeculationTuner, SpeculativeCommit, Transport, TunerSettings, commit_attempt,
+    execute_one_shot, resolve, run_body, run_with_retry,
 };
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
 use augur_runtime::wal::{self, LogConfig, LogPolicy};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{AbortReason, LatencyProfile, NodeId, Placement};
+use augur_types::{AbortReason, LatencyProfile, NodeId, Placement, RequestForm};
 use augur_workloads::{Audit, Condition, Workload};
 use clap::{Args, ValueEnum};
 use rand::{Rng, SeedableRng};
@@ -53,6 +54,12 @@ pub struct BenchArgs {
     /// With `auto` speculation: seconds the self-tuner measures each degree for.
     #[arg(long, default_value_t = 1.0)]
     pub tune_interval: f64,
+    /// How clients submit transactions: `interactive` (one request per read, then the commit)
+    /// or `one-shot` (the whole transaction, a registered procedure and its arguments, in one
+    /// request, run at the coordinator). Default: one-shot where the protocol serves it. An
+    /// entry may choose its own (`nocc:txn_form=interactive`).
+    #[arg(long)]
+    pub txn_form: Option<String>,
     /// Workload to run.
     #[arg(long, default_value = "synthetic-str")]
     pub workload: String,
@@ -209,7 +216,8 @@ impl serde::Serialize for SpeculationMode {
     }
 }
 
-/// One entry of `--protocol`: the protocol, its settings and its clients' speculation.
+/// One entry of `--protocol`: the protocol, its settings, its clients' speculation and the
+/// form they submit transactions in.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ProtocolSpec {
     /// The entry as written, which names its results.
@@ -217,6 +225,35 @@ pub struct ProtocolSpec {
     pub name: String,
     pub options: ProtocolOptions,
     pub speculation: SpeculationMode,
+    pub txn_form: RequestForm,
+}
+
+/// The entry setting that chooses the request form (`NAME:txn_form=one-shot`).
+pub const TXN_FORM_SETTING: &str = "txn_form";
+
+/// The form `given` names (default: one-shot if `forms` has it), if `forms` has it.
+fn txn_form(
+    given: Option<&str>,
+    forms: &[RequestForm],
+    protocol: &str,
+) -> anyhow::Result<RequestForm> {
+    let form = match given {
+        None if forms.contains(&RequestForm::OneShot) => return Ok(RequestForm::OneShot),
+        None => return Ok(RequestForm::Interactive),
+        Some(name) => RequestForm::parse(name).ok_or_else(|| {
+            bad(format!(
+                "unknown transaction form '{name}'; valid forms: interactive, one-shot"
+            ))
+        })?,
+    };
+    if !forms.contains(&form) {
+        let served: Vec<String> = forms.iter().map(ToString::to_string).collect();
+        return Err(bad(format!(
+            "{protocol} does not serve {form} transactions (it serves: {})",
+            served.join(", ")
+        )));
+    }
+    Ok(form)
 }
 
 impl ProtocolSpec {
@@ -226,6 +263,7 @@ impl ProtocolSpec {
     fn parse(
         entry: &str,
         speculation: Option<&str>,
+        form: Option<&str>,
         protocol_settings: &BTreeMap<String, String>,
     ) -> anyhow::Result<ProtocolSpec> {
         let mut parts = entry.split(':');
@@ -250,17 +288,21 @@ impl ProtocolSpec {
         let mut settings = protocol_settings.clone();
         let mut speculation = speculation.map(str::to_string);
         let mut own_speculation = false;
+        let mut form = form.map(str::to_string);
         for (k, v) in pairs {
             if k == "speculation" {
                 speculation = Some(v);
                 own_speculation = true;
+            } else if k == TXN_FORM_SETTING {
+                form = Some(v);
             } else {
                 settings.insert(k, v);
             }
         }
         let label = entry.trim().to_string();
-        if crate::bench_pg::peer(&name).is_some() {
-            if label != name {
+        if let Some(peer) = crate::bench_pg::peer(&name) {
+            let txn_form = txn_form(form.as_deref(), peer.forms, &name)?;
+            if !settings.is_empty() || own_speculation {
                 return Err(bad(format!(
                     "{name} takes no settings (entry '{entry}'); configure PostgreSQL itself"
                 )));
@@ -270,6 +312,7 @@ impl ProtocolSpec {
                 name,
                 options: ProtocolOptions::default(),
                 speculation: SpeculationMode::Fixed(Degree::NONE),
+                txn_form,
             });
         }
         let info = registry::info(&name).map_err(|e| {
@@ -279,6 +322,7 @@ impl ProtocolSpec {
         })?;
         info.validate_settings(&settings)
             .map_err(|e| bad(e.to_string()))?;
+        let txn_form = txn_form(form.as_deref(), info.forms, &name)?;
         // Benchmarks measure the protocol, not the disk, unless asked to (and say which).
         settings
             .entry(wal::LOG_SETTING.to_string())
@@ -301,6 +345,7 @@ impl ProtocolSpec {
                 ..ProtocolOptions::default()
             },
             speculation,
+            txn_form,
         })
     }
 }
@@ -397,7 +442,12 @@ impl BenchArgs {
         }
         let mut protocols: Vec<ProtocolSpec> = Vec::new();
         for entry in &self.protocol {
-            let spec = ProtocolSpec::parse(entry, self.speculation.as_deref(), &protocol_settings)?;
+            let spec = ProtocolSpec::parse(
+                entry,
+                self.speculation.as_deref(),
+                self.txn_form.as_deref(),
+                &protocol_settings,
+            )?;
             if protocols.iter().any(|p| p.label == spec.label) {
                 return Err(bad(format!("--protocol lists '{}' twice", spec.label)));
             }
@@ -511,6 +561,7 @@ impl ProtocolVisitor for RunInProcess<'_> {
                 config.seed,
                 Duration::from_secs(10),
                 &log,
+                augur::procedures(),
             )?;
             let mut transports = Vec::new();
             for home in config.placement.nodes() {
@@ -595,7 +646,8 @@ where
         let session = match &recorder {
             Some(r) => Session::recorded(transport, r.clone()),
             None => Session::new(transport),
-        };
+        }
+        .with_form(spec.txn_form);
         let rng = ChaCha8Rng::seed_from_u64(seeds.random());
         let client = Client {
             session,
@@ -920,17 +972,30 @@ impl<'a, T: Transport> ClientRun<'a, T> {
         let stats = self.speculating.commit_stats.clone();
         loop {
             let degree = self.degree();
-            let body = run_body(self.session, procedure.as_mut(), degree.reads, Some(&stats)).await;
-            let attempt = match body {
-                Ok(txn) => {
-                    let speculate = degree.chain > 0;
-                    while speculate && chain.len() >= degree.chain as usize {
-                        // Boxed: resolving may run a misspeculated transaction again.
-                        Box::pin(self.resolve_oldest(chain)).await;
-                    }
-                    commit_attempt(txn, procedure.as_mut(), speculate, &stats).await
+            let speculate = degree.chain > 0;
+            let attempt = if self.session.form() == RequestForm::OneShot {
+                // The commit is part of the one request, so the chain makes room first.
+                while speculate && chain.len() >= degree.chain as usize {
+                    Box::pin(self.resolve_oldest(chain)).await;
                 }
-                Err(outcome) => Attempt::Done(outcome),
+                let speculation = Speculation {
+                    reads: degree.reads,
+                    commit: speculate,
+                };
+                execute_one_shot(self.session, procedure.as_mut(), speculation, Some(&stats)).await
+            } else {
+                let body =
+                    run_body(self.session, procedure.as_mut(), degree.reads, Some(&stats)).await;
+                match body {
+                    Ok(txn) => {
+                        while speculate && chain.len() >= degree.chain as usize {
+                            // Boxed: resolving may run a misspeculated transaction again.
+                            Box::pin(self.resolve_oldest(chain)).await;
+                        }
+                        commit_attempt(txn, procedure.as_mut(), speculate, &stats).await
+                    }
+                    Err(outcome) => Attempt::Done(outcome),
+                }
             };
             match attempt {
                 Attempt::Done(Outcome::Committed { .. }) => {

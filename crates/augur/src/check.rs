@@ -16,7 +16,7 @@ use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisi
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{LatencyProfile, NodeId, Placement};
+use augur_types::{LatencyProfile, NodeId, Placement, RequestForm};
 use augur_workloads::Workload;
 use clap::Args;
 use rand::{Rng, SeedableRng};
@@ -88,6 +88,62 @@ pub struct CheckArgs {
     /// Check every seed even after one fails.
     #[arg(long)]
     pub keep_going: bool,
+    /// How clients submit transactions: `interactive`, `one-shot`, or `mixed` (half the
+    /// clients of each node in each form, so one history has both). Default: `mixed` for a
+    /// protocol that serves both forms.
+    #[arg(long)]
+    pub txn_form: Option<String>,
+}
+
+/// The request forms of a check's clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckForms {
+    All(RequestForm),
+    /// Alternating, client by client.
+    Mixed,
+}
+
+impl CheckForms {
+    /// Parse `given` for a protocol serving `forms` (default: mixed when it serves both).
+    fn parse(given: Option<&str>, info: &ProtocolInfo) -> Result<CheckForms, String> {
+        let both = info.forms.len() > 1;
+        let forms = match given {
+            None if both => return Ok(CheckForms::Mixed),
+            None => return Ok(CheckForms::All(info.forms[0])),
+            Some("mixed") => CheckForms::Mixed,
+            Some(name) => CheckForms::All(RequestForm::parse(name).ok_or_else(|| {
+                format!("unknown transaction form '{name}'; valid: interactive, one-shot, mixed")
+            })?),
+        };
+        let unserved = match forms {
+            CheckForms::Mixed if !both => Some("both"),
+            CheckForms::All(form) if !info.forms.contains(&form) => Some(form.name()),
+            _ => None,
+        };
+        match unserved {
+            Some(what) => Err(format!(
+                "{} does not serve {what} transaction forms",
+                info.name
+            )),
+            None => Ok(forms),
+        }
+    }
+
+    /// The form of the `index`th client.
+    fn of(self, index: usize) -> RequestForm {
+        match self {
+            CheckForms::All(form) => form,
+            CheckForms::Mixed if index % 2 == 0 => RequestForm::Interactive,
+            CheckForms::Mixed => RequestForm::OneShot,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CheckForms::All(form) => form.name(),
+            CheckForms::Mixed => "mixed",
+        }
+    }
 }
 
 /// A validated check configuration.
@@ -110,6 +166,7 @@ pub struct CheckConfig {
     pub clients_per_node: usize,
     pub safety: Duration,
     pub keep_going: bool,
+    pub forms: CheckForms,
     placement: Arc<Placement>,
 }
 
@@ -191,6 +248,7 @@ impl CheckArgs {
             .map_err(|e| bad(e.to_string()))?;
         let workload = augur_workloads::build(&self.workload, &given, placement.clone())
             .map_err(|e| bad(e.to_string()))?;
+        let forms = CheckForms::parse(self.txn_form.as_deref(), info).map_err(bad)?;
         Ok(CheckConfig {
             info,
             workload: self.workload.clone(),
@@ -207,6 +265,7 @@ impl CheckArgs {
             clients_per_node: self.clients,
             safety: Duration::from_secs_f64(self.duration),
             keep_going: self.keep_going,
+            forms,
             placement,
         })
     }
@@ -353,6 +412,7 @@ impl CheckConfig {
             self.clients_per_node,
             self.safety.as_secs_f64()
         );
+        cmd += &format!(" --txn-form {}", self.forms.name());
         cmd += &format!(" --history {}", history.display());
         cmd
     }
@@ -384,6 +444,7 @@ impl ProtocolVisitor for RunSeed<'_> {
             ..ProtocolOptions::default()
         };
         let mut sim_config = SimConfig::new(self.seed);
+        sim_config.procedures = crate::procedures();
         sim_config.client_timeout = Duration::from_secs(3);
         if faults.skew {
             sim_config.max_clock_skew = MAX_CLOCK_SKEW;
@@ -411,10 +472,12 @@ impl ProtocolVisitor for RunSeed<'_> {
         let mut clients = 0;
         for node in config.placement.nodes() {
             for _ in 0..config.clients_per_node {
+                let form = config.forms.of(clients);
                 clients += 1;
                 spawn_client(
                     &mut sim,
                     node,
+                    form,
                     workload.clone(),
                     recorder.clone(),
                     liveness.clone(),
@@ -479,6 +542,7 @@ impl ProtocolVisitor for RunSeed<'_> {
 fn spawn_client<P: Protocol>(
     sim: &mut Simulation<P>,
     home: NodeId,
+    form: RequestForm,
     workload: Arc<dyn Workload>,
     recorder: HistoryRecorder,
     liveness: Arc<AtomicBool>,
@@ -486,7 +550,7 @@ fn spawn_client<P: Protocol>(
 ) {
     let mut rng = sim.fork_rng();
     sim.spawn_client(home, move |transport| async move {
-        let session = Session::recorded(transport, recorder);
+        let session = Session::recorded(transport, recorder).with_form(form);
         let stats = CommitStats::new();
         // Speculatively committed transactions awaiting their outcome, oldest first. Protocols
         // without speculation answer every commit finally and this stays empty.

@@ -4,6 +4,11 @@
 pub mod check;
 pub mod faults;
 
+/// What augur's nodes run one-shot transactions with: every workload's procedures.
+pub fn procedures() -> augur_runtime::one_shot::Procedures {
+    augur_runtime::one_shot::Procedures::new(std::sync::Arc::new(augur_workloads::Catalog))
+}
+
 /// `path` with `-suffix` inserted before its extension (`h.jsonl` → `h-seed3.jsonl`): where one
 /// `--history FILE` names the files of several seeds or protocols.
 pub fn path_with_suffix(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {

@@ -288,6 +288,7 @@ impl ProtocolVisitor for ServeNode<'_> {
                 id,
                 placement: cluster.placement.clone(),
                 options: cluster.options.clone(),
+                procedures: augur::procedures(),
             };
             let config = TcpNodeConfig {
                 peers,

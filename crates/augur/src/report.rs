@@ -159,6 +159,8 @@ pub struct ProtocolResult {
     pub protocol_name: &'static str,
     /// The clients' speculation: a fixed degree, or `auto`.
     pub speculation: String,
+    /// How the clients submitted transactions: `interactive` or `one-shot`.
+    pub txn_form: augur_types::RequestForm,
     pub isolation: IsolationLevel,
     pub workload: String,
     pub committed: u64,
@@ -323,6 +325,7 @@ impl ProtocolResult {
             protocol: spec.label.clone(),
             protocol_name: info.name,
             speculation: spec.speculation.to_string(),
+            txn_form: spec.txn_form,
             isolation: info.isolation,
             workload: config.workload.clone(),
             committed: stats.committed,
