@@ -61,8 +61,12 @@ pub trait Workload: Send + Sync {
 /// Implement [`Procedure`] for a transaction type written as an `async fn body(&mut self, ops)`
 /// that returns its result, kept in the type's `result: Option<_>` field (tests and callers read
 /// what the transaction saw there): the `tpcc` transactions and the `rubis` interactions.
+///
+/// The type is its own one-shot argument list: it serializes (its `result` skipped) into the
+/// [`ProcedureCall`] of `$workload` named `$name`, so whatever its body reads from `self` ships
+/// with the call.
 macro_rules! result_procedure {
-    ($ty:ty, $name:expr, $read_only:expr) => {
+    ($ty:ty, $name:expr, $read_only:expr, $workload:expr) => {
         impl augur_client::Procedure for $ty {
             fn name(&self) -> &'static str {
                 $name
@@ -81,6 +85,10 @@ macro_rules! result_procedure {
                     self.result = Some(self.body(ops).await?);
                     Ok(())
                 })
+            }
+
+            fn call(&self) -> Option<augur_types::ProcedureCall> {
+                Some(augur_types::ProcedureCall::encode($workload, $name, self))
             }
         }
     };
@@ -133,6 +141,8 @@ pub struct Catalog;
 impl ProcedureCatalog for Catalog {
     fn instantiate(&self, call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
         match call.workload.as_str() {
+            "tpcc" => tpcc::instantiate(call),
+            "rubis" => rubis::instantiate(call),
             _ => Err(unknown_procedure(call)),
         }
     }

@@ -35,7 +35,8 @@
 //! `view-bid-history`, `buy-now`, `put-bid`, `put-comment`, `select-category-to-sell-item`,
 //! `about-me`, and read-write `register-user`, `register-item`, `store-bid`, `store-buy-now`,
 //! `store-comment`. RUBiS's other states (home, register, browse, sell and sell-item forms, the
-//! login forms) are static pages and issue no transaction.
+//! login forms) are static pages and issue no transaction. Each interaction also ships as a
+//! one-shot call of workload `rubis` under its name, carrying all its inputs.
 //!
 //! augur does not walk RUBiS's sessions: each interaction is drawn independently from the
 //! stationary distribution of the walk over RUBiS's default (bidding) transition table, with the
@@ -139,6 +140,8 @@ pub mod txns;
 
 #[cfg(test)]
 mod tests;
+
+pub(crate) use txns::instantiate;
 
 use crate::bad_value as bad;
 use crate::reject_unknown;
@@ -341,6 +344,18 @@ impl Config {
             settings,
             layout: Layout::new(shards),
         }
+    }
+
+    /// The config of an interaction rebuilt from a one-shot call: what its body reads (the
+    /// layout, the numbers of categories and regions), the other settings at their defaults.
+    pub(crate) fn shipped(shards: u32, categories: u16, regions: u16) -> Config {
+        let defaults = Settings::from_given(&BTreeMap::new()).expect("the defaults are valid");
+        let settings = Settings {
+            categories,
+            regions,
+            ..defaults
+        };
+        Config::new(settings, shards)
     }
 
     pub fn shards(&self) -> u32 {

@@ -280,8 +280,9 @@ pub enum IndexList {
     },
 }
 
-/// USERS (the id is the key), plus the counts of the rows clustered under it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// USERS (the id is the key), plus the counts of the rows clustered under it. Serde gives the
+/// form RegisterUser ships the new user in (a one-shot call's arguments), not the row's.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct User {
     pub firstname: String,
     pub lastname: String,

@@ -9,8 +9,8 @@ use super::*;
 use crate::Condition;
 use crate::list_append::fake::FakeOps;
 use crate::tpcc::schema::Row;
-use augur_client::TxnError;
-use augur_types::{Key, LatencyProfile};
+use augur_client::{ProcedureCatalog, TxnError};
+use augur_types::{Key, LatencyProfile, ProcedureCall, RequestError};
 use rand::SeedableRng;
 use std::collections::BTreeSet;
 
@@ -1000,4 +1000,102 @@ fn default_scale_loads_and_audits() {
     }
     let conditions = audit(&w, &mut ops);
     assert!(failed(&conditions).is_empty(), "{conditions:#?}");
+}
+
+#[test]
+fn every_interaction_ships_as_a_call_of_its_name() {
+    let w = tiny(&[]);
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut seen = BTreeSet::new();
+    for _ in 0..10_000 {
+        let p = w.next(NodeId(0), &mut rng);
+        let call = p.call().expect("a one-shot call");
+        assert_eq!(
+            (call.workload.as_str(), call.procedure.as_str()),
+            ("rubis", p.name())
+        );
+        seen.insert(p.name());
+    }
+    let all: BTreeSet<&str> = Interaction::ALL
+        .iter()
+        .filter(|i| i.touches_database())
+        .map(|i| i.name())
+        .collect();
+    assert_eq!(seen, all);
+}
+
+/// RUBiS's bidding mix (15% read-write).
+#[test]
+fn calls_replay_in_the_bidding_mix() {
+    crate::testing::assert_calls_replay(&tiny(&[]), 3, 500);
+}
+
+/// Mostly read-write interactions, by users of every shard.
+#[test]
+fn calls_replay_in_an_update_heavy_mix() {
+    let w = tiny(&[("update_fraction", "0.6"), ("home_user", "uniform")]);
+    crate::testing::assert_calls_replay(&w, 3, 400);
+}
+
+/// What the catalog answers for `call`, which it must refuse.
+fn refused(call: &ProcedureCall) -> RequestError {
+    match crate::Catalog.instantiate(call) {
+        Ok(p) => panic!("{} was rebuilt from {call:?}", p.name()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn unknown_procedures_and_bad_arguments_are_refused() {
+    // A static page has a name but no procedure.
+    for name in ["store-bids", "home"] {
+        let call = ProcedureCall::encode("rubis", name, &());
+        assert_eq!(
+            refused(&call),
+            RequestError::UnknownProcedure(format!("rubis/{name}"))
+        );
+    }
+    assert_eq!(
+        refused(&ProcedureCall::encode("auction", "view-item", &())),
+        RequestError::UnknownProcedure("auction/view-item".into())
+    );
+    let invalid = |e: RequestError, procedure: &str| match e {
+        RequestError::Invalid(why) => assert!(why.contains(procedure), "{why}"),
+        other => panic!("{procedure}: {other:?}"),
+    };
+    let names = Interaction::ALL.iter().filter(|i| i.touches_database());
+    for name in names.map(|i| i.name()) {
+        for garbage in [vec![], vec![0xff; 3], vec![0x80; 40]] {
+            let call = ProcedureCall {
+                workload: "rubis".into(),
+                procedure: name.into(),
+                args: garbage,
+            };
+            invalid(refused(&call), name);
+        }
+    }
+    // Arguments that decode but that no client draws, on which the bodies would panic.
+    let w = tiny(&[]);
+    let shardless = ViewItem {
+        config: Arc::new(Config::new(w.config().settings.clone(), 3)),
+        item: 1,
+        result: None,
+    };
+    let mut call = shardless.call().unwrap();
+    assert_eq!(call.args[0], 3, "the shard count leads the arguments");
+    call.args[0] = 0;
+    invalid(refused(&call), "view-item");
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let mut item = RegisterItem::draw(Arc::clone(w.config()), 4, LOAD_DATE, &mut rng);
+    item.date = u64::MAX - DAY;
+    let mut user = RegisterUser::draw(Arc::clone(w.config()), 4, LOAD_DATE, &mut rng);
+    user.shard = 3;
+    let bad: [(&str, Box<dyn Procedure>); 3] = [
+        ("store-bid", Box::new(store_bid(&w, 4, 40, i64::MAX))),
+        ("register-item", Box::new(item)),
+        ("register-user", Box::new(user)),
+    ];
+    for (procedure, p) in bad {
+        invalid(refused(&p.call().unwrap()), procedure);
+    }
 }

@@ -12,6 +12,12 @@
 //! Logins (BuyNow, PutBid, PutComment, SelectCategoryToSellItem, AboutMe) read the nickname index
 //! and the user's row and compare the password, as RUBiS's `SELECT id, password FROM users WHERE
 //! nickname = ?` does.
+//!
+//! Since an interaction's fields are all its body depends on (dates included, drawn with the
+//! rest), each serializes, `result` skipped, as the arguments of its one-shot [`ProcedureCall`],
+//! and the [`Catalog`](crate::Catalog) rebuilds it from them on the node that runs it. Of the
+//! shared [`Config`] the bodies use only the layout and the numbers of categories and regions, so
+//! only those ship.
 
 use super::load::{self, RATINGS};
 use super::mix::{self, Interaction};
@@ -19,18 +25,27 @@ use super::schema::*;
 use super::{Config, DAY};
 use crate::tpcc::random::a_string;
 use crate::tpcc::schema::Row;
+use crate::tpcc::txns::{rebuild, unchecked};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, RequestError};
+use augur_types::{Key, ProcedureCall, RequestError};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 /// Entries per search page (RUBiS's `workload_number_of_items_per_page`).
 pub const PAGE: u32 = 20;
 /// How far back AboutMe lists purchases (RUBiS: the last 30 days).
 pub const BOUGHT_WINDOW: u64 = 30 * DAY;
+/// How far above the current price StoreBid bids, in cents.
+pub const BID_RAISE: RangeInclusive<i64> = 100..=10_000;
+/// How far above its bid StoreBid sets the proxy maximum, in cents.
+pub const BID_EXTRA: RangeInclusive<i64> = 0..=5_000;
+/// How many days a registered auction runs.
+pub const AUCTION_DAYS: RangeInclusive<u64> = 1..=7;
 
 /// The database does not hold what the interaction needs.
 fn broken(why: String) -> TxnError {
@@ -170,7 +185,7 @@ async fn search(
 }
 
 /// The nickname and password a client logs in with.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Login {
     pub nickname: String,
     pub password: String,
@@ -187,7 +202,12 @@ impl Login {
 /// Each interaction is a [`crate::result_procedure`] named after it.
 macro_rules! procedure {
     ($ty:ty, $interaction:expr) => {
-        crate::result_procedure!($ty, $interaction.name(), !$interaction.read_write());
+        crate::result_procedure!(
+            $ty,
+            $interaction.name(),
+            !$interaction.read_write(),
+            "rubis"
+        );
     };
 }
 
@@ -287,8 +307,8 @@ pub fn draw(
             config: c,
             user: acting,
             item: draw_item(config, rng),
-            raise: rng.random_range(100..=10_000),
-            extra: rng.random_range(0..=5_000),
+            raise: rng.random_range(BID_RAISE),
+            extra: rng.random_range(BID_EXTRA),
             qty: rng.random_range(1..=10),
             date,
             result: None,
@@ -334,8 +354,11 @@ pub fn draw(
 }
 
 /// BrowseCategories: every category.
+#[derive(Serialize, Deserialize)]
 pub struct BrowseCategories {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
+    #[serde(skip)]
     pub result: Option<Vec<String>>,
 }
 
@@ -349,11 +372,14 @@ impl BrowseCategories {
 procedure!(BrowseCategories, Interaction::BrowseCategories);
 
 /// SearchItemsInCategory: a page of the open auctions of a category, over every shard's index.
+#[derive(Serialize, Deserialize)]
 pub struct SearchItemsInCategory {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub category: u16,
     pub page: u32,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<Vec<(u32, Item)>>,
 }
 
@@ -373,8 +399,11 @@ impl SearchItemsInCategory {
 procedure!(SearchItemsInCategory, Interaction::SearchItemsInCategory);
 
 /// BrowseRegions: every region.
+#[derive(Serialize, Deserialize)]
 pub struct BrowseRegions {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
+    #[serde(skip)]
     pub result: Option<Vec<String>>,
 }
 
@@ -392,9 +421,12 @@ impl BrowseRegions {
 procedure!(BrowseRegions, Interaction::BrowseRegions);
 
 /// BrowseCategoriesInRegion: the region, then every category.
+#[derive(Serialize, Deserialize)]
 pub struct BrowseCategoriesInRegion {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub region: u16,
+    #[serde(skip)]
     pub result: Option<(String, Vec<String>)>,
 }
 
@@ -413,12 +445,15 @@ procedure!(
 );
 
 /// SearchItemsInRegion: a page of the open auctions of a category whose sellers live in a region.
+#[derive(Serialize, Deserialize)]
 pub struct SearchItemsInRegion {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub region: u16,
     pub category: u16,
     pub page: u32,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<Vec<(u32, Item)>>,
 }
 
@@ -457,9 +492,12 @@ async fn item_page(ops: &mut dyn Ops, layout: &Layout, i: u32) -> Result<ItemPag
 }
 
 /// ViewItem: the item (from OLD_ITEMS if closed), its seller's nickname.
+#[derive(Serialize, Deserialize)]
 pub struct ViewItem {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub item: u32,
+    #[serde(skip)]
     pub result: Option<ItemPage>,
 }
 
@@ -472,9 +510,12 @@ impl ViewItem {
 procedure!(ViewItem, Interaction::ViewItem);
 
 /// ViewUserInfo: the user and the comments about it, with their authors' nicknames.
+#[derive(Serialize, Deserialize)]
 pub struct ViewUserInfo {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub user: u32,
+    #[serde(skip)]
     pub result: Option<(User, Vec<(Comment, String)>)>,
 }
 
@@ -505,9 +546,12 @@ impl ViewUserInfo {
 procedure!(ViewUserInfo, Interaction::ViewUserInfo);
 
 /// ViewBidHistory: the item's name and its bids, with the bidders' nicknames.
+#[derive(Serialize, Deserialize)]
 pub struct ViewBidHistory {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub item: u32,
+    #[serde(skip)]
     pub result: Option<(String, Vec<(Bid, String)>)>,
 }
 
@@ -528,10 +572,13 @@ impl ViewBidHistory {
 procedure!(ViewBidHistory, Interaction::ViewBidHistory);
 
 /// BuyNow: log in, show the item. `None`: the login failed.
+#[derive(Serialize, Deserialize)]
 pub struct BuyNow {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub login: Login,
     pub item: u32,
+    #[serde(skip)]
     pub result: Option<Option<ItemPage>>,
 }
 
@@ -549,12 +596,15 @@ procedure!(BuyNow, Interaction::BuyNow);
 
 /// StoreBuyNow: buy up to `qty` units of an open auction; the auction closes when the last unit
 /// sells. The result is the quantity bought (0: the auction was closed or sold out).
+#[derive(Serialize, Deserialize)]
 pub struct StoreBuyNow {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub buyer: u32,
     pub item: u32,
     pub qty: u32,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<u32>,
 }
 
@@ -592,10 +642,13 @@ impl StoreBuyNow {
 procedure!(StoreBuyNow, Interaction::StoreBuyNow);
 
 /// PutBid: log in, show the item with its current bids' summary. `None`: the login failed.
+#[derive(Serialize, Deserialize)]
 pub struct PutBid {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub login: Login,
     pub item: u32,
+    #[serde(skip)]
     pub result: Option<Option<ItemPage>>,
 }
 
@@ -614,7 +667,9 @@ procedure!(PutBid, Interaction::PutBid);
 /// StoreBid: bid `raise` above the item's current price (its highest bid, or its initial price),
 /// for `qty` units (at most the item's quantity), proxy maximum `extra` above the bid. The result
 /// is the bid's amount.
+#[derive(Serialize, Deserialize)]
 pub struct StoreBid {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub user: u32,
     pub item: u32,
@@ -622,6 +677,7 @@ pub struct StoreBid {
     pub extra: i64,
     pub qty: u32,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<i64>,
 }
 
@@ -656,11 +712,14 @@ impl StoreBid {
 procedure!(StoreBid, Interaction::StoreBid);
 
 /// PutComment: log in, show the item and the user to comment on. `None`: the login failed.
+#[derive(Serialize, Deserialize)]
 pub struct PutComment {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub login: Login,
     pub item: u32,
     pub to: u32,
+    #[serde(skip)]
     pub result: Option<Option<(Item, User)>>,
 }
 
@@ -680,7 +739,9 @@ procedure!(PutComment, Interaction::PutComment);
 
 /// StoreComment: user `from` comments on `to` (the seller of `item`); `to`'s rating moves by the
 /// comment's. The result is the comment's id.
+#[derive(Serialize, Deserialize)]
 pub struct StoreComment {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub from: u32,
     pub to: u32,
@@ -688,6 +749,7 @@ pub struct StoreComment {
     pub rating: i32,
     pub comment: String,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<u32>,
 }
 
@@ -717,9 +779,12 @@ impl StoreComment {
 procedure!(StoreComment, Interaction::StoreComment);
 
 /// SelectCategoryToSellItem: log in, list the categories. `None`: the login failed.
+#[derive(Serialize, Deserialize)]
 pub struct SelectCategoryToSellItem {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub login: Login,
+    #[serde(skip)]
     pub result: Option<Option<Vec<String>>>,
 }
 
@@ -743,7 +808,9 @@ procedure!(
 /// RegisterItem: put an item up for auction, in the seller's shard: its id from the shard's
 /// counter, its row, the seller's list, and the shard's category and region indexes. The result is
 /// the item's id.
+#[derive(Serialize, Deserialize)]
 pub struct RegisterItem {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub seller: u32,
     pub name: String,
@@ -755,6 +822,7 @@ pub struct RegisterItem {
     pub days: u64,
     pub category: u16,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<u32>,
 }
 
@@ -786,7 +854,7 @@ impl RegisterItem {
             quantity,
             reserve_price,
             buy_now,
-            days: rng.random_range(1..=7),
+            days: rng.random_range(AUCTION_DAYS),
             category,
             date,
             result: None,
@@ -845,10 +913,13 @@ procedure!(RegisterItem, Interaction::RegisterItem);
 
 /// RegisterUser: a new user in shard `shard` (the acting client's), unless the nickname is taken.
 /// The result is the new user's id, `None` if the nickname was taken.
+#[derive(Serialize, Deserialize)]
 pub struct RegisterUser {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub shard: u32,
     pub user: User,
+    #[serde(skip)]
     pub result: Option<Option<u32>>,
 }
 
@@ -907,10 +978,13 @@ pub struct AboutMePage {
 
 /// AboutMe: log in; the user's comments received, recent purchases, items for sale and items bid
 /// on. `None`: the login failed.
+#[derive(Serialize, Deserialize)]
 pub struct AboutMe {
+    #[serde(with = "shipped_config")]
     pub config: Arc<Config>,
     pub login: Login,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<Option<AboutMePage>>,
 }
 
@@ -958,3 +1032,112 @@ impl AboutMe {
 }
 
 procedure!(AboutMe, Interaction::AboutMe);
+
+/// The procedure `call` names, rebuilt from its arguments: what a node runs a one-shot RUBiS
+/// interaction with. The static pages have names but no procedure.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    use Interaction as I;
+    match Interaction::of_name(&call.procedure) {
+        Some(I::BrowseCategories) => rebuild::<BrowseCategories>(call, unchecked),
+        Some(I::SearchItemsInCategory) => rebuild::<SearchItemsInCategory>(call, unchecked),
+        Some(I::BrowseRegions) => rebuild::<BrowseRegions>(call, unchecked),
+        Some(I::BrowseCategoriesInRegion) => rebuild::<BrowseCategoriesInRegion>(call, unchecked),
+        Some(I::SearchItemsInRegion) => rebuild::<SearchItemsInRegion>(call, unchecked),
+        Some(I::ViewItem) => rebuild::<ViewItem>(call, unchecked),
+        Some(I::ViewUserInfo) => rebuild::<ViewUserInfo>(call, unchecked),
+        Some(I::ViewBidHistory) => rebuild::<ViewBidHistory>(call, unchecked),
+        Some(I::BuyNow) => rebuild::<BuyNow>(call, unchecked),
+        Some(I::StoreBuyNow) => rebuild::<StoreBuyNow>(call, unchecked),
+        Some(I::PutBid) => rebuild::<PutBid>(call, unchecked),
+        Some(I::StoreBid) => rebuild(call, StoreBid::check),
+        Some(I::PutComment) => rebuild::<PutComment>(call, unchecked),
+        Some(I::StoreComment) => rebuild::<StoreComment>(call, unchecked),
+        Some(I::SelectCategoryToSellItem) => rebuild::<SelectCategoryToSellItem>(call, unchecked),
+        Some(I::RegisterItem) => rebuild(call, RegisterItem::check),
+        Some(I::RegisterUser) => rebuild(call, RegisterUser::check),
+        Some(I::AboutMe) => rebuild::<AboutMe>(call, unchecked),
+        Some(_) | None => Err(crate::unknown_procedure(call)),
+    }
+}
+
+impl StoreBid {
+    /// The raise and the extra are added to stored prices, which values no client draws could
+    /// overflow.
+    fn check(&self) -> Result<(), String> {
+        if !BID_RAISE.contains(&self.raise) || !BID_EXTRA.contains(&self.extra) {
+            return Err(format!(
+                "raise {} and extra {} are not within {BID_RAISE:?} and {BID_EXTRA:?}",
+                self.raise, self.extra
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl RegisterItem {
+    /// The end date is the start date plus the days, which must not overflow.
+    fn check(&self) -> Result<(), String> {
+        if !AUCTION_DAYS.contains(&self.days) || self.date > u64::MAX - AUCTION_DAYS.end() * DAY {
+            return Err(format!(
+                "an auction from {} for {} days (at most {})",
+                self.date,
+                self.days,
+                AUCTION_DAYS.end()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl RegisterUser {
+    /// The new user's id comes from its shard's counter.
+    fn check(&self) -> Result<(), String> {
+        if self.shard >= self.config.shards() {
+            return Err(format!("shard {} of {}", self.shard, self.config.shards()));
+        }
+        Ok(())
+    }
+}
+
+/// How an interaction's [`Config`] ships: the layout's shards and the numbers of categories and
+/// regions, all its body reads. A config rebuilt from them has the other settings at their
+/// defaults.
+mod shipped_config {
+    use super::Config;
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::sync::Arc;
+
+    #[derive(Serialize, Deserialize)]
+    struct Shipped {
+        shards: u32,
+        categories: u16,
+        regions: u16,
+    }
+
+    pub(super) fn serialize<S: Serializer>(config: &Arc<Config>, s: S) -> Result<S::Ok, S::Error> {
+        Shipped {
+            shards: config.shards(),
+            categories: config.settings.categories,
+            regions: config.settings.regions,
+        }
+        .serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Config>, D::Error> {
+        let shipped = Shipped::deserialize(d)?;
+        // A placement has one partition per node, and at most 2^16 nodes; a search reads every
+        // shard's index, so an absurd count would have a body allocate without bound.
+        if !(1..=1 << 16).contains(&shipped.shards) {
+            return Err(D::Error::custom(format!(
+                "a layout of {} shards",
+                shipped.shards
+            )));
+        }
+        Ok(Arc::new(Config::shipped(
+            shipped.shards,
+            shipped.categories,
+            shipped.regions,
+        )))
+    }
+}

@@ -35,7 +35,8 @@
 //! Clause 2.7.2 lets it be queued and run deferred, and 2.7.4 lets each district be its own
 //! transaction, but a database interface without a queue runs the business transaction at once.
 //! Stock-Level counts the distinct items of the district's last 20 orders whose stock is under a
-//! threshold drawn from 10..=20.
+//! threshold drawn from 10..=20. Each transaction also ships as a one-shot call of workload
+//! `tpcc` under its name, carrying all its inputs.
 //!
 //! # Mixes
 //!
@@ -116,6 +117,8 @@ pub mod txns;
 
 #[cfg(test)]
 mod tests;
+
+pub(crate) use txns::instantiate;
 
 use crate::bad_value as bad;
 use crate::reject_unknown;

@@ -7,8 +7,8 @@ use super::txns::{CustomerBy, Delivery, LineInput, NewOrder, OrderStatus, Paymen
 use super::*;
 use crate::Condition;
 use crate::list_append::fake::FakeOps;
-use augur_client::TxnError;
-use augur_types::{AbortReason, Key, LatencyProfile};
+use augur_client::{ProcedureCatalog, TxnError};
+use augur_types::{AbortReason, Key, LatencyProfile, ProcedureCall, RequestError};
 use std::collections::BTreeSet;
 
 fn placement(nodes: usize) -> Arc<Placement> {
@@ -904,4 +904,118 @@ fn a_full_size_warehouse_loads_and_audits() {
     }
     let conditions = audit(&w, &mut ops);
     assert!(failed(&conditions).is_empty(), "{conditions:#?}");
+}
+
+/// A small database at the specification's mix and rates: one warehouse.
+fn small(extra: &[(&str, &str)]) -> Tpcc {
+    let mut set = vec![
+        ("customers_per_district", "30"),
+        ("items", "200"),
+        ("data_size", "compact"),
+    ];
+    set.extend_from_slice(extra);
+    workload(&set).unwrap()
+}
+
+#[test]
+fn every_transaction_ships_as_a_call_of_its_name() {
+    let w = tiny(&[]);
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut seen = BTreeSet::new();
+    for _ in 0..2000 {
+        let p = w.next(NodeId(0), &mut rng);
+        let call = p.call().expect("a one-shot call");
+        assert_eq!(
+            (call.workload.as_str(), call.procedure.as_str()),
+            ("tpcc", p.name())
+        );
+        seen.insert(p.name());
+    }
+    let all: BTreeSet<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+    assert_eq!(seen, all);
+}
+
+#[test]
+fn calls_replay_at_the_specifications_mix() {
+    crate::testing::assert_calls_replay(&small(&[]), 3, 400);
+}
+
+/// Several warehouses with many remote lines and customers, multi-district Stock-Levels, and a
+/// mix with more of the rarer types.
+#[test]
+fn calls_replay_across_warehouses() {
+    let w = small(&[
+        ("warehouses", "4"),
+        ("remote_new_order", "0.3"),
+        ("remote_payment", "0.5"),
+        ("stock_level_districts", "3"),
+        ("preset", "30,30,10,15,15"),
+        ("home_warehouse", "uniform"),
+    ]);
+    crate::testing::assert_calls_replay(&w, 3, 400);
+}
+
+/// What the catalog answers for `call`, which it must refuse.
+fn refused(call: &ProcedureCall) -> RequestError {
+    match crate::Catalog.instantiate(call) {
+        Ok(p) => panic!("{} was rebuilt from {call:?}", p.name()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn unknown_procedures_and_bad_arguments_are_refused() {
+    let unknown = ProcedureCall::encode("tpcc", "new-orders", &());
+    assert_eq!(
+        refused(&unknown),
+        RequestError::UnknownProcedure("tpcc/new-orders".into())
+    );
+    let invalid = |e: RequestError, procedure: &str| match e {
+        RequestError::Invalid(why) => assert!(why.contains(procedure), "{why}"),
+        other => panic!("{procedure}: {other:?}"),
+    };
+    for kind in Kind::ALL {
+        for garbage in [vec![], vec![0xff; 3], vec![0x80; 40]] {
+            let call = ProcedureCall {
+                workload: "tpcc".into(),
+                procedure: kind.name().into(),
+                args: garbage,
+            };
+            invalid(refused(&call), kind.name());
+        }
+    }
+    // Arguments that decode but that no terminal draws, on which the bodies would panic.
+    let mut lines = new_order(1, 1, 1, &[(1, 1, 1); 5]);
+    lines.lines = vec![lines.lines[0]; 300];
+    let bad: [(&str, Box<dyn Procedure>); 4] = [
+        ("new-order", Box::new(new_order(1, 0, 1, &[(1, 1, 1); 5]))),
+        ("new-order", Box::new(lines)),
+        (
+            "payment",
+            Box::new(Payment {
+                w: 1,
+                d: 1,
+                c_w: 1,
+                c_d: 1,
+                customer: CustomerBy::Id(1),
+                amount: i64::MAX,
+                date: 2,
+                c_data_cap: 50,
+                result: None,
+            }),
+        ),
+        (
+            "stock-level",
+            Box::new(StockLevel {
+                w: 1,
+                d: 10,
+                districts: 255,
+                threshold: 15,
+                result: None,
+            }),
+        ),
+    ];
+    for (procedure, p) in bad {
+        invalid(refused(&p.call().unwrap()), procedure);
+    }
 }

@@ -10,18 +10,26 @@
 //!
 //! What a transaction would display on the terminal (Clauses 2.4.3, 2.5.3, 2.6.3, 2.8.3) is kept
 //! in the procedure's `result` after an attempt that ran to the end.
+//!
+//! Since a procedure's fields are all its body depends on (dates included, drawn with the rest),
+//! each serializes, `result` skipped, as the arguments of its one-shot [`ProcedureCall`], and
+//! the [`Catalog`](crate::Catalog) rebuilds it from them on the node that runs it.
 
 use super::random::{self, nurand};
 use super::schema::*;
 use super::{Config, Kind};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{AbortReason, Key, RequestError};
+use augur_types::{AbortReason, Key, ProcedureCall, RequestError};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// How many recent orders of a district Stock-Level examines (Clause 2.8.2.2).
 pub const STOCK_LEVEL_ORDERS: u32 = 20;
+/// Payment's H_AMOUNT in cents (Clause 2.5.1.3).
+pub const H_AMOUNT: std::ops::RangeInclusive<i64> = 100..=500_000;
 
 fn rollback() -> TxnError {
     TxnError::Aborted(AbortReason::UserRollback)
@@ -54,7 +62,7 @@ fn put<R: Row>(ops: &mut dyn Ops, key: Key, row: &R) -> Result<(), TxnError> {
 }
 
 /// How Payment and Order-Status identify their customer (Clauses 2.5.1.2, 2.6.1.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CustomerBy {
     Id(u16),
     /// The number of the last name ([`random::last_name`]).
@@ -126,7 +134,7 @@ pub fn draw(
 }
 
 /// One line of a New-Order's input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LineInput {
     pub i_id: u32,
     pub supply_w_id: u32,
@@ -144,13 +152,14 @@ pub struct NewOrderResult {
 }
 
 /// New-Order (Clause 2.4).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NewOrder {
     pub w: u32,
     pub d: u8,
     pub c: u16,
     pub lines: Vec<LineInput>,
     pub date: u64,
+    #[serde(skip)]
     pub result: Option<NewOrderResult>,
 }
 
@@ -263,10 +272,15 @@ impl NewOrder {
     }
 }
 
-crate::result_procedure!(NewOrder, Kind::NewOrder.name(), Kind::NewOrder.read_only());
+crate::result_procedure!(
+    NewOrder,
+    Kind::NewOrder.name(),
+    Kind::NewOrder.read_only(),
+    "tpcc"
+);
 
 /// Payment (Clause 2.5).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Payment {
     pub w: u32,
     pub d: u8,
@@ -279,6 +293,7 @@ pub struct Payment {
     /// The most characters C_DATA keeps.
     pub c_data_cap: usize,
     /// The C_ID paid for, once an attempt ran to the end.
+    #[serde(skip)]
     pub result: Option<u16>,
 }
 
@@ -301,7 +316,7 @@ impl Payment {
             c_w,
             c_d,
             customer: draw_customer(config, rng),
-            amount: rng.random_range(100..=500_000),
+            amount: rng.random_range(H_AMOUNT),
             date,
             c_data_cap: config.settings.data_size.c_data_cap(),
             result: None,
@@ -348,7 +363,12 @@ impl Payment {
     }
 }
 
-crate::result_procedure!(Payment, Kind::Payment.name(), Kind::Payment.read_only());
+crate::result_procedure!(
+    Payment,
+    Kind::Payment.name(),
+    Kind::Payment.read_only(),
+    "tpcc"
+);
 
 /// What Order-Status displays (the order lines only counted).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -361,11 +381,12 @@ pub struct OrderStatusResult {
 }
 
 /// Order-Status (Clause 2.6), read-only.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OrderStatus {
     pub w: u32,
     pub d: u8,
     pub customer: CustomerBy,
+    #[serde(skip)]
     pub result: Option<OrderStatusResult>,
 }
 
@@ -403,16 +424,18 @@ impl OrderStatus {
 crate::result_procedure!(
     OrderStatus,
     Kind::OrderStatus.name(),
-    Kind::OrderStatus.read_only()
+    Kind::OrderStatus.read_only(),
+    "tpcc"
 );
 
 /// Delivery (Clause 2.7): one order of each district of the warehouse, all in one transaction.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Delivery {
     pub w: u32,
     pub carrier_id: u8,
     pub date: u64,
     /// The (D_ID, O_ID) delivered; districts without an undelivered order are skipped.
+    #[serde(skip)]
     pub result: Option<Vec<(u8, u32)>>,
 }
 
@@ -465,10 +488,15 @@ impl Delivery {
     }
 }
 
-crate::result_procedure!(Delivery, Kind::Delivery.name(), Kind::Delivery.read_only());
+crate::result_procedure!(
+    Delivery,
+    Kind::Delivery.name(),
+    Kind::Delivery.read_only(),
+    "tpcc"
+);
 
 /// Stock-Level (Clause 2.8), read-only.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StockLevel {
     pub w: u32,
     /// The first district scanned.
@@ -477,6 +505,7 @@ pub struct StockLevel {
     pub districts: u8,
     pub threshold: i32,
     /// low_stock, once an attempt ran to the end.
+    #[serde(skip)]
     pub result: Option<u32>,
 }
 
@@ -526,5 +555,99 @@ impl StockLevel {
 crate::result_procedure!(
     StockLevel,
     Kind::StockLevel.name(),
-    Kind::StockLevel.read_only()
+    Kind::StockLevel.read_only(),
+    "tpcc"
 );
+
+/// The procedure `call` names, rebuilt from its arguments: what a node runs a one-shot TPC-C
+/// transaction with.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    match Kind::of_name(&call.procedure) {
+        Some(Kind::NewOrder) => rebuild(call, NewOrder::check),
+        Some(Kind::Payment) => rebuild(call, Payment::check),
+        Some(Kind::OrderStatus) => rebuild(call, OrderStatus::check),
+        Some(Kind::Delivery) => rebuild::<Delivery>(call, unchecked),
+        Some(Kind::StockLevel) => rebuild(call, StockLevel::check),
+        None => Err(crate::unknown_procedure(call)),
+    }
+}
+
+/// Decode `call`'s arguments as procedure `P` and refuse them if `check` does. Arguments decode
+/// from any bytes that happen to fit, and some values no client draws would make a body panic
+/// (index out of range, arithmetic overflow) on the node: those are checked before it runs.
+pub(crate) fn rebuild<P>(
+    call: &ProcedureCall,
+    check: fn(&P) -> Result<(), String>,
+) -> Result<Box<dyn Procedure>, RequestError>
+where
+    P: Procedure + DeserializeOwned + 'static,
+{
+    let procedure: P = call.decode()?;
+    check(&procedure).map_err(|why| {
+        RequestError::Invalid(format!(
+            "bad arguments for procedure {}/{}: {why}",
+            call.workload, call.procedure
+        ))
+    })?;
+    Ok(Box::new(procedure))
+}
+
+/// The check of a procedure none of whose arguments can trouble its body.
+pub(crate) fn unchecked<P>(_: &P) -> Result<(), String> {
+    Ok(())
+}
+
+/// A district number a body can index S_DIST_xx with.
+fn check_district(what: &str, d: u8) -> Result<(), String> {
+    if (1..=DISTRICTS).contains(&d) {
+        Ok(())
+    } else {
+        Err(format!("{what} {d} is not within 1..={DISTRICTS}"))
+    }
+}
+
+impl NewOrder {
+    /// Order lines are numbered in a `u8`, and their count stored in one.
+    fn check(&self) -> Result<(), String> {
+        check_district("district", self.d)?;
+        if !(usize::from(MIN_OL)..=usize::from(MAX_OL)).contains(&self.lines.len()) {
+            return Err(format!(
+                "{} order lines, not within {MIN_OL}..={MAX_OL}",
+                self.lines.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Payment {
+    /// H_AMOUNT is added to year-to-date sums, which an amount no terminal enters could overflow.
+    fn check(&self) -> Result<(), String> {
+        check_district("district", self.d)?;
+        check_district("customer district", self.c_d)?;
+        if !H_AMOUNT.contains(&self.amount) {
+            return Err(format!("amount {} is not within {H_AMOUNT:?}", self.amount));
+        }
+        Ok(())
+    }
+}
+
+impl OrderStatus {
+    fn check(&self) -> Result<(), String> {
+        check_district("district", self.d)
+    }
+}
+
+impl StockLevel {
+    /// The scanned districts are counted from `d` in a `u8`.
+    fn check(&self) -> Result<(), String> {
+        check_district("district", self.d)?;
+        if !(1..=DISTRICTS).contains(&self.districts) {
+            return Err(format!(
+                "{} districts scanned, not within 1..={DISTRICTS}",
+                self.districts
+            ));
+        }
+        Ok(())
+    }
+}
