@@ -14,16 +14,16 @@
 //! `initial_balance` from the history's settings.
 
 use crate::bad_value as bad;
-use crate::list_append::key_of;
+use crate::list_append::{key_among, key_of};
 use crate::reject_unknown;
 use crate::{Audit, Condition, Workload, WorkloadError, parse};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{AbortReason, Key, NodeId, Placement, Value};
+use augur_types::{AbortReason, Key, NodeId, Placement, ProcedureCall, RequestError, Value};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -34,6 +34,9 @@ pub const SETTINGS: &[&str] = &[
     "max_transfer",
     "scan_fraction",
 ];
+
+/// The most accounts (a scan reads them all).
+const MAX_ACCOUNTS: u64 = 1 << 20;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Settings {
@@ -50,6 +53,8 @@ pub struct Bank {
     settings: Settings,
     /// The account keys, by account number.
     accounts: Vec<Key>,
+    /// The partition count, which places the accounts.
+    partitions: u32,
 }
 
 impl Bank {
@@ -69,7 +74,7 @@ impl Bank {
             let why = "a transfer needs at least 2 accounts";
             return Err(bad("accounts", settings.accounts.to_string(), why));
         }
-        if settings.accounts > 1 << 20 {
+        if settings.accounts > MAX_ACCOUNTS {
             let why = "at most 1048576 accounts (a scan reads them all)";
             return Err(bad("accounts", settings.accounts.to_string(), why));
         }
@@ -99,7 +104,11 @@ impl Bank {
         let accounts = (0..settings.accounts)
             .map(|i| key_of(&placement, i))
             .collect();
-        Ok(Bank { settings, accounts })
+        Ok(Bank {
+            settings,
+            accounts,
+            partitions: placement.partition_count() as u32,
+        })
     }
 }
 
@@ -112,7 +121,8 @@ impl Workload for Bank {
         let initial = self.settings.initial_balance;
         if rng.random::<f64>() < self.settings.scan_fraction {
             return Box::new(Scan {
-                accounts: self.accounts.clone(),
+                accounts: self.settings.accounts,
+                partitions: self.partitions,
             });
         }
         let n = self.accounts.len();
@@ -206,7 +216,9 @@ fn encode(balance: i64) -> Option<Value> {
     Some(Bytes::from(balance.to_string()))
 }
 
-/// `transfer`: move `amount` from `from` to `to`, or roll back if `from` cannot cover it.
+/// `transfer`: move `amount` from `from` to `to`, or roll back if `from` cannot cover it. Its
+/// fields are its one-shot arguments.
+#[derive(Serialize, Deserialize)]
 struct Transfer {
     from: Key,
     to: Key,
@@ -231,18 +243,30 @@ impl Procedure for Transfer {
             if from < self.amount {
                 return Err(rollback);
             }
-            // Only a corrupted balance could overflow; refuse rather than wrap.
-            let new_to = to.checked_add(self.amount).ok_or(rollback)?;
-            ops.write(self.from.clone(), encode(from - self.amount))?;
+            // Only a corrupted balance (or amount) could overflow; refuse rather than wrap.
+            let (Some(new_from), Some(new_to)) =
+                (from.checked_sub(self.amount), to.checked_add(self.amount))
+            else {
+                return Err(rollback);
+            };
+            ops.write(self.from.clone(), encode(new_from))?;
             ops.write(self.to.clone(), encode(new_to))?;
             Ok(())
         })
     }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        Some(ProcedureCall::encode("bank", self.name(), self))
+    }
 }
 
-/// `scan`: read every account in order.
+/// `scan`: read every account in order. Its fields are its one-shot arguments: the accounts are
+/// named by their number and the partition count (as [`key_of`] does), which keeps the call
+/// small however many accounts there are.
+#[derive(Serialize, Deserialize)]
 struct Scan {
-    accounts: Vec<Key>,
+    accounts: u64,
+    partitions: u32,
 }
 
 impl Procedure for Scan {
@@ -256,19 +280,45 @@ impl Procedure for Scan {
 
     fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
         Box::pin(async move {
-            for key in &self.accounts {
+            for i in 0..self.accounts {
                 // The reads are the observation the checker sums.
-                ops.read(key).await?;
+                ops.read(&key_among(self.partitions, i)).await?;
             }
             Ok(())
         })
+    }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        Some(ProcedureCall::encode("bank", self.name(), self))
+    }
+}
+
+/// The `bank` procedure `call` names, rebuilt from its arguments.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    match call.procedure.as_str() {
+        "transfer" => Ok(Box::new(call.decode::<Transfer>()?)),
+        "scan" => {
+            let scan: Scan = call.decode()?;
+            if scan.accounts > MAX_ACCOUNTS || scan.partitions == 0 {
+                let why = format!(
+                    "scan: {} accounts over {} partitions (at most {MAX_ACCOUNTS} accounts, at \
+                     least one partition)",
+                    scan.accounts, scan.partitions
+                );
+                return Err(RequestError::Invalid(why));
+            }
+            Ok(Box::new(scan))
+        }
+        _ => Err(crate::unknown_procedure(call)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list_append::fake::FakeOps;
+    use crate::Catalog;
+    use crate::list_append::fake::{FakeOps, call_names};
+    use augur_client::ProcedureCatalog;
     use augur_types::LatencyProfile;
     use rand::SeedableRng;
 
@@ -385,5 +435,50 @@ mod tests {
             let e = workload(&[bad]).err().unwrap();
             assert!(matches!(e, WorkloadError::BadValue { .. }), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn calls_replay_on_the_node() {
+        let w = workload(&[]).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 400);
+        assert_eq!(call_names(&w, 200), ["scan", "transfer"]);
+        let set = [
+            ("accounts", "5"),
+            ("scan_fraction", "0.8"),
+            ("max_transfer", "150"),
+        ];
+        crate::testing::assert_calls_replay(&workload(&set).unwrap(), 3, 300);
+    }
+
+    #[test]
+    fn bad_calls_are_refused() {
+        let unknown = ProcedureCall::encode("bank", "withdraw", &());
+        assert!(matches!(
+            Catalog.instantiate(&unknown),
+            Err(RequestError::UnknownProcedure(name)) if name == "bank/withdraw"
+        ));
+        for procedure in ["transfer", "scan"] {
+            let garbage = ProcedureCall {
+                workload: "bank".into(),
+                procedure: procedure.into(),
+                args: vec![0xff; 3],
+            };
+            let e = Catalog.instantiate(&garbage).err().unwrap();
+            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
+        }
+        for (accounts, partitions) in [(MAX_ACCOUNTS + 1, 3), (8, 0)] {
+            let scan = Scan {
+                accounts,
+                partitions,
+            };
+            let e = Catalog.instantiate(&scan.call().unwrap()).err().unwrap();
+            assert!(e.to_string().contains("scan:"), "{e}");
+        }
+        // An amount that would overflow the source rolls back rather than wrapping.
+        let mut p = transfer(i64::MIN + 1);
+        let mut ops = FakeOps::default();
+        ops.set(Key::numbered(0, 0), "10");
+        let e = ops.run(&mut p).unwrap_err();
+        assert_eq!(e, TxnError::Aborted(AbortReason::UserRollback));
     }
 }

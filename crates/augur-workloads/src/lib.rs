@@ -141,6 +141,13 @@ pub struct Catalog;
 impl ProcedureCatalog for Catalog {
     fn instantiate(&self, call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
         match call.workload.as_str() {
+            "synthetic-str" => synthetic_str::instantiate(call),
+            "synthetic-sparkle" => synthetic_sparkle::instantiate(call),
+            "ycsb-t" => ycsb_t::instantiate(call),
+            "smallbank" => smallbank::instantiate(call),
+            "list-append" => list_append::instantiate(call),
+            "rw-register" => rw_register::instantiate(call),
+            "bank" => bank::instantiate(call),
             "tpcc" => tpcc::instantiate(call),
             "rubis" => rubis::instantiate(call),
             _ => Err(unknown_procedure(call)),

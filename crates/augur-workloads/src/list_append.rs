@@ -8,7 +8,8 @@
 //! Keys are drawn uniformly from `keys` keys spread round-robin over the partitions.
 //!
 //! Every element appended during a run is unique: one counter, shared by all the clients of the
-//! workload, hands out a fresh element on every attempt (retries included). A list therefore
+//! workload, hands out fresh elements to every attempt (retries included), reserved before the
+//! attempt runs so that a one-shot call can ship them to the node. A list therefore
 //! names, in order, the transactions that appended to its key, so the checker can recover each
 //! key's version order from the longest list read and derive the write-write, write-read and
 //! read-write dependencies between transactions from it.
@@ -16,12 +17,12 @@
 use crate::bad_value as bad;
 use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, NodeId, Placement};
+use augur_types::{Key, NodeId, Placement, ProcedureCall, RequestError};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::num::ParseIntError;
 use std::sync::Arc;
@@ -71,7 +72,13 @@ impl Settings {
 /// The key with index `index`: its shard tag spreads keys round-robin over the partitions, so it
 /// prints as `partition/index`.
 pub(crate) fn key_of(placement: &Placement, index: u64) -> Key {
-    let partitions = placement.partition_count() as u64;
+    key_among(placement.partition_count() as u32, index)
+}
+
+/// [`key_of`] over `partitions` partitions, for procedures rebuilt from a call (which know the
+/// partition count but not the placement).
+pub(crate) fn key_among(partitions: u32, index: u64) -> Key {
+    let partitions = u64::from(partitions.max(1));
     Key::numbered((index % partitions) as u32, index)
 }
 
@@ -102,7 +109,8 @@ fn appended(old: Option<&[u8]>, element: u64) -> String {
 pub struct ListAppend {
     settings: Settings,
     placement: Arc<Placement>,
-    /// The next element to append; shared with the procedures, which draw when they run.
+    /// The next element to append; shared with the procedures, which reserve theirs before each
+    /// attempt.
     next_element: Arc<AtomicU64>,
 }
 
@@ -138,6 +146,7 @@ impl Workload for ListAppend {
         let keys = indices.into_iter().map(|i| key_of(&self.placement, i));
         if read_only {
             return Box::new(ReadKeys {
+                workload: "list-append",
                 keys: keys.collect(),
             });
         }
@@ -158,7 +167,8 @@ impl Workload for ListAppend {
         }
         Box::new(Append {
             steps,
-            next_element: Arc::clone(&self.next_element),
+            next_element: Some(Arc::clone(&self.next_element)),
+            first: None,
         })
     }
 
@@ -167,7 +177,7 @@ impl Workload for ListAppend {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Step {
     Read(Key),
     /// Read the list, then write it back with a fresh element appended.
@@ -177,7 +187,36 @@ enum Step {
 /// `append`: reads and appends in program order.
 struct Append {
     steps: Vec<Step>,
-    next_element: Arc<AtomicU64>,
+    /// Where each attempt reserves its elements. `None` in a procedure rebuilt from a call: it
+    /// appends the elements the call carries, which the client reserved.
+    next_element: Option<Arc<AtomicU64>>,
+    /// The first element reserved for this attempt (`None` before
+    /// [`prepare_attempt`](Procedure::prepare_attempt)): the `i`-th append in program order
+    /// appends `first + i`.
+    first: Option<u64>,
+}
+
+/// Everything an `append` attempt does, as a one-shot call carries it.
+#[derive(Serialize, Deserialize)]
+struct AppendArgs {
+    steps: Vec<Step>,
+    first: Option<u64>,
+}
+
+impl Append {
+    fn appends(&self) -> u64 {
+        self.steps
+            .iter()
+            .filter(|s| matches!(s, Step::Append(_)))
+            .count() as u64
+    }
+}
+
+/// The error for an attempt that runs, or is shipped, without values reserved for it.
+pub(crate) fn unprepared(procedure: &str) -> RequestError {
+    RequestError::Invalid(format!(
+        "{procedure} has no values reserved for this attempt (prepare_attempt was not called)"
+    ))
 }
 
 impl Procedure for Append {
@@ -191,6 +230,9 @@ impl Procedure for Append {
 
     fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
         Box::pin(async move {
+            let mut element = self
+                .first
+                .ok_or_else(|| TxnError::Rejected(unprepared("append")))?;
             for step in &self.steps {
                 match step {
                     Step::Read(key) => {
@@ -198,9 +240,8 @@ impl Procedure for Append {
                     }
                     Step::Append(key) => {
                         let old = ops.read(key).await?;
-                        // Drawn per attempt, so a retry never reuses an aborted attempt's element.
-                        let element = self.next_element.fetch_add(1, Ordering::Relaxed);
                         let new = appended(old.as_deref(), element);
+                        element += 1;
                         ops.write(key.clone(), Some(Bytes::from(new)))?;
                     }
                 }
@@ -208,11 +249,47 @@ impl Procedure for Append {
             Ok(())
         })
     }
+
+    /// Reserve one element per append: per attempt, so a retry never reuses an aborted
+    /// attempt's element, and before the attempt runs, so that the node running a one-shot
+    /// call and the client replaying it append the same ones.
+    fn prepare_attempt(&mut self) {
+        if let Some(counter) = &self.next_element {
+            self.first = Some(counter.fetch_add(self.appends(), Ordering::Relaxed));
+        }
+    }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        let args = AppendArgs {
+            steps: self.steps.clone(),
+            first: self.first,
+        };
+        Some(ProcedureCall::encode("list-append", self.name(), &args))
+    }
 }
 
 /// `read`: a read-only transaction reading keys in order (shared with `rw-register`).
 pub(crate) struct ReadKeys {
+    /// The workload that generated it, which its call names.
+    pub(crate) workload: &'static str,
     pub(crate) keys: Vec<Key>,
+}
+
+/// A `read`'s one-shot arguments.
+#[derive(Serialize, Deserialize)]
+struct ReadKeysArgs {
+    keys: Vec<Key>,
+}
+
+impl ReadKeys {
+    /// The `read` of `workload` that `call` describes.
+    pub(crate) fn from_call(
+        workload: &'static str,
+        call: &ProcedureCall,
+    ) -> Result<ReadKeys, RequestError> {
+        let ReadKeysArgs { keys } = call.decode()?;
+        Ok(ReadKeys { workload, keys })
+    }
 }
 
 impl Procedure for ReadKeys {
@@ -231,6 +308,36 @@ impl Procedure for ReadKeys {
             }
             Ok(())
         })
+    }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        let args = ReadKeysArgs {
+            keys: self.keys.clone(),
+        };
+        Some(ProcedureCall::encode(self.workload, self.name(), &args))
+    }
+}
+
+/// The `list-append` procedure `call` names, rebuilt from its arguments.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    match call.procedure.as_str() {
+        "append" => {
+            let AppendArgs { steps, first } = call.decode()?;
+            let append = Append {
+                steps,
+                next_element: None,
+                first,
+            };
+            match first {
+                None => Err(unprepared("append")),
+                Some(first) if first.checked_add(append.appends()).is_none() => Err(
+                    RequestError::Invalid(format!("append: elements from {first} overflow")),
+                ),
+                Some(_) => Ok(Box::new(append)),
+            }
+        }
+        "read" => Ok(Box::new(ReadKeys::from_call("list-append", call)?)),
+        _ => Err(crate::unknown_procedure(call)),
     }
 }
 
@@ -284,6 +391,20 @@ pub(crate) mod fake {
         }
     }
 
+    /// The procedure names the calls of `draws` transactions of `workload` use, so a test can
+    /// check that its one-shot round trips covered every type.
+    pub(crate) fn call_names(workload: &dyn Workload, draws: usize) -> Vec<String> {
+        use rand::SeedableRng;
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let names: std::collections::BTreeSet<String> = (0..draws)
+            .map(|_| {
+                let p = workload.next(NodeId(0), &mut rng);
+                p.call().expect("a one-shot call").procedure
+            })
+            .collect();
+        names.into_iter().collect()
+    }
+
     impl Ops for FakeOps {
         fn read<'a>(&'a mut self, key: &'a Key) -> BoxFuture<'a, Result<Option<Value>, TxnError>> {
             let own = self.buffered.iter().rev().find(|(k, _)| k == key);
@@ -310,6 +431,8 @@ pub(crate) mod fake {
 mod tests {
     use super::fake::FakeOps;
     use super::*;
+    use crate::Catalog;
+    use augur_client::ProcedureCatalog;
     use augur_types::LatencyProfile;
     use rand::SeedableRng;
 
@@ -359,10 +482,12 @@ mod tests {
                 Step::Append(a.clone()),
                 Step::Append(b.clone()),
             ],
-            next_element: Arc::clone(&counter),
+            next_element: Some(Arc::clone(&counter)),
+            first: None,
         };
         let mut ops = FakeOps::default();
         ops.set(b.clone(), "9");
+        p.prepare_attempt();
         ops.run(&mut p).unwrap();
         assert_eq!(
             ops.log,
@@ -378,6 +503,7 @@ mod tests {
         );
         ops.commit();
         // A second attempt of the same procedure draws new elements.
+        p.prepare_attempt();
         ops.run(&mut p).unwrap();
         ops.commit();
         assert_eq!(ops.get(&a).unwrap(), "1 2 4 5");
@@ -392,6 +518,7 @@ mod tests {
         for _ in 0..500 {
             let mut p = w.next(NodeId(0), &mut rng);
             let mut ops = FakeOps::default();
+            p.prepare_attempt();
             ops.run(p.as_mut()).unwrap();
             assert!(!ops.log.is_empty());
             let writes = ops.log.iter().filter(|l| l.starts_with("w ")).count();
@@ -444,5 +571,74 @@ mod tests {
         let all_reads = workload(&[("read_only_fraction", "1")]).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         assert!((0..50).all(|_| all_reads.next(NodeId(0), &mut rng).read_only()));
+    }
+
+    #[test]
+    fn calls_replay_on_the_node() {
+        let w = workload(&[]).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 400);
+        assert_eq!(fake::call_names(&w, 200), ["append", "read"]);
+        let mostly_reads = workload(&[("read_only_fraction", "0.7"), ("max_ops", "8")]).unwrap();
+        crate::testing::assert_calls_replay(&mostly_reads, 3, 300);
+    }
+
+    /// The writes `p` makes against an empty store.
+    fn writes(p: &mut dyn Procedure) -> Vec<String> {
+        let mut ops = FakeOps::default();
+        ops.run(p).unwrap();
+        ops.log
+            .into_iter()
+            .filter(|l| l.starts_with("w "))
+            .collect()
+    }
+
+    #[test]
+    fn every_attempt_ships_fresh_elements() {
+        let w = workload(&[("read_only_fraction", "0")]).unwrap();
+        let mut p = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(8));
+        p.prepare_attempt();
+        let first_call = p.call().unwrap();
+        let first = writes(p.as_mut());
+        p.prepare_attempt();
+        let second_call = p.call().unwrap();
+        let second = writes(p.as_mut());
+        assert!(!first.is_empty());
+        assert_eq!(first.len(), second.len());
+        for (a, b) in first.iter().zip(&second) {
+            assert_ne!(a, b, "a retry appends a new element");
+        }
+        // The node runs each attempt with the elements the client reserved for it.
+        let rebuilt = |call: &ProcedureCall| writes(Catalog.instantiate(call).unwrap().as_mut());
+        assert_eq!(rebuilt(&first_call), first);
+        assert_eq!(rebuilt(&second_call), second);
+    }
+
+    #[test]
+    fn bad_calls_are_refused() {
+        let unknown = ProcedureCall::encode("list-append", "prepend", &());
+        assert!(matches!(
+            Catalog.instantiate(&unknown),
+            Err(RequestError::UnknownProcedure(name)) if name == "list-append/prepend"
+        ));
+        for procedure in ["append", "read"] {
+            let garbage = ProcedureCall {
+                workload: "list-append".into(),
+                procedure: procedure.into(),
+                args: vec![0xff; 3],
+            };
+            let e = Catalog.instantiate(&garbage).err().unwrap();
+            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
+        }
+        // An append shipped before its elements were reserved is refused, not run.
+        let w = workload(&[("read_only_fraction", "0")]).unwrap();
+        let mut p = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(1));
+        let e = Catalog.instantiate(&p.call().unwrap()).err().unwrap();
+        assert!(e.to_string().contains("prepare_attempt"), "{e}");
+        // So is its interactive run.
+        let e = FakeOps::default().run(p.as_mut()).unwrap_err();
+        assert!(
+            matches!(e, TxnError::Rejected(RequestError::Invalid(_))),
+            "{e}"
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! 1..=`max_ops` keys. Keys are spread round-robin over the partitions.
 //!
 //! Every value written during a run is unique: one counter, shared by all the clients of the
-//! workload, hands out a fresh value on every write of every attempt (retries included). A value
+//! workload, hands out a fresh value for every write of every attempt (retries included), reserved
+//! before the attempt runs so that a one-shot call can ship them to the node. A value
 //! read therefore names the one write that produced it, which gives the checker its write-read
 //! dependencies; version order comes from those, from reads followed by writes in one transaction,
 //! and from commit timestamps where the protocol vouches for them. Registers reveal less order
@@ -15,14 +16,15 @@
 //!
 //! The settings are those of `list-append`.
 
-use crate::list_append::{ReadKeys, Settings, draw, key_of};
+use crate::list_append::{ReadKeys, Settings, draw, key_of, unprepared};
 use crate::{Workload, WorkloadError};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, NodeId, Placement};
+use augur_types::{Key, NodeId, Placement, ProcedureCall, RequestError};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +35,8 @@ pub const SETTINGS: &[&str] = crate::list_append::SETTINGS;
 pub struct RwRegister {
     settings: Settings,
     placement: Arc<Placement>,
-    /// The next value to write; shared with the procedures, which draw when they run.
+    /// The next value to write; shared with the procedures, which reserve theirs before each
+    /// attempt.
     next_value: Arc<AtomicU64>,
 }
 
@@ -60,6 +63,7 @@ impl Workload for RwRegister {
         let keys = indices.into_iter().map(|i| key_of(&self.placement, i));
         if read_only {
             return Box::new(ReadKeys {
+                workload: "rw-register",
                 keys: keys.collect(),
             });
         }
@@ -79,7 +83,8 @@ impl Workload for RwRegister {
         }
         Box::new(Rw {
             steps,
-            next_value: Arc::clone(&self.next_value),
+            next_value: Some(Arc::clone(&self.next_value)),
+            first: None,
         })
     }
 
@@ -88,7 +93,7 @@ impl Workload for RwRegister {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Step {
     Read(Key),
     /// Write a fresh value without reading first.
@@ -100,14 +105,33 @@ enum Step {
 /// `rw`: reads and writes in program order.
 struct Rw {
     steps: Vec<Step>,
-    next_value: Arc<AtomicU64>,
+    /// Where each attempt reserves its values. `None` in a procedure rebuilt from a call: it
+    /// writes the values the call carries, which the client reserved.
+    next_value: Option<Arc<AtomicU64>>,
+    /// The first value reserved for this attempt (`None` before
+    /// [`prepare_attempt`](Procedure::prepare_attempt)): the `i`-th write in program order
+    /// writes `first + i`.
+    first: Option<u64>,
+}
+
+/// Everything an `rw` attempt does, as a one-shot call carries it.
+#[derive(Serialize, Deserialize)]
+struct RwArgs {
+    steps: Vec<Step>,
+    first: Option<u64>,
 }
 
 impl Rw {
-    fn write(&self, ops: &mut dyn Ops, key: &Key) -> Result<(), TxnError> {
-        // Drawn per attempt, so a retry never reuses an aborted attempt's value.
-        let value = self.next_value.fetch_add(1, Ordering::Relaxed);
-        ops.write(key.clone(), Some(Bytes::from(value.to_string())))
+    fn writes(&self) -> u64 {
+        let writes = self.steps.iter().filter(|s| !matches!(s, Step::Read(_)));
+        writes.count() as u64
+    }
+
+    /// Write `value` to `key`, and move on to the next reserved value.
+    fn write(ops: &mut dyn Ops, key: &Key, value: &mut u64) -> Result<(), TxnError> {
+        let written = Bytes::from(value.to_string());
+        *value += 1;
+        ops.write(key.clone(), Some(written))
     }
 }
 
@@ -122,27 +146,72 @@ impl Procedure for Rw {
 
     fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
         Box::pin(async move {
+            let mut value = self
+                .first
+                .ok_or_else(|| TxnError::Rejected(unprepared("rw")))?;
             for step in &self.steps {
                 match step {
                     Step::Read(key) => {
                         ops.read(key).await?;
                     }
-                    Step::Write(key) => self.write(ops, key)?,
+                    Step::Write(key) => Rw::write(ops, key, &mut value)?,
                     Step::ReadWrite(key) => {
                         ops.read(key).await?;
-                        self.write(ops, key)?;
+                        Rw::write(ops, key, &mut value)?;
                     }
                 }
             }
             Ok(())
         })
     }
+
+    /// Reserve one value per write: per attempt, so a retry never reuses an aborted attempt's
+    /// value, and before the attempt runs, so that the node running a one-shot call and the
+    /// client replaying it write the same ones.
+    fn prepare_attempt(&mut self) {
+        if let Some(counter) = &self.next_value {
+            self.first = Some(counter.fetch_add(self.writes(), Ordering::Relaxed));
+        }
+    }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        let args = RwArgs {
+            steps: self.steps.clone(),
+            first: self.first,
+        };
+        Some(ProcedureCall::encode("rw-register", self.name(), &args))
+    }
+}
+
+/// The `rw-register` procedure `call` names, rebuilt from its arguments.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    match call.procedure.as_str() {
+        "rw" => {
+            let RwArgs { steps, first } = call.decode()?;
+            let rw = Rw {
+                steps,
+                next_value: None,
+                first,
+            };
+            match first {
+                None => Err(unprepared("rw")),
+                Some(first) if first.checked_add(rw.writes()).is_none() => Err(
+                    RequestError::Invalid(format!("rw: values from {first} overflow")),
+                ),
+                Some(_) => Ok(Box::new(rw)),
+            }
+        }
+        "read" => Ok(Box::new(ReadKeys::from_call("rw-register", call)?)),
+        _ => Err(crate::unknown_procedure(call)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list_append::fake::FakeOps;
+    use crate::Catalog;
+    use crate::list_append::fake::{FakeOps, call_names};
+    use augur_client::ProcedureCatalog;
     use augur_types::LatencyProfile;
     use rand::SeedableRng;
 
@@ -166,10 +235,12 @@ mod tests {
                 Step::ReadWrite(b.clone()),
                 Step::ReadWrite(a.clone()),
             ],
-            next_value: Arc::new(AtomicU64::new(1)),
+            next_value: Some(Arc::new(AtomicU64::new(1))),
+            first: None,
         };
         let mut ops = FakeOps::default();
         ops.set(b.clone(), "70");
+        p.prepare_attempt();
         ops.run(&mut p).unwrap();
         assert_eq!(
             ops.log,
@@ -178,6 +249,7 @@ mod tests {
             ]
         );
         ops.commit();
+        p.prepare_attempt();
         ops.run(&mut p).unwrap();
         assert_eq!(ops.log[0], "w 0/2 4", "a retry draws new values");
     }
@@ -190,6 +262,7 @@ mod tests {
         for _ in 0..400 {
             let mut p = w.next(NodeId(1), &mut rng);
             let mut ops = FakeOps::default();
+            p.prepare_attempt();
             ops.run(p.as_mut()).unwrap();
             let writes = ops.log.iter().filter(|l| l.starts_with("w ")).count();
             let reads = ops.log.len() - writes;
@@ -218,5 +291,77 @@ mod tests {
         assert!(e.to_string().contains("workload rw-register"), "{e}");
         assert!(workload(&[("keys", "0")]).is_err());
         assert!(workload(&[("read_only_fraction", "2")]).is_err());
+    }
+
+    #[test]
+    fn calls_replay_on_the_node() {
+        let w = workload(&[]).unwrap();
+        crate::testing::assert_calls_replay(&w, 2, 400);
+        assert_eq!(call_names(&w, 200), ["read", "rw"]);
+        let mostly_reads = workload(&[("read_only_fraction", "0.7"), ("max_ops", "8")]).unwrap();
+        crate::testing::assert_calls_replay(&mostly_reads, 2, 300);
+    }
+
+    /// The writes `p` makes against an empty store.
+    fn writes(p: &mut dyn Procedure) -> Vec<String> {
+        let mut ops = FakeOps::default();
+        ops.run(p).unwrap();
+        ops.log
+            .into_iter()
+            .filter(|l| l.starts_with("w "))
+            .collect()
+    }
+
+    #[test]
+    fn every_attempt_ships_fresh_values() {
+        let w = workload(&[("read_only_fraction", "0")]).unwrap();
+        let mut p = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(8));
+        p.prepare_attempt();
+        let first_call = p.call().unwrap();
+        let first = writes(p.as_mut());
+        p.prepare_attempt();
+        let second_call = p.call().unwrap();
+        let second = writes(p.as_mut());
+        assert!(!first.is_empty());
+        assert_eq!(first.len(), second.len());
+        for (a, b) in first.iter().zip(&second) {
+            assert_ne!(a, b, "a retry writes a new value");
+        }
+        // The node runs each attempt with the values the client reserved for it.
+        let rebuilt = |call: &ProcedureCall| writes(Catalog.instantiate(call).unwrap().as_mut());
+        assert_eq!(rebuilt(&first_call), first);
+        assert_eq!(rebuilt(&second_call), second);
+    }
+
+    #[test]
+    fn bad_calls_are_refused() {
+        let unknown = ProcedureCall::encode("rw-register", "append", &());
+        assert!(matches!(
+            Catalog.instantiate(&unknown),
+            Err(RequestError::UnknownProcedure(name)) if name == "rw-register/append"
+        ));
+        for procedure in ["rw", "read"] {
+            let garbage = ProcedureCall {
+                workload: "rw-register".into(),
+                procedure: procedure.into(),
+                args: vec![0xff; 3],
+            };
+            let e = Catalog.instantiate(&garbage).err().unwrap();
+            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
+        }
+        // A read generated here names this workload, not list-append.
+        let w = workload(&[("read_only_fraction", "1")]).unwrap();
+        let read = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(2));
+        assert_eq!(read.call().unwrap().workload, "rw-register");
+        // An rw shipped before its values were reserved is refused, not run.
+        let w = workload(&[("read_only_fraction", "0")]).unwrap();
+        let mut p = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(1));
+        let e = Catalog.instantiate(&p.call().unwrap()).err().unwrap();
+        assert!(e.to_string().contains("prepare_attempt"), "{e}");
+        let e = FakeOps::default().run(p.as_mut()).unwrap_err();
+        assert!(
+            matches!(e, TxnError::Rejected(RequestError::Invalid(_))),
+            "{e}"
+        );
     }
 }

@@ -86,11 +86,12 @@ use crate::bad_value as bad;
 use crate::reject_unknown;
 use crate::{Audit, Condition, Workload, WorkloadError, parse};
 use augur_client::{Ops, Outcome, Procedure, TxnError};
-use augur_types::{AbortReason, Key, NodeId, Placement, Value};
+use augur_types::{AbortReason, Key, NodeId, Placement, ProcedureCall, RequestError, Value};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -558,6 +559,16 @@ struct Txn {
     effect: i64,
 }
 
+/// A transaction's one-shot arguments; the type is the procedure's name. The tally and the effect
+/// are the client's bookkeeping for [`Procedure::finished`], so a call leaves them out.
+#[derive(Serialize, Deserialize)]
+struct TxnArgs {
+    a: u64,
+    b: u64,
+    amount: i64,
+    initial: i64,
+}
+
 impl Txn {
     /// Run the body; returns the money it moves into (positive) or out of the bank.
     async fn body(&self, ops: &mut dyn Ops) -> Result<i64, TxnError> {
@@ -628,7 +639,7 @@ impl Txn {
                 if from < v {
                     return Err(rollback());
                 }
-                rows.set(checking_key(a), from - v)?;
+                rows.set(checking_key(a), from.checked_sub(v).ok_or_else(rollback)?)?;
                 // Read after the debit, so the money is conserved even if A is B.
                 let to = rows.balance(&checking_key(b)).await?;
                 let new = to.checked_add(v).ok_or_else(rollback)?;
@@ -660,6 +671,39 @@ impl Procedure for Txn {
         let effect = std::mem::take(&mut self.effect);
         self.tally.record(effect, outcome);
     }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        let args = TxnArgs {
+            a: self.a,
+            b: self.b,
+            amount: self.amount,
+            initial: self.initial,
+        };
+        Some(ProcedureCall::encode("smallbank", self.name(), &args))
+    }
+}
+
+/// The `smallbank` procedure `call` names, rebuilt from its arguments. It tallies into a tally of
+/// its own: only the client's copy reports to the workload's audit.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    let Some(kind) = Kind::ALL.into_iter().find(|k| k.name() == call.procedure) else {
+        return Err(crate::unknown_procedure(call));
+    };
+    let TxnArgs {
+        a,
+        b,
+        amount,
+        initial,
+    } = call.decode()?;
+    Ok(Box::new(Txn {
+        kind,
+        a,
+        b,
+        amount,
+        initial,
+        tally: Arc::default(),
+        effect: 0,
+    }))
 }
 
 /// `smallbank-total` and `smallbank-no-garbage`.
@@ -766,7 +810,9 @@ impl SmallBankAudit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list_append::fake::FakeOps;
+    use crate::Catalog;
+    use crate::list_append::fake::{FakeOps, call_names};
+    use augur_client::ProcedureCatalog;
     use augur_types::{LatencyProfile, Timestamp};
     use rand::SeedableRng;
 
@@ -1291,5 +1337,70 @@ mod tests {
         // Without a hotspot its size does not matter.
         workload(&[("customers", "50"), ("hotspot_fraction", "0")]).unwrap();
         workload(&[("customers", "50"), ("hotspot_customers", "50")]).unwrap();
+    }
+
+    #[test]
+    fn calls_replay_on_the_node() {
+        // A small bank, so that transactions meet the rows earlier ones wrote.
+        let w = workload(&[("customers", "40"), ("hotspot_customers", "8")]).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 400);
+        let mut kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        kinds.sort();
+        assert_eq!(call_names(&w, 400), kinds);
+        let set = [
+            ("customers", "40"),
+            ("hotspot_customers", "8"),
+            ("initial_balance", "600"),
+            (
+                "mix",
+                "write-check:30,send-payment:30,amalgamate:20,balance:20",
+            ),
+            ("multi_partition", "0.5"),
+        ];
+        crate::testing::assert_calls_replay(&workload(&set).unwrap(), 3, 300);
+    }
+
+    #[test]
+    fn a_rebuilt_transaction_tallies_apart_from_the_clients() {
+        let tally = Arc::new(Tally::default());
+        let mut p = txn(Kind::DepositChecking, 1, 1, 130, &tally);
+        let mut rebuilt = Catalog.instantiate(&p.call().unwrap()).unwrap();
+        let mut ops = FakeOps::default();
+        ops.run(rebuilt.as_mut()).unwrap();
+        rebuilt.finished(&COMMITTED);
+        assert_eq!(tally.net.load(Ordering::Relaxed), 0);
+        // The client replays the attempt and reports it.
+        ops.run(&mut p).unwrap();
+        p.finished(&COMMITTED);
+        assert_eq!(tally.net.load(Ordering::Relaxed), 130);
+    }
+
+    #[test]
+    fn bad_calls_are_refused() {
+        let unknown = ProcedureCall::encode("smallbank", "withdraw", &());
+        assert!(matches!(
+            Catalog.instantiate(&unknown),
+            Err(RequestError::UnknownProcedure(name)) if name == "smallbank/withdraw"
+        ));
+        for kind in Kind::ALL {
+            let garbage = ProcedureCall {
+                workload: "smallbank".into(),
+                procedure: kind.name().into(),
+                args: vec![0xff; 3],
+            };
+            let e = Catalog.instantiate(&garbage).err().unwrap();
+            assert!(
+                matches!(e, RequestError::Invalid(_)),
+                "{}: {e}",
+                kind.name()
+            );
+        }
+        // An amount that would overflow the source rolls back rather than wrapping.
+        let tally = Arc::new(Tally::default());
+        let mut ops = FakeOps::default();
+        let e = ops
+            .run(&mut txn(Kind::SendPayment, 1, 2, i64::MIN + 1, &tally))
+            .unwrap_err();
+        assert_eq!(e, TxnError::Aborted(AbortReason::UserRollback));
     }
 }

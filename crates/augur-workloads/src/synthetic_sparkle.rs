@@ -91,12 +91,12 @@
 use crate::bad_value as bad;
 use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, NodeId, Placement};
+use augur_types::{Key, NodeId, Placement, ProcedureCall, RequestError};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -246,7 +246,7 @@ impl Settings {
 }
 
 /// Where index and normal keys are in a partition, and what index keys point to.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Layout {
     index_keys: u64,
     keys_per_partition: u64,
@@ -435,7 +435,7 @@ impl Workload for SyntheticSparkle {
 }
 
 /// The keys of one transaction in one partition.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Share {
     partition: u32,
     /// Index key ids, read then updated.
@@ -450,8 +450,11 @@ struct Share {
 
 /// `dependent` or `independent`: read the index keys, derive (dependent) or take (independent)
 /// the normal keys, read them, then write the index keys' new pointers and, when updating, the
-/// normal keys' counters plus one.
+/// normal keys' counters plus one. Its fields are its one-shot arguments, but for `dependent`,
+/// which the call's procedure name gives.
+#[derive(Serialize, Deserialize)]
 struct SparkleTxn {
+    #[serde(skip)]
     dependent: bool,
     update_normal: bool,
     layout: Layout,
@@ -530,12 +533,80 @@ impl Procedure for SparkleTxn {
             Ok(())
         })
     }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        Some(ProcedureCall::encode(
+            "synthetic-sparkle",
+            self.name(),
+            self,
+        ))
+    }
+}
+
+impl SparkleTxn {
+    /// Why a transaction rebuilt from a call could not run as the workload's do, if it could
+    /// not: what the settings guarantee a generated one, and the body relies on (a layout with
+    /// normal keys, values that hold a pointer, a pointer for every index key, and a dependent
+    /// share with index keys to name as many distinct normal keys as it takes).
+    fn check(&self) -> Result<(), String> {
+        let layout = self.layout;
+        if layout.index_keys == 0 || layout.index_keys >= layout.keys_per_partition {
+            return Err(format!(
+                "{} index keys of {} per partition leave no index or no normal key",
+                layout.index_keys, layout.keys_per_partition
+            ));
+        }
+        if !(8..=MAX_VALUE_SIZE).contains(&self.value_size) {
+            let size = self.value_size;
+            return Err(format!("value_size {size} is outside 8..={MAX_VALUE_SIZE}"));
+        }
+        let (mut index, mut normal) = (0, 0);
+        for share in &self.shares {
+            if share.index.len() != share.new_pointers.len() {
+                return Err("an index key without a new pointer".into());
+            }
+            index += share.index.len();
+            normal += if self.dependent {
+                share.normal_count
+            } else {
+                share.normal.len()
+            };
+            if self.dependent
+                && share.normal_count > 0
+                && (share.index.is_empty() || share.normal_count as u64 > layout.normal_keys())
+            {
+                return Err("a dependent share cannot name its normal keys".into());
+            }
+        }
+        if index > MAX_ACCESSES || normal > MAX_ACCESSES {
+            return Err(format!(
+                "{index} index and {normal} normal accesses, at most {MAX_ACCESSES} each"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The `synthetic-sparkle` procedure `call` names, rebuilt from its arguments.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    let dependent = match call.procedure.as_str() {
+        "dependent" => true,
+        "independent" => false,
+        _ => return Err(crate::unknown_procedure(call)),
+    };
+    let mut txn: SparkleTxn = call.decode()?;
+    txn.dependent = dependent;
+    txn.check()
+        .map_err(|why| RequestError::Invalid(format!("{}: {why}", call.procedure)))?;
+    Ok(Box::new(txn))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list_append::fake::FakeOps;
+    use crate::Catalog;
+    use crate::list_append::fake::{FakeOps, call_names};
+    use augur_client::ProcedureCatalog;
     use augur_types::LatencyProfile;
     use rand::SeedableRng;
     use std::collections::BTreeSet;
@@ -956,6 +1027,74 @@ mod tests {
                 let partitions: BTreeSet<u32> = reads.iter().map(|k| k.0).collect();
                 assert_eq!(partitions.len() > 1, m == "1");
             }
+        }
+    }
+
+    #[test]
+    fn calls_replay_on_the_node() {
+        // Few keys, so that dependent transactions follow pointers earlier ones wrote.
+        let small = [("keys_per_partition", "60"), ("index_keys", "20")];
+        let w = workload(3, 2, &small).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 400);
+        assert_eq!(call_names(&w, 200), ["dependent", "independent"]);
+        let set = [
+            small[0],
+            small[1],
+            ("dependent", "0.6"),
+            ("dependent_updates", "true"),
+            ("multi_partition", "0.5"),
+            ("partitions_per_mpt", "3"),
+        ];
+        crate::testing::assert_calls_replay(&workload(3, 1, &set).unwrap(), 3, 300);
+    }
+
+    #[test]
+    fn bad_calls_are_refused() {
+        let unknown = ProcedureCall::encode("synthetic-sparkle", "semi-dependent", &());
+        assert!(matches!(
+            Catalog.instantiate(&unknown),
+            Err(RequestError::UnknownProcedure(name)) if name == "synthetic-sparkle/semi-dependent"
+        ));
+        for procedure in ["dependent", "independent"] {
+            let garbage = ProcedureCall {
+                workload: "synthetic-sparkle".into(),
+                procedure: procedure.into(),
+                args: vec![0xff; 3],
+            };
+            let e = Catalog.instantiate(&garbage).err().unwrap();
+            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
+        }
+        // Arguments no workload would generate, which the body could not run.
+        let w = workload(3, 1, &[("dependent", "1"), ("multi_partition", "0")]).unwrap();
+        let good = || {
+            let txn = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(3));
+            let call = txn.call().unwrap();
+            let mut txn: SparkleTxn = call.decode().unwrap();
+            txn.dependent = true;
+            txn
+        };
+        type Break = fn(&mut SparkleTxn);
+        let breaks: [(&str, Break); 5] = [
+            ("no normal key", |t| {
+                t.layout.index_keys = t.layout.keys_per_partition
+            }),
+            ("no index or", |t| t.layout.index_keys = 0),
+            ("value_size 4", |t| t.value_size = 4),
+            ("without a new pointer", |t| {
+                t.shares[0].new_pointers.clear()
+            }),
+            ("cannot name its normal keys", |t| {
+                t.shares[0].index.clear();
+                t.shares[0].new_pointers.clear();
+            }),
+        ];
+        for (why, break_it) in breaks {
+            let mut txn = good();
+            assert!(txn.check().is_ok());
+            break_it(&mut txn);
+            let e = Catalog.instantiate(&txn.call().unwrap()).err().unwrap();
+            assert!(matches!(e, RequestError::Invalid(_)), "{why}: {e}");
+            assert!(e.to_string().contains(why), "{why}: {e}");
         }
     }
 }

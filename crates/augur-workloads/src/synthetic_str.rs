@@ -16,12 +16,12 @@
 use crate::bad_value as bad;
 use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, NodeId, PartitionId, Placement};
+use augur_types::{Key, NodeId, PartitionId, Placement, ProcedureCall, RequestError};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -205,7 +205,9 @@ impl Workload for SyntheticStr {
     }
 }
 
-/// Read every key, then write each one back with its counter incremented.
+/// Read every key, then write each one back with its counter incremented. Its fields are its
+/// one-shot arguments.
+#[derive(Serialize, Deserialize)]
 struct ReadUpdate {
     keys: Vec<Key>,
     value_size: usize,
@@ -244,11 +246,33 @@ impl Procedure for ReadUpdate {
             Ok(())
         })
     }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        Some(ProcedureCall::encode("synthetic-str", self.name(), self))
+    }
+}
+
+/// The `synthetic-str` procedure `call` names, rebuilt from its arguments.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    match call.procedure.as_str() {
+        "read-update" => {
+            let p: ReadUpdate = call.decode()?;
+            // The counter takes 8 bytes, as the setting requires.
+            if p.value_size < 8 {
+                let why = format!("read-update: value_size {} is below 8", p.value_size);
+                return Err(RequestError::Invalid(why));
+            }
+            Ok(Box::new(p))
+        }
+        _ => Err(crate::unknown_procedure(call)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Catalog;
+    use augur_client::ProcedureCatalog;
     use augur_types::LatencyProfile;
     use rand::SeedableRng;
 
@@ -301,5 +325,42 @@ mod tests {
         let e = workload(1, 1, &[("hotspot", "3")]).err().unwrap();
         assert!(e.to_string().contains("valid settings"), "{e}");
         assert!(workload(1, 1, &[("keys_per_txn", "0")]).is_err());
+    }
+
+    #[test]
+    fn calls_replay_on_the_node() {
+        // Small partitions, so that transactions meet keys earlier ones wrote.
+        let small = [("keys_per_partition", "400"), ("local_hotspot", "20")];
+        let w = workload(3, 2, &[small[0], small[1], ("remote_hotspot", "20")]).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 300);
+        assert_eq!(
+            crate::list_append::fake::call_names(&w, 20),
+            ["read-update"]
+        );
+        let w = workload(3, 1, &[("contention", "high-both"), ("value_size", "8")]).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 200);
+    }
+
+    #[test]
+    fn bad_calls_are_refused() {
+        let unknown = ProcedureCall::encode("synthetic-str", "update", &());
+        assert!(matches!(
+            Catalog.instantiate(&unknown),
+            Err(RequestError::UnknownProcedure(name)) if name == "synthetic-str/update"
+        ));
+        let garbage = ProcedureCall {
+            workload: "synthetic-str".into(),
+            procedure: "read-update".into(),
+            args: vec![0xff; 3],
+        };
+        let e = Catalog.instantiate(&garbage).err().unwrap();
+        assert!(matches!(e, RequestError::Invalid(_)), "{e}");
+        let short = ReadUpdate {
+            keys: vec![Key::numbered(0, 1)],
+            value_size: 4,
+            stamp: 0,
+        };
+        let e = Catalog.instantiate(&short.call().unwrap()).err().unwrap();
+        assert!(e.to_string().contains("value_size"), "{e}");
     }
 }

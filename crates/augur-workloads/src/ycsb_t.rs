@@ -68,12 +68,12 @@
 use crate::bad_value as bad;
 use crate::{Workload, WorkloadError, parse, reject_unknown};
 use augur_client::{Ops, Procedure, TxnError};
-use augur_types::{Key, NodeId, Placement};
+use augur_types::{Key, NodeId, Placement, ProcedureCall, RequestError};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -405,7 +405,9 @@ fn value_of(size: usize, counter: u64, stamp: u64) -> Bytes {
     Bytes::from(value)
 }
 
-/// `update`: read every key, then write each back with its counter plus one.
+/// `update`: read every key, then write each back with its counter plus one. Its fields are its
+/// one-shot arguments.
+#[derive(Serialize, Deserialize)]
 struct Update {
     keys: Vec<Key>,
     value_size: usize,
@@ -434,9 +436,14 @@ impl Procedure for Update {
             Ok(())
         })
     }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        Some(ProcedureCall::encode("ycsb-t", self.name(), self))
+    }
 }
 
-/// `read-only`: read every key.
+/// `read-only`: read every key. Its field is its one-shot argument.
+#[derive(Serialize, Deserialize)]
 struct ReadOnly {
     keys: Vec<Key>,
 }
@@ -458,12 +465,52 @@ impl Procedure for ReadOnly {
             Ok(())
         })
     }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        Some(ProcedureCall::encode("ycsb-t", self.name(), self))
+    }
+}
+
+/// Refuse a call of `procedure` over more keys than a transaction takes (an `update` keeps its
+/// counters in a fixed array of that size).
+fn check_keys(procedure: &str, keys: &[Key]) -> Result<(), RequestError> {
+    if keys.len() > MAX_KEYS {
+        let why = format!("{procedure}: {} keys, at most {MAX_KEYS}", keys.len());
+        return Err(RequestError::Invalid(why));
+    }
+    Ok(())
+}
+
+/// The `ycsb-t` procedure `call` names, rebuilt from its arguments.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    match call.procedure.as_str() {
+        "update" => {
+            let p: Update = call.decode()?;
+            check_keys("update", &p.keys)?;
+            if !(8..=MAX_VALUE_SIZE).contains(&p.value_size) {
+                let why = format!(
+                    "update: value_size {} is outside 8..={MAX_VALUE_SIZE}",
+                    p.value_size
+                );
+                return Err(RequestError::Invalid(why));
+            }
+            Ok(Box::new(p))
+        }
+        "read-only" => {
+            let p: ReadOnly = call.decode()?;
+            check_keys("read-only", &p.keys)?;
+            Ok(Box::new(p))
+        }
+        _ => Err(crate::unknown_procedure(call)),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::list_append::fake::FakeOps;
+    use crate::Catalog;
+    use crate::list_append::fake::{FakeOps, call_names};
+    use augur_client::ProcedureCatalog;
     use augur_types::{LatencyProfile, PartitionId};
     use rand::SeedableRng;
     use std::collections::BTreeSet;
@@ -808,5 +855,52 @@ mod tests {
             );
             assert!(reads.iter().all(|k| parts(k).0 == 1), "{reads:?}");
         }
+    }
+
+    #[test]
+    fn calls_replay_on_the_node() {
+        // Few keys, loaded, so that transactions read what the load and earlier ones wrote.
+        let w = workload(3, 2, &[("keys", "200")]).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 400);
+        assert_eq!(call_names(&w, 200), ["read-only", "update"]);
+        let set = [
+            ("keys", "200"),
+            ("read_only_fraction", "0.2"),
+            ("update_keys", "5"),
+            ("distribution", "zipfian"),
+            ("locality", "0.5"),
+            ("load", "false"),
+        ];
+        let w = workload(3, 1, &set).unwrap();
+        crate::testing::assert_calls_replay(&w, 3, 300);
+    }
+
+    #[test]
+    fn bad_calls_are_refused() {
+        let unknown = ProcedureCall::encode("ycsb-t", "scan", &());
+        assert!(matches!(
+            Catalog.instantiate(&unknown),
+            Err(RequestError::UnknownProcedure(name)) if name == "ycsb-t/scan"
+        ));
+        for procedure in ["update", "read-only"] {
+            let garbage = ProcedureCall {
+                workload: "ycsb-t".into(),
+                procedure: procedure.into(),
+                args: vec![0xff; 3],
+            };
+            let e = Catalog.instantiate(&garbage).err().unwrap();
+            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
+        }
+        let keys: Vec<Key> = (0..17).map(|i| Key::numbered(0, i)).collect();
+        let wide = ReadOnly { keys: keys.clone() };
+        let e = Catalog.instantiate(&wide.call().unwrap()).err().unwrap();
+        assert!(e.to_string().contains("at most 16"), "{e}");
+        let short = Update {
+            keys: keys[..2].to_vec(),
+            value_size: 7,
+            stamp: 1,
+        };
+        let e = Catalog.instantiate(&short.call().unwrap()).err().unwrap();
+        assert!(e.to_string().contains("value_size"), "{e}");
     }
 }
