@@ -210,6 +210,7 @@ fn generate(model: &mut dyn Model, seed: u64) -> History {
             complete_us: complete,
             ops,
             outcome,
+            ops_unknown: false,
         });
     }
     History {

@@ -212,6 +212,8 @@ pub struct CheckStats {
     pub unknown: usize,
     /// Unknown-outcome transactions whose writes were observed, hence treated as committed.
     pub unknown_observed: usize,
+    /// Attempts whose operations are unknown (one-shot attempts whose reply was lost).
+    pub ops_unknown: usize,
     pub edges: usize,
 }
 

@@ -109,6 +109,7 @@ mod tests {
                     },
                 ],
                 outcome: RecordedOutcome::Committed { commit_ts: 15 },
+                ops_unknown: false,
             }],
         };
         let mut buf = Vec::new();

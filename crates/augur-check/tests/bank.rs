@@ -63,6 +63,7 @@ fn txn(index: usize, name: &str, ops: Vec<Op>, outcome: RecordedOutcome) -> TxnR
         complete_us: 10 * index as u64 + 5,
         ops,
         outcome,
+        ops_unknown: false,
     }
 }
 

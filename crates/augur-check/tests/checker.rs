@@ -69,6 +69,7 @@ impl Builder {
             complete_us: complete,
             ops,
             outcome,
+            ops_unknown: false,
         });
         index
     }
@@ -470,6 +471,41 @@ fn garbage_read() {
     assert_eq!(
         kinds(&check_at(&b, RW, IsolationLevel::ReadCommitted)),
         vec![AnomalyKind::GarbageRead]
+    );
+}
+
+#[test]
+fn values_an_attempt_with_unknown_operations_may_have_written_are_not_garbage() {
+    // A one-shot attempt whose reply was lost: outcome and operations unknown.
+    let opaque = |b: &mut Builder| {
+        let t = b.concurrent(Vec::new(), RecordedOutcome::Unknown);
+        b.txns[t].ops_unknown = true;
+    };
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), ok(1));
+    opaque(&mut b);
+    b.concurrent(vec![r("x", Some("1 99"))], ok(2));
+    let report = check_at(&b, LA, IsolationLevel::ReadCommitted);
+    assert_eq!(kinds(&report), vec![]);
+    assert_eq!(report.stats.ops_unknown, 1);
+
+    let mut b = Builder::default();
+    opaque(&mut b);
+    b.concurrent(vec![r("x", Some("7"))], ok(1));
+    assert_eq!(
+        kinds(&check_at(&b, RW, IsolationLevel::ReadCommitted)),
+        vec![]
+    );
+
+    // Known elements in an order nobody wrote are still reported.
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), ok(1));
+    b.concurrent(append("x", Some("1"), 2).into(), ok(2));
+    opaque(&mut b);
+    b.concurrent(vec![r("x", Some("2 1"))], ok(3));
+    assert_eq!(
+        kinds(&check_at(&b, LA, IsolationLevel::ReadCommitted)),
+        vec![AnomalyKind::IncompatibleOrder]
     );
 }
 

@@ -445,6 +445,27 @@ impl<T: Transport> Session<T> {
             complete_us: self.transport.now().as_micros() as u64,
             ops: log.ops,
             outcome: log.outcome.unwrap_or_else(|| aborted(unfinished)),
+            ops_unknown: false,
+        });
+    }
+
+    /// Record a one-shot attempt invoked at `invoked` whose reply never came: its outcome and
+    /// its operations are unknown.
+    fn record_lost(&self, name: &'static str, read_only: bool, invoked: Duration) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        recorder.push(TxnRecord {
+            index: 0,
+            client: self.id().0,
+            txn: None,
+            name: name.to_string(),
+            read_only,
+            invoke_us: invoked.as_micros() as u64,
+            complete_us: self.transport.now().as_micros() as u64,
+            ops: Vec::new(),
+            outcome: RecordedOutcome::Unknown,
+            ops_unknown: true,
         });
     }
 }
@@ -905,7 +926,7 @@ fn finish(procedure: &mut dyn Procedure, stats: Option<&CommitStats>, outcome: O
 /// and this client's copy of the procedure is replayed over them (reads answered with the
 /// values the node read) so that it ends in the state an interactive run would have left.
 /// When the reply is lost the outcome is [`Outcome::Unknown`] and the operations are unknown
-/// too: the attempt is recorded with none.
+/// too: the attempt is recorded with none, marked `ops_unknown`.
 pub async fn execute_one_shot<'s, T: Transport>(
     session: &'s Session<T>,
     procedure: &mut dyn Procedure,
@@ -951,7 +972,10 @@ async fn one_shot<'s, T: Transport>(
             return Attempt::Done(finish(procedure, stats, outcome));
         }
         // The procedure may have committed; what it read and wrote is unknown.
-        Err(_) => return Attempt::Done(finish(procedure, stats, Outcome::Unknown)),
+        Err(_) => {
+            session.record_lost(procedure.name(), read_only, invoked);
+            return Attempt::Done(finish(procedure, stats, Outcome::Unknown));
+        }
     };
     let Execution {
         txn,

@@ -81,6 +81,12 @@ pub struct TxnRecord {
     pub complete_us: u64,
     pub ops: Vec<Op>,
     pub outcome: RecordedOutcome,
+    /// The client never learned the attempt's operations (`ops` is empty): a one-shot
+    /// transaction whose reply was lost, whose outcome is then unknown too. Whatever it wrote
+    /// may be read by others, so the checker does not call a read of a value nobody is known to
+    /// have written garbage while a history holds such attempts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ops_unknown: bool,
 }
 
 impl TxnRecord {

@@ -1258,7 +1258,7 @@ mod tests {
     use super::*;
 
     fn spec(entry: &str, speculation: Option<&str>) -> anyhow::Result<ProtocolSpec> {
-        ProtocolSpec::parse(entry, speculation, &BTreeMap::new())
+        ProtocolSpec::parse(entry, speculation, None, &BTreeMap::new())
     }
 
     fn mode(entry: &str, speculation: Option<&str>) -> String {
@@ -1288,6 +1288,27 @@ mod tests {
         assert_eq!(s.label, "clocksi-rep:precise_clock=on");
         assert_eq!(s.name, "clocksi-rep");
         assert_eq!(s.options.settings["precise_clock"], "on");
+    }
+
+    #[test]
+    fn entries_choose_their_transaction_form() {
+        // One-shot where the protocol serves it, unless the entry or the run says otherwise.
+        assert_eq!(spec("nocc", None).unwrap().txn_form, RequestForm::OneShot);
+        let s = spec("nocc:txn_form=interactive", None).unwrap();
+        assert_eq!(s.txn_form, RequestForm::Interactive);
+        assert!(!s.options.settings.contains_key(TXN_FORM_SETTING));
+        let run_wide = ProtocolSpec::parse("str", None, Some("interactive"), &BTreeMap::new());
+        assert_eq!(run_wide.unwrap().txn_form, RequestForm::Interactive);
+        let peer = spec("postgres-serializable", None).unwrap();
+        assert_eq!(peer.txn_form, RequestForm::Interactive);
+        assert_eq!(
+            error("postgres-serializable:txn_form=one-shot", None),
+            "postgres-serializable does not serve one-shot transactions (it serves: interactive)"
+        );
+        assert_eq!(
+            error("nocc:txn_form=batch", None),
+            "unknown transaction form 'batch'; valid forms: interactive, one-shot"
+        );
     }
 
     fn placement(nodes: usize) -> Arc<Placement> {

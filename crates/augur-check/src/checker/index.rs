@@ -108,6 +108,8 @@ pub(super) struct Index<'h> {
     pub wo: Vec<WriteOp>,
     pub wo_off: Vec<u32>,
     pub internal: Vec<InternalIssue>,
+    /// Whether some attempt's operations are unknown (`TxnRecord::ops_unknown`).
+    pub opaque_writers: bool,
 }
 
 fn raw_rank(outcome: &RecordedOutcome) -> u8 {
@@ -276,6 +278,7 @@ impl<'h> Index<'h> {
             wo,
             wo_off,
             internal,
+            opaque_writers: history.txns.iter().any(|t| t.ops_unknown),
         };
         ix.assign_writers();
         if model == ValueModel::ListAppend {

@@ -134,6 +134,7 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
     let mut stats = CheckStats {
         txns: n,
         edges: edges.len(),
+        ops_unknown: history.txns.iter().filter(|t| t.ops_unknown).count(),
         ..CheckStats::default()
     };
     for s in &ix.status {
@@ -293,7 +294,9 @@ fn read_checks(
     }
 }
 
-/// A read of a value no transaction wrote as such.
+/// A read of a value no transaction wrote as such. A value (or list element) no recorded
+/// operation wrote is not reported while the history holds attempts whose operations are
+/// unknown (`ops_unknown`): one of them may have written it.
 fn unwritten_read(ix: &Index<'_>, t: u32, r: ExtRead, out: &mut Collector) {
     let key = ix.key_name(r.key);
     let (kind, why) = if ix.model == ValueModel::ListAppend && ix.list_ok[r.vid as usize] {
@@ -304,6 +307,9 @@ fn unwritten_read(ix: &Index<'_>, t: u32, r: ExtRead, out: &mut Collector) {
             .take(5)
             .map(|e| e.to_string())
             .collect();
+        if !unknown.is_empty() && ix.opaque_writers {
+            return;
+        }
         if !unknown.is_empty() {
             (
                 AnomalyKind::GarbageRead,
@@ -341,6 +347,8 @@ fn unwritten_read(ix: &Index<'_>, t: u32, r: ExtRead, out: &mut Collector) {
                 ),
             }
         }
+    } else if ix.opaque_writers {
+        return;
     } else if ix.model == ValueModel::ListAppend {
         (
             AnomalyKind::GarbageRead,
