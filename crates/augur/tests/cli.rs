@@ -89,9 +89,9 @@ fn protocols_lists_each_with_its_isolation_level_and_request_forms() {
         "{text}"
     );
     assert!(text.contains("nocc") && text.contains("none"), "{text}");
-    // Every protocol says which request forms it serves; today all of them interactive only.
+    // Every protocol says which request forms it serves; today all of them both.
     assert_eq!(
-        text.matches("requests: interactive\n").count(),
+        text.matches("requests: interactive, one-shot\n").count(),
         augur_protocols::registry::PROTOCOLS.len(),
         "{text}"
     );
