@@ -133,7 +133,7 @@ impl CheckForms {
     fn of(self, index: usize) -> RequestForm {
         match self {
             CheckForms::All(form) => form,
-            CheckForms::Mixed if index % 2 == 0 => RequestForm::Interactive,
+            CheckForms::Mixed if index.is_multiple_of(2) => RequestForm::Interactive,
             CheckForms::Mixed => RequestForm::OneShot,
         }
     }
