@@ -452,20 +452,7 @@ mod tests {
 
     #[test]
     fn bad_calls_are_refused() {
-        let unknown = ProcedureCall::encode("bank", "withdraw", &());
-        assert!(matches!(
-            Catalog.instantiate(&unknown),
-            Err(RequestError::UnknownProcedure(name)) if name == "bank/withdraw"
-        ));
-        for procedure in ["transfer", "scan"] {
-            let garbage = ProcedureCall {
-                workload: "bank".into(),
-                procedure: procedure.into(),
-                args: vec![0xff; 3],
-            };
-            let e = Catalog.instantiate(&garbage).err().unwrap();
-            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
-        }
+        crate::testing::assert_refuses_bad_calls("bank", "withdraw", &["transfer", "scan"]);
         for (accounts, partitions) in [(MAX_ACCOUNTS + 1, 3), (8, 0)] {
             let scan = Scan {
                 accounts,

@@ -391,4 +391,75 @@ pub(crate) mod testing {
         }
         assert!(!names.is_empty());
     }
+
+    /// The writes `p` makes against an empty store.
+    fn writes(p: &mut dyn Procedure) -> Vec<String> {
+        let mut ops = FakeOps::default();
+        ops.run(p).unwrap();
+        ops.log
+            .into_iter()
+            .filter(|l| l.starts_with("w "))
+            .collect()
+    }
+
+    /// For a workload whose attempts draw unique values to write in `prepare_attempt`: two
+    /// attempts of one transaction write different values, each shipped in its call, and an
+    /// attempt never prepared is refused (rebuilt or run) rather than writing a stale value.
+    pub(crate) fn assert_attempts_write_fresh_values(workload: &dyn Workload) {
+        let mut p = workload.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(8));
+        p.prepare_attempt();
+        let first_call = p.call().unwrap();
+        let first = writes(p.as_mut());
+        p.prepare_attempt();
+        let second_call = p.call().unwrap();
+        let second = writes(p.as_mut());
+        assert!(!first.is_empty());
+        assert_eq!(first.len(), second.len());
+        for (a, b) in first.iter().zip(&second) {
+            assert_ne!(a, b, "a retry writes a new value");
+        }
+        // The node runs each attempt with the values the client reserved for it.
+        let rebuilt = |call: &ProcedureCall| writes(Catalog.instantiate(call).unwrap().as_mut());
+        assert_eq!(rebuilt(&first_call), first);
+        assert_eq!(rebuilt(&second_call), second);
+
+        let mut unprepared = workload.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(1));
+        let e = refused(&unprepared.call().unwrap());
+        assert!(e.to_string().contains("prepare_attempt"), "{e}");
+        let e = FakeOps::default().run(unprepared.as_mut()).unwrap_err();
+        assert!(
+            matches!(e, TxnError::Rejected(RequestError::Invalid(_))),
+            "{e}"
+        );
+    }
+
+    /// What the [`Catalog`] answers for `call`, which it must refuse.
+    pub(crate) fn refused(call: &ProcedureCall) -> RequestError {
+        match Catalog.instantiate(call) {
+            Ok(p) => panic!("{} was rebuilt from {call:?}", p.name()),
+            Err(e) => e,
+        }
+    }
+
+    /// Check that `workload`'s catalogue refuses a procedure it does not register (`unknown`)
+    /// and, for each of `procedures`, arguments that do not decode, with errors that say which.
+    pub(crate) fn assert_refuses_bad_calls(workload: &str, unknown: &str, procedures: &[&str]) {
+        assert_eq!(
+            refused(&ProcedureCall::encode(workload, unknown, &())),
+            RequestError::UnknownProcedure(format!("{workload}/{unknown}"))
+        );
+        for procedure in procedures {
+            for garbage in [vec![], vec![0xff; 3], vec![0x80; 40]] {
+                let call = ProcedureCall {
+                    workload: workload.into(),
+                    procedure: procedure.to_string(),
+                    args: garbage,
+                };
+                match refused(&call) {
+                    RequestError::Invalid(why) => assert!(why.contains(procedure), "{why}"),
+                    other => panic!("{procedure}: {other:?}"),
+                }
+            }
+        }
+    }
 }

@@ -431,8 +431,6 @@ pub(crate) mod fake {
 mod tests {
     use super::fake::FakeOps;
     use super::*;
-    use crate::Catalog;
-    use augur_client::ProcedureCatalog;
     use augur_types::LatencyProfile;
     use rand::SeedableRng;
 
@@ -582,63 +580,14 @@ mod tests {
         crate::testing::assert_calls_replay(&mostly_reads, 3, 300);
     }
 
-    /// The writes `p` makes against an empty store.
-    fn writes(p: &mut dyn Procedure) -> Vec<String> {
-        let mut ops = FakeOps::default();
-        ops.run(p).unwrap();
-        ops.log
-            .into_iter()
-            .filter(|l| l.starts_with("w "))
-            .collect()
-    }
-
     #[test]
     fn every_attempt_ships_fresh_elements() {
         let w = workload(&[("read_only_fraction", "0")]).unwrap();
-        let mut p = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(8));
-        p.prepare_attempt();
-        let first_call = p.call().unwrap();
-        let first = writes(p.as_mut());
-        p.prepare_attempt();
-        let second_call = p.call().unwrap();
-        let second = writes(p.as_mut());
-        assert!(!first.is_empty());
-        assert_eq!(first.len(), second.len());
-        for (a, b) in first.iter().zip(&second) {
-            assert_ne!(a, b, "a retry appends a new element");
-        }
-        // The node runs each attempt with the elements the client reserved for it.
-        let rebuilt = |call: &ProcedureCall| writes(Catalog.instantiate(call).unwrap().as_mut());
-        assert_eq!(rebuilt(&first_call), first);
-        assert_eq!(rebuilt(&second_call), second);
+        crate::testing::assert_attempts_write_fresh_values(&w);
     }
 
     #[test]
     fn bad_calls_are_refused() {
-        let unknown = ProcedureCall::encode("list-append", "prepend", &());
-        assert!(matches!(
-            Catalog.instantiate(&unknown),
-            Err(RequestError::UnknownProcedure(name)) if name == "list-append/prepend"
-        ));
-        for procedure in ["append", "read"] {
-            let garbage = ProcedureCall {
-                workload: "list-append".into(),
-                procedure: procedure.into(),
-                args: vec![0xff; 3],
-            };
-            let e = Catalog.instantiate(&garbage).err().unwrap();
-            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
-        }
-        // An append shipped before its elements were reserved is refused, not run.
-        let w = workload(&[("read_only_fraction", "0")]).unwrap();
-        let mut p = w.next(NodeId(0), &mut ChaCha8Rng::seed_from_u64(1));
-        let e = Catalog.instantiate(&p.call().unwrap()).err().unwrap();
-        assert!(e.to_string().contains("prepare_attempt"), "{e}");
-        // So is its interactive run.
-        let e = FakeOps::default().run(p.as_mut()).unwrap_err();
-        assert!(
-            matches!(e, TxnError::Rejected(RequestError::Invalid(_))),
-            "{e}"
-        );
+        crate::testing::assert_refuses_bad_calls("list-append", "prepend", &["append", "read"]);
     }
 }

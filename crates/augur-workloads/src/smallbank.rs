@@ -1377,24 +1377,8 @@ mod tests {
 
     #[test]
     fn bad_calls_are_refused() {
-        let unknown = ProcedureCall::encode("smallbank", "withdraw", &());
-        assert!(matches!(
-            Catalog.instantiate(&unknown),
-            Err(RequestError::UnknownProcedure(name)) if name == "smallbank/withdraw"
-        ));
-        for kind in Kind::ALL {
-            let garbage = ProcedureCall {
-                workload: "smallbank".into(),
-                procedure: kind.name().into(),
-                args: vec![0xff; 3],
-            };
-            let e = Catalog.instantiate(&garbage).err().unwrap();
-            assert!(
-                matches!(e, RequestError::Invalid(_)),
-                "{}: {e}",
-                kind.name()
-            );
-        }
+        let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        crate::testing::assert_refuses_bad_calls("smallbank", "withdraw", &names);
         // An amount that would overflow the source rolls back rather than wrapping.
         let tally = Arc::new(Tally::default());
         let mut ops = FakeOps::default();

@@ -1050,20 +1050,11 @@ mod tests {
 
     #[test]
     fn bad_calls_are_refused() {
-        let unknown = ProcedureCall::encode("synthetic-sparkle", "semi-dependent", &());
-        assert!(matches!(
-            Catalog.instantiate(&unknown),
-            Err(RequestError::UnknownProcedure(name)) if name == "synthetic-sparkle/semi-dependent"
-        ));
-        for procedure in ["dependent", "independent"] {
-            let garbage = ProcedureCall {
-                workload: "synthetic-sparkle".into(),
-                procedure: procedure.into(),
-                args: vec![0xff; 3],
-            };
-            let e = Catalog.instantiate(&garbage).err().unwrap();
-            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
-        }
+        crate::testing::assert_refuses_bad_calls(
+            "synthetic-sparkle",
+            "semi-dependent",
+            &["dependent", "independent"],
+        );
         // Arguments no workload would generate, which the body could not run.
         let w = workload(3, 1, &[("dependent", "1"), ("multi_partition", "0")]).unwrap();
         let good = || {

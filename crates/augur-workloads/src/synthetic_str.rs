@@ -343,18 +343,7 @@ mod tests {
 
     #[test]
     fn bad_calls_are_refused() {
-        let unknown = ProcedureCall::encode("synthetic-str", "update", &());
-        assert!(matches!(
-            Catalog.instantiate(&unknown),
-            Err(RequestError::UnknownProcedure(name)) if name == "synthetic-str/update"
-        ));
-        let garbage = ProcedureCall {
-            workload: "synthetic-str".into(),
-            procedure: "read-update".into(),
-            args: vec![0xff; 3],
-        };
-        let e = Catalog.instantiate(&garbage).err().unwrap();
-        assert!(matches!(e, RequestError::Invalid(_)), "{e}");
+        crate::testing::assert_refuses_bad_calls("synthetic-str", "update", &["read-update"]);
         let short = ReadUpdate {
             keys: vec![Key::numbered(0, 1)],
             value_size: 4,

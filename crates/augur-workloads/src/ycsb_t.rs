@@ -877,20 +877,7 @@ mod tests {
 
     #[test]
     fn bad_calls_are_refused() {
-        let unknown = ProcedureCall::encode("ycsb-t", "scan", &());
-        assert!(matches!(
-            Catalog.instantiate(&unknown),
-            Err(RequestError::UnknownProcedure(name)) if name == "ycsb-t/scan"
-        ));
-        for procedure in ["update", "read-only"] {
-            let garbage = ProcedureCall {
-                workload: "ycsb-t".into(),
-                procedure: procedure.into(),
-                args: vec![0xff; 3],
-            };
-            let e = Catalog.instantiate(&garbage).err().unwrap();
-            assert!(matches!(e, RequestError::Invalid(_)), "{procedure}: {e}");
-        }
+        crate::testing::assert_refuses_bad_calls("ycsb-t", "scan", &["update", "read-only"]);
         let keys: Vec<Key> = (0..17).map(|i| Key::numbered(0, i)).collect();
         let wide = ReadOnly { keys: keys.clone() };
         let e = Catalog.instantiate(&wide.call().unwrap()).err().unwrap();
