@@ -546,13 +546,7 @@ impl<T: Transport> SpeculativeCommit<'_, T> {
             _ => Outcome::Unknown,
         };
         if let Some(mut log) = self.record.take() {
-            log.outcome = Some(match outcome {
-                Outcome::Committed { commit_ts } => RecordedOutcome::Committed {
-                    commit_ts: commit_ts.0,
-                },
-                Outcome::Aborted(reason) => aborted(reason),
-                Outcome::Unknown => RecordedOutcome::Unknown,
-            });
+            log.outcome = Some(recorded(outcome));
             self.session
                 .record(self.id, self.read_only, log, AbortReason::Timeout);
         }
@@ -984,19 +978,20 @@ async fn one_shot<'s, T: Transport>(
         end,
     } = execution;
     replay(procedure, &ops, &end).await;
-    let outcome = match end {
-        ClientReply::Committed { commit_ts } => Outcome::Committed { commit_ts },
-        ClientReply::SpecCommitted { local_commit_ts } if txn.is_some() => {
+    // Only a recorded session needs the operations in the history's form.
+    let mut log = session.recorder.as_ref().map(|_| AttemptLog {
+        name: procedure.name(),
+        invoked,
+        ops: ops.iter().map(history_op).collect(),
+        outcome: None,
+    });
+    let outcome = match (end, txn) {
+        (ClientReply::Committed { commit_ts }, _) => Outcome::Committed { commit_ts },
+        (ClientReply::SpecCommitted { local_commit_ts }, Some(id)) => {
             procedure.on_spec_commit(&info);
-            let log = session.recorder.as_ref().map(|_| AttemptLog {
-                name: procedure.name(),
-                invoked,
-                ops: ops.iter().map(history_op).collect(),
-                outcome: None,
-            });
             return Attempt::Speculative(SpeculativeCommit {
                 session,
-                id: txn.expect("checked"),
+                id,
                 local_commit_ts,
                 read_only,
                 info,
@@ -1004,26 +999,26 @@ async fn one_shot<'s, T: Transport>(
                 record: log,
             });
         }
-        ClientReply::Aborted(reason) => Outcome::Aborted(reason),
-        ClientReply::Rejected(e) => error_outcome(&TxnError::Rejected(e), false),
-        other => error_outcome(&TxnError::Protocol(Box::new(other)), true),
+        (ClientReply::Aborted(reason), _) => Outcome::Aborted(reason),
+        (ClientReply::Rejected(e), _) => error_outcome(&TxnError::Rejected(e), false),
+        (other, _) => error_outcome(&TxnError::Protocol(Box::new(other)), true),
     };
-    if let Some(id) = txn {
-        let log = AttemptLog {
-            name: procedure.name(),
-            invoked,
-            ops: ops.iter().map(history_op).collect(),
-            outcome: Some(match outcome {
-                Outcome::Committed { commit_ts } => RecordedOutcome::Committed {
-                    commit_ts: commit_ts.0,
-                },
-                Outcome::Aborted(reason) => aborted(reason),
-                Outcome::Unknown => RecordedOutcome::Unknown,
-            }),
-        };
+    if let (Some(id), Some(mut log)) = (txn, log.take()) {
+        log.outcome = Some(recorded(outcome));
         session.record(id, read_only, log, AbortReason::Timeout);
     }
     Attempt::Done(finish(procedure, stats, outcome))
+}
+
+/// How a history records `outcome`.
+fn recorded(outcome: Outcome) -> RecordedOutcome {
+    match outcome {
+        Outcome::Committed { commit_ts } => RecordedOutcome::Committed {
+            commit_ts: commit_ts.0,
+        },
+        Outcome::Aborted(reason) => aborted(reason),
+        Outcome::Unknown => RecordedOutcome::Unknown,
+    }
 }
 
 /// A one-shot operation as a history records it.

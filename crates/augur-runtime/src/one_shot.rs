@@ -194,7 +194,10 @@ fn reply_for(error: TxnError) -> ClientReply {
 }
 
 /// Run one attempt of `procedure` through `session`, as the interactive client would
-/// (`augur_client::run_body` and `commit_attempt`), noting its operations.
+/// (`augur_client::run_body` and `commit_attempt`), noting its operations. It follows those
+/// steps rather than calling them because the reply needs what they do not return: the
+/// transaction id and operations of an attempt that failed before its commit, and the reply
+/// that ended it.
 async fn execute(
     session: Session<InNode>,
     mut procedure: Box<dyn Procedure>,
@@ -295,23 +298,25 @@ impl<P: Protocol> AtCoordinator<P> {
     /// makes next, until no procedure can move.
     fn settle(&mut self, ctx: &mut Ctx<'_, Self>, mut effects: Effects<P>) {
         loop {
-            let mut answers = Vec::new();
-            effects.replies.retain(|(client, response)| {
-                let ours = self
-                    .waiting
-                    .get(&response.id)
-                    .is_some_and(|r| r.client == *client);
-                if ours {
-                    answers.push(response.clone());
-                }
-                !ours
-            });
+            // With no procedure running (always, in the interactive form) there is nothing to
+            // sort out.
+            if self.waiting.is_empty() {
+                return ctx.absorb(effects);
+            }
+            let (answers, others): (Vec<_>, Vec<_>) = std::mem::take(&mut effects.replies)
+                .into_iter()
+                .partition(|(client, response)| {
+                    self.waiting
+                        .get(&response.id)
+                        .is_some_and(|r| r.client == *client)
+                });
+            effects.replies = others;
             ctx.absorb(effects);
             if answers.is_empty() {
                 return;
             }
             effects = Effects::default();
-            for answer in answers {
+            for (_, answer) in answers {
                 let running = self.waiting.remove(&answer.id).expect("waiting");
                 running.link.lock().expect("link").incoming = Some(answer.reply);
                 self.advance(running, ctx, &mut effects);
