@@ -28,5 +28,6 @@ pub mod tcp;
 pub mod wal;
 
 pub use protocol::{
-    Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client,
+    Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, SerialResource, Work,
+    deliver_client,
 };

@@ -152,7 +152,42 @@ pub struct Effects<P: Protocol> {
     pub sends: Vec<(NodeId, P::Msg)>,
     pub replies: Vec<(ClientId, ClientResponse)>,
     pub timers: Vec<(Duration, P::Timer)>,
+    /// The work the handler reported ([`Ctx::charge`]), for the simulator's CPU model.
+    pub work: Work,
 }
+
+/// What a handler reports it did, beyond handling its input, for the simulator's CPU model
+/// ([`crate::sim::CpuModel`]), which turns it into time a core is busy. The real runtimes
+/// ignore it: there the work takes the time it takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Versions read from the store (a read served, a key certified against).
+    pub reads: u32,
+    /// Versions written to the store (installed, prepared or made visible).
+    pub writes: u32,
+    /// Operations a one-shot procedure issued while running at this node.
+    pub steps: u32,
+    /// The serial resource the work must hold, if any (see [`SerialResource`]).
+    pub serial: Option<SerialResource>,
+}
+
+impl Work {
+    /// `self` and `other` together (a wrapped protocol's work added to its wrapper's).
+    pub fn plus(self, other: Work) -> Work {
+        Work {
+            reads: self.reads.saturating_add(other.reads),
+            writes: self.writes.saturating_add(other.writes),
+            steps: self.steps.saturating_add(other.steps),
+            serial: self.serial.or(other.serial),
+        }
+    }
+}
+
+/// A resource of a node that one handler at a time may use, whatever the number of cores: a
+/// lock manager's thread, a partition's single executor. The CPU model runs work that names
+/// one only once the previous work on it has finished. Protocols number their own resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SerialResource(pub u32);
 
 impl<P: Protocol> Default for Effects<P> {
     fn default() -> Self {
@@ -161,6 +196,7 @@ impl<P: Protocol> Default for Effects<P> {
             sends: Vec::new(),
             replies: Vec::new(),
             timers: Vec::new(),
+            work: Work::default(),
         }
     }
 }
@@ -288,6 +324,13 @@ impl<'a, P: Protocol> Ctx<'a, P> {
         self.effects.timers.push((after, timer));
     }
 
+    /// Report work this handler did (reads and writes of the store, procedure steps), or the
+    /// serial resource it runs on, to the simulator's CPU model (see [`Work`]). Costs nothing
+    /// in the real runtimes.
+    pub fn charge(&mut self, work: Work) {
+        self.effects.work = self.effects.work.plus(work);
+    }
+
     /// A context for a protocol `Q` this one wraps, with the same clock reading and RNG,
     /// collecting into `effects`.
     pub(crate) fn for_inner<'b, Q>(&'b mut self, effects: &'b mut Effects<Q>) -> Ctx<'b, Q>
@@ -306,5 +349,6 @@ impl<'a, P: Protocol> Ctx<'a, P> {
         self.effects.sends.extend(effects.sends);
         self.effects.replies.extend(effects.replies);
         self.effects.timers.extend(effects.timers);
+        self.effects.work = self.effects.work.plus(effects.work);
     }
 }

@@ -62,8 +62,10 @@
 //! `AUGUR_BLESS=1 cargo test -p augur-protocols --test golden_str`, then review `git diff` of
 //! the golden files like code before committing them.
 
+mod cpu;
 mod trace;
 
+pub use cpu::{CPU_SETTINGS, CpuModel, CpuReport, InputKind, KindReport, WorkCosts};
 pub use trace::{DropCause, Trace, TraceEntry, TraceEvent};
 
 use crate::one_shot::Procedures;
@@ -72,6 +74,7 @@ use crate::{Ctx, Effects, HeldOutput, NodeEnv, Protocol, ProtocolOptions, delive
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use augur_types::{Placement, RequestId, Timestamp};
+use cpu::{CpuAccounts, NodeCpu};
 use futures::future::BoxFuture;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -83,7 +86,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Virtual time starts here rather than at zero so that timestamps look like real ones and a
 /// negative clock skew never underflows.
@@ -115,6 +118,9 @@ pub struct SimConfig {
     pub trace: bool,
     /// The procedures the nodes run one-shot transactions with.
     pub procedures: Procedures,
+    /// The CPU model, if work takes virtual time (see [`CpuModel`]); without one, handlers take
+    /// none.
+    pub cpu: Option<CpuModel>,
 }
 
 impl SimConfig {
@@ -129,6 +135,7 @@ impl SimConfig {
             checkpoint_min_bytes: 64 * 1024,
             trace: false,
             procedures: Procedures::none(),
+            cpu: None,
         }
     }
 }
@@ -178,6 +185,12 @@ enum Event<P: Protocol> {
     Wake {
         waker: Waker,
     },
+    /// Work a core of `node` started under the CPU model is over: its output leaves.
+    WorkDone {
+        node: NodeId,
+        incarnation: u32,
+        output: WorkOutput<P>,
+    },
     /// A sync of `node`'s log, started by `incarnation`, reached log position `upto`.
     Synced {
         node: NodeId,
@@ -186,6 +199,39 @@ enum Event<P: Protocol> {
         /// How many records the log held up to `upto` (for traces).
         records: u64,
     },
+}
+
+/// What a node does once the CPU model's time for one piece of work is over.
+enum WorkOutput<P: Protocol> {
+    /// A handler's output, which waits for the log up to `upto` (`records` records).
+    Handler {
+        sends: Vec<(NodeId, P::Msg)>,
+        replies: Vec<(ClientId, ClientResponse)>,
+        timers: Vec<(Duration, P::Timer)>,
+        upto: u64,
+        records: u64,
+    },
+    /// A co-located client finished its work for a request, which now leaves for its node.
+    ClientSend(ClientRequest),
+}
+
+/// An input waiting for a free core of its node, under the CPU model.
+enum Job<P: Protocol> {
+    Deliver { from: NodeId, msg: P::Msg },
+    Request(ClientRequest),
+    Timer(P::Timer),
+    ClientSend(ClientRequest),
+}
+
+impl<P: Protocol> Job<P> {
+    fn kind(&self) -> InputKind {
+        match self {
+            Job::Deliver { .. } => InputKind::Message,
+            Job::Request(_) => InputKind::Request,
+            Job::Timer(_) => InputKind::Timer,
+            Job::ClientSend(_) => InputKind::Client,
+        }
+    }
 }
 
 struct Scheduled<E> {
@@ -234,6 +280,9 @@ struct SimNode<P: Protocol> {
     /// are synced: traces name log positions by record count rather than by byte.
     records: u64,
     synced_records: u64,
+    /// Under the CPU model: the node's cores, and the inputs waiting for one, in arrival order.
+    cpu: NodeCpu,
+    runnable: VecDeque<Job<P>>,
 }
 
 /// The network faults in force.
@@ -320,6 +369,8 @@ pub struct Simulation<P: Protocol> {
     /// Whether events are recorded in `trace`.
     tracing: bool,
     trace: Trace,
+    /// What the CPU model charged, per kind of input.
+    accounts: CpuAccounts,
 }
 
 impl<P: Protocol> Simulation<P> {
@@ -361,6 +412,8 @@ impl<P: Protocol> Simulation<P> {
                 held: HeldOutput::default(),
                 records: 0,
                 synced_records: 0,
+                cpu: NodeCpu::default(),
+                runnable: VecDeque::new(),
             });
             env.push(e);
         }
@@ -387,6 +440,7 @@ impl<P: Protocol> Simulation<P> {
             network: NetworkFaults::default(),
             tracing,
             trace: Trace::default(),
+            accounts: CpuAccounts::default(),
         };
         for n in 0..sim.nodes.len() {
             sim.start_node(NodeId(n as u32), TraceEvent::Start);
@@ -501,6 +555,8 @@ impl<P: Protocol> Simulation<P> {
         }
         n.up = false;
         n.incarnation += 1;
+        n.cpu.reset();
+        n.runnable.clear();
         n.log.lose_pending();
         n.synced = n.log.end();
         n.syncing = false;
@@ -616,10 +672,22 @@ impl<P: Protocol> Simulation<P> {
         input: Option<TraceEvent>,
         f: impl FnOnce(&mut P, &mut Ctx<'_, P>),
     ) {
+        if let Some((incarnation, effects)) = self.handle(node, input, f) {
+            self.apply(node, incarnation, effects);
+        }
+    }
+
+    /// Run a handler on `node`, if it is up: the incarnation it ran in and its effects.
+    fn handle(
+        &mut self,
+        node: NodeId,
+        input: Option<TraceEvent>,
+        f: impl FnOnce(&mut P, &mut Ctx<'_, P>),
+    ) -> Option<(u32, Effects<P>)> {
         let now = self.node_clock(node);
         let mut effects = Effects::default();
         if !self.nodes[node.0 as usize].up {
-            return;
+            return None;
         }
         if let Some(input) = input {
             self.traced(node, || input);
@@ -628,19 +696,182 @@ impl<P: Protocol> Simulation<P> {
         let incarnation = n.incarnation;
         let mut ctx = Ctx::new(node, now, &mut n.rng, &mut effects);
         f(&mut n.protocol, &mut ctx);
-        self.apply(node, incarnation, effects);
+        Some((incarnation, effects))
     }
 
-    fn apply(&mut self, node: NodeId, incarnation: u32, effects: Effects<P>) {
+    /// Hand `job` to `node`: at once without a CPU model, else when one of its cores is free
+    /// (inputs wait their turn in arrival order).
+    fn input(&mut self, node: NodeId, job: Job<P>) {
+        let Some(model) = self.config.cpu else {
+            return self.run_job(node, job);
+        };
+        let n = &mut self.nodes[node.0 as usize];
+        if n.cpu.busy < model.cores && n.runnable.is_empty() {
+            self.run_job(node, job);
+        } else {
+            n.runnable.push_back(job);
+        }
+    }
+
+    /// Handle `job` on `node` now; under the CPU model, on a core that is busy for its cost.
+    fn run_job(&mut self, node: NodeId, job: Job<P>) {
+        let kind = job.kind();
+        let timing = self.config.cpu.map(|model| (model, Instant::now()));
+        let tracing = self.tracing;
+        let handled = match job {
+            Job::Deliver { from, msg } => {
+                let input = tracing.then(|| TraceEvent::Deliver {
+                    from,
+                    msg: format!("{msg:?}"),
+                });
+                self.handle(node, input, |p, ctx| p.on_message(ctx, from, msg))
+            }
+            Job::Request(request) => {
+                let input = tracing.then(|| TraceEvent::Request {
+                    client: request.client,
+                    request: request.id,
+                    op: format!("{:?}", request.op),
+                });
+                self.handle(node, input, |p, ctx| deliver_client(p, ctx, request))
+            }
+            Job::Timer(timer) => {
+                let input = tracing.then(|| TraceEvent::Timer {
+                    timer: format!("{timer:?}"),
+                });
+                self.handle(node, input, |p, ctx| p.on_timer(ctx, timer))
+            }
+            Job::ClientSend(request) => return self.client_work(node, request),
+        };
+        let Some((incarnation, effects)) = handled else {
+            return;
+        };
+        match timing {
+            Some((model, started)) => {
+                let measured = started.elapsed();
+                self.start_work(node, incarnation, kind, effects, model, measured);
+            }
+            None => self.apply(node, incarnation, effects),
+        }
+    }
+
+    /// Under the CPU model: put a handler's records in the log now, and its output on hold
+    /// until a core of `node` has spent the handler's cost on it.
+    fn start_work(
+        &mut self,
+        node: NodeId,
+        incarnation: u32,
+        kind: InputKind,
+        effects: Effects<P>,
+        model: CpuModel,
+        measured: Duration,
+    ) {
         let Effects {
             persist,
             sends,
             replies,
             timers,
+            work,
         } = effects;
         if self.tracing {
             self.trace_effects(node, &persist, &sends, &replies, &timers);
         }
+        self.append(node, persist);
+        self.start_sync(node);
+        let cost = model.cost(kind, work);
+        self.accounts.record(kind, work, cost, measured);
+        let n = &mut self.nodes[node.0 as usize];
+        let end = n.cpu.start(self.now_us, cost, work.serial);
+        let output = WorkOutput::Handler {
+            sends,
+            replies,
+            timers,
+            upto: n.log.end(),
+            records: n.records,
+        };
+        self.schedule(
+            end,
+            Event::WorkDone {
+                node,
+                incarnation,
+                output,
+            },
+        );
+    }
+
+    /// Under the CPU model, a co-located client's own work for `request`, on a core of its
+    /// home `node`, before the request leaves.
+    fn client_work(&mut self, node: NodeId, request: ClientRequest) {
+        let model = self
+            .config
+            .cpu
+            .expect("client work is modelled only with a CPU model");
+        let n = &mut self.nodes[node.0 as usize];
+        if !n.up {
+            // The client runs on the node: when the node is down, so is it.
+            return self.traced(node, || TraceEvent::RequestDropped {
+                client: request.client,
+                request: request.id,
+                op: format!("{:?}", request.op),
+            });
+        }
+        let incarnation = n.incarnation;
+        let end = n.cpu.start(self.now_us, model.cost.client, None);
+        self.accounts.record(
+            InputKind::Client,
+            crate::Work::default(),
+            model.cost.client,
+            Duration::ZERO,
+        );
+        let output = WorkOutput::ClientSend(request);
+        self.schedule(
+            end,
+            Event::WorkDone {
+                node,
+                incarnation,
+                output,
+            },
+        );
+    }
+
+    /// A core of `node` finished its work: the work's output leaves, and the next waiting
+    /// input gets the core.
+    fn work_done(&mut self, node: NodeId, incarnation: u32, output: WorkOutput<P>) {
+        let n = &mut self.nodes[node.0 as usize];
+        if n.incarnation != incarnation || !n.up {
+            // The node crashed meanwhile: the work's output is gone with its memory.
+            return;
+        }
+        n.cpu.finish();
+        match output {
+            WorkOutput::Handler {
+                sends,
+                replies,
+                timers,
+                upto,
+                records,
+            } => {
+                self.set_timers(node, incarnation, timers);
+                self.emit(node, incarnation, sends, replies, upto, records);
+            }
+            WorkOutput::ClientSend(request) => {
+                let at = self.now_us + self.client_delay_us();
+                self.schedule(at, Event::Request { to: node, request });
+            }
+        }
+        let cores = self.config.cpu.map_or(u32::MAX, |m| m.cores);
+        loop {
+            let n = &mut self.nodes[node.0 as usize];
+            if n.cpu.busy >= cores {
+                break;
+            }
+            let Some(job) = n.runnable.pop_front() else {
+                break;
+            };
+            self.run_job(node, job);
+        }
+    }
+
+    fn set_timers(&mut self, node: NodeId, incarnation: u32, timers: Vec<(Duration, P::Timer)>) {
         for (after, timer) in timers {
             let at = self.now_us + after.as_micros() as u64;
             self.schedule(
@@ -652,6 +883,28 @@ impl<P: Protocol> Simulation<P> {
                 },
             );
         }
+    }
+
+    fn apply(&mut self, node: NodeId, incarnation: u32, effects: Effects<P>) {
+        let Effects {
+            persist,
+            sends,
+            replies,
+            timers,
+            work: _,
+        } = effects;
+        if self.tracing {
+            self.trace_effects(node, &persist, &sends, &replies, &timers);
+        }
+        self.set_timers(node, incarnation, timers);
+        self.append(node, persist);
+        let n = &self.nodes[node.0 as usize];
+        let (upto, records) = (n.log.end(), n.records);
+        self.emit(node, incarnation, sends, replies, upto, records);
+    }
+
+    /// Append a handler's records to `node`'s log, taking a checkpoint when one is due.
+    fn append(&mut self, node: NodeId, persist: Vec<P::Record>) {
         let n = &mut self.nodes[node.0 as usize];
         if !persist.is_empty() {
             let frames = wal::encode_records(&persist);
@@ -665,16 +918,28 @@ impl<P: Protocol> Simulation<P> {
                 self.traced(node, || TraceEvent::Checkpoint { bytes });
             }
         }
+    }
+
+    /// Send a handler's messages and replies, or hold them until the log is synced up to
+    /// `upto` (`records` records).
+    fn emit(
+        &mut self,
+        node: NodeId,
+        incarnation: u32,
+        sends: Vec<(NodeId, P::Msg)>,
+        replies: Vec<(ClientId, ClientResponse)>,
+        upto: u64,
+        records: u64,
+    ) {
         let n = &mut self.nodes[node.0 as usize];
         let (s, r) = (sends.len(), replies.len());
-        let end = n.log.end();
         if let Some(now) = n
             .held
-            .admit(n.policy.waits(), n.synced, end, sends, replies)
+            .admit(n.policy.waits(), n.synced, upto, sends, replies)
         {
             return self.release(node, incarnation, now.sends, now.replies);
         }
-        let until_record = n.records;
+        let until_record = records;
         if s + r > 0 {
             self.traced(node, || TraceEvent::Hold {
                 sends: s,
@@ -862,6 +1127,7 @@ impl<P: Protocol> Simulation<P> {
                 std::mem::take(&mut sh.sleeps),
             )
         };
+        let client_work = self.config.cpu.is_some_and(|m| !m.cost.client.is_zero());
         for (to, request) in outgoing {
             let timeout_at = self.now_us + self.config.client_timeout.as_micros() as u64;
             self.schedule(
@@ -871,10 +1137,14 @@ impl<P: Protocol> Simulation<P> {
                     request: request.id,
                 },
             );
-            self.schedule(
-                self.now_us + self.client_delay_us(),
-                Event::Request { to, request },
-            );
+            if client_work {
+                self.input(to, Job::ClientSend(request));
+            } else {
+                self.schedule(
+                    self.now_us + self.client_delay_us(),
+                    Event::Request { to, request },
+                );
+            }
         }
         for (at, waker) in sleeps {
             self.schedule(at, Event::Wake { waker });
@@ -904,6 +1174,14 @@ impl<P: Protocol> Simulation<P> {
         self.run_until(self.elapsed() + d);
     }
 
+    /// What the CPU model charged so far, per kind of input, and each node's busy fraction
+    /// (`None` without a CPU model).
+    pub fn cpu_report(&self) -> Option<CpuReport> {
+        let model = self.config.cpu?;
+        let busy_us = self.nodes.iter().map(|n| n.cpu.busy_us).collect();
+        Some(self.accounts.report(model, busy_us, self.now_us))
+    }
+
     /// Whether every client task has finished.
     pub fn clients_done(&self) -> bool {
         self.tasks.iter().all(Option::is_none)
@@ -927,11 +1205,7 @@ impl<P: Protocol> Simulation<P> {
                 let connected = from == to || self.connected(from, to);
                 if alive && connected {
                     self.messages_delivered += 1;
-                    let input = self.tracing.then(|| TraceEvent::Deliver {
-                        from,
-                        msg: format!("{msg:?}"),
-                    });
-                    self.with_node(to, input, |p, ctx| p.on_message(ctx, from, msg));
+                    self.input(to, Job::Deliver { from, msg });
                 } else {
                     self.network.lost += 1;
                     self.traced(to, || TraceEvent::Dropped {
@@ -957,12 +1231,7 @@ impl<P: Protocol> Simulation<P> {
                     });
                     return;
                 }
-                let input = self.tracing.then(|| TraceEvent::Request {
-                    client: request.client,
-                    request: request.id,
-                    op: format!("{:?}", request.op),
-                });
-                self.with_node(to, input, |p, ctx| deliver_client(p, ctx, request));
+                self.input(to, Job::Request(request));
             }
             Event::Timer {
                 node,
@@ -970,10 +1239,7 @@ impl<P: Protocol> Simulation<P> {
                 incarnation,
             } => {
                 if self.nodes[node.0 as usize].incarnation == incarnation {
-                    let input = self.tracing.then(|| TraceEvent::Timer {
-                        timer: format!("{timer:?}"),
-                    });
-                    self.with_node(node, input, |p, ctx| p.on_timer(ctx, timer));
+                    self.input(node, Job::Timer(timer));
                 }
             }
             Event::Reply { client, response } => {
@@ -987,6 +1253,11 @@ impl<P: Protocol> Simulation<P> {
                 }
             }
             Event::Wake { waker } => waker.wake(),
+            Event::WorkDone {
+                node,
+                incarnation,
+                output,
+            } => self.work_done(node, incarnation, output),
             Event::Synced {
                 node,
                 incarnation,

@@ -11,6 +11,7 @@ use augur_client::{
 };
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
+use augur_runtime::sim::CpuModel;
 use augur_runtime::wal::{self, LogConfig, LogPolicy};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
@@ -25,14 +26,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// How the benchmark reaches its cluster.
+/// What runs the benchmark's cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum TransportKind {
+pub enum Runtime {
     /// Every node a task of this process; messages delayed by the latency matrix.
     Inproc,
     /// Every node an `augur node` process on loopback; clients over TCP.
     Tcp,
+    /// The deterministic simulator, in virtual time, with a CPU model (`--set sim.KEY=VALUE`):
+    /// results are modelled, not measured.
+    Sim,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -88,15 +92,17 @@ pub struct BenchArgs {
     /// Seed for every random choice of the run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Directory for summary.json (and, with `--transport tcp`, the cluster file and node logs).
+    /// Directory for summary.json (and, with `--runtime tcp`, the cluster file and node logs).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
-    /// Workload settings (`key=value`), and protocol settings as `protocol.key=value`.
+    /// Workload settings (`key=value`), protocol settings as `protocol.key=value`, and with
+    /// `--runtime sim` the CPU model as `sim.key=value` (`sim.cores`, `sim.cost.*`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// Where the nodes run.
-    #[arg(long, value_enum, default_value_t = TransportKind::Inproc)]
-    pub transport: TransportKind,
+    /// What runs the nodes: `inproc` (default), `tcp`, or `sim` (virtual time, CPU model;
+    /// modelled results). With `--config`, overrides the file's.
+    #[arg(long, alias = "transport", value_enum)]
+    pub runtime: Option<Runtime>,
     /// Record every transaction attempt and write the history here as JSON lines (with several
     /// protocols, `-PROTOCOL` is added before the extension). `augur check --input FILE` checks
     /// it.
@@ -364,7 +370,10 @@ pub struct BenchConfig {
     pub replication: usize,
     pub clients_per_node: usize,
     pub seed: u64,
-    pub transport: TransportKind,
+    pub runtime: Runtime,
+    /// With `--runtime sim`: the CPU model (`None`: unlimited cores).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<CpuModel>,
     /// With `auto` speculation: seconds the self-tuner measures each degree for.
     pub tune_interval_s: f64,
     #[serde(skip)]
@@ -431,15 +440,27 @@ impl BenchArgs {
         let placement = Arc::new(placement);
         let mut workload_settings = BTreeMap::new();
         let mut protocol_settings = BTreeMap::new();
+        let mut sim_settings = BTreeMap::new();
         for kv in &self.set {
             let Some((k, v)) = kv.split_once('=') else {
                 return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
             };
-            match k.strip_prefix("protocol.") {
-                Some(pk) => protocol_settings.insert(pk.to_string(), v.to_string()),
-                None => workload_settings.insert(k.to_string(), v.to_string()),
-            };
+            if let Some(pk) = k.strip_prefix("protocol.") {
+                protocol_settings.insert(pk.to_string(), v.to_string());
+            } else if let Some(sk) = k.strip_prefix("sim.") {
+                sim_settings.insert(sk.to_string(), v.to_string());
+            } else {
+                workload_settings.insert(k.to_string(), v.to_string());
+            }
         }
+        let runtime = self.runtime.unwrap_or(Runtime::Inproc);
+        let cpu_model = CpuModel::from_settings(&sim_settings).map_err(bad)?;
+        if runtime != Runtime::Sim && !sim_settings.is_empty() {
+            return Err(bad(
+                "sim.* settings describe the simulator's CPU model: they need --runtime sim",
+            ));
+        }
+        let cpu_model = cpu_model.filter(|_| runtime == Runtime::Sim);
         let mut protocols: Vec<ProtocolSpec> = Vec::new();
         for entry in &self.protocol {
             let spec = ProtocolSpec::parse(
@@ -474,7 +495,8 @@ impl BenchArgs {
             replication,
             clients_per_node: self.clients,
             seed: self.seed,
-            transport: self.transport,
+            runtime,
+            cpu_model,
             tune_interval_s: self.tune_interval,
             placement,
             workload_given: workload_settings,
@@ -495,6 +517,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             smoke: args.smoke,
             runs: args.only.clone(),
             sweep_values: args.sweep_values.clone(),
+            runtime: args.runtime,
+            sim_settings: args
+                .set
+                .iter()
+                .filter(|kv| kv.starts_with("sim."))
+                .cloned()
+                .collect(),
         };
         return crate::experiment::run(path, &args.out, &selection);
     }
@@ -509,12 +538,17 @@ pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", config.out.display()))?;
     let mut results = Vec::new();
     for spec in &config.protocols {
-        let result = match (crate::bench_pg::peer(&spec.name), config.transport) {
-            (Some(peer), _) => crate::bench_pg::run(config, spec, peer)?,
-            (None, TransportKind::Inproc) => {
-                registry::visit(&spec.name, RunInProcess { config, spec })??
+        let result = match (crate::bench_pg::peer(&spec.name), config.runtime) {
+            (Some(_), Runtime::Sim) => {
+                return Err(bad(format!(
+                    "{} is PostgreSQL itself: it cannot run in the simulator",
+                    spec.name
+                )));
             }
-            (None, TransportKind::Tcp) => crate::bench_tcp::run(config, spec)??,
+            (Some(peer), _) => crate::bench_pg::run(config, spec, peer)?,
+            (None, Runtime::Inproc) => registry::visit(&spec.name, RunInProcess { config, spec })??,
+            (None, Runtime::Tcp) => crate::bench_tcp::run(config, spec)??,
+            (None, Runtime::Sim) => crate::bench_sim::run(config, spec)??,
         };
         results.push(result);
     }
@@ -583,6 +617,143 @@ impl ProtocolVisitor for RunInProcess<'_> {
     }
 }
 
+/// What every client of one protocol's run shares, and how each is started: the part of a
+/// run that is the same whatever runs the cluster (tokio in [`drive`], the simulator in
+/// [`crate::bench_sim`]).
+pub struct RunPlan<'a> {
+    config: &'a BenchConfig,
+    spec: &'a ProtocolSpec,
+    /// A fresh workload: some keep per-run state (unique value counters, the money SmallBank
+    /// moved in and out) that must start from scratch with the database.
+    pub workload: Arc<dyn Workload>,
+    pub recorder: Option<HistoryRecorder>,
+    pub warmup: Duration,
+    pub measured: Duration,
+    pacing: Pacing,
+    /// One tuner for all clients of the run: with a fixed degree its ladder has one step.
+    tuner: SpeculationTuner,
+    commit_stats: CommitStats,
+    /// One record for all clients: thousands of clients each with their own latency
+    /// histograms per second would take gigabytes.
+    stats: Arc<Mutex<RunStats>>,
+    seeds: ChaCha8Rng,
+}
+
+impl<'a> RunPlan<'a> {
+    /// The plan of `spec`'s run with `clients` clients in all.
+    pub fn new(config: &'a BenchConfig, spec: &'a ProtocolSpec, clients: usize) -> Self {
+        let workload = augur_workloads::build(
+            &config.workload,
+            &config.workload_given,
+            config.placement.clone(),
+        )
+        .expect("settings were validated");
+        let pacing = match config.rate {
+            Some(rate) => Pacing::OpenLoop {
+                per_client_rate: rate / clients.max(1) as f64,
+            },
+            None => Pacing::ClosedLoop {
+                mean_think: Duration::from_secs_f64(config.think_ms / 1000.0),
+            },
+        };
+        let tuner_settings = TunerSettings {
+            interval: Duration::from_secs_f64(config.tune_interval_s),
+            ..TunerSettings::default()
+        };
+        RunPlan {
+            config,
+            spec,
+            workload,
+            recorder: config.history.as_ref().map(|_| HistoryRecorder::new()),
+            warmup: Duration::from_secs_f64(config.warmup_s),
+            measured: Duration::from_secs_f64(config.duration_s),
+            pacing,
+            tuner: SpeculationTuner::new(spec.speculation.ladder(), tuner_settings, Duration::ZERO),
+            commit_stats: CommitStats::new(),
+            stats: Arc::new(Mutex::new(RunStats::default())),
+            seeds: ChaCha8Rng::seed_from_u64(config.seed),
+        }
+    }
+
+    /// A session over `transport` that records into the run's history, if one is kept.
+    pub fn session<T: Transport>(&self, transport: T) -> Session<T> {
+        match &self.recorder {
+            Some(r) => Session::recorded(transport, r.clone()),
+            None => Session::new(transport),
+        }
+    }
+
+    /// One client of the run, homed at `home`: runs transactions from the moment it is first
+    /// polled for the warm-up and the measurement, then returns itself (its session runs the
+    /// audit).
+    pub fn client<T: Transport>(
+        &mut self,
+        home: NodeId,
+        transport: T,
+    ) -> impl Future<Output = Client<T>> + Send + 'static {
+        let client = Client {
+            session: self.session(transport).with_form(self.spec.txn_form),
+            workload: self.workload.clone(),
+            home,
+            rng: ChaCha8Rng::seed_from_u64(self.seeds.random()),
+        };
+        let speculation = Speculating {
+            tuner: self.tuner.clone(),
+            commit_stats: self.commit_stats.clone(),
+        };
+        let stats = Arc::clone(&self.stats);
+        let (warmup, measured, pacing) = (self.warmup, self.measured, self.pacing);
+        async move {
+            client_loop(&client, warmup, measured, pacing, &speculation, &stats).await;
+            client
+        }
+    }
+
+    /// The run's statistics, with the nodes' `counters` over the window and the audit's
+    /// `checks`; writes the history, when one was recorded.
+    pub fn finish(
+        self,
+        info: &ProtocolInfo,
+        counters: BTreeMap<String, u64>,
+        checks: Option<Vec<Condition>>,
+    ) -> RunStats {
+        let (config, spec) = (self.config, self.spec);
+        let mut total = std::mem::take(&mut *self.stats.lock().expect("run statistics"));
+        total.protocol_counters = counters;
+        total.checks = checks;
+        total.speculation_timeline = self
+            .tuner
+            .timeline()
+            .into_iter()
+            .map(|(at, degree)| (at.as_secs_f64(), degree.to_string()))
+            .collect();
+        if let (Some(recorder), Some(path)) = (self.recorder, history_path(config, spec)) {
+            let history = History {
+                header: HistoryHeader {
+                    format: HISTORY_FORMAT,
+                    protocol: info.name.to_string(),
+                    workload: config.workload.clone(),
+                    seed: config.seed,
+                    isolation: info.isolation.to_string(),
+                    faults: "none".into(),
+                    settings: augur::check::flatten_settings(&config.workload_settings),
+                },
+                txns: recorder.records(),
+            };
+            match augur::check::write_history(&path, &history) {
+                Ok(()) => eprintln!(
+                    "{}: {} attempts recorded in {}",
+                    spec.label,
+                    history.txns.len(),
+                    path.display()
+                ),
+                Err(e) => tracing::error!("{e:#}"),
+            }
+        }
+        total
+    }
+}
+
 /// Run one closed-loop client per transport (each bound to its home node), with a progress
 /// display, and merge their statistics. The workload's initial data is loaded first, through
 /// loader sessions that `connect_loader` opens to a node and that are closed before the warm-up
@@ -603,70 +774,20 @@ where
     C: FnMut(NodeId) -> F,
     F: Future<Output = anyhow::Result<T>>,
 {
-    let warmup = Duration::from_secs_f64(config.warmup_s);
-    let measured = Duration::from_secs_f64(config.duration_s);
-    let mut seeds = ChaCha8Rng::seed_from_u64(config.seed);
-    let recorder = config.history.as_ref().map(|_| HistoryRecorder::new());
-    let clients = transports.len();
-    // Each protocol gets a fresh workload: some keep per-run state (unique value counters,
-    // the money SmallBank moved in and out) that must start from scratch with the database.
-    let workload = augur_workloads::build(
-        &config.workload,
-        &config.workload_given,
-        config.placement.clone(),
-    )
-    .expect("settings were validated");
+    let mut plan = RunPlan::new(config, spec, transports.len());
     load_initial_data(
-        workload.as_ref(),
+        plan.workload.as_ref(),
         &config.placement,
-        recorder.as_ref(),
+        plan.recorder.as_ref(),
         connect_loader,
     )
     .await?;
-    let pacing = match config.rate {
-        Some(rate) => Pacing::OpenLoop {
-            per_client_rate: rate / clients as f64,
-        },
-        None => Pacing::ClosedLoop {
-            mean_think: Duration::from_secs_f64(config.think_ms / 1000.0),
-        },
-    };
-    // One tuner for all clients of the run: with a fixed degree its ladder has one step.
-    let tuner_settings = TunerSettings {
-        interval: Duration::from_secs_f64(config.tune_interval_s),
-        ..TunerSettings::default()
-    };
-    let tuner = SpeculationTuner::new(spec.speculation.ladder(), tuner_settings, Duration::ZERO);
-    let commit_stats = CommitStats::new();
-    // One record for all clients: thousands of clients each with their own latency histograms
-    // per second would take gigabytes.
-    let stats = Arc::new(Mutex::new(RunStats::default()));
-    let mut tasks = Vec::new();
-    for (home, transport) in transports {
-        let session = match &recorder {
-            Some(r) => Session::recorded(transport, r.clone()),
-            None => Session::new(transport),
-        }
-        .with_form(spec.txn_form);
-        let rng = ChaCha8Rng::seed_from_u64(seeds.random());
-        let client = Client {
-            session,
-            workload: workload.clone(),
-            home,
-            rng,
-        };
-        let speculation = Speculating {
-            tuner: tuner.clone(),
-            commit_stats: commit_stats.clone(),
-        };
-        let stats = Arc::clone(&stats);
-        tasks.push(tokio::spawn(async move {
-            client_loop(&client, warmup, measured, pacing, &speculation, &stats).await;
-            client
-        }));
-    }
-    let counters = tokio::spawn(read_counters(probes, warmup, measured));
-    let progress = Progress::start(&spec.label, warmup + measured);
+    let tasks: Vec<_> = transports
+        .into_iter()
+        .map(|(home, transport)| tokio::spawn(plan.client(home, transport)))
+        .collect();
+    let counters = tokio::spawn(read_counters(probes, plan.warmup, plan.measured));
+    let progress = Progress::start(&spec.label, plan.warmup + plan.measured);
     let mut auditor = None;
     for t in tasks {
         match t.await {
@@ -677,46 +798,22 @@ where
         }
     }
     progress.finish();
-    let mut total = std::mem::take(&mut *stats.lock().expect("run statistics"));
-    match counters.await {
-        Ok(Ok(counters)) => total.protocol_counters = counters,
-        Ok(Err(e)) => tracing::error!("reading the nodes' protocol counters failed: {e}"),
-        Err(e) => tracing::error!("reading the nodes' protocol counters failed: {e}"),
-    }
-    total.speculation_timeline = tuner
-        .timeline()
-        .into_iter()
-        .map(|(at, degree)| (at.as_secs_f64(), degree.to_string()))
-        .collect();
-    if config.check
-        && let (Some(client), Some(audit)) = (auditor, workload.audit())
-    {
-        total.checks = Some(run_audit(&client.session, audit).await);
-    }
-    if let (Some(recorder), Some(path)) = (recorder, history_path(config, spec)) {
-        let history = History {
-            header: HistoryHeader {
-                format: HISTORY_FORMAT,
-                protocol: info.name.to_string(),
-                workload: config.workload.clone(),
-                seed: config.seed,
-                isolation: info.isolation.to_string(),
-                faults: "none".into(),
-                settings: augur::check::flatten_settings(&config.workload_settings),
-            },
-            txns: recorder.records(),
-        };
-        match augur::check::write_history(&path, &history) {
-            Ok(()) => eprintln!(
-                "{}: {} attempts recorded in {}",
-                spec.label,
-                history.txns.len(),
-                path.display()
-            ),
-            Err(e) => tracing::error!("{e:#}"),
+    let counters = match counters.await {
+        Ok(Ok(counters)) => counters,
+        Ok(Err(e)) => {
+            tracing::error!("reading the nodes' protocol counters failed: {e}");
+            BTreeMap::new()
         }
-    }
-    Ok(total)
+        Err(e) => {
+            tracing::error!("reading the nodes' protocol counters failed: {e}");
+            BTreeMap::new()
+        }
+    };
+    let checks = match (config.check, auditor, plan.workload.audit()) {
+        (true, Some(client), Some(audit)) => Some(run_audit(&client.session, audit).await),
+        _ => None,
+    };
+    Ok(plan.finish(info, counters, checks))
 }
 
 /// Loader sessions per node that load a workload's initial data, whatever `--clients` is.
@@ -766,46 +863,76 @@ where
     C: FnMut(NodeId) -> F,
     F: Future<Output = anyhow::Result<T>>,
 {
-    let procedures = workload.load();
-    if procedures.is_empty() {
+    let Some(queue) = LoadQueue::of(workload) else {
         return Ok(());
-    }
-    let mut sessions = Vec::new();
-    for home in loader_homes(placement, procedures.len()) {
+    };
+    let mut tasks = Vec::new();
+    for home in queue.loader_homes(placement) {
         let transport = connect(home).await?;
-        sessions.push(match recorder {
+        let session = match recorder {
             Some(r) => Session::recorded(transport, r.clone()),
             None => Session::new(transport),
-        });
-    }
-    let queue = Arc::new(Mutex::new(procedures.into_iter()));
-    let mut tasks = Vec::new();
-    for session in sessions {
-        let queue = Arc::clone(&queue);
-        tasks.push(tokio::spawn(async move {
-            let next = || queue.lock().expect("load queue").next();
-            while let Some(mut procedure) = next() {
-                let report = run_with_retry(&session, procedure.as_mut(), 100).await;
-                if !matches!(report.outcome, Outcome::Committed { .. }) {
-                    return Some(format!("{}: {:?}", procedure.name(), report.outcome));
-                }
-            }
-            None
-        }));
+        };
+        tasks.push(tokio::spawn(queue.loader(session)));
     }
     for task in tasks {
-        match task.await {
-            Ok(None) => {}
-            Ok(Some(why)) => tracing::error!("loading the initial data failed: {why}"),
-            Err(e) => tracing::error!("a loader task failed: {e}"),
+        if let Err(e) = task.await {
+            tracing::error!("a loader task failed: {e}");
         }
     }
     Ok(())
 }
 
+/// A workload's load transactions not yet started, shared by its loader sessions.
+#[derive(Clone)]
+pub struct LoadQueue {
+    procedures: Arc<Mutex<std::vec::IntoIter<Box<dyn Procedure>>>>,
+    len: usize,
+}
+
+impl LoadQueue {
+    /// The queue of `workload`'s load transactions (`None` when it loads nothing).
+    pub fn of(workload: &dyn Workload) -> Option<LoadQueue> {
+        let procedures = workload.load();
+        (!procedures.is_empty()).then(|| LoadQueue {
+            len: procedures.len(),
+            procedures: Arc::new(Mutex::new(procedures.into_iter())),
+        })
+    }
+
+    /// Where the loader sessions go (see [`loader_homes`]).
+    pub fn loader_homes(&self, placement: &Placement) -> Vec<NodeId> {
+        loader_homes(placement, self.len)
+    }
+
+    /// One loader session: take the next transaction not yet started and run it until it
+    /// commits, until none is left. A load transaction that fails is logged and stops its
+    /// session; the others carry on.
+    pub fn loader<T: Transport>(
+        &self,
+        session: Session<T>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let queue = Arc::clone(&self.procedures);
+        async move {
+            let next = || queue.lock().expect("load queue").next();
+            while let Some(mut procedure) = next() {
+                let report = run_with_retry(&session, procedure.as_mut(), 100).await;
+                if !matches!(report.outcome, Outcome::Committed { .. }) {
+                    tracing::error!(
+                        "loading the initial data failed: {}: {:?}",
+                        procedure.name(),
+                        report.outcome
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Run `audit` in one read-only transaction, retrying (it reads a lot and may meet a protocol
 /// that aborts it) a few times; a failure to run at all is reported as a failed condition.
-async fn run_audit<T: Transport>(
+pub async fn run_audit<T: Transport>(
     session: &Session<T>,
     mut audit: Box<dyn Audit>,
 ) -> Vec<Condition> {
@@ -839,7 +966,7 @@ async fn run_audit<T: Transport>(
 }
 
 /// One benchmark client: its session, and what it draws transactions from.
-struct Client<T: Transport> {
+pub struct Client<T: Transport> {
     session: Session<T>,
     workload: Arc<dyn Workload>,
     home: NodeId,
@@ -1179,14 +1306,7 @@ async fn read_counters<T: Transport>(
     ) -> Result<BTreeMap<String, u64>, augur_client::TxnError> {
         let mut total = BTreeMap::new();
         for session in sessions {
-            for (name, n) in session.node_stats().await? {
-                let sum = total.entry(name.clone()).or_insert(0u64);
-                *sum = if name.starts_with("largest_") {
-                    (*sum).max(n)
-                } else {
-                    *sum + n
-                };
-            }
+            add_counters(&mut total, session.node_stats().await?);
         }
         Ok(total)
     }
@@ -1194,13 +1314,36 @@ async fn read_counters<T: Transport>(
     transport.sleep(warmup).await;
     let before = read_all(&sessions).await?;
     transport.sleep(measured).await;
-    let mut after = read_all(&sessions).await?;
+    let after = read_all(&sessions).await?;
+    Ok(counters_between(&before, after))
+}
+
+/// Add one node's protocol counters to `total`: running totals add up, `largest_` maxima
+/// take the largest.
+pub fn add_counters<N: Into<String>>(
+    total: &mut BTreeMap<String, u64>,
+    node: impl IntoIterator<Item = (N, u64)>,
+) {
+    for (name, n) in node {
+        let name = name.into();
+        let largest = name.starts_with("largest_");
+        let sum = total.entry(name).or_insert(0u64);
+        *sum = if largest { (*sum).max(n) } else { *sum + n };
+    }
+}
+
+/// The counters over a window, from their totals at its start and at its end (maxima as at
+/// the end).
+pub fn counters_between(
+    before: &BTreeMap<String, u64>,
+    mut after: BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
     for (name, n) in after.iter_mut() {
         if !name.starts_with("largest_") {
             *n = n.saturating_sub(before.get(name).copied().unwrap_or(0));
         }
     }
-    Ok(after)
+    after
 }
 
 /// A progress bar on a terminal, plain lines otherwise.

@@ -1,4 +1,4 @@
-//! `augur bench --transport tcp`: the same benchmark against `augur node` processes on loopback,
+//! `augur bench --runtime tcp`: the same benchmark against `augur node` processes on loopback,
 //! one per node, with clients connected over TCP. Node logs go to `OUT/node-PROTOCOL-ID.log`.
 
 use crate::bench::{BenchConfig, ProtocolSpec, drive};

@@ -6,7 +6,7 @@
 //! Protocols the file names that augur does not implement yet are skipped with a message; a run
 //! with no implemented protocol left is skipped entirely.
 
-use crate::bench::BenchArgs;
+use crate::bench::{BenchArgs, Runtime};
 use crate::report_html::{CSS, Series, bar_chart, escape, line_chart};
 use augur::BadInput;
 use augur_protocols::registry;
@@ -70,6 +70,9 @@ struct Point {
     p99_ms: f64,
     throughput_ratio: f64,
     checks_passed: Option<bool>,
+    /// Whether the point is modelled (`--runtime sim`: virtual time, a CPU model) rather than
+    /// measured.
+    modelled: bool,
     /// With speculation: the perceived latency's median, the misspeculation rate, and the
     /// degree the clients ended with.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -191,6 +194,11 @@ pub struct Selection {
     pub runs: Vec<String>,
     /// These sweep values instead of the file's (the file's when empty).
     pub sweep_values: Vec<String>,
+    /// This runtime instead of the file's (`--runtime`), e.g. `sim` to model the experiment in
+    /// virtual time.
+    pub runtime: Option<Runtime>,
+    /// `sim.KEY=VALUE` settings of the CPU model, added to every run's.
+    pub sim_settings: Vec<String>,
 }
 
 /// Run the experiment in `path` (the part `selection` picks), writing under `out/NAME/`.
@@ -325,7 +333,12 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                     e.to_string().lines().next().unwrap_or_default()
                 ))
             })?;
-            let config = parsed.args.validate()?;
+            let mut args = parsed.args;
+            if selection.runtime.is_some() {
+                args.runtime = selection.runtime;
+            }
+            args.set.extend(selection.sim_settings.iter().cloned());
+            let config = args.validate()?;
             println!("== {label}");
             let finished = crate::bench::run_config(&config)?;
             failed_checks.extend(
@@ -343,6 +356,7 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                     goodput_tps: r.goodput_tps,
                     abort_rate: r.abort_rate,
                     p50_ms: r.latency_ms.p50,
+                    modelled: r.modelled_cpu.is_some(),
                     p99_ms: r.latency_ms.p99,
                     throughput_ratio: r.throughput_ratio,
                     checks_passed: r.checks.as_ref().map(|cs| cs.iter().all(|c| c.passed)),

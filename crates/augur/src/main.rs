@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_pg;
+mod bench_sim;
 mod bench_tcp;
 mod experiment;
 mod node;

@@ -3,6 +3,7 @@
 
 use crate::bench::{BenchConfig, ProtocolSpec};
 use augur_protocols::registry::{IsolationLevel, ProtocolInfo};
+use augur_runtime::sim::CpuReport;
 use augur_types::AbortReason;
 use augur_workloads::Condition;
 use hdrhistogram::Histogram;
@@ -42,6 +43,8 @@ pub struct RunStats {
     pub protocol_counters: BTreeMap<String, u64>,
     /// When the speculation degree changed (seconds since the run started) and to what.
     pub speculation_timeline: Vec<(f64, String)>,
+    /// With `--runtime sim`: what the CPU model charged over the measurement window.
+    pub cpu: Option<CpuReport>,
 }
 
 /// What happened during one second of a run.
@@ -194,6 +197,11 @@ pub struct ProtocolResult {
     /// What the speculation did, for protocols that speculate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculation_stats: Option<SpeculationStats>,
+    /// With `--runtime sim`: the CPU model's accounts over the measurement window (per kind of
+    /// input: how many, the work they reported, modelled and measured time) and each node's
+    /// modelled busy fraction. Its presence marks the result as modelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modelled_cpu: Option<CpuReport>,
     /// Per second of the run (warm-up included): for `samples.csv` and the report's plots.
     #[serde(skip)]
     pub samples: Vec<Sample>,
@@ -356,6 +364,7 @@ impl ProtocolResult {
                 .collect(),
             latency_cdf_ms: cdf_of(&latency_us),
             speculation_stats,
+            modelled_cpu: stats.cpu,
             samples,
         }
     }
@@ -400,6 +409,15 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
             0.0
         };
     }
+    if let Some(model) = &config.cpu_model {
+        println!(
+            "MODELLED in virtual time (--runtime sim): {} cores per node, costs in µs {}",
+            model.cores,
+            serde_json::to_string(&model.cost).unwrap_or_default()
+        );
+    } else if config.runtime == crate::bench::Runtime::Sim {
+        println!("MODELLED in virtual time (--runtime sim), unlimited cores");
+    }
     println!(
         "{:<26} {:>10} {:>12} {:>8} {:>9} {:>9} {:>7}",
         "protocol", "committed", "tps", "aborts", "p50 ms", "p99 ms", "ratio"
@@ -415,6 +433,16 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
             r.latency_ms.p99,
             r.throughput_ratio
         );
+    }
+    for r in &results {
+        if let Some(cpu) = &r.modelled_cpu {
+            let busiest = cpu.utilization.iter().copied().fold(0.0, f64::max);
+            println!(
+                "{:<26} modelled CPU: busiest node {:.0}% busy",
+                r.protocol,
+                busiest * 100.0
+            );
+        }
     }
     for r in &results {
         let Some(s) = &r.speculation_stats else {

@@ -29,6 +29,11 @@ pub fn render(config: &serde_json::Value, results: &[ProtocolResult]) -> String 
         w = escape(workload),
         css = CSS
     );
+    if config["runtime"].as_str() == Some("sim") {
+        html += "<p><b>Modelled, not measured:</b> this run was simulated in virtual time with a \
+                 CPU model (<code>--runtime sim</code>; the model and its costs are in the \
+                 configuration below).</p>";
+    }
     html += &summary_table(results);
     html += "<div class=\"charts\">";
     html += &throughput_over_time(results);

@@ -1,0 +1,159 @@
+//! `augur bench --runtime sim`: the same benchmark in the deterministic simulator, in virtual
+//! time, with a CPU model (`docs/virtual-time.md`).
+//!
+//! The clients, the workload, the load, the statistics and the history are those of the
+//! in-process run ([`RunPlan`]); only the cluster differs: every node and client is a task of
+//! one [`Simulation`], messages take the latency profile's delays, and each node has
+//! `sim.cores` cores on which every input it handles costs `sim.cost.*`. Throughput and latency
+//! are therefore *modelled*: what the protocol would do on machines with that many cores of
+//! that speed, however fast this machine is. Everything is drawn from the seed, so a run
+//! repeats exactly.
+
+use crate::bench::{BenchConfig, LoadQueue, ProtocolSpec, RunPlan, add_counters, counters_between};
+use crate::report::ProtocolResult;
+use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
+use augur_runtime::Protocol;
+use augur_runtime::sim::{SimConfig, Simulation};
+use augur_types::NodeId;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Virtual time a run may take past its measurement window for clients to learn their last
+/// outcomes (speculative commits to resolve, a long think time to end) before it gives up on
+/// them.
+const DRAIN: Duration = Duration::from_secs(120);
+
+/// Virtual time the initial load may take before the run gives up on it.
+const LOAD_LIMIT: Duration = Duration::from_secs(3600);
+
+pub fn run(
+    config: &BenchConfig,
+    spec: &ProtocolSpec,
+) -> anyhow::Result<anyhow::Result<ProtocolResult>> {
+    Ok(registry::visit(&spec.name, RunInSim { config, spec })?)
+}
+
+/// Runs one protocol in the simulator.
+struct RunInSim<'a> {
+    config: &'a BenchConfig,
+    spec: &'a ProtocolSpec,
+}
+
+impl ProtocolVisitor for RunInSim<'_> {
+    type Output = anyhow::Result<ProtocolResult>;
+
+    fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> Self::Output {
+        let (config, spec) = (self.config, self.spec);
+        let wall = Instant::now();
+        let mut sim_config = SimConfig::new(config.seed);
+        sim_config.procedures = augur::procedures();
+        sim_config.cpu = config.cpu_model;
+        // As the in-process cluster's clients do.
+        sim_config.client_timeout = Duration::from_secs(10);
+        let mut sim = Simulation::<P>::new(
+            config.placement.clone(),
+            Arc::new(spec.options.clone()),
+            sim_config,
+        );
+        let nodes: Vec<NodeId> = config.placement.nodes().collect();
+        let mut plan = RunPlan::new(config, spec, nodes.len() * config.clients_per_node);
+
+        if let Some(queue) = LoadQueue::of(plan.workload.as_ref()) {
+            for home in queue.loader_homes(&config.placement) {
+                sim.spawn_client(home, |t| queue.loader(plan.session(t)));
+            }
+            let deadline = sim.elapsed() + LOAD_LIMIT;
+            while !sim.clients_done() && sim.elapsed() < deadline {
+                sim.run_for(Duration::from_secs(1));
+            }
+            if !sim.clients_done() {
+                anyhow::bail!(
+                    "{}: the initial load did not finish within {} s of virtual time",
+                    spec.label,
+                    LOAD_LIMIT.as_secs()
+                );
+            }
+        }
+        let loaded = sim.elapsed();
+
+        for &home in &nodes {
+            for _ in 0..config.clients_per_node {
+                sim.spawn_client(home, |t| {
+                    let client = plan.client(home, t);
+                    async move {
+                        client.await;
+                    }
+                });
+            }
+        }
+        let counters = |sim: &Simulation<P>| {
+            let mut total = BTreeMap::new();
+            for &n in &nodes {
+                add_counters(&mut total, sim.node(n).counters());
+            }
+            total
+        };
+        let window_start = loaded + plan.warmup;
+        let window_end = window_start + plan.measured;
+        eprintln!(
+            "simulating {} for {:.1}s of virtual time",
+            spec.label,
+            (plan.warmup + plan.measured).as_secs_f64()
+        );
+        sim.run_until(window_start);
+        let before = counters(&sim);
+        let cpu_before = sim.cpu_report();
+        sim.run_until(window_end);
+        let window = counters_between(&before, counters(&sim));
+        let cpu = sim
+            .cpu_report()
+            .map(|after| after.since(cpu_before.as_ref()));
+        let drain_end = window_end + DRAIN;
+        while !sim.clients_done() && sim.elapsed() < drain_end {
+            sim.run_for(Duration::from_secs(1));
+        }
+        if !sim.clients_done() {
+            tracing::warn!(
+                "{}: some clients were still waiting {} s of virtual time after the run",
+                spec.label,
+                DRAIN.as_secs()
+            );
+        }
+
+        let checks = match (config.check, plan.workload.audit()) {
+            (true, Some(audit)) => {
+                let result = Arc::new(Mutex::new(None));
+                let slot = Arc::clone(&result);
+                sim.spawn_client(nodes[0], |t| {
+                    let session = plan.session(t);
+                    async move {
+                        let conditions = crate::bench::run_audit(&session, audit).await;
+                        *slot.lock().expect("audit result") = Some(conditions);
+                    }
+                });
+                let deadline = sim.elapsed() + DRAIN;
+                while result.lock().expect("audit result").is_none() && sim.elapsed() < deadline {
+                    sim.run_for(Duration::from_secs(1));
+                }
+                let conditions = result.lock().expect("audit result").take();
+                Some(conditions.unwrap_or_else(|| {
+                    vec![augur_workloads::Condition {
+                        name: "audit".into(),
+                        passed: false,
+                        detail: "the audit transaction did not finish in virtual time".into(),
+                    }]
+                }))
+            }
+            _ => None,
+        };
+        eprintln!(
+            "simulated {:.1}s of virtual time in {:.1}s",
+            sim.elapsed().as_secs_f64(),
+            wall.elapsed().as_secs_f64()
+        );
+        let mut stats = plan.finish(info, window, checks);
+        stats.cpu = cpu;
+        Ok(ProtocolResult::new(info, spec, config, stats))
+    }
+}
