@@ -58,7 +58,7 @@
 //! abort with `Timeout`; an abort that overtakes a replicated prepare is remembered so the late
 //! prepare is ignored. Links may lose and reorder messages and nodes may crash:
 //!
-//! * **Durable state.** Through its node's write-ahead log ([`crate::replica::Record`],
+//! * **Durable state.** Through its node's write-ahead log ([`crate::common::replica::Record`],
 //!   persisted before any message or reply that depends on it leaves the node): its store
 //!   (committed and prepared versions), its prepare records, its commit decisions not yet
 //!   acknowledged by every replica, its transaction-id reservations and a durable bound on the
@@ -80,12 +80,14 @@
 //! harmless with PreciseClock on, whose `LastReader` then records the snapshot ahead of the
 //! clock: check it with the option off.
 
-use crate::coordinator::{PartitionWrites, Pending, group_by_partition, watermark};
+use crate::common::coordinator::{PartitionWrites, Pending, group_by_partition, watermark};
+use crate::common::replica::replicas_of;
+use crate::common::replica::{
+    self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica,
+};
+use crate::common::replica::{Timer, TxnIds, Writes, outcome_for};
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
-use crate::replica::replicas_of;
-use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
-use crate::replica::{Timer, TxnIds, Writes, outcome_for};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};

@@ -8,12 +8,14 @@
 
 pub mod clocksi_rep;
 pub mod common;
-mod coordinator;
 pub mod nocc;
 pub mod planet;
 pub mod registry;
-pub mod replica;
 pub mod str;
+
+/// The 2PC family's participant side and durable records, now under [`common`]; kept here for
+/// callers outside the crate (benches, recovery tools).
+pub use common::replica;
 
 pub use registry::{
     IsolationLevel, ProtocolInfo, ProtocolVisitor, RequestForm, UnknownProtocol, visit,

@@ -9,7 +9,7 @@
 //! every other anomaly are possible. Nor is anything durable: nocc persists no log records, so a
 //! node that crashes comes back empty (its peers still hold their replicas).
 
-use crate::coordinator::{Pending, group_by_partition};
+use crate::common::coordinator::{Pending, group_by_partition};
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::MvStore;

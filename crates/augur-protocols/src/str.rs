@@ -47,7 +47,7 @@
 //!
 //! Failures are handled as in `clocksi-rep`: participant timeouts, a termination protocol for
 //! long-prepared transactions with presumed abort, and a decision log kept until every replica
-//! acknowledged, all on the participant side shared with it ([`crate::replica`]), with the same
+//! acknowledged, all on the participant side shared with it ([`crate::common::replica`]), with the same
 //! write-ahead log records. Local-committed versions are durable prepare records of their node;
 //! after a crash their coordinator has forgotten them and the termination protocol aborts them. The cache
 //! partition, dependencies and speculative outcomes are volatile: a client whose coordinator
@@ -60,11 +60,13 @@
 //! local-committed version within the snapshot, wherever it comes from, without the cache
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
-use crate::coordinator::{Pending, group_by_partition, watermark};
+use crate::common::coordinator::{Pending, group_by_partition, watermark};
+use crate::common::replica::{
+    self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica,
+};
+use crate::common::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
 use crate::registry::SpeculationOffer;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use crate::replica::{self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica};
-use crate::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};

@@ -4,7 +4,13 @@
 //! * [`locks`]: a deterministic, sans-IO lock manager with shared and exclusive modes, FIFO wait
 //!   queues and the no-wait, wait-die and wound-wait deadlock-prevention policies (2PL and its
 //!   variants, DST-2PL, Calvin's deterministic locking).
+//! * [`replica`]: the participant side of two-phase commit with presumed abort as `clocksi-rep`
+//!   and STR share it (store, prepare records, serving lease, decision log, durable records).
+//! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
+//!   grouped by partition, the garbage-collection watermark).
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
 
+pub mod coordinator;
 pub mod locks;
+pub mod replica;
 pub mod vclock;
