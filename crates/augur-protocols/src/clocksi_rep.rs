@@ -79,13 +79,15 @@
 //! `no-clock-wait` (a replica serves a snapshot its clock has not reached yet). The last is
 //! harmless with PreciseClock on, whose `LastReader` then records the snapshot ahead of the
 //! clock: check it with the option off.
+//!
+//! This module holds the rules above — visibility, certification, local certification, the
+//! coordinator's commit and abort — as hooks of [`Rules`]; serving reads, prepares and their
+//! replication, applying outcomes, termination and garbage collection are the family's shared
+//! machinery ([`crate::common::two_phase`]).
 
-use crate::common::coordinator::{PartitionWrites, Pending, group_by_partition, watermark};
-use crate::common::replica::replicas_of;
-use crate::common::replica::{
-    self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica,
-};
-use crate::common::replica::{Timer, TxnIds, Writes, outcome_for};
+use crate::common::coordinator::{PartitionWrites, Pending, group_by_partition};
+use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_of};
+use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
@@ -93,9 +95,7 @@ use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
-
-/// Keys examined per garbage-collection step.
-const GC_BATCH: usize = 2048;
+use std::convert::Infallible;
 
 /// `clocksi-rep`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -169,15 +169,11 @@ impl Mutant {
 }
 
 /// Per-key protocol metadata: `LastReader` (with PreciseClock) and what waits on the key.
-pub type KeyMeta = replica::KeyMeta<Waiter>;
+pub type KeyMeta = two_phase::KeyMeta<Infallible>;
 
-/// What waits for a key's prepared versions to resolve.
-#[derive(Debug)]
-pub enum Waiter {
-    Read(ReadRequest),
-    /// A prepare parked by wait-die.
-    Prepare(TxnId),
-}
+/// What waits for a key's prepared versions to resolve: reads and prepares parked by wait-die,
+/// nothing of `clocksi-rep`'s own.
+pub type Waiter = two_phase::Waiter<Infallible>;
 
 enum Phase {
     Executing,
@@ -201,17 +197,13 @@ struct CoordTxn {
 
 /// One node running `clocksi-rep`.
 pub struct ClockSiRep {
-    env: NodeEnv,
-    /// The participant side: store, prepare records, parked prepares, lease, watermark.
-    replica: Replica<KeyMeta>,
-    ids: TxnIds,
+    /// The participant side, transaction ids and the decision log.
+    core: Core<Infallible, Timestamp>,
     coordinated: FxHashMap<TxnId, CoordTxn>,
     /// Transactions aborted here, kept for `gc_retention` so a late prepare is ignored.
     aborted: FxHashMap<TxnId, Timestamp>,
     /// Commit timestamp of each client's last transaction: its next snapshot starts no earlier.
     session_floor: FxHashMap<ClientId, Timestamp>,
-    /// Commit decisions of transactions coordinated here, until every replica applied them.
-    decided: DecisionLog<Timestamp>,
     /// Mutant `ack-before-durable` only: commits already acknowledged to their clients whose
     /// decision is logged and sent at the next garbage-collection tick.
     undurable: Vec<(TxnId, Timestamp, Vec<PartitionId>)>,
@@ -222,15 +214,15 @@ pub struct ClockSiRep {
 
 impl ClockSiRep {
     pub fn store(&self) -> &MvStore<KeyMeta> {
-        &self.replica.store
+        &self.core.replica.store
     }
 
     fn id(&self) -> NodeId {
-        self.env.id
+        self.core.env.id
     }
 
     fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.ids.allocate(ctx);
+        let txn = self.core.ids.allocate(ctx);
         let floor = self
             .session_floor
             .get(&pending.client)
@@ -252,6 +244,7 @@ impl ClockSiRep {
         pending.answer(ctx, ClientReply::Begun { txn, snapshot });
     }
 
+    /// Reads go to the coordinator's own replica when it has one, else to the nearest.
     fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
         let Some(t) = self.coordinated.get_mut(&txn) else {
             return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
@@ -270,70 +263,155 @@ impl ClockSiRep {
             snapshot: t.snapshot,
             speculative: false,
         };
-        let partition = self.env.placement.partition_of(&read.key);
-        if self.env.placement.replicates(self.id(), partition) {
+        let partition = self.core.env.placement.partition_of(&read.key);
+        if self.core.env.placement.replicates(self.id(), partition) {
             self.serve_read(ctx, read);
         } else {
-            let replica = self.env.placement.closest_replica(self.id(), partition);
-            let timeout = self.env.options.participant_timeout;
-            ctx.set_timer(timeout, Timer::ReadTimeout { txn, seq: read.seq });
-            ctx.send(replica, Msg::Read(read));
+            self.read_remotely(ctx, read, partition);
         }
     }
 
-    /// Serve a read at this replica, or park it until it can be served.
-    fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
-        let clock_wait = self.mutant != Some(Mutant::NoClockWait);
-        let read = match self.replica.admit_read(ctx, read, clock_wait) {
-            Admit::Serve(read) => read,
-            Admit::TooOld(read) => {
-                return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
-            }
-            Admit::Later => return,
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let Some(t) = self.coordinated.get(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
         };
-        if self.precise_clock {
-            // Before anything can be served: whatever is prepared here later lands above it.
-            let entry = self.replica.store.entry(&read.key);
-            entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
         }
-        let value = match self.replica.store.get_mut(&read.key) {
-            None => None,
-            Some(entry) => {
-                let blocked = self.mutant != Some(Mutant::NoPreparedWait)
-                    && entry.uncommitted().any(|v| {
-                        v.state == VersionState::Prepared
-                            && v.ts <= read.snapshot
-                            && v.writer != read.txn
-                    });
-                if blocked {
-                    entry.meta.waiters.push(Waiter::Read(read));
-                    return;
-                }
-                entry.read_at(read.snapshot).and_then(|v| v.value.clone())
-            }
-        };
-        self.finish_read(ctx, read, Ok(value));
-    }
-
-    fn finish_read(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        read: ReadRequest,
-        result: Result<Option<Value>, AbortReason>,
-    ) {
-        let coordinator = read.txn.coordinator();
-        if coordinator == self.id() {
-            self.read_done(ctx, read.txn, read.seq, result);
-        } else {
-            ctx.send(
-                coordinator,
-                Msg::ReadReply {
-                    txn: read.txn,
-                    seq: read.seq,
-                    result,
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        let snapshot = t.snapshot;
+        if writes.is_empty() {
+            // Read-only transactions commit as soon as they finish executing (§6.1).
+            self.coordinated.remove(&txn);
+            return pending.answer(
+                ctx,
+                ClientReply::Committed {
+                    commit_ts: snapshot,
                 },
             );
         }
+        let placement = self.core.env.placement.clone();
+        let grouped = group_by_partition(&placement, writes);
+        if let Err(reason) = self.certify_locally(txn, snapshot, &grouped) {
+            self.coordinated.remove(&txn);
+            return pending.answer(ctx, ClientReply::Aborted(reason));
+        }
+        let acks_needed = grouped.keys().map(|p| placement.replicas(*p).len()).sum();
+        let partitions: Vec<PartitionId> = grouped.keys().copied().collect();
+        let t = self.coordinated.get_mut(&txn).expect("checked above");
+        t.pending = Some(pending);
+        t.phase = Phase::Committing {
+            acks_needed,
+            commit_ts: snapshot.next(),
+            partitions,
+        };
+        ctx.set_timer(
+            self.core.env.options.participant_timeout,
+            Timer::CommitTimeout(txn),
+        );
+        self.send_prepares(ctx, txn, snapshot, grouped);
+    }
+
+    /// Local certification (§6.1): only against keys this node replicates but does not master,
+    /// where the master will certify again with locks.
+    fn certify_locally(
+        &self,
+        txn: TxnId,
+        snapshot: Timestamp,
+        grouped: &PartitionWrites,
+    ) -> Result<(), AbortReason> {
+        let placement = &self.core.env.placement;
+        for (p, writes) in grouped {
+            if !placement.replicates(self.id(), *p) || placement.master(*p) == self.id() {
+                continue;
+            }
+            for (key, _) in writes {
+                // Only an abort matters here: waiting for an older prepared version is the
+                // master's job, with its locks.
+                if let Certified::Abort(reason) = self.certify(txn, snapshot, key) {
+                    return Err(reason);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Coordinator-side abort of a committing transaction: tell every replica, answer the client.
+    fn abort_everywhere(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        let Some(t) = self.coordinated.remove(&txn) else {
+            return;
+        };
+        if let Phase::Committing { partitions, .. } = &t.phase {
+            for node in replicas_of(&self.core.env.placement, partitions) {
+                if node == self.id() {
+                    self.apply_abort(ctx, txn);
+                } else {
+                    ctx.send(node, Msg::Abort { txn });
+                }
+            }
+        }
+        if let Some(pending) = t.pending {
+            pending.answer(ctx, ClientReply::Aborted(reason));
+        }
+    }
+}
+
+impl Rules for ClockSiRep {
+    type Decision = Timestamp;
+    type Remote = Option<Value>;
+    type Local = Option<Value>;
+    type Own = Infallible;
+
+    const COORDINATOR_INSTALLS: bool = false;
+    const CONVENTIONS: Conventions = Conventions {
+        one_proposal_per_master: true,
+        aborts_own_overdue_locally: false,
+        logs_decision_first: true,
+    };
+
+    fn core(&self) -> &Core<Infallible, Timestamp> {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut Core<Infallible, Timestamp> {
+        &mut self.core
+    }
+
+    fn clock_wait(&self) -> bool {
+        self.mutant != Some(Mutant::NoClockWait)
+    }
+
+    /// The newest committed version within the snapshot, unless a prepared version there may
+    /// still commit inside it.
+    fn visible(&mut self, read: &ReadRequest) -> Visible<Option<Value>> {
+        if self.precise_clock {
+            // Before anything can be served: whatever is prepared here later lands above it.
+            let entry = self.core.replica.store.entry(&read.key);
+            entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
+        }
+        let Some(entry) = self.core.replica.store.get(&read.key) else {
+            return Visible::Read(None);
+        };
+        let blocked = self.mutant != Some(Mutant::NoPreparedWait)
+            && entry.uncommitted().any(|v| {
+                v.state == VersionState::Prepared && v.ts <= read.snapshot && v.writer != read.txn
+            });
+        if blocked {
+            return Visible::Wait;
+        }
+        Visible::Read(entry.read_at(read.snapshot).and_then(|v| v.value.clone()))
+    }
+
+    fn to_remote(local: Option<Value>) -> Option<Value> {
+        local
+    }
+
+    fn from_remote(remote: Option<Value>) -> Option<Value> {
+        remote
     }
 
     fn read_done(
@@ -362,248 +440,61 @@ impl ClockSiRep {
         }
     }
 
-    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
-        let Some(t) = self.coordinated.get(&txn) else {
-            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
-        };
-        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
-            let why = format!("transaction {txn:?} already has a request in flight");
-            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
-        }
-        if t.read_only && !writes.is_empty() {
-            let err = RequestError::WriteInReadOnly(txn);
-            return pending.answer(ctx, ClientReply::Rejected(err));
-        }
-        let snapshot = t.snapshot;
-        if writes.is_empty() {
-            // Read-only transactions commit as soon as they finish executing (§6.1).
-            self.coordinated.remove(&txn);
-            return pending.answer(
-                ctx,
-                ClientReply::Committed {
-                    commit_ts: snapshot,
-                },
-            );
-        }
-        let grouped = group_by_partition(&self.env.placement, writes);
-        if let Err(reason) = self.certify_locally(txn, snapshot, &grouped) {
-            self.coordinated.remove(&txn);
-            return pending.answer(ctx, ClientReply::Aborted(reason));
-        }
-        let placement = self.env.placement.clone();
-        let acks_needed = grouped.keys().map(|p| placement.replicas(*p).len()).sum();
-        let partitions: Vec<PartitionId> = grouped.keys().copied().collect();
-        let t = self.coordinated.get_mut(&txn).expect("checked above");
-        t.pending = Some(pending);
-        t.phase = Phase::Committing {
-            acks_needed,
-            commit_ts: snapshot.next(),
-            partitions,
-        };
-        ctx.set_timer(
-            self.env.options.participant_timeout,
-            Timer::CommitTimeout(txn),
-        );
-        // One prepare per master node, carrying every partition it masters.
-        let mut by_master: Vec<(NodeId, Vec<(PartitionId, Writes)>)> = Vec::new();
-        for (p, w) in grouped {
-            let master = placement.master(p);
-            match by_master.iter_mut().find(|(m, _)| *m == master) {
-                Some((_, parts)) => parts.push((p, w)),
-                None => by_master.push((master, vec![(p, w)])),
-            }
-        }
-        for (master, partitions) in by_master {
-            if master == self.id() {
-                self.prepare(ctx, txn, snapshot, partitions);
-            } else {
-                ctx.send(
-                    master,
-                    Msg::Prepare {
-                        txn,
-                        snapshot,
-                        partitions,
-                    },
-                );
-            }
-        }
+    fn aborted_here(&self, txn: TxnId) -> bool {
+        self.aborted.contains_key(&txn)
     }
 
-    /// Local certification (§6.1): only against keys this node replicates but does not master,
-    /// where the master will certify again with locks.
-    fn certify_locally(
-        &self,
-        txn: TxnId,
-        snapshot: Timestamp,
-        grouped: &PartitionWrites,
-    ) -> Result<(), AbortReason> {
-        let placement = &self.env.placement;
-        for (p, writes) in grouped {
-            if !placement.replicates(self.id(), *p) || placement.master(*p) == self.id() {
-                continue;
-            }
-            for (key, _) in writes {
-                // Only an abort matters here: waiting for an older prepared version is the
-                // master's job, with its locks.
-                self.conflicts(txn, snapshot, key)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Certify one key for `txn`: `Err` aborts, `Waits::On` means an older transaction holds a
-    /// prepared version (wait-die: wait), `Waits::No` means the key is free.
-    fn conflicts(&self, txn: TxnId, snapshot: Timestamp, key: &Key) -> Result<Waits, AbortReason> {
-        let Some(entry) = self.replica.store.get(key) else {
-            return Ok(Waits::No);
+    /// Certify one key for `txn`: a committed version newer than the snapshot aborts it; a
+    /// prepared version of another transaction makes it wait if it is the older (wait-die),
+    /// else abort.
+    fn certify(&self, txn: TxnId, snapshot: Timestamp, key: &Key) -> Certified {
+        let Some(entry) = self.core.replica.store.get(key) else {
+            return Certified::Free;
         };
         if entry.latest_committed().is_some_and(|v| v.ts > snapshot)
             && self.mutant != Some(Mutant::NoWwCertification)
         {
-            return Err(AbortReason::WriteWriteConflict);
+            return Certified::Abort(AbortReason::WriteWriteConflict);
         }
         for v in entry.uncommitted() {
             if v.writer == txn {
                 continue;
             }
-            let holder = self
-                .replica
-                .participants
-                .get(&v.writer)
-                .map(|p| p.snapshot)
-                .unwrap_or_default();
-            if (snapshot, txn) < (holder, v.writer) {
-                return Ok(Waits::On(key.clone()));
+            if self.core.may_wait(txn, snapshot, v.writer) {
+                return Certified::Wait(key.clone());
             }
-            return Err(AbortReason::WaitDie);
+            return Certified::Abort(AbortReason::WaitDie);
         }
-        Ok(Waits::No)
+        Certified::Free
     }
 
-    /// Master-side certification and pre-commit of `partitions` for `txn`.
-    fn prepare(
+    fn precise_clock(&self) -> bool {
+        self.precise_clock
+    }
+
+    fn commit_ts(decision: &Timestamp) -> Timestamp {
+        *decision
+    }
+
+    fn aborting(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) -> bool {
+        self.aborted.insert(txn, ctx.now());
+        false
+    }
+
+    fn running(&self, txn: TxnId) -> bool {
+        self.coordinated.contains_key(&txn)
+    }
+
+    /// A replica's proposal reached the coordinator: with every replica's, the commit
+    /// timestamp is their maximum, and the client hears of it as the decision is logged.
+    fn prepared(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
-        snapshot: Timestamp,
-        partitions: Vec<(PartitionId, Writes)>,
-    ) {
-        if self.aborted.contains_key(&txn) {
-            return;
-        }
-        for (_, writes) in &partitions {
-            for (key, _) in writes {
-                match self.conflicts(txn, snapshot, key) {
-                    Ok(Waits::No) => {}
-                    Ok(Waits::On(key)) => {
-                        self.replica
-                            .store
-                            .entry(&key)
-                            .meta
-                            .waiters
-                            .push(Waiter::Prepare(txn));
-                        self.replica.parked.insert(
-                            txn,
-                            ParkedPrepare {
-                                snapshot,
-                                partitions,
-                            },
-                        );
-                        return;
-                    }
-                    Err(reason) => return self.refuse(ctx, txn, reason),
-                }
-            }
-        }
-        let ts = self.propose(
-            ctx.now(),
-            snapshot,
-            partitions.iter().flat_map(|(_, writes)| writes),
-        );
-        let slaves_of: Vec<Vec<NodeId>> = partitions
-            .iter()
-            .map(|(p, _)| self.env.placement.slaves(*p).to_vec())
-            .collect();
-        for ((partition, writes), slaves) in partitions.into_iter().zip(slaves_of) {
-            self.install(ctx, txn, snapshot, ts, &writes);
-            self.notify_prepared(ctx, txn, partition, ts);
-            for slave in slaves {
-                let msg = Msg::ReplicatePrepare {
-                    txn,
-                    snapshot,
-                    partition,
-                    writes: writes.clone(),
-                };
-                ctx.send(slave, msg);
-            }
-        }
-    }
-
-    fn replicate_prepare(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        snapshot: Timestamp,
-        partition: PartitionId,
-        writes: Writes,
-    ) {
-        if self.aborted.contains_key(&txn) {
-            return;
-        }
-        let ts = self.propose(ctx.now(), snapshot, &writes);
-        self.install(ctx, txn, snapshot, ts, &writes);
-        self.notify_prepared(ctx, txn, partition, ts);
-    }
-
-    /// This replica's proposal for pre-committing `writes` of a transaction with `snapshot`
-    /// (see [`Replica::propose`]).
-    fn propose<'w>(
-        &self,
-        now: Timestamp,
-        snapshot: Timestamp,
-        writes: impl IntoIterator<Item = &'w (Key, Option<Value>)>,
-    ) -> Timestamp {
-        let keys = writes.into_iter().map(|(key, _)| key);
-        self.replica
-            .propose(now, snapshot, self.precise_clock, keys)
-    }
-
-    fn install(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        snapshot: Timestamp,
-        ts: Timestamp,
-        writes: &Writes,
-    ) {
-        let state = VersionState::Prepared;
-        self.replica.install(ctx, txn, snapshot, ts, state, writes);
-    }
-
-    fn notify_prepared(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        partition: PartitionId,
+        _partition: PartitionId,
+        _from: NodeId,
         ts: Timestamp,
     ) {
-        if txn.coordinator() == self.id() {
-            self.prepared(ctx, txn, ts);
-        } else {
-            ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
-        }
-    }
-
-    fn refuse(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
-        if txn.coordinator() == self.id() {
-            self.abort_everywhere(ctx, txn, reason);
-        } else {
-            ctx.send(txn.coordinator(), Msg::Refused { txn, reason });
-        }
-    }
-
-    /// A replica's proposal reached the coordinator.
-    fn prepared(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
         let Some(t) = self.coordinated.get_mut(&txn) else {
             return;
         };
@@ -634,108 +525,32 @@ impl ClockSiRep {
             // The client has its answer; the decision waits for the next tick.
             return self.undurable.push((txn, commit_ts, partitions));
         }
-        self.decide(ctx, txn, commit_ts, &partitions);
+        // The runtime holds the client's answer and the commit messages until the decision is
+        // durable.
+        self.decide(ctx, txn, commit_ts, commit_ts, &partitions);
     }
 
-    /// Log the commit of `txn` and tell every replica. The runtime holds the client's answer and
-    /// the commit messages until the decision is durable, so a replica that asks later (after a
-    /// lost message or a crash on either side) learns the same outcome.
-    fn decide(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        commit_ts: Timestamp,
-        partitions: &[PartitionId],
-    ) {
-        let replicas = replicas_of(&self.env.placement, partitions);
-        let others: Vec<NodeId> = replicas
-            .iter()
-            .copied()
-            .filter(|n| *n != self.id())
-            .collect();
-        self.decided.decide(ctx, txn, commit_ts, others.clone());
-        if replicas.contains(&self.id()) {
-            self.apply_commit(ctx, txn, commit_ts);
-        }
-        for node in others {
-            let decision = commit_ts;
-            ctx.send(node, Msg::Commit { txn, decision });
+    fn abort_coordinated(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        self.abort_everywhere(ctx, txn, reason);
+    }
+
+    fn commit_timed_out(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        if self
+            .coordinated
+            .get(&txn)
+            .is_some_and(|t| matches!(t.phase, Phase::Committing { .. }))
+        {
+            self.abort_everywhere(ctx, txn, AbortReason::Timeout);
         }
     }
 
-    /// A replica asks what became of `txn`, which it holds prepared.
-    fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
-        let running = self.coordinated.contains_key(&txn);
-        if let Some(msg) = outcome_for(&self.decided, txn, running) {
-            ctx.send(replica, msg);
+    fn tick(&mut self, ctx: &mut Ctx<'_, Self>) {
+        for (txn, commit_ts, partitions) in std::mem::take(&mut self.undurable) {
+            self.decide(ctx, txn, commit_ts, commit_ts, &partitions);
         }
     }
 
-    /// Ask coordinators about transactions prepared here for too long.
-    fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
-        let patience = self.env.options.participant_timeout;
-        let me = self.id();
-        for txn in self.replica.query_overdue(ctx, patience) {
-            self.answer_query(ctx, txn, me);
-        }
-    }
-
-    /// Coordinator-side abort of a committing transaction: tell every replica, answer the client.
-    fn abort_everywhere(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
-        let Some(t) = self.coordinated.remove(&txn) else {
-            return;
-        };
-        if let Phase::Committing { partitions, .. } = &t.phase {
-            for node in replicas_of(&self.env.placement, partitions) {
-                if node == self.id() {
-                    self.apply_abort(ctx, txn);
-                } else {
-                    ctx.send(node, Msg::Abort { txn });
-                }
-            }
-        }
-        if let Some(pending) = t.pending {
-            pending.answer(ctx, ClientReply::Aborted(reason));
-        }
-    }
-
-    fn apply_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, commit_ts: Timestamp) {
-        if let Some(keys) = self.replica.commit(ctx, txn, commit_ts, |_| {}) {
-            self.wake(ctx, keys);
-        }
-    }
-
-    fn apply_abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
-        self.aborted.insert(txn, ctx.now());
-        if let Some(keys) = self.replica.abort(ctx, txn) {
-            self.wake(ctx, keys);
-        }
-    }
-
-    /// Re-run everything that waited on `keys` now that a prepared version there resolved.
-    fn wake(&mut self, ctx: &mut Ctx<'_, Self>, keys: Vec<Key>) {
-        for key in keys {
-            let Some(entry) = self.replica.store.get_mut(&key) else {
-                continue;
-            };
-            for waiter in std::mem::take(&mut entry.meta.waiters) {
-                match waiter {
-                    Waiter::Read(read) => self.serve_read(ctx, read),
-                    Waiter::Prepare(txn) => {
-                        if let Some(p) = self.replica.parked.remove(&txn) {
-                            self.prepare(ctx, txn, p.snapshot, p.partitions);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn collect_garbage(&mut self, ctx: &mut Ctx<'_, Self>) {
-        let now = ctx.now();
-        let retention = self.env.options.gc_retention;
-        let floor = now.saturating_sub(retention);
-        let idle_limit = now.saturating_sub(self.env.options.idle_txn_timeout);
+    fn expire(&mut self, floor: Timestamp, idle_limit: Timestamp) {
         // Transactions whose client vanished mid-execution are dropped; nothing of theirs was
         // installed anywhere, since writes travel only with the commit.
         self.coordinated.retain(|_, t| {
@@ -743,15 +558,12 @@ impl ClockSiRep {
                 && t.pending.is_none()
                 && t.last_active < idle_limit)
         });
-        let wm = watermark(floor, self.coordinated.values().map(|t| t.snapshot));
-        self.replica.collect_garbage(wm, GC_BATCH);
         self.aborted.retain(|_, at| *at >= floor);
     }
-}
 
-enum Waits {
-    No,
-    On(Key),
+    fn running_snapshots(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        self.coordinated.values().map(|t| t.snapshot)
+    }
 }
 
 /// Whether `precise_clock` is on. Settings are validated before nodes are built
@@ -775,13 +587,10 @@ impl Protocol for ClockSiRep {
 
     fn new(env: &NodeEnv) -> Self {
         ClockSiRep {
-            env: env.clone(),
-            replica: Replica::default(),
-            ids: TxnIds::new(env.id),
+            core: Core::new(env),
             coordinated: FxHashMap::default(),
             aborted: FxHashMap::default(),
             session_floor: FxHashMap::default(),
-            decided: DecisionLog::default(),
             undurable: Vec::new(),
             precise_clock: precise_clock_setting(env),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
@@ -789,21 +598,18 @@ impl Protocol for ClockSiRep {
     }
 
     fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
-        let r = Replica::recover(env.id, records);
         ClockSiRep {
-            replica: r.replica,
-            decided: r.decided,
-            ids: r.ids,
+            core: Core::recover(env, records),
             ..ClockSiRep::new(env)
         }
     }
 
     fn checkpoint(&self, emit: &mut dyn FnMut(Self::Record)) {
-        self.replica.checkpoint(&self.decided, &self.ids, emit);
+        self.core.checkpoint(emit);
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
-        ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+        self.start(ctx);
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
@@ -834,55 +640,10 @@ impl Protocol for ClockSiRep {
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::Read(read) => self.serve_read(ctx, read),
-            Msg::ReadReply { txn, seq, result } => self.read_done(ctx, txn, seq, result),
-            Msg::Prepare {
-                txn,
-                snapshot,
-                partitions,
-            } => self.prepare(ctx, txn, snapshot, partitions),
-            Msg::ReplicatePrepare {
-                txn,
-                snapshot,
-                partition,
-                writes,
-            } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
-            Msg::Prepared { txn, ts, .. } => self.prepared(ctx, txn, ts),
-            Msg::Refused { txn, reason } => self.abort_everywhere(ctx, txn, reason),
-            Msg::Commit { txn, decision } => {
-                self.apply_commit(ctx, txn, decision);
-                ctx.send(from, Msg::CommitAck { txn });
-            }
-            Msg::Abort { txn } => self.apply_abort(ctx, txn),
-            Msg::CommitAck { txn } => self.decided.acknowledge(ctx, txn, from),
-            Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
-        }
+        self.handle_message(ctx, from, msg);
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
-        match timer {
-            Timer::Gc => {
-                for (txn, commit_ts, partitions) in std::mem::take(&mut self.undurable) {
-                    self.decide(ctx, txn, commit_ts, &partitions);
-                }
-                self.collect_garbage(ctx);
-                self.query_stale_prepares(ctx);
-                ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
-            }
-            Timer::ClockWait(read) => self.serve_read(ctx, read),
-            Timer::ReadTimeout { txn, seq } => {
-                self.read_done(ctx, txn, seq, Err(AbortReason::Timeout))
-            }
-            Timer::CommitTimeout(txn) => {
-                if self
-                    .coordinated
-                    .get(&txn)
-                    .is_some_and(|t| matches!(t.phase, Phase::Committing { .. }))
-                {
-                    self.abort_everywhere(ctx, txn, AbortReason::Timeout);
-                }
-            }
-        }
+        self.handle_timer(ctx, timer);
     }
 }

@@ -6,6 +6,9 @@
 //!   variants, DST-2PL, Calvin's deterministic locking).
 //! * [`replica`]: the participant side of two-phase commit with presumed abort as `clocksi-rep`
 //!   and STR share it (store, prepare records, serving lease, decision log, durable records).
+//! * [`two_phase`]: the 2PC machinery of that family (reads, prepares, commits and aborts,
+//!   termination, garbage collection, message and timer dispatch) behind the hooks of
+//!   [`two_phase::Rules`], which each protocol fills in with its paper's rules.
 //! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
 //!   grouped by partition, the garbage-collection watermark).
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
@@ -13,4 +16,5 @@
 pub mod coordinator;
 pub mod locks;
 pub mod replica;
+pub mod two_phase;
 pub mod vclock;
