@@ -47,11 +47,17 @@
 //!
 //! Failures are handled as in `clocksi-rep`: participant timeouts, a termination protocol for
 //! long-prepared transactions with presumed abort, and a decision log kept until every replica
-//! acknowledged, all on the participant side shared with it ([`crate::common::replica`]), with the same
-//! write-ahead log records. Local-committed versions are durable prepare records of their node;
-//! after a crash their coordinator has forgotten them and the termination protocol aborts them. The cache
+//! acknowledged, with the same write-ahead log records ([`crate::common::replica`]).
+//! Local-committed versions are durable prepare records of their node; after a crash their
+//! coordinator has forgotten them and the termination protocol aborts them. The cache
 //! partition, dependencies and speculative outcomes are volatile: a client whose coordinator
 //! restarted learns that the outcome of its speculative commits is unknown.
+//!
+//! Like `clocksi-rep`, this module holds the paper's rules — visibility, certification, local
+//! commit, dependencies, final commit and cascading aborts — and fills in the hooks of
+//! [`Rules`]; serving reads, the masters' prepares and their replication, applying outcomes,
+//! termination and garbage collection are the family's shared machinery
+//! ([`crate::common::two_phase`]).
 //!
 //! The same engine, configured by a [`Flavor`], also runs the `planet` baseline (see
 //! [`crate::planet`]).
@@ -60,24 +66,19 @@
 //! local-committed version within the snapshot, wherever it comes from, without the cache
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
-use crate::common::coordinator::{Pending, group_by_partition, watermark};
-use crate::common::replica::{
-    self, Admit, DecisionLog, ParkedPrepare, ReadRequest, Record, Replica,
-};
-use crate::common::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
+use crate::common::coordinator::{Pending, group_by_partition};
+use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_of};
+use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
 use crate::registry::SpeculationOffer;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
-use augur_storage::{MvStore, VersionState};
+use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
-
-/// Keys examined per garbage-collection step.
-const GC_BATCH: usize = 2048;
 
 /// What distinguishes the protocols that run on this engine.
 pub trait Flavor: Send + 'static {
@@ -160,20 +161,18 @@ impl Mutant {
 }
 
 /// Per-key protocol metadata: PreciseClock's `LastReader` and what waits on the key.
-pub type KeyMeta = replica::KeyMeta<Waiter>;
+pub type KeyMeta = two_phase::KeyMeta<LocalCertification>;
 
-/// What waits for a key's uncommitted versions to resolve.
+/// What waits for a key's uncommitted versions to resolve: reads, remote transactions'
+/// prepares parked by wait-die, and STR's own kind, [`LocalCertification`].
+pub type Waiter = two_phase::Waiter<LocalCertification>;
+
+/// A local transaction's local certification, parked here by wait-die.
 #[derive(Debug)]
-pub enum Waiter {
-    Read(ReadRequest),
-    /// A remote transaction's prepare parked here (wait-die).
-    Prepare(TxnId),
-    /// A local transaction's local certification parked here (wait-die).
-    LocalCommit(TxnId),
-}
+pub struct LocalCertification(pub TxnId);
 
 /// Where a read's value came from, as the coordinator needs it.
-enum Source {
+pub enum Source {
     /// A final-committed version (or none) with this timestamp.
     Committed(Timestamp),
     /// A local-committed version of this local transaction.
@@ -315,10 +314,8 @@ impl SpeculationCounters {
 
 /// One node running STR (or another [`Flavor`] of it).
 pub struct Engine<F: Flavor> {
-    env: NodeEnv,
-    /// The participant side: store, prepare records, parked prepares, lease, watermark.
-    replica: Replica<KeyMeta>,
-    ids: TxnIds,
+    /// The participant side, transaction ids and the decision log.
+    core: Core<LocalCertification, FinalCommit>,
     coordinated: FxHashMap<TxnId, CoordTxn>,
     /// Transactions aborted here, when and why, kept for `gc_retention`: a late prepare is
     /// ignored, and a client whose transaction was aborted between its requests (a cascade)
@@ -332,8 +329,6 @@ pub struct Engine<F: Flavor> {
     cache_readers: FxHashMap<Key, Timestamp>,
     clients: FxHashMap<ClientId, ClientState>,
     outcomes: FxHashMap<TxnId, SpecOutcome>,
-    /// Commit decisions of transactions coordinated here, until every replica applied them.
-    decided: DecisionLog<FinalCommit>,
     counters: SpeculationCounters,
     mutant: Option<Mutant>,
     flavor: PhantomData<F>,
@@ -341,7 +336,7 @@ pub struct Engine<F: Flavor> {
 
 impl<F: Flavor> Engine<F> {
     pub fn store(&self) -> &MvStore<KeyMeta> {
-        &self.replica.store
+        &self.core.replica.store
     }
 
     pub fn counters(&self) -> SpeculationCounters {
@@ -349,7 +344,7 @@ impl<F: Flavor> Engine<F> {
     }
 
     fn id(&self) -> NodeId {
-        self.env.id
+        self.core.id()
     }
 
     fn naive(&self) -> bool {
@@ -357,7 +352,7 @@ impl<F: Flavor> Engine<F> {
     }
 
     fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool, spec: bool) {
-        let txn = self.ids.allocate(ctx);
+        let txn = self.core.ids.allocate(ctx);
         let client = self.clients.entry(pending.client).or_default();
         let snapshot = ctx.now().max(client.floor);
         let in_fd = client
@@ -420,8 +415,8 @@ impl<F: Flavor> Engine<F> {
             snapshot: t.snapshot,
             speculative: t.speculative,
         };
-        let partition = self.env.placement.partition_of(&read.key);
-        if self.env.placement.replicates(self.id(), partition) {
+        let partition = self.core.env.placement.partition_of(&read.key);
+        if self.core.env.placement.replicates(self.id(), partition) {
             return self.serve_read(ctx, read);
         }
         // A non-local key: the cache partition first (§6.2), so a local unsafe transaction's
@@ -435,10 +430,7 @@ impl<F: Flavor> Engine<F> {
             let (value, writer) = (c.value.clone(), c.writer);
             return self.read_done(ctx, txn, read.seq, Ok((value, Source::Speculative(writer))));
         }
-        let replica = self.env.placement.closest_replica(self.id(), partition);
-        let timeout = self.env.options.participant_timeout;
-        ctx.set_timer(timeout, Timer::ReadTimeout { txn, seq: read.seq });
-        ctx.send(replica, Msg::Read(read));
+        self.read_remotely(ctx, read, partition);
     }
 
     /// The newest cached version of `key` within `snapshot`.
@@ -448,134 +440,6 @@ impl<F: Flavor> Engine<F> {
             .iter()
             .filter(|c| c.local_commit_ts <= snapshot)
             .max_by_key(|c| c.local_commit_ts)
-    }
-
-    /// Serve a read at this replica (Alg. 2 `readFrom`), or park it until it can be served.
-    fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
-        let read = match self.replica.admit_read(ctx, read, true) {
-            Admit::Serve(read) => read,
-            Admit::TooOld(read) => {
-                return self.finish_read(ctx, read, Err(AbortReason::SnapshotTooOld));
-            }
-            Admit::Later => return,
-        };
-        let naive = self.naive();
-        let local = read.txn.coordinator() == self.id();
-        let entry = self.replica.store.entry(&read.key);
-        entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
-        // The newest uncommitted version within the snapshot decides: readable speculatively,
-        // or a reason to wait for its outcome.
-        let mut blocked = false;
-        let mut speculative: Option<(Timestamp, TxnId, Option<Value>)> = None;
-        for v in entry.uncommitted() {
-            if v.writer == read.txn || v.ts > read.snapshot {
-                continue;
-            }
-            let readable = naive
-                || (v.state == VersionState::LocalCommitted
-                    && local
-                    && read.speculative
-                    && self.coordinated.contains_key(&v.writer));
-            if !readable {
-                blocked = true;
-            } else if speculative.as_ref().is_none_or(|(ts, ..)| v.ts > *ts) {
-                speculative = Some((v.ts, v.writer, v.value.clone()));
-            }
-        }
-        if blocked {
-            entry.meta.waiters.push(Waiter::Read(read));
-            return;
-        }
-        let committed = entry.read_at(read.snapshot);
-        let result = match (speculative, committed) {
-            (Some((ts, writer, value)), c) if c.is_none_or(|c| c.ts <= ts) => {
-                if local && self.coordinated.contains_key(&writer) {
-                    (value, Source::Speculative(writer))
-                } else {
-                    // Only the naive mutant gets here: a prepared version read as if final.
-                    (value, Source::Committed(ts))
-                }
-            }
-            (_, Some(c)) => (c.value.clone(), Source::Committed(c.ts)),
-            (_, None) => (None, Source::Committed(Timestamp::ZERO)),
-        };
-        self.finish_read(ctx, read, Ok(result));
-    }
-
-    fn finish_read(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        read: ReadRequest,
-        result: Result<(Option<Value>, Source), AbortReason>,
-    ) {
-        let coordinator = read.txn.coordinator();
-        if coordinator == self.id() {
-            return self.read_done(ctx, read.txn, read.seq, result);
-        }
-        let result = result.map(|(value, source)| match source {
-            Source::Committed(ts) => (value, ts),
-            // Remote readers are never served speculatively.
-            Source::Speculative(_) => unreachable!("speculative read served to a remote reader"),
-        });
-        ctx.send(
-            coordinator,
-            Msg::ReadReply {
-                txn: read.txn,
-                seq: read.seq,
-                result,
-            },
-        );
-    }
-
-    /// A read's value reached the coordinator (Alg. 1 l. 13–15).
-    fn read_done(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        seq: u32,
-        result: Result<(Option<Value>, Source), AbortReason>,
-    ) {
-        let Some(t) = self.coordinated.get(&txn) else {
-            return;
-        };
-        if t.read_seq != seq || !matches!(t.phase, Phase::Executing) || t.pending.is_none() {
-            return;
-        }
-        let (value, source) = match result {
-            Ok(r) => r,
-            Err(reason) => return self.abort_txn(ctx, txn, reason),
-        };
-        let (olc_entry, ffc) = match source {
-            Source::Committed(ts) => (None, ts),
-            Source::Speculative(writer) => {
-                let w = self
-                    .coordinated
-                    .get_mut(&writer)
-                    .expect("served only if known");
-                if !w.out_dd.contains(&txn) {
-                    w.out_dd.push(txn);
-                }
-                let olc = w.min_olc();
-                self.counters.speculative_reads += 1;
-                ((olc < Timestamp::MAX).then_some((writer, olc)), w.ffc)
-            }
-        };
-        let t = self.coordinated.get_mut(&txn).expect("present");
-        t.last_active = ctx.now();
-        if let Source::Speculative(writer) = source
-            && !t.in_dd.contains(&writer)
-        {
-            t.in_dd.push(writer);
-        }
-        if let Some(entry) = olc_entry {
-            t.olc.push(entry);
-        }
-        t.ffc = t.ffc.max(ffc);
-        t.parked_read = Some(value);
-        if t.min_olc() < t.ffc && !self.naive() {
-            self.counters.parked_reads += 1;
-        }
-        self.release_read(ctx, txn);
     }
 
     /// Answer a held-back read once the transaction's snapshot can take it: min(OLC) ≥ FFC.
@@ -640,7 +504,7 @@ impl<F: Flavor> Engine<F> {
     fn local_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, writes: Writes) {
         let t = self.coordinated.get(&txn).expect("caller checked");
         let (snapshot, speculative) = (t.snapshot, t.speculative);
-        let placement = self.env.placement.clone();
+        let placement = self.core.env.placement.clone();
         let me = self.id();
         let grouped = group_by_partition(&placement, writes);
         let mut depends: Vec<TxnId> = Vec::new();
@@ -648,7 +512,7 @@ impl<F: Flavor> Engine<F> {
             let local = placement.replicates(me, *p);
             for (key, _) in writes {
                 let verdict = if local {
-                    self.certify(txn, snapshot, speculative, key)
+                    self.certify_write(txn, snapshot, speculative, key)
                 } else {
                     self.certify_cached(txn, snapshot, speculative, key)
                 };
@@ -661,12 +525,7 @@ impl<F: Flavor> Engine<F> {
                     }
                     Verdict::Wait(key) => {
                         let writes = grouped.into_values().flatten().collect();
-                        self.replica
-                            .store
-                            .entry(&key)
-                            .meta
-                            .waiters
-                            .push(Waiter::LocalCommit(txn));
+                        self.park(&key, Waiter::Own(LocalCertification(txn)));
                         let t = self.coordinated.get_mut(&txn).expect("present");
                         t.phase = Phase::Certifying { writes };
                         return;
@@ -713,7 +572,7 @@ impl<F: Flavor> Engine<F> {
         if !local_writes.is_empty() {
             // The local replicas' vote: durable before the prepares that follow leave.
             let state = VersionState::LocalCommitted;
-            (self.replica).install(ctx, txn, snapshot, local_commit_ts, state, &local_writes);
+            (self.core.replica).install(ctx, txn, snapshot, local_commit_ts, state, &local_writes);
         }
         // Overwriting a local-committed version in the snapshot depends on it as a read would.
         let mut dependency_state = Vec::new();
@@ -764,36 +623,9 @@ impl<F: Flavor> Engine<F> {
         self.externalize(ctx, txn);
         // Global certification (Alg. 1 l. 28): one prepare per remote master; partitions this
         // node masters replicate straight to their slaves.
-        let mut by_master: Vec<(NodeId, Vec<(PartitionId, Writes)>)> = Vec::new();
-        for (p, w) in grouped {
-            let master = placement.master(p);
-            if master == me {
-                for &slave in placement.slaves(p) {
-                    let msg = Msg::ReplicatePrepare {
-                        txn,
-                        snapshot,
-                        partition: p,
-                        writes: w.clone(),
-                    };
-                    ctx.send(slave, msg);
-                }
-                continue;
-            }
-            match by_master.iter_mut().find(|(m, _)| *m == master) {
-                Some((_, parts)) => parts.push((p, w)),
-                None => by_master.push((master, vec![(p, w)])),
-            }
-        }
-        for (master, partitions) in by_master {
-            let msg = Msg::Prepare {
-                txn,
-                snapshot,
-                partitions,
-            };
-            ctx.send(master, msg);
-        }
+        self.send_prepares(ctx, txn, snapshot, grouped);
         ctx.set_timer(
-            self.env.options.participant_timeout,
+            self.core.env.options.participant_timeout,
             Timer::CommitTimeout(txn),
         );
         self.try_final_commit(ctx, txn);
@@ -825,16 +657,16 @@ impl<F: Flavor> Engine<F> {
         pending.answer(ctx, ClientReply::SpecCommitted { local_commit_ts });
     }
 
-    /// A proposal for pre-committing `writes` here (see [`Replica::propose`]).
-    fn propose(&mut self, now: Timestamp, snapshot: Timestamp, writes: &Writes) -> Timestamp {
-        let keys = writes.iter().map(|(key, _)| key);
-        (self.replica).propose(now, snapshot, F::PRECISE_CLOCK, keys)
-    }
-
     /// Certify one write of `txn` against this replica's versions of `key` (Alg. 2 l. 16–18,
     /// with wait-die on prepared versions).
-    fn certify(&self, txn: TxnId, snapshot: Timestamp, speculative: bool, key: &Key) -> Verdict {
-        let Some(entry) = self.replica.store.get(key) else {
+    fn certify_write(
+        &self,
+        txn: TxnId,
+        snapshot: Timestamp,
+        speculative: bool,
+        key: &Key,
+    ) -> Verdict {
+        let Some(entry) = self.core.replica.store.get(key) else {
             return Verdict::Free;
         };
         if entry.latest_committed().is_some_and(|v| v.ts > snapshot) {
@@ -858,13 +690,7 @@ impl<F: Flavor> Engine<F> {
                 // A concurrent local transaction got there first.
                 return Verdict::Abort(AbortReason::WriteWriteConflict);
             }
-            let holder = self
-                .replica
-                .participants
-                .get(&v.writer)
-                .map(|p| p.snapshot)
-                .unwrap_or_default();
-            if (snapshot, txn) < (holder, v.writer) {
+            if self.core.may_wait(txn, snapshot, v.writer) {
                 return Verdict::Wait(key.clone());
             }
             return Verdict::Abort(AbortReason::WaitDie);
@@ -895,142 +721,6 @@ impl<F: Flavor> Engine<F> {
             verdict = Verdict::DependsOn(c.writer);
         }
         verdict
-    }
-
-    /// Master-side certification and pre-commit of a remote transaction's `partitions`.
-    fn prepare(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        snapshot: Timestamp,
-        partitions: Vec<(PartitionId, Writes)>,
-    ) {
-        if self.aborted.contains_key(&txn) {
-            return;
-        }
-        for (_, writes) in &partitions {
-            for (key, _) in writes {
-                match self.certify(txn, snapshot, false, key) {
-                    Verdict::Free | Verdict::DependsOn(_) => {}
-                    Verdict::Wait(key) => {
-                        self.replica
-                            .store
-                            .entry(&key)
-                            .meta
-                            .waiters
-                            .push(Waiter::Prepare(txn));
-                        self.replica.parked.insert(
-                            txn,
-                            ParkedPrepare {
-                                snapshot,
-                                partitions,
-                            },
-                        );
-                        return;
-                    }
-                    Verdict::Abort(reason) => {
-                        self.counters.master_refusals += 1;
-                        return ctx.send(txn.coordinator(), Msg::Refused { txn, reason });
-                    }
-                }
-            }
-        }
-        for (partition, writes) in partitions {
-            let ts = self.propose(ctx.now(), snapshot, &writes);
-            self.install_prepared(ctx, txn, snapshot, ts, &writes);
-            ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
-            // The coordinator's own replica local committed already.
-            for &slave in self.env.placement.slaves(partition) {
-                if slave != txn.coordinator() {
-                    let msg = Msg::ReplicatePrepare {
-                        txn,
-                        snapshot,
-                        partition,
-                        writes: writes.clone(),
-                    };
-                    ctx.send(slave, msg);
-                }
-            }
-        }
-    }
-
-    /// A slave installs a replicated prepare (Alg. 2 l. 31–36), first aborting its own
-    /// local-committed transactions that conflict with it: the master ordered this one first.
-    fn replicate_prepare(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        snapshot: Timestamp,
-        partition: PartitionId,
-        writes: Writes,
-    ) {
-        if self.aborted.contains_key(&txn) {
-            return;
-        }
-        let me = self.id();
-        if txn.coordinator() == me {
-            // Our own transaction, local committed here already.
-            return;
-        }
-        let mut losers: Vec<TxnId> = Vec::new();
-        for (key, _) in &writes {
-            if let Some(entry) = self.replica.store.get(key) {
-                for v in entry.uncommitted() {
-                    if v.writer != txn
-                        && v.writer.coordinator() == me
-                        && v.state == VersionState::LocalCommitted
-                        && !losers.contains(&v.writer)
-                    {
-                        losers.push(v.writer);
-                    }
-                }
-            }
-        }
-        for loser in losers {
-            self.counters.slave_evictions += 1;
-            self.abort_txn(ctx, loser, AbortReason::WriteWriteConflict);
-        }
-        let ts = self.propose(ctx.now(), snapshot, &writes);
-        self.install_prepared(ctx, txn, snapshot, ts, &writes);
-        ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
-    }
-
-    fn install_prepared(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        snapshot: Timestamp,
-        ts: Timestamp,
-        writes: &Writes,
-    ) {
-        let state = VersionState::Prepared;
-        self.replica.install(ctx, txn, snapshot, ts, state, writes);
-    }
-
-    /// A remote replica's proposal reached the coordinator.
-    fn prepared(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        partition: PartitionId,
-        from: NodeId,
-        ts: Timestamp,
-    ) {
-        let Some(t) = self.coordinated.get_mut(&txn) else {
-            return;
-        };
-        let Phase::LocalCommitted {
-            awaiting,
-            commit_ts,
-            ..
-        } = &mut t.phase
-        else {
-            return;
-        };
-        if awaiting.remove(&(partition, from)) {
-            *commit_ts = (*commit_ts).max(ts);
-        }
-        self.try_final_commit(ctx, txn);
     }
 
     /// Final commit once every replica proposed and every dependency final committed
@@ -1097,25 +787,18 @@ impl<F: Flavor> Engine<F> {
         self.uncache(txn, &t.cached);
         let reply = ClientReply::Committed { commit_ts };
         self.deliver(ctx, txn, t.externalized, t.pending, reply);
-        if !partitions.is_empty() {
-            // The decision is logged before anyone hears of it, so a replica that asks later
-            // learns the same outcome.
-            let me = self.id();
-            let mut unacknowledged = Vec::new();
-            let decision = FinalCommit {
-                commit_ts,
-                read_floor,
-            };
-            for node in replicas_of(&self.env.placement, &partitions) {
-                if node == me {
-                    self.apply_commit(ctx, txn, commit_ts, Timestamp::ZERO);
-                } else {
-                    ctx.send(node, Msg::Commit { txn, decision });
-                    unacknowledged.push(node);
-                }
-            }
-            self.decided.decide(ctx, txn, decision, unacknowledged);
-        }
+        // The decision is logged before anyone hears of it, so a replica that asks later learns
+        // the same outcome. Its read floor matters only elsewhere: the cache partition holds
+        // keys this node does not replicate.
+        let decision = FinalCommit {
+            commit_ts,
+            read_floor,
+        };
+        let here = FinalCommit {
+            commit_ts,
+            read_floor: Timestamp::ZERO,
+        };
+        self.decide(ctx, txn, decision, here, &partitions);
         // Every transaction this commit dooms, and their dependants, form one cascade.
         let mut victims = 0;
         self.counters.overrun_dependants += doomed.len() as u64;
@@ -1151,10 +834,10 @@ impl<F: Flavor> Engine<F> {
                 work.push((next, AbortReason::CascadingAbort));
             }
             self.aborted.insert(id, (ctx.now(), reason));
-            self.replica.parked.remove(&id);
+            self.core.replica.parked.remove(&id);
             self.uncache(id, &t.cached);
             if let Phase::LocalCommitted { partitions, .. } = &t.phase {
-                for node in replicas_of(&self.env.placement, partitions) {
+                for node in replicas_of(&self.core.env.placement, partitions) {
                     if node != self.id() {
                         ctx.send(node, Msg::Abort { txn: id });
                     }
@@ -1239,116 +922,6 @@ impl<F: Flavor> Engine<F> {
             }
         }
     }
-
-    /// A replica asks what became of `txn`, which it holds prepared.
-    fn answer_query(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, replica: NodeId) {
-        let running = self.coordinated.contains_key(&txn);
-        match outcome_for(&self.decided, txn, running) {
-            Some(Msg::Abort { .. }) if replica == self.id() => self.apply_abort(ctx, txn),
-            Some(msg) => ctx.send(replica, msg),
-            None => {}
-        }
-    }
-
-    /// Ask coordinators about transactions prepared here for too long.
-    fn query_stale_prepares(&mut self, ctx: &mut Ctx<'_, Self>) {
-        let patience = self.env.options.participant_timeout;
-        let me = self.id();
-        for txn in self.replica.query_overdue(ctx, patience) {
-            self.answer_query(ctx, txn, me);
-        }
-    }
-
-    fn apply_commit(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        commit_ts: Timestamp,
-        read_floor: Timestamp,
-    ) {
-        // Before anyone can overwrite a version: a later writer's proposal then lands above
-        // every snapshot that read it from the cache partition (SPSI-1).
-        let raise = |entry: &mut augur_storage::KeyEntry<KeyMeta>| {
-            entry.meta.last_reader = entry.meta.last_reader.max(read_floor);
-        };
-        if let Some(keys) = self.replica.commit(ctx, txn, commit_ts, raise) {
-            self.wake(ctx, keys);
-        }
-    }
-
-    fn apply_abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
-        self.aborted
-            .entry(txn)
-            .or_insert((ctx.now(), AbortReason::CascadingAbort));
-        if self.coordinated.contains_key(&txn) {
-            // Our own transaction, still running: abort it with its dependants.
-            self.replica.parked.remove(&txn);
-            return self.abort_txn(ctx, txn, AbortReason::TransactionLost);
-        }
-        if let Some(keys) = self.replica.abort(ctx, txn) {
-            self.wake(ctx, keys);
-        }
-    }
-
-    /// Re-run everything that waited on `keys` now that an uncommitted version there resolved.
-    fn wake(&mut self, ctx: &mut Ctx<'_, Self>, keys: Vec<Key>) {
-        for key in keys {
-            let Some(entry) = self.replica.store.get_mut(&key) else {
-                continue;
-            };
-            for waiter in std::mem::take(&mut entry.meta.waiters) {
-                match waiter {
-                    Waiter::Read(read) => self.serve_read(ctx, read),
-                    Waiter::Prepare(txn) => {
-                        if let Some(p) = self.replica.parked.remove(&txn) {
-                            self.prepare(ctx, txn, p.snapshot, p.partitions);
-                        }
-                    }
-                    Waiter::LocalCommit(txn) => {
-                        let Some(t) = self.coordinated.get_mut(&txn) else {
-                            continue;
-                        };
-                        let Phase::Certifying { writes } =
-                            std::mem::replace(&mut t.phase, Phase::Executing)
-                        else {
-                            continue;
-                        };
-                        self.local_commit(ctx, txn, writes);
-                    }
-                }
-            }
-        }
-    }
-
-    fn collect_garbage(&mut self, ctx: &mut Ctx<'_, Self>) {
-        let now = ctx.now();
-        let retention = self.env.options.gc_retention;
-        let floor = now.saturating_sub(retention);
-        let idle_limit = now.saturating_sub(self.env.options.idle_txn_timeout);
-        // Transactions whose client vanished mid-execution are dropped; nothing of theirs was
-        // installed anywhere, since writes travel only with the commit. Nobody depends on an
-        // executing transaction.
-        let idle: Vec<TxnId> = self
-            .coordinated
-            .iter()
-            .filter(|(_, t)| {
-                matches!(t.phase, Phase::Executing)
-                    && t.pending.is_none()
-                    && t.last_active < idle_limit
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for txn in idle {
-            self.coordinated.remove(&txn);
-        }
-        self.outcomes.retain(|_, o| o.at >= idle_limit);
-        let wm = watermark(floor, self.coordinated.values().map(|t| t.snapshot));
-        self.replica.collect_garbage(wm, GC_BATCH);
-        // Snapshots below the watermark belong to no running transaction of this node.
-        let wm = self.replica.gc_watermark;
-        self.cache_readers.retain(|_, ts| *ts >= wm);
-        self.aborted.retain(|_, (at, _)| *at >= floor);
-    }
 }
 
 /// What certifying one write found.
@@ -1361,6 +934,281 @@ enum Verdict {
     Abort(AbortReason),
 }
 
+impl<F: Flavor> Rules for Engine<F> {
+    type Decision = FinalCommit;
+    type Remote = (Option<Value>, Timestamp);
+    type Local = (Option<Value>, Source);
+    type Own = LocalCertification;
+
+    const COORDINATOR_INSTALLS: bool = true;
+    const CONVENTIONS: Conventions = Conventions {
+        one_proposal_per_master: false,
+        aborts_own_overdue_locally: true,
+        logs_decision_first: false,
+    };
+
+    fn core(&self) -> &Core<LocalCertification, FinalCommit> {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut Core<LocalCertification, FinalCommit> {
+        &mut self.core
+    }
+
+    /// Alg. 2 `readFrom`: the newest version within the snapshot, which may be a same-node
+    /// transaction's local-committed one for a speculative local reader; any other
+    /// uncommitted version within the snapshot makes the read wait.
+    fn visible(&mut self, read: &ReadRequest) -> Visible<(Option<Value>, Source)> {
+        let naive = self.naive();
+        let local = read.txn.coordinator() == self.id();
+        let entry = self.core.replica.store.entry(&read.key);
+        entry.meta.last_reader = entry.meta.last_reader.max(read.snapshot);
+        // The newest uncommitted version within the snapshot decides: readable speculatively,
+        // or a reason to wait for its outcome.
+        let mut blocked = false;
+        let mut speculative: Option<(Timestamp, TxnId, Option<Value>)> = None;
+        for v in entry.uncommitted() {
+            if v.writer == read.txn || v.ts > read.snapshot {
+                continue;
+            }
+            let readable = naive
+                || (v.state == VersionState::LocalCommitted
+                    && local
+                    && read.speculative
+                    && self.coordinated.contains_key(&v.writer));
+            if !readable {
+                blocked = true;
+            } else if speculative.as_ref().is_none_or(|(ts, ..)| v.ts > *ts) {
+                speculative = Some((v.ts, v.writer, v.value.clone()));
+            }
+        }
+        if blocked {
+            return Visible::Wait;
+        }
+        let committed = entry.read_at(read.snapshot);
+        Visible::Read(match (speculative, committed) {
+            (Some((ts, writer, value)), c) if c.is_none_or(|c| c.ts <= ts) => {
+                if local && self.coordinated.contains_key(&writer) {
+                    (value, Source::Speculative(writer))
+                } else {
+                    // Only the naive mutant gets here: a prepared version read as if final.
+                    (value, Source::Committed(ts))
+                }
+            }
+            (_, Some(c)) => (c.value.clone(), Source::Committed(c.ts)),
+            (_, None) => (None, Source::Committed(Timestamp::ZERO)),
+        })
+    }
+
+    fn to_remote((value, source): (Option<Value>, Source)) -> (Option<Value>, Timestamp) {
+        match source {
+            Source::Committed(ts) => (value, ts),
+            // Remote readers are never served speculatively.
+            Source::Speculative(_) => unreachable!("speculative read served to a remote reader"),
+        }
+    }
+
+    fn from_remote((value, ts): (Option<Value>, Timestamp)) -> (Option<Value>, Source) {
+        (value, Source::Committed(ts))
+    }
+
+    /// A read's value reached the coordinator (Alg. 1 l. 13–15).
+    fn read_done(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        seq: u32,
+        result: Result<(Option<Value>, Source), AbortReason>,
+    ) {
+        let Some(t) = self.coordinated.get(&txn) else {
+            return;
+        };
+        if t.read_seq != seq || !matches!(t.phase, Phase::Executing) || t.pending.is_none() {
+            return;
+        }
+        let (value, source) = match result {
+            Ok(r) => r,
+            Err(reason) => return self.abort_txn(ctx, txn, reason),
+        };
+        let (olc_entry, ffc) = match source {
+            Source::Committed(ts) => (None, ts),
+            Source::Speculative(writer) => {
+                let w = self
+                    .coordinated
+                    .get_mut(&writer)
+                    .expect("served only if known");
+                if !w.out_dd.contains(&txn) {
+                    w.out_dd.push(txn);
+                }
+                let olc = w.min_olc();
+                self.counters.speculative_reads += 1;
+                ((olc < Timestamp::MAX).then_some((writer, olc)), w.ffc)
+            }
+        };
+        let t = self.coordinated.get_mut(&txn).expect("present");
+        t.last_active = ctx.now();
+        if let Source::Speculative(writer) = source
+            && !t.in_dd.contains(&writer)
+        {
+            t.in_dd.push(writer);
+        }
+        if let Some(entry) = olc_entry {
+            t.olc.push(entry);
+        }
+        t.ffc = t.ffc.max(ffc);
+        t.parked_read = Some(value);
+        if t.min_olc() < t.ffc && !self.naive() {
+            self.counters.parked_reads += 1;
+        }
+        self.release_read(ctx, txn);
+    }
+
+    fn aborted_here(&self, txn: TxnId) -> bool {
+        self.aborted.contains_key(&txn)
+    }
+
+    /// A master certifies a remote transaction's write as local certification would, without
+    /// speculation: the coordinator's own replicas took care of that.
+    fn certify(&self, txn: TxnId, snapshot: Timestamp, key: &Key) -> Certified {
+        match self.certify_write(txn, snapshot, false, key) {
+            Verdict::Free | Verdict::DependsOn(_) => Certified::Free,
+            Verdict::Wait(key) => Certified::Wait(key),
+            Verdict::Abort(reason) => Certified::Abort(reason),
+        }
+    }
+
+    fn refusing(&mut self, _txn: TxnId, _reason: AbortReason) {
+        self.counters.master_refusals += 1;
+    }
+
+    fn precise_clock(&self) -> bool {
+        F::PRECISE_CLOCK
+    }
+
+    /// A slave about to install a replicated prepare (Alg. 2 l. 31–36) first aborts its own
+    /// local-committed transactions that conflict with it: the master ordered this one first.
+    fn replicated_prepare_arrives(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, writes: &Writes) {
+        let me = self.id();
+        let mut losers: Vec<TxnId> = Vec::new();
+        for (key, _) in writes {
+            if let Some(entry) = self.core.replica.store.get(key) {
+                for v in entry.uncommitted() {
+                    if v.writer != txn
+                        && v.writer.coordinator() == me
+                        && v.state == VersionState::LocalCommitted
+                        && !losers.contains(&v.writer)
+                    {
+                        losers.push(v.writer);
+                    }
+                }
+            }
+        }
+        for loser in losers {
+            self.counters.slave_evictions += 1;
+            self.abort_txn(ctx, loser, AbortReason::WriteWriteConflict);
+        }
+    }
+
+    fn commit_ts(decision: &FinalCommit) -> Timestamp {
+        decision.commit_ts
+    }
+
+    /// Before anyone can overwrite a version: a later writer's proposal then lands above every
+    /// snapshot that read it from the cache partition (SPSI-1).
+    fn committing(decision: &FinalCommit, entry: &mut KeyEntry<KeyMeta>) {
+        entry.meta.last_reader = entry.meta.last_reader.max(decision.read_floor);
+    }
+
+    fn aborting(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) -> bool {
+        self.aborted
+            .entry(txn)
+            .or_insert((ctx.now(), AbortReason::CascadingAbort));
+        if !self.coordinated.contains_key(&txn) {
+            return false;
+        }
+        // Our own transaction, still running: abort it with its dependants.
+        self.core.replica.parked.remove(&txn);
+        self.abort_txn(ctx, txn, AbortReason::TransactionLost);
+        true
+    }
+
+    /// A local certification parked by wait-die runs again.
+    fn wake_own(&mut self, ctx: &mut Ctx<'_, Self>, LocalCertification(txn): LocalCertification) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return;
+        };
+        let Phase::Certifying { writes } = std::mem::replace(&mut t.phase, Phase::Executing) else {
+            return;
+        };
+        self.local_commit(ctx, txn, writes);
+    }
+
+    fn running(&self, txn: TxnId) -> bool {
+        self.coordinated.contains_key(&txn)
+    }
+
+    /// A remote replica's proposal reached the coordinator.
+    fn prepared(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        partition: PartitionId,
+        from: NodeId,
+        ts: Timestamp,
+    ) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return;
+        };
+        let Phase::LocalCommitted {
+            awaiting,
+            commit_ts,
+            ..
+        } = &mut t.phase
+        else {
+            return;
+        };
+        if awaiting.remove(&(partition, from)) {
+            *commit_ts = (*commit_ts).max(ts);
+        }
+        self.try_final_commit(ctx, txn);
+    }
+
+    fn abort_coordinated(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        self.abort_txn(ctx, txn, reason);
+    }
+
+    fn commit_timed_out(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let waiting_for_replicas = self.coordinated.get(&txn).is_some_and(
+            |t| matches!(&t.phase, Phase::LocalCommitted { awaiting, .. } if !awaiting.is_empty()),
+        );
+        if waiting_for_replicas {
+            self.abort_txn(ctx, txn, AbortReason::Timeout);
+        }
+    }
+
+    fn expire(&mut self, floor: Timestamp, idle_limit: Timestamp) {
+        // Transactions whose client vanished mid-execution are dropped; nothing of theirs was
+        // installed anywhere, since writes travel only with the commit. Nobody depends on an
+        // executing transaction.
+        self.coordinated.retain(|_, t| {
+            !(matches!(t.phase, Phase::Executing)
+                && t.pending.is_none()
+                && t.last_active < idle_limit)
+        });
+        self.outcomes.retain(|_, o| o.at >= idle_limit);
+        self.aborted.retain(|_, (at, _)| *at >= floor);
+    }
+
+    fn running_snapshots(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        self.coordinated.values().map(|t| t.snapshot)
+    }
+
+    fn collected(&mut self, watermark: Timestamp) {
+        // Snapshots below the watermark belong to no running transaction of this node.
+        self.cache_readers.retain(|_, ts| *ts >= watermark);
+    }
+}
+
 impl<F: Flavor> Protocol for Engine<F> {
     type Msg = Msg;
     type Timer = Timer;
@@ -1368,16 +1216,13 @@ impl<F: Flavor> Protocol for Engine<F> {
 
     fn new(env: &NodeEnv) -> Self {
         Engine {
-            env: env.clone(),
-            replica: Replica::default(),
-            ids: TxnIds::new(env.id),
+            core: Core::new(env),
             coordinated: FxHashMap::default(),
             aborted: FxHashMap::default(),
             cache: FxHashMap::default(),
             cache_readers: FxHashMap::default(),
             clients: FxHashMap::default(),
             outcomes: FxHashMap::default(),
-            decided: DecisionLog::default(),
             counters: SpeculationCounters::default(),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
             flavor: PhantomData,
@@ -1390,21 +1235,18 @@ impl<F: Flavor> Protocol for Engine<F> {
     /// outcomes — is volatile: a local-committed transaction whose coordinator restarted is
     /// forgotten there, and the termination protocol aborts it.
     fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
-        let r = Replica::recover(env.id, records);
         Engine {
-            replica: r.replica,
-            decided: r.decided,
-            ids: r.ids,
+            core: Core::recover(env, records),
             ..Engine::new(env)
         }
     }
 
     fn checkpoint(&self, emit: &mut dyn FnMut(Self::Record)) {
-        self.replica.checkpoint(&self.decided, &self.ids, emit);
+        self.core.checkpoint(emit);
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
-        ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
+        self.start(ctx);
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -1457,54 +1299,10 @@ impl<F: Flavor> Protocol for Engine<F> {
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::Read(read) => self.serve_read(ctx, read),
-            Msg::ReadReply { txn, seq, result } => {
-                let result = result.map(|(value, ts)| (value, Source::Committed(ts)));
-                self.read_done(ctx, txn, seq, result)
-            }
-            Msg::Prepare {
-                txn,
-                snapshot,
-                partitions,
-            } => self.prepare(ctx, txn, snapshot, partitions),
-            Msg::ReplicatePrepare {
-                txn,
-                snapshot,
-                partition,
-                writes,
-            } => self.replicate_prepare(ctx, txn, snapshot, partition, writes),
-            Msg::Prepared { txn, partition, ts } => self.prepared(ctx, txn, partition, from, ts),
-            Msg::Refused { txn, reason } => self.abort_txn(ctx, txn, reason),
-            Msg::Commit { txn, decision } => {
-                self.apply_commit(ctx, txn, decision.commit_ts, decision.read_floor);
-                ctx.send(from, Msg::CommitAck { txn });
-            }
-            Msg::Abort { txn } => self.apply_abort(ctx, txn),
-            Msg::CommitAck { txn } => self.decided.acknowledge(ctx, txn, from),
-            Msg::QueryOutcome { txn } => self.answer_query(ctx, txn, from),
-        }
+        self.handle_message(ctx, from, msg);
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
-        match timer {
-            Timer::Gc => {
-                self.collect_garbage(ctx);
-                self.query_stale_prepares(ctx);
-                ctx.set_timer(self.env.options.gc_interval, Timer::Gc);
-            }
-            Timer::ClockWait(read) => self.serve_read(ctx, read),
-            Timer::ReadTimeout { txn, seq } => {
-                self.read_done(ctx, txn, seq, Err(AbortReason::Timeout))
-            }
-            Timer::CommitTimeout(txn) => {
-                let waiting_for_replicas = self.coordinated.get(&txn).is_some_and(|t| {
-                    matches!(&t.phase, Phase::LocalCommitted { awaiting, .. } if !awaiting.is_empty())
-                });
-                if waiting_for_replicas {
-                    self.abort_txn(ctx, txn, AbortReason::Timeout);
-                }
-            }
-        }
+        self.handle_timer(ctx, timer);
     }
 }
