@@ -5,9 +5,11 @@
 //! transactions), the coordinator's decision log kept until every replica acknowledged, and the
 //! durable [`Record`]s these protocols write to their node's log and rebuild from.
 //!
-//! A protocol of the family keeps what differs: how it certifies a write, how it chooses a
-//! proposal, which versions a read may see, and everything its coordinator does besides
-//! deciding.
+//! This is the family's state and its durability; what a node does with it — serving reads,
+//! prepares, outcomes, termination, garbage collection — is [`super::two_phase`], and what
+//! differs between protocols (how a write is certified, whether proposals follow
+//! PreciseClock, which versions a read may see, what the coordinator does besides deciding) is
+//! each protocol's [`super::two_phase::Rules`].
 //!
 //! # What is durable, and why that is enough
 //!
