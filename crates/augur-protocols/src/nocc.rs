@@ -11,7 +11,7 @@
 
 use crate::common::coordinator::{Pending, group_by_partition};
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
 use augur_types::{RequestError, TxnId, Value};
@@ -80,7 +80,14 @@ pub struct Nocc {
 }
 
 impl Nocc {
-    fn apply(&mut self, txn: TxnId, ts: Timestamp, writes: Vec<(Key, Option<Value>)>) {
+    fn apply(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        ts: Timestamp,
+        writes: Vec<(Key, Option<Value>)>,
+    ) {
+        ctx.charge(Work::writes(writes.len()));
         for (key, value) in writes {
             self.store.entry(&key).put_committed(txn, ts, value);
         }
@@ -160,6 +167,7 @@ impl Protocol for Nocc {
                 };
                 let partition = self.env.placement.partition_of(&key);
                 if self.env.placement.replicates(self.env.id, partition) {
+                    ctx.charge(Work::reads(1));
                     let value = self.latest(&key);
                     return pending.answer(ctx, ClientReply::Value(value));
                 }
@@ -186,7 +194,7 @@ impl Protocol for Nocc {
                 for (p, writes) in grouped {
                     for &replica in placement.replicas(p) {
                         if replica == self.env.id {
-                            self.apply(txn, ts, writes.clone());
+                            self.apply(ctx, txn, ts, writes.clone());
                             self.applied(ctx, txn);
                         } else {
                             ctx.send(
@@ -219,12 +227,13 @@ impl Protocol for Nocc {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Read { txn, key } => {
+                ctx.charge(Work::reads(1));
                 let value = self.latest(&key);
                 ctx.send(from, Msg::ReadReply { txn, value });
             }
             Msg::ReadReply { txn, value } => self.answer_read(ctx, txn, value),
             Msg::Apply { txn, ts, writes } => {
-                self.apply(txn, ts, writes);
+                self.apply(ctx, txn, ts, writes);
                 ctx.send(from, Msg::Applied { txn });
             }
             Msg::Applied { txn } => self.applied(ctx, txn),

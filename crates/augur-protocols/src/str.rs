@@ -71,7 +71,7 @@ use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_
 use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
 use crate::registry::SpeculationOffer;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};
@@ -511,6 +511,8 @@ impl<F: Flavor> Engine<F> {
         for (p, writes) in &grouped {
             let local = placement.replicates(me, *p);
             for (key, _) in writes {
+                // Certifying a key reads its newest versions (or the cache's).
+                ctx.charge(Work::reads(1));
                 let verdict = if local {
                     self.certify_write(txn, snapshot, speculative, key)
                 } else {

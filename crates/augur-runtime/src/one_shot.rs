@@ -346,7 +346,7 @@ impl<P: Protocol> AtCoordinator<P> {
             .expect("a pending procedure waits on a request");
         // The procedure's own work, for the simulator's CPU model: the wrapped protocol
         // charges what serving the request costs it.
-        effects.work.steps += 1;
+        effects.work.steps = effects.work.steps.saturating_add(1);
         let id = RequestId(INTERNAL_REQUESTS | self.next_request);
         self.next_request += 1;
         let request = ClientRequest {

@@ -172,6 +172,30 @@ pub struct Work {
 }
 
 impl Work {
+    /// `n` versions read.
+    pub fn reads(n: usize) -> Work {
+        Work {
+            reads: n.try_into().unwrap_or(u32::MAX),
+            ..Work::default()
+        }
+    }
+
+    /// `n` versions written.
+    pub fn writes(n: usize) -> Work {
+        Work {
+            writes: n.try_into().unwrap_or(u32::MAX),
+            ..Work::default()
+        }
+    }
+
+    /// Work that holds `resource` while it runs.
+    pub fn on(resource: SerialResource) -> Work {
+        Work {
+            serial: Some(resource),
+            ..Work::default()
+        }
+    }
+
     /// `self` and `other` together (a wrapped protocol's work added to its wrapper's).
     pub fn plus(self, other: Work) -> Work {
         Work {

@@ -1109,6 +1109,9 @@ impl<P: Protocol> Simulation<P> {
 
     /// Poll every ready client task, then turn what they asked for into events.
     fn run_clients(&mut self) {
+        // Under the CPU model, the real time client code takes here is measured: the
+        // calibration of `cost.client` compares against it.
+        let started = self.config.cpu.map(|_| Instant::now());
         loop {
             let next = self.ready.lock().expect("ready").pop_front();
             let Some(id) = next else { break };
@@ -1127,6 +1130,9 @@ impl<P: Protocol> Simulation<P> {
                 std::mem::take(&mut sh.sleeps),
             )
         };
+        if let Some(started) = started {
+            self.accounts.client_time(started.elapsed());
+        }
         let client_work = self.config.cpu.is_some_and(|m| !m.cost.client.is_zero());
         for (to, request) in outgoing {
             let timeout_at = self.now_us + self.config.client_timeout.as_micros() as u64;
@@ -1137,9 +1143,24 @@ impl<P: Protocol> Simulation<P> {
                     request: request.id,
                 },
             );
-            if client_work {
+            // A client's work is charged once per transaction attempt, at the request that
+            // starts it: per operation it is about the same in both forms (the one-shot client
+            // replays its copy of the procedure over the reply).
+            let starts_attempt = matches!(
+                request.op,
+                ClientOp::Begin { .. } | ClientOp::Execute { .. }
+            );
+            if client_work && starts_attempt {
                 self.input(to, Job::ClientSend(request));
             } else {
+                if self.config.cpu.is_some() && starts_attempt {
+                    self.accounts.record(
+                        InputKind::Client,
+                        crate::Work::default(),
+                        Duration::ZERO,
+                        Duration::ZERO,
+                    );
+                }
                 self.schedule(
                     self.now_us + self.client_delay_us(),
                     Event::Request { to, request },
@@ -1511,6 +1532,53 @@ mod tests {
             ..SimConfig::new(1)
         };
         Simulation::new(placement, Arc::new(ProtocolOptions::default()), config)
+    }
+
+    /// With a CPU model: requests that arrive together at a node wait for a free core, and
+    /// each reply leaves when its request's modelled work is over.
+    #[test]
+    fn the_cpu_model_queues_work_for_the_cores() {
+        let replies_at = |cores: u32| {
+            let profile = LatencyProfile::named("lan").unwrap();
+            let placement = Arc::new(Placement::ring(profile, 2, 1).unwrap());
+            let mut settings = std::collections::BTreeMap::new();
+            settings.insert("cores".to_string(), cores.to_string());
+            settings.insert("cost.request".to_string(), "100".to_string());
+            for kind in ["message", "timer", "client"] {
+                settings.insert(format!("cost.{kind}"), "0".to_string());
+            }
+            let config = SimConfig {
+                cpu: CpuModel::from_settings(&settings).unwrap(),
+                ..SimConfig::new(1)
+            };
+            let mut options = ProtocolOptions::default();
+            options.settings.insert("log".into(), "off".into());
+            let mut s = Simulation::<Ping>::new(placement, Arc::new(options), config);
+            s.record_client_events();
+            for _ in 0..3 {
+                s.spawn_client(NodeId(0), |t| async move {
+                    let begin = ClientOp::Begin {
+                        read_only: false,
+                        speculative: false,
+                    };
+                    let _ = t.call(begin).await;
+                });
+            }
+            s.run_until(Duration::from_millis(5));
+            let report = s.cpu_report().unwrap();
+            assert_eq!(report.inputs["request"].count, 3);
+            let mut done: Vec<u64> = s
+                .client_events()
+                .iter()
+                .filter(|e| matches!(e.kind, ClientEventKind::Complete(_)))
+                .map(|e| e.at_us)
+                .collect();
+            done.sort();
+            done
+        };
+        // Requests arrive at 20 µs; each takes 100 µs of a core; replies take 20 µs back.
+        assert_eq!(replies_at(1), [140, 240, 340]);
+        assert_eq!(replies_at(2), [140, 140, 240]);
     }
 
     /// A client on node 0 sends two requests, 5 ms apart.

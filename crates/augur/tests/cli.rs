@@ -158,7 +158,7 @@ fn a_short_bench_writes_the_summary() {
 /// degrees the clients used.
 #[test]
 fn a_speculating_bench_reports_perceived_latency_and_speculation_counters() {
-    for transport in ["inproc", "tcp"] {
+    for transport in ["inproc", "tcp", "sim"] {
         let dir = tempfile::tempdir().unwrap();
         let out = augur(&[
             "bench",
@@ -174,7 +174,7 @@ fn a_speculating_bench_reports_perceived_latency_and_speculation_counters() {
             "0.5",
             "--clients",
             "3",
-            "--transport",
+            "--runtime",
             transport,
             "--out",
             dir.path().to_str().unwrap(),
@@ -204,6 +204,101 @@ fn a_speculating_bench_reports_perceived_latency_and_speculation_counters() {
         assert!(perceived > 0.0 && perceived < final_p50, "{transport}: {s}");
         assert_eq!(s["degree_timeline"][0][1], "reads+commits:2");
         assert_eq!(results[2]["speculation"], "commits:1");
+    }
+}
+
+/// `--runtime sim` runs the benchmark in virtual time with a CPU model: its results say they
+/// are modelled, carry the model's accounts, pass the workload's audit, and repeat exactly
+/// with the same seed; fewer cores model less throughput; bad model settings are refused.
+#[test]
+fn a_simulated_bench_is_modelled_checked_and_repeatable() {
+    let run = |cores: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = augur(&[
+            "bench",
+            "--runtime",
+            "sim",
+            "--protocol",
+            "clocksi-rep",
+            "--workload",
+            "bank",
+            "--check",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--clients",
+            "4",
+            "--set",
+            &format!("sim.cores={cores}"),
+            "--out",
+            dir.path().to_str().unwrap(),
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("MODELLED in virtual time"), "{stdout}");
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["config"]["runtime"], "sim");
+        summary["results"][0].clone()
+    };
+    // Everything but the real time the handlers took in this process is modelled.
+    let modelled = |mut result: serde_json::Value| {
+        if let Some(inputs) = result["modelled_cpu"]["inputs"].as_object_mut() {
+            for kind in inputs.values_mut() {
+                kind.as_object_mut().unwrap().remove("measured_us");
+            }
+        }
+        result
+    };
+    let one = modelled(run("1"));
+    assert_eq!(one, modelled(run("1")), "the same seed models the same run");
+    assert!(
+        one["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["passed"] == true)
+    );
+    let cpu = &one["modelled_cpu"];
+    assert_eq!(cpu["model"]["cores"], 1);
+    assert!(
+        cpu["inputs"]["request"]["count"].as_u64().unwrap() > 0,
+        "{cpu}"
+    );
+    assert!(
+        cpu["inputs"]["message"]["writes"].as_u64().unwrap() > 0,
+        "{cpu}"
+    );
+    let busy = cpu["utilization"][0].as_f64().unwrap();
+    assert!(busy > 0.0 && busy <= 1.0, "{cpu}");
+    let unlimited = run("unlimited");
+    assert!(unlimited["modelled_cpu"].is_null());
+    assert!(
+        unlimited["throughput_tps"].as_f64().unwrap() > one["throughput_tps"].as_f64().unwrap(),
+        "one core per node models less throughput than unlimited ones"
+    );
+
+    for (args, says) in [
+        (
+            &["--runtime", "sim", "--set", "sim.cores=0"][..],
+            "sim.cores",
+        ),
+        (
+            &["--runtime", "sim", "--set", "sim.cost.disk=1"][..],
+            "unknown simulator setting",
+        ),
+        (&["--set", "sim.cores=4"][..], "need --runtime sim"),
+    ] {
+        let out = augur(&[&["bench"][..], args].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
 

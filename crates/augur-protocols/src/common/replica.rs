@@ -36,8 +36,8 @@
 //! out; its prepares are presumed aborted), waiting reads and parked prepares (their
 //! coordinators time out), session floors, and STR's speculative state.
 
-use augur_runtime::Ctx;
 use augur_runtime::Protocol;
+use augur_runtime::{Ctx, Work};
 use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, Key, NodeId, PartitionId, Placement, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
@@ -321,6 +321,7 @@ impl<M> Replica<M> {
             state,
             writes: writes.clone(),
         });
+        ctx.charge(Work::writes(writes.len()));
         let participant = participant(&mut self.participants, txn, snapshot, ctx.now());
         for (key, value) in writes {
             self.store.entry(key).install(txn, ts, state, value.clone());
@@ -346,10 +347,12 @@ impl<M> Replica<M> {
             return None;
         }
         ctx.persist(Record::Committed { txn, commit_ts });
-        self.resolve(txn, |entry| {
+        let keys = self.resolve(txn, |entry| {
             entry.commit(txn, commit_ts);
             each(entry);
-        })
+        });
+        ctx.charge(Work::writes(keys.as_ref().map_or(0, Vec::len)));
+        keys
     }
 
     /// Drop `txn`'s versions here, durably; the keys, whose waiters may now proceed (`None`:
@@ -363,9 +366,11 @@ impl<M> Replica<M> {
             return None;
         }
         ctx.persist(Record::Aborted { txn });
-        self.resolve(txn, |entry| {
+        let keys = self.resolve(txn, |entry| {
             entry.remove_uncommitted(txn);
-        })
+        });
+        ctx.charge(Work::writes(keys.as_ref().map_or(0, Vec::len)));
+        keys
     }
 
     /// Drop `txn`'s prepare record and apply `outcome` to each of its keys' entries (live and

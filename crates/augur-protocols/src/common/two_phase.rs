@@ -24,7 +24,7 @@
 use super::coordinator::{PartitionWrites, watermark};
 use super::replica::{self, Admit, DecisionLog, Msg, ParkedPrepare, ReadRequest, Record, Replica};
 use super::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
-use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{KeyEntry, VersionState};
 use augur_types::{AbortReason, Key, NodeId, PartitionId, Timestamp, TxnId, Value};
 use serde::Serialize;
@@ -354,6 +354,7 @@ impl<P: Rules> TwoPhase for P {
             }
             Admit::Later => return,
         };
+        ctx.charge(Work::reads(1));
         match self.visible(&read) {
             Visible::Read(result) => finish_read(self, ctx, read, Ok(result)),
             Visible::Wait => {
@@ -389,6 +390,8 @@ impl<P: Rules> TwoPhase for P {
         }
         for (_, writes) in &partitions {
             for (key, _) in writes {
+                // Certifying a key reads its newest versions.
+                ctx.charge(Work::reads(1));
                 match self.certify(txn, snapshot, key) {
                     Certified::Free => {}
                     Certified::Wait(key) => {

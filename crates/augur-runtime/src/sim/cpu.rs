@@ -16,8 +16,8 @@
 //! * work that names a [`SerialResource`] also waits until the previous work on that resource
 //!   has finished, holding its core meanwhile;
 //! * with [`WorkCosts::client`] set, clients run on their home node's cores (as the papers'
-//!   workload stressors did): each request a client sends first takes that long on a core of
-//!   its home node.
+//!   workload stressors did): each transaction attempt a client starts first takes that long
+//!   on a core of its home node.
 //!
 //! The model is a queueing model, not an emulator. A handler's state change takes effect when
 //! it starts, not when its time is over, so a handler started later on another core of the same
@@ -52,8 +52,8 @@ pub struct WorkCosts {
     /// One operation of a one-shot procedure running at its coordinator.
     #[serde(serialize_with = "as_micros")]
     pub step: Duration,
-    /// A client's own work per request, on its home node's cores (zero: clients run
-    /// elsewhere).
+    /// A client's own work per transaction attempt, on its home node's cores (zero: clients
+    /// run elsewhere).
     #[serde(serialize_with = "as_micros")]
     pub client: Duration,
 }
@@ -66,12 +66,12 @@ impl Default for WorkCosts {
     /// Calibrated on the in-process runtime of a 2-core machine (`docs/virtual-time.md`).
     fn default() -> Self {
         WorkCosts {
-            message: Duration::from_nanos(2_000),
-            request: Duration::from_nanos(2_000),
-            timer: Duration::from_nanos(1_000),
-            read: Duration::from_nanos(500),
-            write: Duration::from_nanos(700),
-            step: Duration::from_nanos(500),
+            message: Duration::from_nanos(1_500),
+            request: Duration::from_nanos(1_000),
+            timer: Duration::from_nanos(1_500),
+            read: Duration::from_nanos(150),
+            write: Duration::from_nanos(150),
+            step: Duration::from_nanos(1_100),
             client: Duration::from_nanos(3_000),
         }
     }
@@ -83,7 +83,8 @@ pub enum InputKind {
     Message,
     Request,
     Timer,
-    /// A co-located client's own work for one request (see [`WorkCosts::client`]).
+    /// A co-located client's own work for one transaction attempt (see
+    /// [`WorkCosts::client`]).
     Client,
 }
 
@@ -135,7 +136,7 @@ pub const CPU_SETTINGS: &[(&str, &str)] = &[
     ("cost.step", "µs per operation of a one-shot procedure"),
     (
         "cost.client",
-        "µs of a client's own work per request, on its home node (0: clients run elsewhere)",
+        "µs of a client's own work per transaction attempt, on its home node (0: clients run elsewhere)",
     ),
 ];
 
@@ -220,12 +221,17 @@ pub(crate) struct NodeCpu {
     serial_free_us: BTreeMap<SerialResource, u64>,
     /// Core-microseconds of work started since the run began.
     pub busy_us: u64,
+    /// Virtual time runs in whole microseconds and costs are finer: the nanoseconds of work
+    /// not yet charged, carried to the next piece of work so that none is lost on average.
+    carry_ns: u64,
 }
 
 impl NodeCpu {
     /// Reserve a core at `now_us` for work of `cost` on `serial` (if any): when it ends.
     pub fn start(&mut self, now_us: u64, cost: Duration, serial: Option<SerialResource>) -> u64 {
-        let cost_us = cost.as_micros() as u64;
+        let cost_ns = cost.as_nanos() as u64 + self.carry_ns;
+        let cost_us = cost_ns / 1000;
+        self.carry_ns = cost_ns % 1000;
         let start = match serial {
             Some(r) => now_us.max(self.serial_free_us.get(&r).copied().unwrap_or(0)),
             None => now_us,
@@ -345,6 +351,11 @@ impl CpuAccounts {
     }
 
     /// The report at virtual time `at_us`, when the nodes had used `busy_us` of core time.
+    /// Real time spent running client code (charged to the `client` kind's measured time).
+    pub fn client_time(&mut self, measured: Duration) {
+        self.kinds[InputKind::Client.index()].measured_us += measured.as_secs_f64() * 1e6;
+    }
+
     pub fn report(&self, model: CpuModel, busy_us: Vec<u64>, at_us: u64) -> CpuReport {
         let available = at_us.max(1) as f64 * f64::from(model.cores);
         let utilization = busy_us.iter().map(|b| *b as f64 / available).collect();
@@ -418,6 +429,16 @@ mod tests {
         let mut cpu = NodeCpu::default();
         let r = Some(SerialResource(7));
         let ten = Duration::from_micros(10);
+        // Fractions of a microsecond add up rather than vanish.
+        let mut fine = NodeCpu::default();
+        let ends: Vec<u64> = (0..5)
+            .map(|_| {
+                let end = fine.start(0, Duration::from_nanos(400), None);
+                fine.finish();
+                end
+            })
+            .collect();
+        assert_eq!(ends, [0, 0, 1, 0, 1], "2 µs of work in 0.4 µs pieces");
         assert_eq!(cpu.start(100, ten, r), 110);
         // A second core is free at 105, but the resource is not until 110.
         assert_eq!(cpu.start(105, ten, r), 120);
