@@ -43,8 +43,10 @@
 //!   raised the key's `LastReader` first; so a version prepared here later is proposed, hence
 //!   committed, above every snapshot that already read the key here. A read arriving after the
 //!   prepare meets the prepared version and waits if it may commit inside its snapshot, as
-//!   before. `LastReader` stands in for the clock's monotonicity, so it is durable: it lives in
-//!   the store's per-key metadata and survives a crash.
+//!   before. `LastReader` stands in for the clock's monotonicity. It lives in the store's
+//!   per-key metadata and is not persisted: after a crash the replica's durable serving lease
+//!   stands in for it (every proposal then exceeds every snapshot served before the crash; see
+//!   the shared participant side, `common::replica`).
 //! * Since a replica serves a snapshot only once its clock has reached it, `LastReader` never
 //!   exceeds the clock, so a precise proposal never exceeds the clock-based one made at the same
 //!   moment: a commit is inside every snapshot taken after it at least as soon as under the
