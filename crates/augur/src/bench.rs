@@ -461,6 +461,12 @@ impl BenchArgs {
             ));
         }
         let cpu_model = cpu_model.filter(|_| runtime == Runtime::Sim);
+        if runtime == Runtime::Sim && self.data_dir.is_some() {
+            return Err(bad(
+                "--data-dir: the simulator keeps every node's log in memory (its syncs take \
+                 modelled time); drop --data-dir or use --runtime inproc",
+            ));
+        }
         let mut protocols: Vec<ProtocolSpec> = Vec::new();
         for entry in &self.protocol {
             let spec = ProtocolSpec::parse(
