@@ -1,0 +1,26 @@
+//! How a client reaches its coordinator: the one trait each runtime implements.
+
+use augur_types::{ClientId, ClientOp, ClientReply};
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+/// Why a request got no reply.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error("no reply within {0:?}")]
+    Timeout(Duration),
+    #[error("connection to the coordinator lost: {0}")]
+    Disconnected(String),
+}
+
+/// How a client reaches its coordinator. Implemented by each runtime.
+pub trait Transport: Send + Sync + 'static {
+    /// This session's identity, unique within the cluster.
+    fn client_id(&self) -> ClientId;
+    /// Send one operation and wait for its reply (bounded by the transport's request timeout).
+    fn call(&self, op: ClientOp) -> BoxFuture<'_, Result<ClientReply, TransportError>>;
+    /// Monotonic time since an arbitrary origin; virtual time in the simulator.
+    fn now(&self) -> Duration;
+    /// Wait for `d` (think time); virtual in the simulator.
+    fn sleep(&self, d: Duration) -> BoxFuture<'_, ()>;
+}
