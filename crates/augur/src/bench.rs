@@ -5,9 +5,8 @@
 use crate::report::{self, ProtocolResult, RunStats};
 use augur::BadInput;
 use augur_client::{
-    Attempt, CommitStats, Degree, HistoryRecorder, Outcome, Procedure, Session, Speculation,
-    SpeculationTuner, SpeculativeCommit, Transport, TunerSettings, commit_attempt,
-    execute_one_shot, resolve, run_body, run_with_retry,
+    ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, Outcome, Procedure, RetryPolicy,
+    RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings, run_with_retry,
 };
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
@@ -20,7 +19,7 @@ use augur_workloads::{Audit, Condition, Workload};
 use clap::{Args, ValueEnum};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -1003,49 +1002,38 @@ struct Speculating {
     commit_stats: CommitStats,
 }
 
-/// A transaction whose speculative commit awaits its final outcome.
-struct InFlight<'s, T: Transport> {
-    procedure: Box<dyn Procedure>,
-    spec: SpeculativeCommit<'s, T>,
-    /// When the transaction first started (arrived, in the open loop).
-    started: Duration,
-    /// When its latest speculative commit was answered: the latency its client perceived.
-    perceived: Duration,
-    /// Whether it started inside the measurement window.
-    counts: bool,
-}
-
-/// The window of one client's run and what it observed.
-struct ClientRun<'a, T: Transport> {
-    session: &'a Session<T>,
-    speculating: &'a Speculating,
+/// Records what the [`Runner`] of one client reports into the run's statistics: every event
+/// in its second's interval while the run lasts, and in the totals when the transaction
+/// started inside the measurement window and the event came before its end.
+struct ClientStats<'a> {
     origin: Duration,
+    measure_from: Duration,
     end: Duration,
     /// Shared by every client of the run.
     stats: &'a Mutex<RunStats>,
 }
 
-impl<'a, T: Transport> ClientRun<'a, T> {
+impl<'a> ClientStats<'a> {
     /// The run's statistics, to record into. Never held across an await.
     fn stats(&self) -> MutexGuard<'a, RunStats> {
         self.stats.lock().expect("run statistics")
     }
 
-    /// The transport's clock.
-    fn now(&self) -> Duration {
-        self.session.transport().now()
+    /// Whether an event at `at` of a transaction that started at `started` counts in the
+    /// totals.
+    fn counts(&self, started: Duration, at: Duration) -> bool {
+        started >= self.measure_from && at <= self.end
     }
+}
 
-    /// A transaction committed for good at `finished`.
+impl RunObserver for ClientStats<'_> {
     fn committed(
         &mut self,
         name: &'static str,
         started: Duration,
         finished: Duration,
         perceived: Duration,
-        counts: bool,
     ) {
-        self.speculating.tuner.committed();
         if finished > self.end {
             return;
         }
@@ -1056,154 +1044,49 @@ impl<'a, T: Transport> ClientRun<'a, T> {
         iv.committed += 1;
         iv.latency_us
             .saturating_record(latency.as_micros().max(1) as u64);
-        if counts {
+        if started >= self.measure_from {
             stats.record_commit(name, latency, perceived.saturating_sub(started));
         }
     }
 
-    /// An attempt aborted; whether to try the transaction again.
-    fn aborted(&mut self, name: &'static str, reason: AbortReason, counts: bool) -> bool {
-        let finished = self.now();
-        let counts = counts && finished <= self.end;
+    fn aborted(
+        &mut self,
+        name: &'static str,
+        reason: AbortReason,
+        started: Duration,
+        at: Duration,
+    ) {
         let mut stats = self.stats();
-        if finished <= self.end && reason != AbortReason::UserRollback {
-            let second = finished.saturating_sub(self.origin).as_secs() as usize;
+        if at <= self.end && reason != AbortReason::UserRollback {
+            let second = at.saturating_sub(self.origin).as_secs() as usize;
             stats.interval(second).aborted += 1;
         }
-        if counts {
+        if self.counts(started, at) {
             stats.record_abort(name, reason);
         }
-        // A misspeculated transaction is run again: the benchmark's procedures have nothing
-        // else to compensate with.
-        let again =
-            (reason.is_retryable() || reason == AbortReason::Misspeculation) && finished < self.end;
-        if again && counts {
-            stats.record_retry(name);
-        }
-        again
     }
 
-    /// The speculation degree for an attempt starting now.
-    fn degree(&self) -> Degree {
-        let since_start = self.now().saturating_sub(self.origin);
-        self.speculating.tuner.degree(since_start)
-    }
-
-    /// Run `procedure` until it commits for good, commits speculatively (then it joins `chain`,
-    /// to be resolved later), or ends otherwise. Each attempt runs at the degree current when it
-    /// starts, so a change of degree reaches the retries too (with thousands of clients retrying,
-    /// the tuner would otherwise see its moves only seconds later). Each attempt's body runs
-    /// while the chain's transactions finalize; before it commits speculatively, the oldest are
-    /// resolved until the chain has room for it.
-    async fn execute(
-        &mut self,
-        chain: &mut VecDeque<InFlight<'a, T>>,
-        mut procedure: Box<dyn Procedure>,
-        started: Duration,
-        counts: bool,
-    ) {
-        let stats = self.speculating.commit_stats.clone();
-        loop {
-            let degree = self.degree();
-            let speculate = degree.chain > 0;
-            let attempt = if self.session.form() == RequestForm::OneShot {
-                // The commit is part of the one request, so the chain makes room first.
-                while speculate && chain.len() >= degree.chain as usize {
-                    Box::pin(self.resolve_oldest(chain)).await;
-                }
-                let speculation = Speculation {
-                    reads: degree.reads,
-                    commit: speculate,
-                };
-                execute_one_shot(self.session, procedure.as_mut(), speculation, Some(&stats)).await
-            } else {
-                let body =
-                    run_body(self.session, procedure.as_mut(), degree.reads, Some(&stats)).await;
-                match body {
-                    Ok(txn) => {
-                        while speculate && chain.len() >= degree.chain as usize {
-                            // Boxed: resolving may run a misspeculated transaction again.
-                            Box::pin(self.resolve_oldest(chain)).await;
-                        }
-                        commit_attempt(txn, procedure.as_mut(), speculate, &stats).await
-                    }
-                    Err(outcome) => Attempt::Done(outcome),
-                }
-            };
-            match attempt {
-                Attempt::Done(Outcome::Committed { .. }) => {
-                    let now = self.now();
-                    self.committed(procedure.name(), started, now, now, counts);
-                    return;
-                }
-                Attempt::Done(Outcome::Aborted(reason)) => {
-                    if !self.aborted(procedure.name(), reason, counts) {
-                        return;
-                    }
-                }
-                Attempt::Done(Outcome::Unknown) => {
-                    if counts && self.now() <= self.end {
-                        self.stats().record_unknown(procedure.name());
-                    }
-                    return;
-                }
-                Attempt::Speculative(spec) => {
-                    if counts && self.now() <= self.end {
-                        self.stats().spec_commits += 1;
-                    }
-                    chain.push_back(InFlight {
-                        perceived: spec.spec_committed_at(),
-                        procedure,
-                        spec,
-                        started,
-                        counts,
-                    });
-                    return;
-                }
-            }
+    fn retrying(&mut self, name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().record_retry(name);
         }
     }
 
-    /// Wait for the oldest speculative commit's final outcome; a misspeculated transaction runs
-    /// again (and may join the chain again).
-    async fn resolve_oldest(&mut self, chain: &mut VecDeque<InFlight<'a, T>>) {
-        let Some(mut flight) = chain.pop_front() else {
-            return;
-        };
-        let name = flight.procedure.name();
-        let resolution = resolve(
-            flight.spec,
-            flight.procedure.as_mut(),
-            &self.speculating.commit_stats,
-        )
-        .await;
-        match resolution.outcome {
-            Outcome::Committed { .. } => {
-                // Final latency ends when the coordinator final committed, not when this client
-                // got round to asking.
-                let finished = resolution.decided_at;
-                self.committed(
-                    name,
-                    flight.started,
-                    finished,
-                    flight.perceived,
-                    flight.counts,
-                );
-            }
-            Outcome::Aborted(reason) => {
-                if flight.counts && self.now() <= self.end {
-                    self.stats().misspeculations += 1;
-                }
-                if self.aborted(name, reason, flight.counts) {
-                    Box::pin(self.execute(chain, flight.procedure, flight.started, flight.counts))
-                        .await;
-                }
-            }
-            Outcome::Unknown => {
-                if flight.counts && self.now() <= self.end {
-                    self.stats().record_unknown(name);
-                }
-            }
+    fn unknown(&mut self, name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().record_unknown(name);
+        }
+    }
+
+    fn spec_committed(&mut self, _name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().spec_commits += 1;
+        }
+    }
+
+    fn misspeculated(&mut self, _name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().misspeculations += 1;
         }
     }
 }
@@ -1213,8 +1096,10 @@ impl<'a, T: Transport> ClientRun<'a, T> {
 /// included; its perceived latency ends at its last speculative commit instead, when it had
 /// one (STR §8). With speculative commits the client moves on at once and keeps up to the
 /// degree's chain length of them unresolved: the next transaction runs its body meanwhile, and
-/// waits for the oldest to resolve only when it is ready to commit and the chain is full. A
-/// transaction the workload rolls back is complete and not retried.
+/// waits for the oldest to resolve only when it is ready to commit and the chain is full (the
+/// [`Runner`]'s [`ChainRoom::BeforeCommit`]). A misspeculated transaction is run again: the
+/// benchmark's procedures have nothing else to compensate with. A transaction the workload
+/// rolls back is complete and not retried.
 async fn client_loop<T: Transport>(
     client: &Client<T>,
     warmup: Duration,
@@ -1229,20 +1114,31 @@ async fn client_loop<T: Transport>(
     let origin = transport.now();
     let measure_from = origin + warmup;
     let end = measure_from + measured;
-    let mut run = ClientRun {
-        session,
-        speculating,
+    let mut observer = ClientStats {
         origin,
+        measure_from,
         end,
         stats,
     };
-    let mut chain: VecDeque<InFlight<'_, T>> = VecDeque::new();
+    let degree = DegreeChoice::Tuned {
+        tuner: speculating.tuner.clone(),
+        origin,
+    };
+    let retry = RetryPolicy {
+        retryable: true,
+        misspeculated: true,
+        until: Some(end),
+    };
+    let mut runner = Runner::new(
+        session,
+        degree,
+        ChainRoom::BeforeCommit,
+        retry,
+        speculating.commit_stats.clone(),
+    );
     let mut next_arrival = origin;
     loop {
-        // The degree may have shrunk: no more unresolved speculative commits than it allows.
-        while chain.len() > run.degree().chain as usize {
-            run.resolve_oldest(&mut chain).await;
-        }
+        runner.fit_chain(&mut observer).await;
         let procedure = client.workload.next(client.home, &mut rng);
         let started = match pacing {
             Pacing::ClosedLoop { mean_think } => {
@@ -1274,13 +1170,10 @@ async fn client_loop<T: Transport>(
         if started >= end {
             break;
         }
-        let counts = started >= measure_from;
-        run.execute(&mut chain, procedure, started, counts).await;
+        runner.run(procedure, started, &mut observer).await;
     }
     // Learn every outstanding outcome (past the window, so none counts) before leaving.
-    while !chain.is_empty() {
-        run.resolve_oldest(&mut chain).await;
-    }
+    runner.resolve_all(&mut observer).await;
 }
 
 /// Where `--history` puts this protocol's history.
