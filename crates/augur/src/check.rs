@@ -10,19 +10,18 @@
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
 use augur_check::{CheckOptions, CheckReport, ValueModel};
-use augur_client::{Attempt, CommitStats, HistoryRecorder, Outcome, Session, Speculation};
-use augur_client::{Transport, resolve, run_speculative};
+use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
+use augur_client::{RunObserver, Runner, Session, Transport};
 use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{LatencyProfile, NodeId, Placement, RequestForm};
+use augur_types::{AbortReason, LatencyProfile, NodeId, Placement, RequestForm};
 use augur_workloads::Workload;
 use clap::Args;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -34,10 +33,15 @@ pub const CHECK_WORKLOADS: &[&str] = &["list-append", "rw-register", "bank"];
 /// How long after the faults end every client must have committed again.
 pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(30);
 
-/// How many speculatively committed transactions a checked client keeps unresolved. Every
-/// client reads speculatively and commits speculatively where the protocol allows, so the
-/// histories exercise dependencies, flow dependencies and cascading aborts.
-const CHECK_SPECULATION_CHAIN: usize = 3;
+/// How much a checked client speculates: every client reads speculatively and commits
+/// speculatively where the protocol allows, so the histories exercise dependencies, flow
+/// dependencies and cascading aborts. Its chain makes room right after a speculative commit
+/// fills it ([`ChainRoom::AfterSpecCommit`]), so two speculative commits stay unresolved
+/// between transactions.
+const CHECK_SPECULATION: Degree = Degree {
+    reads: true,
+    chain: 3,
+};
 
 #[derive(Args, Clone, Debug)]
 pub struct CheckArgs {
@@ -551,35 +555,28 @@ fn spawn_client<P: Protocol>(
     let mut rng = sim.fork_rng();
     sim.spawn_client(home, move |transport| async move {
         let session = Session::recorded(transport, recorder).with_form(form);
-        let stats = CommitStats::new();
-        // Speculatively committed transactions awaiting their outcome, oldest first. Protocols
-        // without speculation answer every commit finally and this stays empty.
-        let mut chain = VecDeque::new();
-        let speculation = Speculation {
-            reads: true,
-            commit: true,
-        };
+        let degree = DegreeChoice::Fixed(CHECK_SPECULATION);
+        let mut runner = Runner::new(
+            &session,
+            degree,
+            ChainRoom::AfterSpecCommit,
+            RetryPolicy::NEVER,
+            CommitStats::new(),
+        );
+        let mut ended = Ended::default();
         loop {
             let in_liveness = liveness.load(Ordering::SeqCst);
-            let mut procedure = workload.next(home, &mut rng);
-            let outcome =
-                match run_speculative(&session, procedure.as_mut(), speculation, &stats).await {
-                    Attempt::Done(outcome) => outcome,
-                    Attempt::Speculative(spec) => {
-                        chain.push_back((spec, procedure));
-                        if chain.len() < CHECK_SPECULATION_CHAIN {
-                            continue;
-                        }
-                        let (spec, mut procedure) = chain.pop_front().expect("not empty");
-                        resolve(spec, procedure.as_mut(), &stats).await.outcome
-                    }
-                };
-            let committed = matches!(outcome, Outcome::Committed { .. });
+            let procedure = workload.next(home, &mut rng);
+            let started = session.transport().now();
+            runner.run(procedure, started, &mut ended).await;
+            // A transaction that only committed speculatively, into a chain with room, ended
+            // nothing yet: the next one follows at once.
+            let Some(committed) = ended.committed.take() else {
+                continue;
+            };
             if in_liveness && committed {
                 // Whatever is still speculative resolves first, so its record is complete.
-                while let Some((spec, mut procedure)) = chain.pop_front() {
-                    resolve(spec, procedure.as_mut(), &stats).await;
-                }
+                runner.resolve_all(&mut ended).await;
                 done.fetch_add(1, Ordering::SeqCst);
                 return;
             }
@@ -594,6 +591,27 @@ fn spawn_client<P: Protocol>(
             }
         }
     });
+}
+
+/// Whether the last transaction a checked client learned the final outcome of committed:
+/// the one it just ran, or the oldest speculative commit its chain resolved to make room.
+#[derive(Default)]
+struct Ended {
+    committed: Option<bool>,
+}
+
+impl RunObserver for Ended {
+    fn committed(&mut self, _: &'static str, _: Duration, _: Duration, _: Duration) {
+        self.committed = Some(true);
+    }
+
+    fn aborted(&mut self, _: &'static str, _: AbortReason, _: Duration, _: Duration) {
+        self.committed = Some(false);
+    }
+
+    fn unknown(&mut self, _: &'static str, _: Duration, _: Duration) {
+        self.committed = Some(false);
+    }
 }
 
 /// `augur check`: every seed of the range; exits 1 on the first failing seed (or at the end with
