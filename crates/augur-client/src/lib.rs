@@ -5,7 +5,7 @@
 //! read-only), read, write, commit or abort. Writes are buffered in the client and shipped with
 //! the commit request; reads see the transaction's own buffered writes first.
 //!
-//! Every transaction ends in an [`Outcome`]: committed, aborted with a typed [`AbortReason`], or
+//! Every transaction ends in an [`Outcome`]: committed, aborted with a typed [`AbortReason`](augur_types::AbortReason), or
 //! unknown (the coordinator stopped answering while the commit was in flight). Workloads are
 //! written as [`Procedure`]s over the small [`Ops`] interface so the same code can later run as an
 //! interactive transaction or as a one-shot procedure shipped to the participants.
@@ -14,7 +14,7 @@
 //! begun with [`Session::begin_speculative`] may read versions of transactions that only
 //! committed locally. [`Txn::commit_speculative`] may return at local commit with a
 //! [`SpeculativeCommit`], whose final outcome arrives later: committed, or
-//! [`AbortReason::Misspeculation`], after which the application must compensate for whatever it
+//! [`AbortReason::Misspeculation`](augur_types::AbortReason::Misspeculation), after which the application must compensate for whatever it
 //! externalized. A [`Procedure`] decides with [`Procedure::can_spec_commit`] (consulting its
 //! [`TxnInfo`] and the per-type [`CommitStats`]) and hears of each step through
 //! [`Procedure::on_spec_commit`] and [`Procedure::on_final_commit`], STR §4's programming model.

@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 /// One attempt of `procedure` in the one-shot form: prepare it, ship it as one
 /// [`ClientOp::Execute`] request, and take in what the node's run of it did. A procedure
 /// without a [`call`](Procedure::call) runs interactively instead. The speculation asked for
-/// applies as in [`run_speculative`], except that the node, not this client, weighs
+/// applies as in [`run_speculative`](crate::run_speculative), except that the node, not this client, weighs
 /// [`Procedure::can_spec_commit`] (with its own [`CommitStats`]) since the commit is part of the
 /// request; `stats` is still told how the attempt ended.
 ///

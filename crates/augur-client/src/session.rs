@@ -67,7 +67,7 @@ impl<T: Transport> Session<T> {
     }
 
     /// Submit procedures in `form`: [`RequestForm::OneShot`] ships each attempt of a procedure
-    /// that has a [`call`](Procedure::call) as one request (see [`execute_one_shot`]); procedures
+    /// that has a [`call`](crate::Procedure::call) as one request (see [`execute_one_shot`](crate::execute_one_shot)); procedures
     /// without one, and [`Session::begin`], stay interactive.
     pub fn with_form(mut self, form: RequestForm) -> Self {
         self.form = form;
