@@ -174,7 +174,7 @@ fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec
     for entry in names {
         // An entry may carry settings after its name (`str:speculation=reads`).
         let name = entry.split(':').next().unwrap_or_default().to_string();
-        if registry::info(&name).is_ok() || crate::bench_pg::peer(&name).is_some() {
+        if registry::info(&name).is_ok() || crate::bench::peers::peer(&name).is_some() {
             keep.push(toml::Value::String(entry));
         } else if let Some(what) = registry::planned(&name) {
             skipped.push(format!("{name} ({what}) is not implemented yet"));
@@ -298,10 +298,10 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 .unwrap_or_else(|| augur_postgres::DEFAULT_URL.to_string());
             if keep
                 .iter()
-                .any(|p| scalar(p).is_some_and(|n| crate::bench_pg::peer(&n).is_some()))
-                && let Err(why) = crate::bench_pg::reachable(&pg_url)
+                .any(|p| scalar(p).is_some_and(|n| crate::bench::peers::peer(&n).is_some()))
+                && let Err(why) = crate::bench::pg::reachable(&pg_url)
             {
-                keep.retain(|p| scalar(p).is_none_or(|n| crate::bench_pg::peer(&n).is_none()));
+                keep.retain(|p| scalar(p).is_none_or(|n| crate::bench::peers::peer(&n).is_none()));
                 skip.push(format!(
                     "the PostgreSQL peers: no server at '{pg_url}' ({why}); start one with scripts/postgres.sh start"
                 ));

@@ -1,9 +1,6 @@
 //! The `augur` command.
 
 mod bench;
-mod bench_pg;
-mod bench_sim;
-mod bench_tcp;
 mod experiment;
 mod node;
 mod report;
@@ -75,7 +72,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(args) => bench::run(&args),
+        Command::Bench(args) => run_bench(&args),
         Command::Check(args) => augur::check::run(&args),
         Command::Node {
             config,
@@ -130,4 +127,25 @@ fn list_protocols(names_only: bool) {
             );
         }
     }
+}
+
+/// `augur bench`: one run from the command line, or an experiment file (`--config`).
+fn run_bench(args: &bench::BenchArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.config {
+        let selection = experiment::Selection {
+            smoke: args.smoke,
+            runs: args.only.clone(),
+            sweep_values: args.sweep_values.clone(),
+            runtime: args.runtime,
+            sim_settings: args
+                .set
+                .iter()
+                .filter(|kv| kv.starts_with("sim."))
+                .cloned()
+                .collect(),
+        };
+        return experiment::run(path, &args.out, &selection);
+    }
+    let config = args.validate()?;
+    bench::run_config(&config)?.into_result()
 }

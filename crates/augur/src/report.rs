@@ -1,7 +1,7 @@
 //! Benchmark statistics and their reports: the table printed at the end of `augur bench` and
 //! `summary.json`.
 
-use crate::bench::{BenchConfig, ProtocolSpec};
+use crate::bench::config::{BenchConfig, ProtocolSpec, Runtime};
 use augur_protocols::registry::{IsolationLevel, ProtocolInfo};
 use augur_runtime::sim::CpuReport;
 use augur_types::AbortReason;
@@ -415,7 +415,7 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
             model.cores,
             serde_json::to_string(&model.cost).unwrap_or_default()
         );
-    } else if config.runtime == crate::bench::Runtime::Sim {
+    } else if config.runtime == Runtime::Sim {
         println!("MODELLED in virtual time (--runtime sim), unlimited cores");
     }
     println!(

@@ -1,7 +1,8 @@
 //! `augur bench --runtime tcp`: the same benchmark against `augur node` processes on loopback,
 //! one per node, with clients connected over TCP. Node logs go to `OUT/node-PROTOCOL-ID.log`.
 
-use crate::bench::{BenchConfig, ProtocolSpec, drive};
+use super::config::{BenchConfig, ProtocolSpec};
+use super::run::drive;
 use crate::node::{ClusterFile, NodeEntry, OptionsFile};
 use crate::report::ProtocolResult;
 use augur_protocols::registry;
@@ -64,7 +65,7 @@ pub fn run(
     let path = config.out.join(format!("cluster-{protocol}.toml"));
     std::fs::write(&path, toml::to_string(&file)?)?;
     let exe = std::env::current_exe()?;
-    let data_dir = match crate::bench::log_config(config, spec)?.storage {
+    let data_dir = match super::config::log_config(config, spec)?.storage {
         LogStorage::Dir(dir) => Some(dir),
         LogStorage::Memory => None,
     };

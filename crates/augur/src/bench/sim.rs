@@ -9,7 +9,8 @@
 //! that speed, however fast this machine is. Everything is drawn from the seed, so a run
 //! repeats exactly.
 
-use crate::bench::{BenchConfig, LoadQueue, ProtocolSpec, RunPlan, add_counters, counters_between};
+use super::config::{BenchConfig, ProtocolSpec};
+use super::run::{LoadQueue, RunPlan, add_counters, counters_between, run_audit};
 use crate::report::ProtocolResult;
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::Protocol;
@@ -128,7 +129,7 @@ impl ProtocolVisitor for RunInSim<'_> {
                 sim.spawn_client(nodes[0], |t| {
                     let session = plan.session(t);
                     async move {
-                        let conditions = crate::bench::run_audit(&session, audit).await;
+                        let conditions = run_audit(&session, audit).await;
                         *slot.lock().expect("audit result") = Some(conditions);
                     }
                 });

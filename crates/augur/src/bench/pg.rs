@@ -2,50 +2,12 @@
 //! code, driven against one PostgreSQL server (see `docs/postgres.md`), so users can compare
 //! augur's protocols with the database they would otherwise pick, side by side in one run.
 
-use crate::bench::{BenchConfig, ProtocolSpec, drive};
+use super::config::{BenchConfig, ProtocolSpec};
+use super::run::drive;
 use crate::report::ProtocolResult;
 use augur_postgres::{IsolationMode, PgTransport};
-use augur_protocols::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
+use augur_protocols::registry::ProtocolInfo;
 use augur_types::ClientId;
-
-/// PostgreSQL at the two isolation levels it is compared at, described like augur's protocols.
-pub const PEERS: &[ProtocolInfo] = &[
-    ProtocolInfo {
-        name: "postgres-serializable",
-        isolation: IsolationLevel::Serializable,
-        paper: "reference peer: PostgreSQL SERIALIZABLE (serializable snapshot isolation)",
-        summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
-        commit_order_evidence: false,
-        network: NetworkModel {
-            tolerates_loss: false,
-            tolerates_reordering: false,
-        },
-        mutants: &[],
-        settings: &[],
-        speculation: None,
-        forms: INTERACTIVE_ONLY,
-    },
-    ProtocolInfo {
-        name: "postgres-repeatable-read",
-        isolation: IsolationLevel::SnapshotIsolation,
-        paper: "reference peer: PostgreSQL REPEATABLE READ (snapshot isolation)",
-        summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
-        commit_order_evidence: false,
-        network: NetworkModel {
-            tolerates_loss: false,
-            tolerates_reordering: false,
-        },
-        mutants: &[],
-        settings: &[],
-        speculation: None,
-        forms: INTERACTIVE_ONLY,
-    },
-];
-
-/// The peer registered under `name`, if it is one.
-pub fn peer(name: &str) -> Option<&'static ProtocolInfo> {
-    PEERS.iter().find(|p| p.name == name)
-}
 
 /// Run the benchmark against the PostgreSQL server at `config.pg_url`, on an emptied table.
 pub fn run(

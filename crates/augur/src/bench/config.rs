@@ -1,0 +1,597 @@
+//! `augur bench`'s options and their validated form: the command line ([`BenchArgs`]), each
+//! protocol entry ([`ProtocolSpec`]) and the configuration a run is made from
+//! ([`BenchConfig`]), echoed into `summary.json`. Everything else in `bench` builds on this.
+
+use super::peers;
+use augur::BadInput;
+use augur_client::Degree;
+use augur_protocols::registry::{self, ProtocolInfo};
+use augur_runtime::ProtocolOptions;
+use augur_runtime::sim::CpuModel;
+use augur_runtime::wal::{self, LogConfig, LogPolicy};
+use augur_types::{LatencyProfile, Placement, RequestForm};
+use clap::{Args, ValueEnum};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What runs the benchmark's cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// Every node a task of this process; messages delayed by the latency matrix.
+    Inproc,
+    /// Every node an `augur node` process on loopback; clients over TCP.
+    Tcp,
+    /// The deterministic simulator, in virtual time, with a CPU model (`--set sim.KEY=VALUE`):
+    /// results are modelled, not measured.
+    Sim,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// Protocols to compare, comma-separated; ratios are relative to the first. An entry may
+    /// carry its own settings as `NAME:KEY=VALUE[:KEY=VALUE...]`: `speculation=DEGREE`, or a
+    /// protocol setting (e.g. `clocksi-rep:precise_clock=on`); the entry as written names its
+    /// results.
+    #[arg(long, value_delimiter = ',', default_value = "nocc,clocksi-rep")]
+    pub protocol: Vec<String>,
+    /// How much the clients of speculating protocols (str, planet) speculate: `none`, `reads`,
+    /// `commits:N`, `reads+commits:N` (N unresolved speculative commits per client, 1 to 8),
+    /// `auto` (STR's self-tuner picks among the degrees the protocol offers) or `auto:DEGREE`
+    /// (it picks among the degrees up to DEGREE; `auto:reads` is the paper's STR-Internal).
+    /// Default: each protocol's own (`auto` for str, `commits:1` for planet). Other protocols
+    /// never speculate.
+    #[arg(long)]
+    pub speculation: Option<String>,
+    /// With `auto` speculation: seconds the self-tuner measures each degree for.
+    #[arg(long, default_value_t = 1.0)]
+    pub tune_interval: f64,
+    /// How clients submit transactions: `interactive` (one request per read, then the commit)
+    /// or `one-shot` (the whole transaction, a registered procedure and its arguments, in one
+    /// request, run at the coordinator). Default: one-shot where the protocol serves it. An
+    /// entry may choose its own (`nocc:txn_form=interactive`).
+    #[arg(long)]
+    pub txn_form: Option<String>,
+    /// Workload to run.
+    #[arg(long, default_value = "synthetic-str")]
+    pub workload: String,
+    /// Measured seconds per protocol (after warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Warm-up seconds per protocol, excluded from the results.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Data centres (the first D of the latency profile); default: as many as the profile has,
+    /// capped at the node count.
+    #[arg(long)]
+    pub dcs: Option<usize>,
+    /// Latency profile: lan, 3dc, ec2-9dc.
+    #[arg(long, default_value = "lan")]
+    pub latency: String,
+    /// Replicas per partition (master included); default min(3, nodes).
+    #[arg(long)]
+    pub replication: Option<usize>,
+    /// Closed-loop clients per node.
+    #[arg(long, default_value_t = 8)]
+    pub clients: usize,
+    /// Seed for every random choice of the run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Directory for summary.json (and, with `--runtime tcp`, the cluster file and node logs).
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Workload settings (`key=value`), protocol settings as `protocol.key=value`, and with
+    /// `--runtime sim` the CPU model as `sim.key=value` (`sim.cores`, `sim.cost.*`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// What runs the nodes: `inproc` (default), `tcp`, or `sim` (virtual time, CPU model;
+    /// modelled results). With `--config`, overrides the file's.
+    #[arg(long, alias = "transport", value_enum)]
+    pub runtime: Option<Runtime>,
+    /// Record every transaction attempt and write the history here as JSON lines (with several
+    /// protocols, `-PROTOCOL` is added before the extension). `augur check --input FILE` checks
+    /// it.
+    #[arg(long)]
+    pub history: Option<PathBuf>,
+    /// Keep the nodes' write-ahead logs here, one subdirectory per protocol entry (emptied
+    /// first: every run starts from an empty store). Without it, `log=off` runs keep their logs
+    /// in memory and `log=always`/`batch` runs write under `OUT/data/`.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Open loop: the target rate of transactions per second over all clients, with Poisson
+    /// arrivals; latency is measured from each transaction's intended start, so a backlog shows
+    /// up as latency. Without it, clients run a closed loop.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Closed loop: mean think time in milliseconds between a client's transactions
+    /// (exponentially distributed).
+    #[arg(long, default_value_t = 0.0)]
+    pub think_ms: f64,
+    /// Run the experiment described by this TOML file (see `experiments/README.md`) instead;
+    /// `--out` still chooses where results go.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// With `--config`: a quick pass that only shows every run works (1 s per protocol, the
+    /// first two points of a sweep).
+    #[arg(long, requires = "config")]
+    pub smoke: bool,
+    /// With `--config`: run only these runs of the file (by name, comma-separated).
+    #[arg(long, requires = "config", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// With `--config`: sweep over these values instead of the file's (comma-separated).
+    #[arg(long, requires = "config", value_delimiter = ',')]
+    pub sweep_values: Vec<String>,
+    /// The PostgreSQL server for `--protocol postgres-serializable` / `postgres-repeatable-read`
+    /// (libpq key=value form; `scripts/postgres.sh start` prints it).
+    #[arg(long, default_value = augur_postgres::DEFAULT_URL)]
+    pub pg_url: String,
+    /// After the measurement, evaluate the workload's consistency conditions on one consistent
+    /// snapshot, record them in `summary.json` under `checks`, and exit non-zero on a violation.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// How the clients of one protocol speculate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpeculationMode {
+    /// Always this degree.
+    Fixed(Degree),
+    /// STR's self-tuner picks among these degrees (a ladder of increasing speculation).
+    Auto { reads: bool, max_chain: u32 },
+}
+
+impl SpeculationMode {
+    /// The degrees the clients may use.
+    pub(crate) fn ladder(self) -> Vec<Degree> {
+        match self {
+            SpeculationMode::Fixed(d) => vec![d],
+            SpeculationMode::Auto { reads, max_chain } => Degree::ladder(reads, max_chain),
+        }
+    }
+
+    /// Parse `mode` for protocol `info`, refusing what the protocol does not offer: a degree,
+    /// `auto` (tune over every degree offered), or `auto:DEGREE` (tune over the degrees up to
+    /// DEGREE: `auto:reads` is STR-Internal, choosing between none and speculative reads).
+    fn parse(mode: &str, info: &ProtocolInfo) -> Result<SpeculationMode, String> {
+        let offered = info.speculation;
+        let (reads, max_chain) = offered.map_or((false, 0), |o| (o.reads, o.max_chain));
+        if mode == "auto" {
+            return Ok(SpeculationMode::Auto { reads, max_chain });
+        }
+        let (auto, degree) = match mode.strip_prefix("auto:") {
+            Some(top) => (true, top),
+            None => (false, mode),
+        };
+        let degree: Degree = degree.parse()?;
+        if (degree.reads && !reads) || degree.chain > max_chain {
+            let offers = match offered {
+                None => "does not speculate".to_string(),
+                Some(_) => format!(
+                    "offers up to {}",
+                    Degree::ladder(reads, max_chain).last().expect("a ladder")
+                ),
+            };
+            return Err(format!(
+                "speculation '{degree}' is more than {} {offers}",
+                info.name
+            ));
+        }
+        if auto {
+            return Ok(SpeculationMode::Auto {
+                reads: degree.reads,
+                max_chain: degree.chain,
+            });
+        }
+        Ok(SpeculationMode::Fixed(degree))
+    }
+}
+
+impl std::fmt::Display for SpeculationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpeculationMode::Fixed(d) => d.fmt(f),
+            SpeculationMode::Auto { reads, max_chain } => {
+                let top = Degree {
+                    reads: *reads,
+                    chain: *max_chain,
+                };
+                write!(f, "auto:{top}")
+            }
+        }
+    }
+}
+
+impl serde::Serialize for SpeculationMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One entry of `--protocol`: the protocol, its settings, its clients' speculation and the
+/// form they submit transactions in.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ProtocolSpec {
+    /// The entry as written, which names its results.
+    pub label: String,
+    pub name: String,
+    pub options: ProtocolOptions,
+    pub speculation: SpeculationMode,
+    pub txn_form: RequestForm,
+}
+
+/// The entry setting that chooses the request form (`NAME:txn_form=one-shot`).
+pub const TXN_FORM_SETTING: &str = "txn_form";
+
+/// The form `given` names (default: one-shot if `forms` has it), if `forms` has it.
+fn txn_form(
+    given: Option<&str>,
+    forms: &[RequestForm],
+    protocol: &str,
+) -> anyhow::Result<RequestForm> {
+    let form = match given {
+        None if forms.contains(&RequestForm::OneShot) => return Ok(RequestForm::OneShot),
+        None => return Ok(RequestForm::Interactive),
+        Some(name) => RequestForm::parse(name).ok_or_else(|| {
+            bad(format!(
+                "unknown transaction form '{name}'; valid forms: interactive, one-shot"
+            ))
+        })?,
+    };
+    if !forms.contains(&form) {
+        let served: Vec<String> = forms.iter().map(ToString::to_string).collect();
+        return Err(bad(format!(
+            "{protocol} does not serve {form} transactions (it serves: {})",
+            served.join(", ")
+        )));
+    }
+    Ok(form)
+}
+
+impl ProtocolSpec {
+    /// Parse `NAME[:KEY=VALUE...]`; `speculation` is the run's `--speculation`, and
+    /// `protocol_settings` the run's `--set protocol.KEY=VALUE`s, which the entry's own
+    /// settings override.
+    fn parse(
+        entry: &str,
+        speculation: Option<&str>,
+        form: Option<&str>,
+        protocol_settings: &BTreeMap<String, String>,
+    ) -> anyhow::Result<ProtocolSpec> {
+        let mut parts = entry.split(':');
+        let name = parts.next().unwrap_or_default().trim().to_string();
+        // KEY=VALUE pairs; a part without '=' continues the previous value, since values may
+        // hold colons themselves (`speculation=reads+commits:2`).
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for part in parts {
+            match (part.split_once('='), pairs.last_mut()) {
+                (Some((k, v)), _) => pairs.push((k.to_string(), v.to_string())),
+                (None, Some((_, v))) => {
+                    v.push(':');
+                    v.push_str(part);
+                }
+                (None, None) => {
+                    return Err(bad(format!(
+                        "protocol entry '{entry}': expected NAME:KEY=VALUE, got '{part}'"
+                    )));
+                }
+            }
+        }
+        let mut settings = protocol_settings.clone();
+        let mut speculation = speculation.map(str::to_string);
+        let mut own_speculation = false;
+        let mut form = form.map(str::to_string);
+        for (k, v) in pairs {
+            if k == "speculation" {
+                speculation = Some(v);
+                own_speculation = true;
+            } else if k == TXN_FORM_SETTING {
+                form = Some(v);
+            } else {
+                settings.insert(k, v);
+            }
+        }
+        let label = entry.trim().to_string();
+        if let Some(peer) = peers::peer(&name) {
+            let txn_form = txn_form(form.as_deref(), peer.forms, &name)?;
+            if !settings.is_empty() || own_speculation {
+                return Err(bad(format!(
+                    "{name} takes no settings (entry '{entry}'); configure PostgreSQL itself"
+                )));
+            }
+            return Ok(ProtocolSpec {
+                label,
+                name,
+                options: ProtocolOptions::default(),
+                speculation: SpeculationMode::Fixed(Degree::NONE),
+                txn_form,
+            });
+        }
+        let info = registry::info(&name).map_err(|e| {
+            bad(format!(
+                "{e}, and the PostgreSQL peers postgres-serializable, postgres-repeatable-read"
+            ))
+        })?;
+        info.validate_settings(&settings)
+            .map_err(|e| bad(e.to_string()))?;
+        let txn_form = txn_form(form.as_deref(), info.forms, &name)?;
+        // Benchmarks measure the protocol, not the disk, unless asked to (and say which).
+        settings
+            .entry(wal::LOG_SETTING.to_string())
+            .or_insert_with(|| LogPolicy::Off.to_string());
+        let speculation = match (speculation, info.speculation) {
+            // Protocols that never speculate ignore the run's --speculation.
+            (_, None) if !own_speculation => SpeculationMode::Fixed(Degree::NONE),
+            (Some(mode), _) => {
+                SpeculationMode::parse(&mode, info).map_err(|e| bad(format!("{entry}: {e}")))?
+            }
+            (None, Some(offered)) => SpeculationMode::parse(offered.default, info)
+                .expect("a protocol's default speculation is valid"),
+            (None, None) => SpeculationMode::Fixed(Degree::NONE),
+        };
+        Ok(ProtocolSpec {
+            label,
+            name,
+            options: ProtocolOptions {
+                settings,
+                ..ProtocolOptions::default()
+            },
+            speculation,
+            txn_form,
+        })
+    }
+}
+
+/// A validated benchmark configuration, echoed into `summary.json`.
+#[derive(Clone, serde::Serialize)]
+pub struct BenchConfig {
+    pub protocols: Vec<ProtocolSpec>,
+    pub workload: String,
+    pub workload_settings: serde_json::Value,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub nodes: usize,
+    pub dcs: Vec<String>,
+    pub latency: String,
+    pub replication: usize,
+    pub clients_per_node: usize,
+    pub seed: u64,
+    pub runtime: Runtime,
+    /// With `--runtime sim`: the CPU model (`None`: unlimited cores).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<CpuModel>,
+    /// With `auto` speculation: seconds the self-tuner measures each degree for.
+    pub tune_interval_s: f64,
+    #[serde(skip)]
+    pub placement: Arc<Placement>,
+    /// The `--set` workload settings as given, to build a fresh workload for each protocol.
+    #[serde(skip)]
+    pub workload_given: BTreeMap<String, String>,
+    #[serde(skip)]
+    pub out: PathBuf,
+    #[serde(skip)]
+    pub history: Option<PathBuf>,
+    #[serde(skip)]
+    pub data_dir: Option<PathBuf>,
+    pub check: bool,
+    pub pg_url: String,
+    /// Open-loop target rate over all clients (transactions per second), if any.
+    pub rate: Option<f64>,
+    pub think_ms: f64,
+}
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+impl BenchArgs {
+    /// Check every argument and build the configuration; errors name the valid choices.
+    pub fn validate(&self) -> anyhow::Result<BenchConfig> {
+        if self.protocol.is_empty() {
+            return Err(bad("--protocol needs at least one protocol"));
+        }
+        if !(self.tune_interval > 0.0 && self.tune_interval.is_finite()) {
+            return Err(bad("--tune-interval must be a positive number of seconds"));
+        }
+        if !(self.duration > 0.0 && self.duration.is_finite()) {
+            return Err(bad("--duration must be a positive number of seconds"));
+        }
+        if !(self.warmup >= 0.0 && self.warmup.is_finite()) {
+            return Err(bad("--warmup must be zero or more seconds"));
+        }
+        if self.clients == 0 {
+            return Err(bad("--clients must be at least 1"));
+        }
+        if let Some(rate) = self.rate
+            && !(rate > 0.0 && rate.is_finite())
+        {
+            return Err(bad(
+                "--rate must be a positive number of transactions per second",
+            ));
+        }
+        if !(self.think_ms >= 0.0 && self.think_ms.is_finite()) {
+            return Err(bad("--think-ms must be zero or more milliseconds"));
+        }
+        if self.rate.is_some() && self.think_ms > 0.0 {
+            return Err(bad(
+                "--think-ms applies to the closed loop; with --rate arrivals are Poisson",
+            ));
+        }
+        let profile = LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
+        let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
+        let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
+        let replication = self.replication.unwrap_or(self.nodes.clamp(1, 3));
+        let placement = Placement::ring(profile.clone(), self.nodes, replication)
+            .map_err(|e| bad(e.to_string()))?;
+        let placement = Arc::new(placement);
+        let mut workload_settings = BTreeMap::new();
+        let mut protocol_settings = BTreeMap::new();
+        let mut sim_settings = BTreeMap::new();
+        for kv in &self.set {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
+            };
+            if let Some(pk) = k.strip_prefix("protocol.") {
+                protocol_settings.insert(pk.to_string(), v.to_string());
+            } else if let Some(sk) = k.strip_prefix("sim.") {
+                sim_settings.insert(sk.to_string(), v.to_string());
+            } else {
+                workload_settings.insert(k.to_string(), v.to_string());
+            }
+        }
+        let runtime = self.runtime.unwrap_or(Runtime::Inproc);
+        let cpu_model = CpuModel::from_settings(&sim_settings).map_err(bad)?;
+        if runtime != Runtime::Sim && !sim_settings.is_empty() {
+            return Err(bad(
+                "sim.* settings describe the simulator's CPU model: they need --runtime sim",
+            ));
+        }
+        let cpu_model = cpu_model.filter(|_| runtime == Runtime::Sim);
+        if runtime == Runtime::Sim && self.data_dir.is_some() {
+            return Err(bad(
+                "--data-dir: the simulator keeps every node's log in memory (its syncs take \
+                 modelled time); drop --data-dir or use --runtime inproc",
+            ));
+        }
+        let mut protocols: Vec<ProtocolSpec> = Vec::new();
+        for entry in &self.protocol {
+            let spec = ProtocolSpec::parse(
+                entry,
+                self.speculation.as_deref(),
+                self.txn_form.as_deref(),
+                &protocol_settings,
+            )?;
+            if protocols.iter().any(|p| p.label == spec.label) {
+                return Err(bad(format!("--protocol lists '{}' twice", spec.label)));
+            }
+            protocols.push(spec);
+        }
+        let workload =
+            augur_workloads::build(&self.workload, &workload_settings, placement.clone())
+                .map_err(|e| bad(e.to_string()))?;
+        if self.check && workload.audit().is_none() {
+            return Err(bad(format!(
+                "--check: workload {} has no consistency conditions",
+                self.workload
+            )));
+        }
+        Ok(BenchConfig {
+            protocols,
+            workload: self.workload.clone(),
+            workload_settings: workload.settings(),
+            duration_s: self.duration,
+            warmup_s: self.warmup,
+            nodes: self.nodes,
+            dcs: profile.dcs.clone(),
+            latency: self.latency.clone(),
+            replication,
+            clients_per_node: self.clients,
+            seed: self.seed,
+            runtime,
+            cpu_model,
+            tune_interval_s: self.tune_interval,
+            placement,
+            workload_given: workload_settings,
+            out: self.out.clone(),
+            history: self.history.clone(),
+            data_dir: self.data_dir.clone(),
+            check: self.check,
+            pg_url: self.pg_url.clone(),
+            rate: self.rate,
+            think_ms: self.think_ms,
+        })
+    }
+}
+
+/// Where and how the nodes of `spec`'s run keep their logs: in `--data-dir` if given, in
+/// memory when the policy is `off`, else under `OUT/data/`. A directory is emptied first.
+pub fn log_config(config: &BenchConfig, spec: &ProtocolSpec) -> anyhow::Result<LogConfig> {
+    let policy = LogPolicy::from_options(&spec.options, LogPolicy::Off).map_err(BadInput)?;
+    let dir = match (&config.data_dir, policy) {
+        (Some(dir), _) => dir.clone(),
+        (None, LogPolicy::Off) => return Ok(LogConfig::memory(&spec.name, policy)),
+        (None, _) => config.out.join("data"),
+    };
+    let dir = dir.join(spec.label.replace([':', '=', '/'], "-"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("cannot empty {}: {e}", dir.display()))?;
+    }
+    Ok(LogConfig::dir(&spec.name, policy, dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(entry: &str, speculation: Option<&str>) -> anyhow::Result<ProtocolSpec> {
+        ProtocolSpec::parse(entry, speculation, None, &BTreeMap::new())
+    }
+
+    fn mode(entry: &str, speculation: Option<&str>) -> String {
+        spec(entry, speculation).unwrap().speculation.to_string()
+    }
+
+    fn error(entry: &str, speculation: Option<&str>) -> String {
+        spec(entry, speculation).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn entries_carry_their_speculation_and_settings() {
+        assert_eq!(mode("str", None), "auto:reads+commits:8");
+        assert_eq!(mode("planet", None), "commits:1");
+        assert_eq!(mode("clocksi-rep", None), "none");
+        assert_eq!(
+            mode("str:speculation=reads+commits:2", None),
+            "reads+commits:2"
+        );
+        assert_eq!(mode("str:speculation=auto:reads", None), "auto:reads");
+        assert_eq!(mode("str", Some("reads")), "reads");
+        // The entry's own setting beats the run's; protocols that never speculate ignore the
+        // run's.
+        assert_eq!(mode("str:speculation=none", Some("reads")), "none");
+        assert_eq!(mode("clocksi-rep", Some("reads")), "none");
+        let s = spec("clocksi-rep:precise_clock=on", None).unwrap();
+        assert_eq!(s.label, "clocksi-rep:precise_clock=on");
+        assert_eq!(s.name, "clocksi-rep");
+        assert_eq!(s.options.settings["precise_clock"], "on");
+    }
+
+    #[test]
+    fn entries_choose_their_transaction_form() {
+        // One-shot where the protocol serves it, unless the entry or the run says otherwise.
+        assert_eq!(spec("nocc", None).unwrap().txn_form, RequestForm::OneShot);
+        let s = spec("nocc:txn_form=interactive", None).unwrap();
+        assert_eq!(s.txn_form, RequestForm::Interactive);
+        assert!(!s.options.settings.contains_key(TXN_FORM_SETTING));
+        let run_wide = ProtocolSpec::parse("str", None, Some("interactive"), &BTreeMap::new());
+        assert_eq!(run_wide.unwrap().txn_form, RequestForm::Interactive);
+        let peer = spec("postgres-serializable", None).unwrap();
+        assert_eq!(peer.txn_form, RequestForm::Interactive);
+        assert_eq!(
+            error("postgres-serializable:txn_form=one-shot", None),
+            "postgres-serializable does not serve one-shot transactions (it serves: interactive)"
+        );
+        assert_eq!(
+            error("nocc:txn_form=batch", None),
+            "unknown transaction form 'batch'; valid forms: interactive, one-shot"
+        );
+    }
+
+    #[test]
+    fn bad_entries_are_refused_with_the_reason() {
+        assert!(error("planet:speculation=reads", None).contains("offers up to commits:1"));
+        assert!(error("planet", Some("commits:2")).contains("offers up to commits:1"));
+        assert!(error("clocksi-rep:speculation=reads", None).contains("does not speculate"));
+        assert!(error("str:speculation=lots", None).contains("expected none, reads"));
+        assert!(error("clocksi-rep:precise_clock=maybe", None).contains("bad value 'maybe'"));
+        assert!(error("str:precise_clock=on", None).contains("unknown setting 'precise_clock'"));
+        assert!(error("str:log=sometimes", None).contains("bad value 'sometimes'"));
+        assert!(error("str:oops", None).contains("expected NAME:KEY=VALUE"));
+        assert!(error("postgres-serializable:x=1", None).contains("takes no settings"));
+        assert!(error("spanner", None).contains("unknown protocol"));
+    }
+}

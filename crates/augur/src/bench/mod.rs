@@ -1,0 +1,52 @@
+//! `augur bench`: run one or more protocols, one after another, on identical clusters with
+//! closed-loop clients, and report each protocol's throughput, aborts and latency along with
+//! its throughput ratio to the first protocol named.
+//!
+//! The files read bottom-up: [`config`] (options and their validated form) and [`peers`]
+//! (PostgreSQL described like a protocol), which the reports build on; [`run`], one protocol's
+//! run whatever runs its cluster; one file per runtime (`inproc`, `tcp`, `pg`, `sim`); and
+//! [`run_config`] here, which runs every entry on its runtime and writes the reports.
+//! Experiment files (`crate::experiment`) sit on top of it all.
+
+pub mod config;
+mod inproc;
+pub mod peers;
+pub mod pg;
+pub mod run;
+mod sim;
+mod tcp;
+
+pub use config::{BenchArgs, BenchConfig, Runtime};
+
+use crate::report;
+use augur::BadInput;
+use augur_protocols::registry;
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+/// Run every protocol of a validated configuration and write its reports.
+pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
+    std::fs::create_dir_all(&config.out)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", config.out.display()))?;
+    let mut results = Vec::new();
+    for spec in &config.protocols {
+        let result = match (peers::peer(&spec.name), config.runtime) {
+            (Some(_), Runtime::Sim) => {
+                return Err(bad(format!(
+                    "{} is PostgreSQL itself: it cannot run in the simulator",
+                    spec.name
+                )));
+            }
+            (Some(peer), _) => pg::run(config, spec, peer)?,
+            (None, Runtime::Inproc) => {
+                registry::visit(&spec.name, inproc::RunInProcess { config, spec })??
+            }
+            (None, Runtime::Tcp) => tcp::run(config, spec)??,
+            (None, Runtime::Sim) => sim::run(config, spec)??,
+        };
+        results.push(result);
+    }
+    report::finish(config, results)
+}

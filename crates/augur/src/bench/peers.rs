@@ -1,0 +1,43 @@
+//! PostgreSQL, the reference peer, described like augur's protocols so that `--protocol` can
+//! name it (`postgres-serializable`, `postgres-repeatable-read`); [`super::pg`] runs it.
+
+use augur_protocols::registry::{INTERACTIVE_ONLY, IsolationLevel, NetworkModel, ProtocolInfo};
+
+/// PostgreSQL at the two isolation levels it is compared at, described like augur's protocols.
+pub const PEERS: &[ProtocolInfo] = &[
+    ProtocolInfo {
+        name: "postgres-serializable",
+        isolation: IsolationLevel::Serializable,
+        paper: "reference peer: PostgreSQL SERIALIZABLE (serializable snapshot isolation)",
+        summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
+        commit_order_evidence: false,
+        network: NetworkModel {
+            tolerates_loss: false,
+            tolerates_reordering: false,
+        },
+        mutants: &[],
+        settings: &[],
+        speculation: None,
+        forms: INTERACTIVE_ONLY,
+    },
+    ProtocolInfo {
+        name: "postgres-repeatable-read",
+        isolation: IsolationLevel::SnapshotIsolation,
+        paper: "reference peer: PostgreSQL REPEATABLE READ (snapshot isolation)",
+        summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
+        commit_order_evidence: false,
+        network: NetworkModel {
+            tolerates_loss: false,
+            tolerates_reordering: false,
+        },
+        mutants: &[],
+        settings: &[],
+        speculation: None,
+        forms: INTERACTIVE_ONLY,
+    },
+];
+
+/// The peer registered under `name`, if it is one.
+pub fn peer(name: &str) -> Option<&'static ProtocolInfo> {
+    PEERS.iter().find(|p| p.name == name)
+}

@@ -1,0 +1,789 @@
+//! One protocol's run, whatever runs its cluster: the clients' plan ([`RunPlan`]), loading
+//! the initial data ([`LoadQueue`]), the tokio driver shared by the in-process, TCP and
+//! PostgreSQL runs ([`drive`]), and the nodes' counters over the measurement window.
+
+use super::config::{BenchConfig, ProtocolSpec};
+use crate::report::RunStats;
+use augur_client::{
+    ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure, RetryPolicy,
+    RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings, run_with_retry,
+};
+use augur_protocols::registry::ProtocolInfo;
+use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
+use augur_types::{AbortReason, NodeId, Placement};
+use augur_workloads::{Audit, Condition, Workload};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// What every client of one protocol's run shares, and how each is started: the part of a
+/// run that is the same whatever runs the cluster (tokio in [`drive`], the simulator in
+/// [`super::sim`]).
+pub struct RunPlan<'a> {
+    config: &'a BenchConfig,
+    spec: &'a ProtocolSpec,
+    /// A fresh workload: some keep per-run state (unique value counters, the money SmallBank
+    /// moved in and out) that must start from scratch with the database.
+    pub workload: Arc<dyn Workload>,
+    pub recorder: Option<HistoryRecorder>,
+    pub warmup: Duration,
+    pub measured: Duration,
+    pacing: Pacing,
+    /// One tuner for all clients of the run: with a fixed degree its ladder has one step.
+    tuner: SpeculationTuner,
+    commit_stats: CommitStats,
+    /// One record for all clients: thousands of clients each with their own latency
+    /// histograms per second would take gigabytes.
+    stats: Arc<Mutex<RunStats>>,
+    seeds: ChaCha8Rng,
+}
+
+impl<'a> RunPlan<'a> {
+    /// The plan of `spec`'s run with `clients` clients in all.
+    pub fn new(config: &'a BenchConfig, spec: &'a ProtocolSpec, clients: usize) -> Self {
+        let workload = augur_workloads::build(
+            &config.workload,
+            &config.workload_given,
+            config.placement.clone(),
+        )
+        .expect("settings were validated");
+        let pacing = match config.rate {
+            Some(rate) => Pacing::OpenLoop {
+                per_client_rate: rate / clients.max(1) as f64,
+            },
+            None => Pacing::ClosedLoop {
+                mean_think: Duration::from_secs_f64(config.think_ms / 1000.0),
+            },
+        };
+        let tuner_settings = TunerSettings {
+            interval: Duration::from_secs_f64(config.tune_interval_s),
+            ..TunerSettings::default()
+        };
+        RunPlan {
+            config,
+            spec,
+            workload,
+            recorder: config.history.as_ref().map(|_| HistoryRecorder::new()),
+            warmup: Duration::from_secs_f64(config.warmup_s),
+            measured: Duration::from_secs_f64(config.duration_s),
+            pacing,
+            tuner: SpeculationTuner::new(spec.speculation.ladder(), tuner_settings, Duration::ZERO),
+            commit_stats: CommitStats::new(),
+            stats: Arc::new(Mutex::new(RunStats::default())),
+            seeds: ChaCha8Rng::seed_from_u64(config.seed),
+        }
+    }
+
+    /// A session over `transport` that records into the run's history, if one is kept.
+    pub fn session<T: Transport>(&self, transport: T) -> Session<T> {
+        match &self.recorder {
+            Some(r) => Session::recorded(transport, r.clone()),
+            None => Session::new(transport),
+        }
+    }
+
+    /// One client of the run, homed at `home`: runs transactions from the moment it is first
+    /// polled for the warm-up and the measurement, then returns itself (its session runs the
+    /// audit).
+    pub fn client<T: Transport>(
+        &mut self,
+        home: NodeId,
+        transport: T,
+    ) -> impl Future<Output = Client<T>> + Send + 'static {
+        let client = Client {
+            session: self.session(transport).with_form(self.spec.txn_form),
+            workload: self.workload.clone(),
+            home,
+            rng: ChaCha8Rng::seed_from_u64(self.seeds.random()),
+        };
+        let speculation = Speculating {
+            tuner: self.tuner.clone(),
+            commit_stats: self.commit_stats.clone(),
+        };
+        let stats = Arc::clone(&self.stats);
+        let (warmup, measured, pacing) = (self.warmup, self.measured, self.pacing);
+        async move {
+            client_loop(&client, warmup, measured, pacing, &speculation, &stats).await;
+            client
+        }
+    }
+
+    /// The run's statistics, with the nodes' `counters` over the window and the audit's
+    /// `checks`; writes the history, when one was recorded.
+    pub fn finish(
+        self,
+        info: &ProtocolInfo,
+        counters: BTreeMap<String, u64>,
+        checks: Option<Vec<Condition>>,
+    ) -> RunStats {
+        let (config, spec) = (self.config, self.spec);
+        let mut total = std::mem::take(&mut *self.stats.lock().expect("run statistics"));
+        total.protocol_counters = counters;
+        total.checks = checks;
+        total.speculation_timeline = self
+            .tuner
+            .timeline()
+            .into_iter()
+            .map(|(at, degree)| (at.as_secs_f64(), degree.to_string()))
+            .collect();
+        if let (Some(recorder), Some(path)) = (self.recorder, history_path(config, spec)) {
+            let history = History {
+                header: HistoryHeader {
+                    format: HISTORY_FORMAT,
+                    protocol: info.name.to_string(),
+                    workload: config.workload.clone(),
+                    seed: config.seed,
+                    isolation: info.isolation.to_string(),
+                    faults: "none".into(),
+                    settings: augur::check::flatten_settings(&config.workload_settings),
+                },
+                txns: recorder.records(),
+            };
+            match augur::check::write_history(&path, &history) {
+                Ok(()) => eprintln!(
+                    "{}: {} attempts recorded in {}",
+                    spec.label,
+                    history.txns.len(),
+                    path.display()
+                ),
+                Err(e) => tracing::error!("{e:#}"),
+            }
+        }
+        total
+    }
+}
+
+/// Run one closed-loop client per transport (each bound to its home node), with a progress
+/// display, and merge their statistics. The workload's initial data is loaded first, through
+/// loader sessions that `connect_loader` opens to a node and that are closed before the warm-up
+/// (see [`load_initial_data`]); with `--check`, its audit runs after the measurement.
+///
+/// `probes`, one session per node, read the nodes' protocol counters at the start and the end
+/// of the measurement window (none for PostgreSQL). Fails only if a loader cannot connect.
+pub async fn drive<T, C, F>(
+    config: &BenchConfig,
+    spec: &ProtocolSpec,
+    info: &ProtocolInfo,
+    transports: Vec<(NodeId, T)>,
+    probes: Vec<T>,
+    connect_loader: C,
+) -> anyhow::Result<RunStats>
+where
+    T: Transport,
+    C: FnMut(NodeId) -> F,
+    F: Future<Output = anyhow::Result<T>>,
+{
+    let mut plan = RunPlan::new(config, spec, transports.len());
+    load_initial_data(
+        plan.workload.as_ref(),
+        &config.placement,
+        plan.recorder.as_ref(),
+        connect_loader,
+    )
+    .await?;
+    let tasks: Vec<_> = transports
+        .into_iter()
+        .map(|(home, transport)| tokio::spawn(plan.client(home, transport)))
+        .collect();
+    let counters = tokio::spawn(read_counters(probes, plan.warmup, plan.measured));
+    let progress = Progress::start(&spec.label, plan.warmup + plan.measured);
+    let mut auditor = None;
+    for t in tasks {
+        match t.await {
+            Ok(client) => {
+                auditor.get_or_insert(client);
+            }
+            Err(e) => tracing::error!("a client task failed: {e}"),
+        }
+    }
+    progress.finish();
+    let counters = match counters.await {
+        Ok(Ok(counters)) => counters,
+        Ok(Err(e)) => {
+            tracing::error!("reading the nodes' protocol counters failed: {e}");
+            BTreeMap::new()
+        }
+        Err(e) => {
+            tracing::error!("reading the nodes' protocol counters failed: {e}");
+            BTreeMap::new()
+        }
+    };
+    let checks = match (config.check, auditor, plan.workload.audit()) {
+        (true, Some(client), Some(audit)) => Some(run_audit(&client.session, audit).await),
+        _ => None,
+    };
+    Ok(plan.finish(info, counters, checks))
+}
+
+/// Loader sessions per node that load a workload's initial data, whatever `--clients` is.
+/// Loading is a stream of independent blind-write transactions, so while the machine has cores
+/// to spare its rate is the number in flight over the commit latency. With the run's own
+/// clients, 2 per node in the paper-figure experiments, `str-fig5-latency`'s TPC-C load (27
+/// nodes on `ec2-9dc`, replication 6: about 12,000 load transactions whose commits take
+/// hundreds of milliseconds) took about a minute per protocol on this 2-core machine; with 4
+/// loader sessions per node about 31 s, with 8 about 18-25 s, and with 16 or 32 no less within
+/// the noise (16-23 s): by 8 it is no longer the latency that limits it.
+pub const LOADER_SESSIONS_PER_NODE: usize = 8;
+
+/// At most this many loader sessions in all, however many nodes: each is a task (over TCP a
+/// connection; against PostgreSQL a server backend, of the 300 `scripts/postgres.sh` allows,
+/// which the clients share), and beyond a few hundred transactions in flight two cores are the
+/// limit anyway.
+pub const MAX_LOADER_SESSIONS: usize = 256;
+
+/// The home node of each loader session for `loads` load transactions over `placement`:
+/// [`LOADER_SESSIONS_PER_NODE`] per node, round-robin over the nodes, at most
+/// [`MAX_LOADER_SESSIONS`] and never more than there are transactions to run.
+fn loader_homes(placement: &Placement, loads: usize) -> Vec<NodeId> {
+    let nodes: Vec<NodeId> = placement.nodes().collect();
+    let sessions = (nodes.len() * LOADER_SESSIONS_PER_NODE)
+        .min(MAX_LOADER_SESSIONS)
+        .min(loads);
+    (0..sessions).map(|i| nodes[i % nodes.len()]).collect()
+}
+
+/// Load `workload`'s initial data (its [`Workload::load`] transactions, each run until it
+/// commits) through dedicated loader sessions that `connect` opens, one per home of
+/// [`loader_homes`], and close again on return, so that they never count as clients. Every
+/// session takes the next transaction not yet started when it is free: which session runs a
+/// transaction does not change what it writes (its rows are fixed by the workload and its
+/// settings, and no two load transactions write the same key), so the data loaded is the same
+/// whatever the timing. Their attempts go into the history like any other, when one is
+/// recorded; they are never in the run's statistics. A load transaction that fails is logged
+/// and stops its session; the others carry on.
+pub async fn load_initial_data<T, C, F>(
+    workload: &dyn Workload,
+    placement: &Placement,
+    recorder: Option<&HistoryRecorder>,
+    mut connect: C,
+) -> anyhow::Result<()>
+where
+    T: Transport,
+    C: FnMut(NodeId) -> F,
+    F: Future<Output = anyhow::Result<T>>,
+{
+    let Some(queue) = LoadQueue::of(workload) else {
+        return Ok(());
+    };
+    let mut tasks = Vec::new();
+    for home in queue.loader_homes(placement) {
+        let transport = connect(home).await?;
+        let session = match recorder {
+            Some(r) => Session::recorded(transport, r.clone()),
+            None => Session::new(transport),
+        };
+        tasks.push(tokio::spawn(queue.loader(session)));
+    }
+    for task in tasks {
+        if let Err(e) = task.await {
+            tracing::error!("a loader task failed: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// A workload's load transactions not yet started, shared by its loader sessions.
+#[derive(Clone)]
+pub struct LoadQueue {
+    procedures: Arc<Mutex<std::vec::IntoIter<Box<dyn Procedure>>>>,
+    len: usize,
+}
+
+impl LoadQueue {
+    /// The queue of `workload`'s load transactions (`None` when it loads nothing).
+    pub fn of(workload: &dyn Workload) -> Option<LoadQueue> {
+        let procedures = workload.load();
+        (!procedures.is_empty()).then(|| LoadQueue {
+            len: procedures.len(),
+            procedures: Arc::new(Mutex::new(procedures.into_iter())),
+        })
+    }
+
+    /// Where the loader sessions go (see [`loader_homes`]).
+    pub fn loader_homes(&self, placement: &Placement) -> Vec<NodeId> {
+        loader_homes(placement, self.len)
+    }
+
+    /// One loader session: take the next transaction not yet started and run it until it
+    /// commits, until none is left. A load transaction that fails is logged and stops its
+    /// session; the others carry on.
+    pub fn loader<T: Transport>(
+        &self,
+        session: Session<T>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let queue = Arc::clone(&self.procedures);
+        async move {
+            let next = || queue.lock().expect("load queue").next();
+            while let Some(mut procedure) = next() {
+                let report = run_with_retry(&session, procedure.as_mut(), 100).await;
+                if !matches!(report.outcome, Outcome::Committed { .. }) {
+                    tracing::error!(
+                        "loading the initial data failed: {}: {:?}",
+                        procedure.name(),
+                        report.outcome
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Run `audit` in one read-only transaction, retrying (it reads a lot and may meet a protocol
+/// that aborts it) a few times; a failure to run at all is reported as a failed condition.
+pub async fn run_audit<T: Transport>(
+    session: &Session<T>,
+    mut audit: Box<dyn Audit>,
+) -> Vec<Condition> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let mut txn = match session.begin_named("audit", true).await {
+            Ok(t) => t,
+            Err(e) => {
+                last = e.to_string();
+                continue;
+            }
+        };
+        match audit.run(&mut txn).await {
+            Ok(conditions) => {
+                txn.abort().await;
+                return conditions;
+            }
+            Err(e) => {
+                last = e.to_string();
+                if !txn.is_done() {
+                    txn.abort().await;
+                }
+            }
+        }
+    }
+    vec![Condition {
+        name: "audit".into(),
+        passed: false,
+        detail: format!("the audit transaction could not run: {last}"),
+    }]
+}
+
+/// One benchmark client: its session, and what it draws transactions from.
+pub struct Client<T: Transport> {
+    session: Session<T>,
+    workload: Arc<dyn Workload>,
+    home: NodeId,
+    rng: ChaCha8Rng,
+}
+
+/// How a client paces its transactions.
+#[derive(Clone, Copy, Debug)]
+enum Pacing {
+    /// Next transaction when the previous one ended, after an exponentially distributed think
+    /// time with this mean (zero: none).
+    ClosedLoop { mean_think: Duration },
+    /// Poisson arrivals at this rate; a transaction that arrives while the previous one runs
+    /// waits, and its latency counts from its arrival.
+    OpenLoop { per_client_rate: f64 },
+}
+
+/// An exponentially distributed duration with the given mean (inverse-transform sampling).
+fn exponential(rng: &mut ChaCha8Rng, mean_secs: f64) -> Duration {
+    let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+    Duration::from_secs_f64(-u.ln() * mean_secs)
+}
+
+/// What the clients of a run share to speculate: the tuner that picks their degree and the
+/// per-type commit statistics `can_spec_commit` consults.
+struct Speculating {
+    tuner: SpeculationTuner,
+    commit_stats: CommitStats,
+}
+
+/// Records what the [`Runner`] of one client reports into the run's statistics: every event
+/// in its second's interval while the run lasts, and in the totals when the transaction
+/// started inside the measurement window and the event came before its end.
+struct ClientStats<'a> {
+    origin: Duration,
+    measure_from: Duration,
+    end: Duration,
+    /// Shared by every client of the run.
+    stats: &'a Mutex<RunStats>,
+}
+
+impl<'a> ClientStats<'a> {
+    /// The run's statistics, to record into. Never held across an await.
+    fn stats(&self) -> MutexGuard<'a, RunStats> {
+        self.stats.lock().expect("run statistics")
+    }
+
+    /// Whether an event at `at` of a transaction that started at `started` counts in the
+    /// totals.
+    fn counts(&self, started: Duration, at: Duration) -> bool {
+        started >= self.measure_from && at <= self.end
+    }
+}
+
+impl RunObserver for ClientStats<'_> {
+    fn committed(
+        &mut self,
+        name: &'static str,
+        started: Duration,
+        finished: Duration,
+        perceived: Duration,
+    ) {
+        if finished > self.end {
+            return;
+        }
+        let latency = finished.saturating_sub(started);
+        let second = finished.saturating_sub(self.origin).as_secs() as usize;
+        let mut stats = self.stats();
+        let iv = stats.interval(second);
+        iv.committed += 1;
+        iv.latency_us
+            .saturating_record(latency.as_micros().max(1) as u64);
+        if started >= self.measure_from {
+            stats.record_commit(name, latency, perceived.saturating_sub(started));
+        }
+    }
+
+    fn aborted(
+        &mut self,
+        name: &'static str,
+        reason: AbortReason,
+        started: Duration,
+        at: Duration,
+    ) {
+        let mut stats = self.stats();
+        if at <= self.end && reason != AbortReason::UserRollback {
+            let second = at.saturating_sub(self.origin).as_secs() as usize;
+            stats.interval(second).aborted += 1;
+        }
+        if self.counts(started, at) {
+            stats.record_abort(name, reason);
+        }
+    }
+
+    fn retrying(&mut self, name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().record_retry(name);
+        }
+    }
+
+    fn unknown(&mut self, name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().record_unknown(name);
+        }
+    }
+
+    fn spec_committed(&mut self, _name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().spec_commits += 1;
+        }
+    }
+
+    fn misspeculated(&mut self, _name: &'static str, started: Duration, at: Duration) {
+        if self.counts(started, at) {
+            self.stats().misspeculations += 1;
+        }
+    }
+}
+
+/// One client: run transactions, retrying aborted ones until they commit. A transaction's final
+/// latency runs from its start (its arrival, in the open loop) to its final commit, retries
+/// included; its perceived latency ends at its last speculative commit instead, when it had
+/// one (STR §8). With speculative commits the client moves on at once and keeps up to the
+/// degree's chain length of them unresolved: the next transaction runs its body meanwhile, and
+/// waits for the oldest to resolve only when it is ready to commit and the chain is full (the
+/// [`Runner`]'s [`ChainRoom::BeforeCommit`]). A misspeculated transaction is run again: the
+/// benchmark's procedures have nothing else to compensate with. A transaction the workload
+/// rolls back is complete and not retried.
+async fn client_loop<T: Transport>(
+    client: &Client<T>,
+    warmup: Duration,
+    measured: Duration,
+    pacing: Pacing,
+    speculating: &Speculating,
+    stats: &Mutex<RunStats>,
+) {
+    let session = &client.session;
+    let mut rng = client.rng.clone();
+    let transport = session.transport();
+    let origin = transport.now();
+    let measure_from = origin + warmup;
+    let end = measure_from + measured;
+    let mut observer = ClientStats {
+        origin,
+        measure_from,
+        end,
+        stats,
+    };
+    let degree = DegreeChoice::Tuned {
+        tuner: speculating.tuner.clone(),
+        origin,
+    };
+    let retry = RetryPolicy {
+        retryable: true,
+        misspeculated: true,
+        until: Some(end),
+    };
+    let mut runner = Runner::new(
+        session,
+        degree,
+        ChainRoom::BeforeCommit,
+        retry,
+        speculating.commit_stats.clone(),
+    );
+    let mut next_arrival = origin;
+    loop {
+        runner.fit_chain(&mut observer).await;
+        let procedure = client.workload.next(client.home, &mut rng);
+        let started = match pacing {
+            Pacing::ClosedLoop { mean_think } => {
+                // The workload's own keying and think times (TPC-C, RUBiS) when its settings
+                // turn them on, else the run's mean think time.
+                let pause = client
+                    .workload
+                    .pause(procedure.name(), &mut rng)
+                    .or_else(|| {
+                        (!mean_think.is_zero())
+                            .then(|| exponential(&mut rng, mean_think.as_secs_f64()))
+                    });
+                if let Some(pause) = pause {
+                    // Never past the end of the run: a long think time ends with it.
+                    let left = end.saturating_sub(transport.now());
+                    transport.sleep(pause.min(left)).await;
+                }
+                transport.now()
+            }
+            Pacing::OpenLoop { per_client_rate } => {
+                next_arrival += exponential(&mut rng, 1.0 / per_client_rate);
+                let now = transport.now();
+                if next_arrival > now {
+                    transport.sleep(next_arrival - now).await;
+                }
+                next_arrival
+            }
+        };
+        if started >= end {
+            break;
+        }
+        runner.run(procedure, started, &mut observer).await;
+    }
+    // Learn every outstanding outcome (past the window, so none counts) before leaving.
+    runner.resolve_all(&mut observer).await;
+}
+
+/// Where `--history` puts this protocol's history.
+fn history_path(config: &BenchConfig, spec: &ProtocolSpec) -> Option<PathBuf> {
+    let path = config.history.as_ref()?;
+    if config.protocols.len() == 1 {
+        return Some(path.clone());
+    }
+    Some(augur::path_with_suffix(
+        path,
+        &spec.label.replace([':', '='], "-"),
+    ))
+}
+
+/// The nodes' protocol counters over the measurement window: read through `probes` (one
+/// session per node) when the warm-up ends and when the measurement does, summed over the
+/// nodes. Counters named `largest_…` are maxima: the largest any node saw since it started.
+async fn read_counters<T: Transport>(
+    probes: Vec<T>,
+    warmup: Duration,
+    measured: Duration,
+) -> Result<BTreeMap<String, u64>, augur_client::TxnError> {
+    if probes.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let sessions: Vec<Session<T>> = probes.into_iter().map(Session::new).collect();
+    async fn read_all<T: Transport>(
+        sessions: &[Session<T>],
+    ) -> Result<BTreeMap<String, u64>, augur_client::TxnError> {
+        let mut total = BTreeMap::new();
+        for session in sessions {
+            add_counters(&mut total, session.node_stats().await?);
+        }
+        Ok(total)
+    }
+    let transport = sessions[0].transport();
+    transport.sleep(warmup).await;
+    let before = read_all(&sessions).await?;
+    transport.sleep(measured).await;
+    let after = read_all(&sessions).await?;
+    Ok(counters_between(&before, after))
+}
+
+/// Add one node's protocol counters to `total`: running totals add up, `largest_` maxima
+/// take the largest.
+pub fn add_counters<N: Into<String>>(
+    total: &mut BTreeMap<String, u64>,
+    node: impl IntoIterator<Item = (N, u64)>,
+) {
+    for (name, n) in node {
+        let name = name.into();
+        let largest = name.starts_with("largest_");
+        let sum = total.entry(name).or_insert(0u64);
+        *sum = if largest { (*sum).max(n) } else { *sum + n };
+    }
+}
+
+/// The counters over a window, from their totals at its start and at its end (maxima as at
+/// the end).
+pub fn counters_between(
+    before: &BTreeMap<String, u64>,
+    mut after: BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    for (name, n) in after.iter_mut() {
+        if !name.starts_with("largest_") {
+            *n = n.saturating_sub(before.get(name).copied().unwrap_or(0));
+        }
+    }
+    after
+}
+
+/// A progress bar on a terminal, plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+    name: String,
+}
+
+impl Progress {
+    fn start(name: &str, total: Duration) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            eprintln!("running {name} for {:.1}s", total.as_secs_f64());
+            return Progress {
+                bar: None,
+                ticker: None,
+                name: name.to_string(),
+            };
+        }
+        let bar = indicatif::ProgressBar::new(total.as_millis() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix:>14} [{bar:40}] {elapsed}/{duration}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(name.to_string());
+        let ticking = bar.clone();
+        let ticker = tokio::spawn(async move {
+            let start = std::time::Instant::now();
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                ticking.set_position(start.elapsed().as_millis() as u64);
+            }
+        });
+        Progress {
+            bar: Some(bar),
+            ticker: Some(ticker),
+            name: name.to_string(),
+        }
+    }
+
+    fn finish(self) {
+        if let Some(t) = self.ticker {
+            t.abort();
+        }
+        match self.bar {
+            Some(bar) => bar.finish_and_clear(),
+            None => eprintln!("finished {}", self.name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_types::LatencyProfile;
+
+    fn placement(nodes: usize) -> Arc<Placement> {
+        let profile = LatencyProfile::named("lan").unwrap();
+        Arc::new(Placement::ring(profile, nodes, nodes.min(3)).unwrap())
+    }
+
+    #[test]
+    fn loader_sessions_are_a_fixed_number_per_node_spread_over_the_nodes() {
+        let homes = loader_homes(&placement(3), 10_000);
+        assert_eq!(homes.len(), 3 * LOADER_SESSIONS_PER_NODE);
+        for node in placement(3).nodes() {
+            let at = homes.iter().filter(|h| **h == node).count();
+            assert_eq!(at, LOADER_SESSIONS_PER_NODE, "{node}");
+        }
+        assert_eq!(homes[..3], [NodeId(0), NodeId(1), NodeId(2)]);
+        // Never more than there are transactions to run, nor than the cap.
+        assert_eq!(loader_homes(&placement(3), 5).len(), 5);
+        assert_eq!(loader_homes(&placement(3), 0).len(), 0);
+        assert_eq!(
+            loader_homes(&placement(64), 1_000_000).len(),
+            MAX_LOADER_SESSIONS
+        );
+    }
+
+    /// Records the keys a procedure writes; reads find nothing.
+    #[derive(Default)]
+    struct Writes(Vec<augur_types::Key>);
+
+    impl augur_client::Ops for Writes {
+        fn read<'a>(
+            &'a mut self,
+            _key: &'a augur_types::Key,
+        ) -> futures::future::BoxFuture<
+            'a,
+            Result<Option<augur_types::Value>, augur_client::TxnError>,
+        > {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn write(
+            &mut self,
+            key: augur_types::Key,
+            _value: Option<augur_types::Value>,
+        ) -> Result<(), augur_client::TxnError> {
+            self.0.push(key);
+            Ok(())
+        }
+    }
+
+    /// The loader sessions run load transactions in whatever order they finish in: that loads
+    /// the same data only because no two of them write the same key.
+    #[test]
+    fn no_two_load_transactions_write_the_same_key() {
+        let workloads: [(&str, &[(&str, &str)]); 3] = [
+            ("ycsb-t", &[("keys", "3000")]),
+            (
+                "tpcc",
+                &[
+                    ("warehouses", "3"),
+                    ("items", "1000"),
+                    ("customers_per_district", "100"),
+                    ("data_size", "compact"),
+                ],
+            ),
+            (
+                "rubis",
+                &[("users", "2000"), ("items", "300"), ("old_items", "1000")],
+            ),
+        ];
+        for (name, settings) in workloads {
+            let settings = settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let workload = augur_workloads::build(name, &settings, placement(3)).unwrap();
+            let mut writer = std::collections::HashMap::new();
+            let loads = workload.load();
+            assert!(loads.len() > 1, "{name}");
+            for (i, mut p) in loads.into_iter().enumerate() {
+                let mut ops = Writes::default();
+                futures::executor::block_on(p.run(&mut ops)).unwrap();
+                for key in ops.0 {
+                    if let Some(j) = writer.insert(key.clone(), i) {
+                        assert_eq!(j, i, "{name}: load transactions {j} and {i} write {key:?}");
+                    }
+                }
+            }
+        }
+    }
+}
