@@ -702,14 +702,26 @@ impl<P: Protocol> Simulation<P> {
     /// Hand `job` to `node`: at once without a CPU model, else when one of its cores is free
     /// (inputs wait their turn in arrival order).
     fn input(&mut self, node: NodeId, job: Job<P>) {
-        let Some(model) = self.config.cpu else {
+        if self.config.cpu.is_none() {
             return self.run_job(node, job);
-        };
-        let n = &mut self.nodes[node.0 as usize];
-        if n.cpu.busy < model.cores && n.runnable.is_empty() {
+        }
+        self.nodes[node.0 as usize].runnable.push_back(job);
+        self.run_waiting(node);
+    }
+
+    /// Under the CPU model: start the inputs waiting at `node`, oldest first, while it has a
+    /// free core.
+    fn run_waiting(&mut self, node: NodeId) {
+        let cores = self.config.cpu.map_or(u32::MAX, |m| m.cores);
+        loop {
+            let n = &mut self.nodes[node.0 as usize];
+            if n.cpu.busy >= cores {
+                break;
+            }
+            let Some(job) = n.runnable.pop_front() else {
+                break;
+            };
             self.run_job(node, job);
-        } else {
-            n.runnable.push_back(job);
         }
     }
 
@@ -779,8 +791,7 @@ impl<P: Protocol> Simulation<P> {
         self.start_sync(node);
         let cost = model.cost(kind, work);
         self.accounts.record(kind, work, cost, measured);
-        let n = &mut self.nodes[node.0 as usize];
-        let end = n.cpu.start(self.now_us, cost, work.serial);
+        let n = &self.nodes[node.0 as usize];
         let output = WorkOutput::Handler {
             sends,
             replies,
@@ -788,6 +799,22 @@ impl<P: Protocol> Simulation<P> {
             upto: n.log.end(),
             records: n.records,
         };
+        self.occupy_core(node, incarnation, cost, work.serial, output);
+    }
+
+    /// Take a core of `node` for `cost` (and `serial`, if any); `output` happens when it is
+    /// over.
+    fn occupy_core(
+        &mut self,
+        node: NodeId,
+        incarnation: u32,
+        cost: Duration,
+        serial: Option<crate::SerialResource>,
+        output: WorkOutput<P>,
+    ) {
+        let end = self.nodes[node.0 as usize]
+            .cpu
+            .start(self.now_us, cost, serial);
         self.schedule(
             end,
             Event::WorkDone {
@@ -815,22 +842,8 @@ impl<P: Protocol> Simulation<P> {
             });
         }
         let incarnation = n.incarnation;
-        let end = n.cpu.start(self.now_us, model.cost.client, None);
-        self.accounts.record(
-            InputKind::Client,
-            crate::Work::default(),
-            model.cost.client,
-            Duration::ZERO,
-        );
         let output = WorkOutput::ClientSend(request);
-        self.schedule(
-            end,
-            Event::WorkDone {
-                node,
-                incarnation,
-                output,
-            },
-        );
+        self.occupy_core(node, incarnation, model.cost.client, None, output);
     }
 
     /// A core of `node` finished its work: the work's output leaves, and the next waiting
@@ -858,17 +871,7 @@ impl<P: Protocol> Simulation<P> {
                 self.schedule(at, Event::Request { to: node, request });
             }
         }
-        let cores = self.config.cpu.map_or(u32::MAX, |m| m.cores);
-        loop {
-            let n = &mut self.nodes[node.0 as usize];
-            if n.cpu.busy >= cores {
-                break;
-            }
-            let Some(job) = n.runnable.pop_front() else {
-                break;
-            };
-            self.run_job(node, job);
-        }
+        self.run_waiting(node);
     }
 
     fn set_timers(&mut self, node: NodeId, incarnation: u32, timers: Vec<(Duration, P::Timer)>) {
@@ -1133,7 +1136,7 @@ impl<P: Protocol> Simulation<P> {
         if let Some(started) = started {
             self.accounts.client_time(started.elapsed());
         }
-        let client_work = self.config.cpu.is_some_and(|m| !m.cost.client.is_zero());
+        let client_cost = self.config.cpu.map(|m| m.cost.client);
         for (to, request) in outgoing {
             let timeout_at = self.now_us + self.config.client_timeout.as_micros() as u64;
             self.schedule(
@@ -1146,21 +1149,23 @@ impl<P: Protocol> Simulation<P> {
             // A client's work is charged once per transaction attempt, at the request that
             // starts it: per operation it is about the same in both forms (the one-shot client
             // replays its copy of the procedure over the reply).
-            let starts_attempt = matches!(
-                request.op,
-                ClientOp::Begin { .. } | ClientOp::Execute { .. }
-            );
-            if client_work && starts_attempt {
+            let cost = client_cost.filter(|_| {
+                matches!(
+                    request.op,
+                    ClientOp::Begin { .. } | ClientOp::Execute { .. }
+                )
+            });
+            if let Some(cost) = cost {
+                self.accounts.record(
+                    InputKind::Client,
+                    crate::Work::default(),
+                    cost,
+                    Duration::ZERO,
+                );
+            }
+            if cost.is_some_and(|c| !c.is_zero()) {
                 self.input(to, Job::ClientSend(request));
             } else {
-                if self.config.cpu.is_some() && starts_attempt {
-                    self.accounts.record(
-                        InputKind::Client,
-                        crate::Work::default(),
-                        Duration::ZERO,
-                        Duration::ZERO,
-                    );
-                }
                 self.schedule(
                     self.now_us + self.client_delay_us(),
                     Event::Request { to, request },
@@ -1201,6 +1206,15 @@ impl<P: Protocol> Simulation<P> {
         let model = self.config.cpu?;
         let busy_us = self.nodes.iter().map(|n| n.cpu.busy_us).collect();
         Some(self.accounts.report(model, busy_us, self.now_us))
+    }
+
+    /// Run in steps of `step` until every client task has finished or virtual time `deadline`
+    /// since the start has passed; whether they all finished.
+    pub fn run_until_clients_done(&mut self, deadline: Duration, step: Duration) -> bool {
+        while !self.clients_done() && self.elapsed() < deadline {
+            self.run_for(step);
+        }
+        self.clients_done()
     }
 
     /// Whether every client task has finished.

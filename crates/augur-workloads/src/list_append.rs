@@ -219,6 +219,22 @@ pub(crate) fn unprepared(procedure: &str) -> RequestError {
     ))
 }
 
+/// Check the `count` fresh values a call of `procedure` ships, numbered from `first`: they must
+/// have been reserved, and must not run past the largest value.
+pub(crate) fn check_reserved(
+    procedure: &str,
+    first: Option<u64>,
+    count: u64,
+) -> Result<(), RequestError> {
+    match first {
+        None => Err(unprepared(procedure)),
+        Some(first) if first.checked_add(count).is_none() => Err(RequestError::Invalid(format!(
+            "{procedure}: values from {first} overflow"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
 impl Procedure for Append {
     fn name(&self) -> &'static str {
         "append"
@@ -328,13 +344,8 @@ pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, Re
                 next_element: None,
                 first,
             };
-            match first {
-                None => Err(unprepared("append")),
-                Some(first) if first.checked_add(append.appends()).is_none() => Err(
-                    RequestError::Invalid(format!("append: elements from {first} overflow")),
-                ),
-                Some(_) => Ok(Box::new(append)),
-            }
+            check_reserved("append", first, append.appends())?;
+            Ok(Box::new(append))
         }
         "read" => Ok(Box::new(ReadKeys::from_call("list-append", call)?)),
         _ => Err(crate::unknown_procedure(call)),

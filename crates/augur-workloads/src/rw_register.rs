@@ -16,7 +16,7 @@
 //!
 //! The settings are those of `list-append`.
 
-use crate::list_append::{ReadKeys, Settings, draw, key_of, unprepared};
+use crate::list_append::{ReadKeys, Settings, check_reserved, draw, key_of, unprepared};
 use crate::{Workload, WorkloadError};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{Key, NodeId, Placement, ProcedureCall, RequestError};
@@ -193,13 +193,8 @@ pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, Re
                 next_value: None,
                 first,
             };
-            match first {
-                None => Err(unprepared("rw")),
-                Some(first) if first.checked_add(rw.writes()).is_none() => Err(
-                    RequestError::Invalid(format!("rw: values from {first} overflow")),
-                ),
-                Some(_) => Ok(Box::new(rw)),
-            }
+            check_reserved("rw", first, rw.writes())?;
+            Ok(Box::new(rw))
         }
         "read" => Ok(Box::new(ReadKeys::from_call("rw-register", call)?)),
         _ => Err(crate::unknown_procedure(call)),

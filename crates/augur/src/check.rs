@@ -516,10 +516,7 @@ impl ProtocolVisitor for RunSeed<'_> {
         }
         liveness.store(true, Ordering::SeqCst);
         let deadline = config.safety + LIVENESS_DEADLINE;
-        while !sim.clients_done() && sim.elapsed() < deadline {
-            sim.run_for(Duration::from_millis(500));
-        }
-        let live = if sim.clients_done() {
+        let live = if sim.run_until_clients_done(deadline, Duration::from_millis(500)) {
             Ok(())
         } else {
             let stuck = clients - done.load(Ordering::SeqCst);

@@ -356,7 +356,7 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                     goodput_tps: r.goodput_tps,
                     abort_rate: r.abort_rate,
                     p50_ms: r.latency_ms.p50,
-                    modelled: r.modelled_cpu.is_some(),
+                    modelled: config.runtime == Runtime::Sim,
                     p99_ms: r.latency_ms.p99,
                     throughput_ratio: r.throughput_ratio,
                     checks_passed: r.checks.as_ref().map(|cs| cs.iter().all(|c| c.passed)),

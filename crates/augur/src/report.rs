@@ -199,7 +199,8 @@ pub struct ProtocolResult {
     pub speculation_stats: Option<SpeculationStats>,
     /// With `--runtime sim`: the CPU model's accounts over the measurement window (per kind of
     /// input: how many, the work they reported, modelled and measured time) and each node's
-    /// modelled busy fraction. Its presence marks the result as modelled.
+    /// modelled busy fraction. Absent with `sim.cores=unlimited`, where work takes no time
+    /// (`config.runtime` says the run was simulated either way).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub modelled_cpu: Option<CpuReport>,
     /// Per second of the run (warm-up included): for `samples.csv` and the report's plots.

@@ -259,10 +259,10 @@ impl NodeCpu {
 }
 
 /// What the nodes of a run did under the CPU model, per kind of input.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct CpuReport {
     /// The model the run used.
-    pub model: Option<CpuModel>,
+    pub model: CpuModel,
     /// Per kind of input: how many were handled, the work they reported, the virtual time the
     /// model charged for them and the real time their handlers took in this process.
     pub inputs: BTreeMap<&'static str, KindReport>,
@@ -284,14 +284,12 @@ impl CpuReport {
         let Some(before) = before else {
             return self.clone();
         };
-        let cores = self.model.map_or(1, |m| m.cores);
-        let span = self.at_us.saturating_sub(before.at_us).max(1) as f64 * f64::from(cores);
-        let utilization = self
-            .busy_us
-            .iter()
-            .zip(&before.busy_us)
-            .map(|(after, before)| after.saturating_sub(*before) as f64 / span)
-            .collect();
+        let busy = self.busy_us.iter().zip(&before.busy_us);
+        let utilization = busy_fractions(
+            busy.map(|(after, before)| after.saturating_sub(*before)),
+            self.at_us.saturating_sub(before.at_us),
+            self.model.cores,
+        );
         let inputs = self
             .inputs
             .iter()
@@ -318,6 +316,12 @@ impl CpuReport {
             at_us: self.at_us,
         }
     }
+}
+
+/// Each node's core time used (`busy_us`) over the core time `cores` offer in `span_us`.
+fn busy_fractions(busy_us: impl Iterator<Item = u64>, span_us: u64, cores: u32) -> Vec<f64> {
+    let available = span_us.max(1) as f64 * f64::from(cores);
+    busy_us.map(|b| b as f64 / available).collect()
 }
 
 /// One kind of input in a [`CpuReport`].
@@ -350,17 +354,16 @@ impl CpuAccounts {
         k.measured_us += measured.as_secs_f64() * 1e6;
     }
 
-    /// The report at virtual time `at_us`, when the nodes had used `busy_us` of core time.
     /// Real time spent running client code (charged to the `client` kind's measured time).
     pub fn client_time(&mut self, measured: Duration) {
         self.kinds[InputKind::Client.index()].measured_us += measured.as_secs_f64() * 1e6;
     }
 
+    /// The report at virtual time `at_us`, when the nodes had used `busy_us` of core time.
     pub fn report(&self, model: CpuModel, busy_us: Vec<u64>, at_us: u64) -> CpuReport {
-        let available = at_us.max(1) as f64 * f64::from(model.cores);
-        let utilization = busy_us.iter().map(|b| *b as f64 / available).collect();
+        let utilization = busy_fractions(busy_us.iter().copied(), at_us, model.cores);
         CpuReport {
-            model: Some(model),
+            model,
             inputs: InputKind::ALL
                 .iter()
                 .filter(|k| self.kinds[k.index()].count > 0)

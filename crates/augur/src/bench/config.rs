@@ -443,19 +443,21 @@ impl BenchArgs {
             }
         }
         let runtime = self.runtime.unwrap_or(Runtime::Inproc);
-        let cpu_model = CpuModel::from_settings(&sim_settings).map_err(bad)?;
-        if runtime != Runtime::Sim && !sim_settings.is_empty() {
-            return Err(bad(
-                "sim.* settings describe the simulator's CPU model: they need --runtime sim",
-            ));
-        }
-        let cpu_model = cpu_model.filter(|_| runtime == Runtime::Sim);
-        if runtime == Runtime::Sim && self.data_dir.is_some() {
-            return Err(bad(
-                "--data-dir: the simulator keeps every node's log in memory (its syncs take \
-                 modelled time); drop --data-dir or use --runtime inproc",
-            ));
-        }
+        let cpu_model = match runtime {
+            Runtime::Sim if self.data_dir.is_some() => {
+                return Err(bad(
+                    "--data-dir: the simulator keeps every node's log in memory (its syncs take \
+                     modelled time); drop --data-dir or use --runtime inproc",
+                ));
+            }
+            Runtime::Sim => CpuModel::from_settings(&sim_settings).map_err(bad)?,
+            _ if !sim_settings.is_empty() => {
+                return Err(bad(
+                    "sim.* settings describe the simulator's CPU model: they need --runtime sim",
+                ));
+            }
+            _ => None,
+        };
         let mut protocols: Vec<ProtocolSpec> = Vec::new();
         for entry in &self.protocol {
             let spec = ProtocolSpec::parse(

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 /// them.
 const DRAIN: Duration = Duration::from_secs(120);
 
+/// How far virtual time moves between two looks at whether the clients are done.
+const STEP: Duration = Duration::from_secs(1);
+
 /// Virtual time the initial load may take before the run gives up on it.
 const LOAD_LIMIT: Duration = Duration::from_secs(3600);
 
@@ -64,11 +67,7 @@ impl ProtocolVisitor for RunInSim<'_> {
             for home in queue.loader_homes(&config.placement) {
                 sim.spawn_client(home, |t| queue.loader(plan.session(t)));
             }
-            let deadline = sim.elapsed() + LOAD_LIMIT;
-            while !sim.clients_done() && sim.elapsed() < deadline {
-                sim.run_for(Duration::from_secs(1));
-            }
-            if !sim.clients_done() {
+            if !sim.run_until_clients_done(sim.elapsed() + LOAD_LIMIT, STEP) {
                 anyhow::bail!(
                     "{}: the initial load did not finish within {} s of virtual time",
                     spec.label,
@@ -110,11 +109,7 @@ impl ProtocolVisitor for RunInSim<'_> {
         let cpu = sim
             .cpu_report()
             .map(|after| after.since(cpu_before.as_ref()));
-        let drain_end = window_end + DRAIN;
-        while !sim.clients_done() && sim.elapsed() < drain_end {
-            sim.run_for(Duration::from_secs(1));
-        }
-        if !sim.clients_done() {
+        if !sim.run_until_clients_done(window_end + DRAIN, STEP) {
             tracing::warn!(
                 "{}: some clients were still waiting {} s of virtual time after the run",
                 spec.label,
@@ -133,10 +128,8 @@ impl ProtocolVisitor for RunInSim<'_> {
                         *slot.lock().expect("audit result") = Some(conditions);
                     }
                 });
-                let deadline = sim.elapsed() + DRAIN;
-                while result.lock().expect("audit result").is_none() && sim.elapsed() < deadline {
-                    sim.run_for(Duration::from_secs(1));
-                }
+                // The audit's client is the last one (bar any the drain gave up on).
+                sim.run_until_clients_done(sim.elapsed() + DRAIN, STEP);
                 let conditions = result.lock().expect("audit result").take();
                 Some(conditions.unwrap_or_else(|| {
                     vec![augur_workloads::Condition {
