@@ -2,6 +2,7 @@
 //! command line.
 
 pub mod check;
+pub mod cluster;
 pub mod faults;
 
 /// What augur's nodes run one-shot transactions with: every workload's procedures.

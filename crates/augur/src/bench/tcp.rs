@@ -3,8 +3,8 @@
 
 use super::config::{BenchConfig, ProtocolSpec};
 use super::run::drive;
-use crate::node::{ClusterFile, NodeEntry, OptionsFile};
 use crate::report::ProtocolResult;
+use augur::cluster::{ClusterFile, NodeEntry, OptionsFile};
 use augur_protocols::registry;
 use augur_runtime::tcp::TcpTransport;
 use augur_runtime::wal::LogStorage;

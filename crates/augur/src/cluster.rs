@@ -1,0 +1,372 @@
+//! Cluster files: the TOML file that describes a running cluster (its protocol, placement,
+//! options and nodes), as `augur node` serves it and as clients of the cluster read it. The
+//! format is documented in docs/cluster-config.md.
+
+use crate::BadInput;
+use augur_protocols::registry::{self, ProtocolInfo};
+use augur_runtime::ProtocolOptions;
+use augur_runtime::tcp::TcpTransport;
+use augur_types::{ClientId, LatencyProfile, NodeId, Placement};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A cluster file as written (see docs/cluster-config.md).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// Registry name of the protocol every node runs.
+    pub protocol: String,
+    /// Latency profile name: where nodes sit and, if emulated, the delays between them.
+    #[serde(default = "default_latency")]
+    pub latency: String,
+    /// How many of the profile's data centres to use (default: all that the nodes can fill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dcs: Option<usize>,
+    /// Replicas per partition, master included.
+    #[serde(default = "default_replication")]
+    pub replication: usize,
+    /// Seeds every node's random number generator (each mixes in its id).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Delay peer messages by the profile's one-way latency (for clusters on one machine or LAN).
+    #[serde(default = "default_emulate_latency")]
+    pub emulate_latency: bool,
+    #[serde(default)]
+    pub options: OptionsFile,
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// `[options]`: overrides of [`ProtocolOptions`], durations in milliseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionsFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub participant_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_retention_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_interval_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_txn_timeout_ms: Option<u64>,
+    /// Protocol-specific settings; strings, numbers and booleans.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, toml::Value>,
+}
+
+/// `[[nodes]]`: one node of the cluster.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    pub id: u32,
+    /// Where the other nodes and clients reach this node (`host:port`).
+    pub addr: String,
+    /// Where this node binds, if not `addr` (e.g. `0.0.0.0:7100` behind NAT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+}
+
+fn default_latency() -> String {
+    "lan".into()
+}
+
+fn default_replication() -> usize {
+    1
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_emulate_latency() -> bool {
+    true
+}
+
+/// A cluster file, checked and resolved.
+pub struct Cluster {
+    pub protocol: &'static ProtocolInfo,
+    pub placement: Arc<Placement>,
+    pub options: Arc<ProtocolOptions>,
+    pub seed: u64,
+    pub emulate_latency: bool,
+    /// By node id.
+    pub nodes: Vec<NodeEntry>,
+}
+
+impl Cluster {
+    /// Read and check the cluster file at `path`; errors are [`BadInput`] naming the file.
+    pub fn load(path: &Path) -> anyhow::Result<Cluster> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
+        Cluster::parse(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
+    }
+
+    /// Parse and check a cluster file's text.
+    pub fn parse(text: &str) -> Result<Cluster, String> {
+        let file: ClusterFile = toml::from_str(text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|span| {
+                    let before = &text[..span.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    format!("line {line}: ")
+                })
+                .unwrap_or_default();
+            format!("{at}{}", e.message().trim_end())
+        })?;
+        Cluster::check(file)
+    }
+
+    fn check(file: ClusterFile) -> Result<Cluster, String> {
+        let protocol = registry::info(&file.protocol).map_err(|e| e.to_string())?;
+        let n = file.nodes.len();
+        if n == 0 {
+            return Err("no [[nodes]]: a cluster needs at least one node".into());
+        }
+        let mut ids = BTreeSet::new();
+        for node in &file.nodes {
+            if !ids.insert(node.id) {
+                return Err(format!("node id {} appears twice", node.id));
+            }
+        }
+        if let Some(missing) = (0..n as u32).find(|i| !ids.contains(i)) {
+            let extra = ids.last().copied().unwrap_or(0);
+            return Err(format!(
+                "node ids must be 0..={} for {n} nodes: id {missing} is missing (id {extra} is out of range)",
+                n - 1
+            ));
+        }
+        let mut nodes = file.nodes.clone();
+        nodes.sort_by_key(|node| node.id);
+        for (i, a) in nodes.iter().enumerate() {
+            if let Some(b) = nodes[..i].iter().find(|b| b.addr == a.addr) {
+                return Err(format!(
+                    "nodes {} and {} share the address {}",
+                    b.id, a.id, a.addr
+                ));
+            }
+        }
+
+        let profile = LatencyProfile::named(&file.latency).map_err(|e| e.to_string())?;
+        let dcs = file.dcs.unwrap_or(profile.dcs.len().min(n));
+        let profile = profile.truncated(dcs).map_err(|e| e.to_string())?;
+        let placement = Placement::ring(profile, n, file.replication).map_err(|e| e.to_string())?;
+
+        let o = &file.options;
+        let mut options = ProtocolOptions::default();
+        let ms = Duration::from_millis;
+        if let Some(v) = o.participant_timeout_ms {
+            options.participant_timeout = ms(v);
+        }
+        if let Some(v) = o.gc_retention_ms {
+            options.gc_retention = ms(v);
+        }
+        if let Some(v) = o.gc_interval_ms {
+            if v == 0 {
+                return Err("options.gc_interval_ms must be at least 1".into());
+            }
+            options.gc_interval = ms(v);
+        }
+        if let Some(v) = o.idle_txn_timeout_ms {
+            options.idle_txn_timeout = ms(v);
+        }
+        for (key, value) in &o.settings {
+            let value = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(_)
+                | toml::Value::Float(_)
+                | toml::Value::Boolean(_)
+                | toml::Value::Datetime(_) => value.to_string(),
+                toml::Value::Array(_) | toml::Value::Table(_) => {
+                    return Err(format!(
+                        "options.settings.{key} must be a string, a number or a boolean"
+                    ));
+                }
+            };
+            options.settings.insert(key.clone(), value);
+        }
+        protocol
+            .validate_settings(&options.settings)
+            .map_err(|e| format!("options.settings: {e}"))?;
+
+        Ok(Cluster {
+            protocol,
+            placement: Arc::new(placement),
+            options: Arc::new(options),
+            seed: file.seed,
+            emulate_latency: file.emulate_latency,
+            nodes,
+        })
+    }
+}
+
+/// Resolve `host:port` to its first socket address.
+pub fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
+    addr.to_socket_addrs()
+        .map_err(|e| format!("{what}: cannot resolve '{addr}': {e}"))?
+        .next()
+        .ok_or_else(|| format!("{what}: '{addr}' resolves to no address"))
+}
+
+impl Cluster {
+    /// Where clients and peers reach node `id` (its `addr`, resolved).
+    pub fn node_addr(&self, id: NodeId) -> Result<SocketAddr, String> {
+        let node = self.nodes.get(id.0 as usize).ok_or_else(|| {
+            format!(
+                "node {id} is not in the cluster (its ids are 0..={})",
+                self.nodes.len().saturating_sub(1)
+            )
+        })?;
+        resolve(&format!("node {}", node.id), &node.addr)
+    }
+
+    /// Open a client connection to node `home`, as client `client`, waiting at most `timeout`
+    /// for each request's reply. Every client of a running cluster (`augur get`, `put`,
+    /// `shell`, `bench --cluster`) connects through here.
+    pub async fn connect(
+        &self,
+        home: NodeId,
+        client: ClientId,
+        timeout: Duration,
+    ) -> anyhow::Result<TcpTransport> {
+        let addr = self.node_addr(home).map_err(BadInput)?;
+        TcpTransport::connect(addr, client, timeout)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach node {home} at {addr}: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+protocol = "clocksi-rep"
+latency = "3dc"
+replication = 2
+seed = 9
+
+[options]
+participant_timeout_ms = 500
+[options.settings]
+precise_clock = "on"
+
+[[nodes]]
+id = 1
+addr = "127.0.0.1:7101"
+[[nodes]]
+id = 0
+addr = "127.0.0.1:7100"
+listen = "0.0.0.0:7100"
+[[nodes]]
+id = 2
+addr = "127.0.0.1:7102"
+"#;
+
+    fn error_of(text: &str) -> String {
+        match Cluster::parse(text) {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_good_file_resolves_to_a_cluster() {
+        let c = Cluster::parse(GOOD).unwrap();
+        assert_eq!(c.protocol.name, "clocksi-rep");
+        assert_eq!(c.placement.node_count(), 3);
+        assert_eq!(c.placement.replication_factor(), 2);
+        assert_eq!(c.placement.profile().dcs, ["VA", "OR", "IE"]);
+        assert_eq!(c.options.participant_timeout, Duration::from_millis(500));
+        assert_eq!(c.options.settings["precise_clock"], "on");
+        assert_eq!(c.seed, 9);
+        assert!(c.emulate_latency);
+        let ids: Vec<u32> = c.nodes.iter().map(|n| n.id).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        assert_eq!(c.nodes[0].listen.as_deref(), Some("0.0.0.0:7100"));
+    }
+
+    #[test]
+    fn defaults_fill_what_is_left_out() {
+        let c = Cluster::parse("protocol = \"nocc\"\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n")
+            .unwrap();
+        assert_eq!(c.placement.profile().name, "lan");
+        assert_eq!(c.placement.replication_factor(), 1);
+        assert_eq!(*c.options, ProtocolOptions::default());
+        // Fewer nodes than the profile has data centres: the profile is truncated.
+        let c = Cluster::parse(
+            "protocol = \"nocc\"\nlatency = \"ec2-9dc\"\n[[nodes]]\nid = 0\naddr = \"a:1\"\n[[nodes]]\nid = 1\naddr = \"b:1\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.placement.profile().dcs, ["IE", "SU"]);
+    }
+
+    #[test]
+    fn a_written_file_reads_back() {
+        let file: ClusterFile = toml::from_str(GOOD).unwrap();
+        let text = toml::to_string(&file).unwrap();
+        let c = Cluster::parse(&text).unwrap();
+        assert_eq!(c.placement.replication_factor(), 2);
+        assert_eq!(c.options.settings["precise_clock"], "on");
+    }
+
+    #[test]
+    fn bad_files_are_refused_with_one_line_reasons() {
+        let cases = [
+            (
+                GOOD.replace("clocksi-rep", "spanner"),
+                "unknown protocol 'spanner'",
+            ),
+            (GOOD.replace("3dc", "wan"), "unknown latency profile 'wan'"),
+            (GOOD.replace("id = 2", "id = 1"), "node id 1 appears twice"),
+            (
+                GOOD.replace("id = 2", "id = 5"),
+                "id 2 is missing (id 5 is out of range)",
+            ),
+            (
+                GOOD.replace("7102", "7101"),
+                "nodes 1 and 2 share the address",
+            ),
+            (
+                GOOD.replace("replication = 2", "replication = 4"),
+                "replication factor 4",
+            ),
+            (
+                GOOD.replace("seed = 9", "seed = 9\ncolour = 1"),
+                "line 6: unknown field `colour`",
+            ),
+            (
+                GOOD.replace("seed = 9", "seed = \"x\""),
+                "line 5: invalid type",
+            ),
+            (
+                GOOD.replace("precise_clock = \"on\"", "precise_clock = [1]"),
+                "options.settings.precise_clock must be",
+            ),
+            (
+                GOOD.replace("precise_clock = \"on\"", "precise_clock = \"maybe\""),
+                "bad value 'maybe' for setting 'precise_clock'",
+            ),
+            (
+                GOOD.replace("precise_clock = \"on\"", "batch = 4"),
+                "unknown setting 'batch' for protocol clocksi-rep",
+            ),
+            (
+                "protocol = \"nocc\"\nnodes = []\n".to_string(),
+                "no [[nodes]]",
+            ),
+            (
+                "protocol = \"nocc\"\n[[nodes]]\nid = 0\n".to_string(),
+                "missing field `addr`",
+            ),
+        ];
+        for (text, expected) in cases {
+            let e = error_of(&text);
+            assert!(e.contains(expected), "{e:?} should contain {expected:?}");
+            assert!(!e.contains('\n'), "{e:?} spans lines");
+        }
+    }
+}
