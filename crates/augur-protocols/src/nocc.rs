@@ -11,6 +11,7 @@
 
 use crate::common::coordinator::{Pending, group_by_partition};
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
@@ -56,6 +57,24 @@ pub enum Msg {
     Applied {
         txn: TxnId,
     },
+}
+
+/// Reads and writes go to replicas of their keys, from the transaction's coordinator; answers
+/// go back to it.
+impl CheckMessage for Msg {
+    fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        match self {
+            Msg::Read { txn, key } => {
+                at.txn_of_sender(*txn)?;
+                at.key_here(key)
+            }
+            Msg::Apply { txn, writes, .. } => {
+                at.txn_of_sender(*txn)?;
+                writes.iter().try_for_each(|(key, _)| at.key_here(key))
+            }
+            Msg::ReadReply { txn, .. } | Msg::Applied { txn } => at.txn_here(*txn),
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -20,6 +20,7 @@
 //! records not yet synced with it.
 
 pub mod clock;
+pub mod inbound;
 pub mod local;
 pub mod one_shot;
 mod protocol;

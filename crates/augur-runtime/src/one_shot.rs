@@ -496,6 +496,12 @@ mod tests {
         Written(u64),
     }
 
+    impl crate::inbound::CheckMessage for Msg {
+        fn check(&self, _: &crate::inbound::Inbound<'_>) -> Result<(), crate::inbound::BadMessage> {
+            Ok(())
+        }
+    }
+
     impl Remote {
         fn answer(ctx: &mut Ctx<'_, Self>, to: (ClientId, RequestId), reply: ClientReply) {
             ctx.reply(to.0, ClientResponse { id: to.1, reply });

@@ -1,3 +1,4 @@
+use crate::inbound::CheckMessage;
 use crate::one_shot::{INTERACTIVE_ONLY, Procedures, RequestForm};
 use augur_types::{
     ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId, Placement,
@@ -61,8 +62,9 @@ pub struct NodeEnv {
 /// (its clock reading and its RNG): iterate only over ordered or insertion-ordered collections
 /// where order can change behaviour.
 pub trait Protocol: Send + Sized + 'static {
-    /// Messages between nodes running this protocol.
-    type Msg: Clone + Debug + Send + Serialize + DeserializeOwned + 'static;
+    /// Messages between nodes running this protocol. A runtime checks each message it takes off
+    /// a wire ([`CheckMessage`]) before a handler sees it.
+    type Msg: Clone + Debug + Send + Serialize + DeserializeOwned + CheckMessage + 'static;
     /// Payloads of the timers this protocol sets.
     type Timer: Debug + Send + 'static;
     /// What the protocol writes to its node's write-ahead log ([`Ctx::persist`]) and rebuilds

@@ -68,6 +68,7 @@ mod trace;
 pub use cpu::{CPU_SETTINGS, CpuModel, CpuReport, InputKind, KindReport, WorkCosts};
 pub use trace::{DropCause, Trace, TraceEntry, TraceEvent};
 
+use crate::inbound::{CheckMessage, Inbound, check_request};
 use crate::one_shot::Procedures;
 use crate::wal::{self, CheckpointSchedule, LogPolicy, MemoryLog};
 use crate::{Ctx, Effects, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
@@ -79,6 +80,8 @@ use futures::future::BoxFuture;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
@@ -294,6 +297,23 @@ struct NetworkFaults {
     spike_max_us: u64,
     fifo: bool,
     lost: u64,
+    /// Probability that a message between nodes, or a client request, is altered in flight.
+    forgery: f64,
+    forged: ForgeryCounts,
+}
+
+/// How many alterations of one message [`Simulation::set_forgery`] tries before it lets the
+/// original through.
+const FORGERY_ATTEMPTS: usize = 8;
+
+/// What altering messages in flight ([`Simulation::set_forgery`]) did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForgeryCounts {
+    /// Altered messages and requests that no longer decoded, or that the receiver's check
+    /// refused: a real node drops these before any handler sees them.
+    pub refused: u64,
+    /// Altered ones that decoded and passed the checks, and were delivered.
+    pub delivered: u64,
 }
 
 impl Default for NetworkFaults {
@@ -305,6 +325,8 @@ impl Default for NetworkFaults {
             spike_max_us: 0,
             fifo: true,
             lost: 0,
+            forgery: 0.0,
+            forged: ForgeryCounts::default(),
         }
     }
 }
@@ -627,6 +649,53 @@ impl<P: Protocol> Simulation<P> {
 
     /// Whether each link delivers in send order (as TCP does). Off, messages overtake each other
     /// on a link when their delays differ.
+    /// Alter each message between two nodes, and each client request, with this probability:
+    /// one or two of its encoded bytes are overwritten and it is decoded again. An alteration
+    /// that no longer decodes or fails the receiver's check ([`crate::inbound`], and the request
+    /// limits) is what a real node drops, so another is tried, and the first that passes is
+    /// delivered. This is a lying peer, so nothing the protocol
+    /// guarantees holds afterwards, except that no handler may panic: that is what it tests.
+    pub fn set_forgery(&mut self, probability: f64) {
+        self.network.forgery = probability;
+    }
+
+    /// What [`Simulation::set_forgery`] did so far.
+    pub fn forgery_counts(&self) -> ForgeryCounts {
+        self.network.forged
+    }
+
+    /// `original` with one or two of its encoded bytes overwritten: the first of up to
+    /// [`FORGERY_ATTEMPTS`] such alterations that still decodes and that `accept` (the
+    /// receiver's check) takes, or `original` itself when none does. Each alteration refused is
+    /// counted, as a real node would have dropped it.
+    fn forge<T: Serialize + DeserializeOwned>(
+        &mut self,
+        original: T,
+        accept: impl Fn(&T) -> bool,
+    ) -> T {
+        let Ok(encoded) = postcard::to_stdvec(&original) else {
+            return original;
+        };
+        if encoded.is_empty() {
+            return original;
+        }
+        for _ in 0..FORGERY_ATTEMPTS {
+            let mut bytes = encoded.clone();
+            for _ in 0..self.net_rng.random_range(1..=2) {
+                let at = self.net_rng.random_range(0..bytes.len());
+                bytes[at] = self.net_rng.random();
+            }
+            match postcard::from_bytes::<T>(&bytes) {
+                Ok(forged) if accept(&forged) => {
+                    self.network.forged.delivered += 1;
+                    return forged;
+                }
+                _ => self.network.forged.refused += 1,
+            }
+        }
+        original
+    }
+
     pub fn set_fifo(&mut self, fifo: bool) {
         self.network.fifo = fifo;
     }
@@ -1057,6 +1126,30 @@ impl<P: Protocol> Simulation<P> {
         replies: Vec<(ClientId, ClientResponse)>,
     ) {
         for (to, msg) in sends {
+            // Real runtimes drop a message that fails its check; a correct protocol never sends
+            // one, and this is where a check that is too strict shows.
+            let inbound = Inbound {
+                me: to,
+                from: node,
+                placement: &self.placement,
+            };
+            if let Err(e) = msg.check(&inbound) {
+                panic!("{node} sent {to} a message its own check refuses ({e}): {msg:?}");
+            }
+            let msg = if self.network.forgery > 0.0
+                && to != node
+                && self.net_rng.random_bool(self.network.forgery)
+            {
+                let placement = self.placement.clone();
+                let inbound = Inbound {
+                    me: to,
+                    from: node,
+                    placement: &placement,
+                };
+                self.forge(msg, |forged: &P::Msg| forged.check(&inbound).is_ok())
+            } else {
+                msg
+            };
             // The loss draw happens only when loss is on, so enabling no fault leaves the random
             // sequence (and so every earlier seed's history) unchanged.
             if self.network.loss > 0.0 && to != node && self.net_rng.random_bool(self.network.loss)
@@ -1265,6 +1358,12 @@ impl<P: Protocol> Simulation<P> {
                         op: format!("{:?}", request.op),
                     });
                     return;
+                }
+                let mut request = request;
+                if self.network.forgery > 0.0 && self.net_rng.random_bool(self.network.forgery) {
+                    // The client's id and the request's are bound to its connection in real
+                    // runtimes; only what it asks for can be forged.
+                    request.op = self.forge(request.op, |op| check_request(op).is_ok());
                 }
                 self.input(to, Job::Request(request));
             }
@@ -1485,6 +1584,12 @@ mod tests {
     enum Msg {
         Ping(u32),
         Pong(u32),
+    }
+
+    impl crate::inbound::CheckMessage for Msg {
+        fn check(&self, _: &crate::inbound::Inbound<'_>) -> Result<(), crate::inbound::BadMessage> {
+            Ok(())
+        }
     }
 
     #[derive(Debug, Serialize, Deserialize)]

@@ -38,12 +38,13 @@
 //! the new connection.
 
 use crate::clock::RealClock;
+use crate::inbound::{CheckMessage, Inbound, check_request};
 use crate::local::{Input, MIN_EMULATED_DELAY, PeerNet, ReplySender, run_node};
 use crate::wal::{self, LogConfig};
 use crate::{NodeEnv, Protocol};
 use augur_client::{Transport, TransportError};
-use augur_types::RequestId;
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
+use augur_types::{Placement, RequestError, RequestId};
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use futures::{SinkExt, StreamExt};
@@ -331,6 +332,7 @@ pub fn serve_on<P: Protocol>(
     let shared = Arc::new(Shared::<P> {
         me,
         nodes: n,
+        placement: placement.clone(),
         inbox,
         router: Arc::new(ClientRouter::default()),
         stop: stop.clone(),
@@ -514,6 +516,7 @@ async fn peer_writer<M: Serialize + Send + 'static>(
 struct Shared<P: Protocol> {
     me: NodeId,
     nodes: usize,
+    placement: Arc<Placement>,
     inbox: mpsc::UnboundedSender<Input<P>>,
     router: Arc<ClientRouter>,
     stop: CancellationToken,
@@ -581,6 +584,15 @@ async fn serve_peer<P: Protocol>(
         let frame = frame.map_err(|e| format!("from peer {from}: {e}"))?;
         match decode_frame::<P::Msg>(&frame).map_err(|e| format!("from peer {from}: {e}"))? {
             Body::Peer { from: sender, msg } if sender == from => {
+                let inbound = Inbound {
+                    me: shared.me,
+                    from,
+                    placement: &shared.placement,
+                };
+                if let Err(e) = msg.check(&inbound) {
+                    warn!(node = %shared.me, peer = %from, "dropping a message that fails its check: {e}");
+                    continue;
+                }
                 if shared.inbox.send(Input::Peer(from, msg)).is_err() {
                     return Ok(()); // the node stopped
                 }
@@ -609,6 +621,14 @@ async fn serve_client<P: Protocol>(
     let mut pending = Some(first);
     loop {
         if let Some(request) = pending.take() {
+            if let Err(e) = check_request(&request.op) {
+                let response = ClientResponse {
+                    id: request.id,
+                    reply: ClientReply::Rejected(RequestError::Invalid(e.to_string())),
+                };
+                let _ = reply_tx.send(response);
+                continue;
+            }
             let sender = senders
                 .entry(request.client)
                 .or_insert_with(|| shared.router.register(request.client, conn, &reply_tx))
@@ -839,6 +859,12 @@ mod tests {
             request: RequestId,
             node: u32,
         },
+    }
+
+    impl crate::inbound::CheckMessage for RelayMsg {
+        fn check(&self, _: &crate::inbound::Inbound<'_>) -> Result<(), crate::inbound::BadMessage> {
+            Ok(())
+        }
     }
 
     impl Protocol for Relay {

@@ -13,7 +13,7 @@ use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
 use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisitor};
-use augur_runtime::sim::{SimConfig, Simulation};
+use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
 use augur_types::{AbortReason, LatencyProfile, NodeId, Placement, RequestForm};
@@ -377,9 +377,13 @@ impl SeedOutcome {
 impl CheckConfig {
     /// Run and check one seed.
     pub fn run_seed(&self, seed: u64) -> anyhow::Result<SeedOutcome> {
-        let (history, liveness, messages_lost) =
-            registry::visit(self.info.name, RunSeed { config: self, seed })
-                .map_err(|e| bad(e.to_string()))?;
+        let run = RunSeed {
+            config: self,
+            seed,
+            forgery: 0.0,
+        };
+        let (history, liveness, messages_lost, _) =
+            registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
         let report = self.check_history(&history)?;
         Ok(SeedOutcome {
             seed,
@@ -388,6 +392,21 @@ impl CheckConfig {
             liveness,
             messages_lost,
         })
+    }
+
+    /// Run one seed with a lying network: each message between nodes and each client request is
+    /// altered in flight with probability `forgery`, and what still decodes and passes the
+    /// receiver's checks is delivered ([`Simulation::set_forgery`]). Nothing is checked but that
+    /// the run completes: no handler may panic, whatever a peer or client sends. Returns what
+    /// the forgery did, so a test can see that forged messages really reached the handlers.
+    pub fn run_forged(&self, seed: u64, forgery: f64) -> anyhow::Result<ForgeryCounts> {
+        let run = RunSeed {
+            config: self,
+            seed,
+            forgery,
+        };
+        let (.., counts) = registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
+        Ok(counts)
     }
 
     /// Check a recorded history against this configuration's protocol claim. A mutant's commit
@@ -434,10 +453,16 @@ impl CheckConfig {
 struct RunSeed<'a> {
     config: &'a CheckConfig,
     seed: u64,
+    /// Probability of altering each message and request in flight ([`Simulation::set_forgery`]).
+    forgery: f64,
 }
 
+/// What a seed's run produced: its history, whether every client committed after the faults,
+/// how many messages were lost, and what forging messages did.
+type SeedRun = (History, Result<(), String>, u64, ForgeryCounts);
+
 impl ProtocolVisitor for RunSeed<'_> {
-    type Output = (History, Result<(), String>, u64);
+    type Output = SeedRun;
 
     fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> Self::Output {
         let config = self.config;
@@ -489,6 +514,7 @@ impl ProtocolVisitor for RunSeed<'_> {
                 );
             }
         }
+        sim.set_forgery(self.forgery);
         if faults.delay {
             sim.set_delay_spikes(0.05, Duration::from_millis(50));
         }
@@ -536,7 +562,7 @@ impl ProtocolVisitor for RunSeed<'_> {
             },
             txns: recorder.records(),
         };
-        (history, live, sim.messages_lost())
+        (history, live, sim.messages_lost(), sim.forgery_counts())
     }
 }
 

@@ -37,6 +37,7 @@
 //! coordinators time out), session floors, and STR's speculative state.
 
 use augur_runtime::Protocol;
+use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, Work};
 use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, Key, NodeId, PartitionId, Placement, Timestamp, TxnId, Value};
@@ -152,6 +153,74 @@ pub enum Msg<D, R> {
     QueryOutcome {
         txn: TxnId,
     },
+}
+
+/// The shape of each message as its sender builds it: reads go to a replica of the key, prepares
+/// to the master of each partition, a partition's slaves hear only from its master, answers go
+/// to the transaction's coordinator, and only the coordinator sends a decision.
+impl<D, R> CheckMessage for Msg<D, R> {
+    fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        match self {
+            Msg::Read(read) => {
+                at.txn_of_sender(read.txn)?;
+                at.key_here(&read.key)
+            }
+            Msg::ReadReply { txn, .. }
+            | Msg::Refused { txn, .. }
+            | Msg::CommitAck { txn }
+            | Msg::QueryOutcome { txn } => at.txn_here(*txn),
+            Msg::Prepare {
+                txn, partitions, ..
+            } => {
+                at.txn_of_sender(*txn)?;
+                for (partition, writes) in partitions {
+                    at.master_here(*partition)?;
+                    check_writes(at, *partition, writes)?;
+                }
+                Ok(())
+            }
+            Msg::ReplicatePrepare {
+                txn,
+                partition,
+                writes,
+                ..
+            } => {
+                at.txn(*txn)?;
+                at.partition_here(*partition)?;
+                if at.placement.master(*partition) != at.from {
+                    return Err(BadMessage(format!(
+                        "{} is not the master of partition {}, which alone replicates its prepares",
+                        at.from, partition.0
+                    )));
+                }
+                check_writes(at, *partition, writes)
+            }
+            Msg::Prepared { txn, partition, .. } => {
+                at.txn_here(*txn)?;
+                at.partition(*partition)?;
+                if at.placement.replicates(at.from, *partition) {
+                    Ok(())
+                } else {
+                    Err(BadMessage(format!(
+                        "{} prepared partition {}, which it does not replicate",
+                        at.from, partition.0
+                    )))
+                }
+            }
+            Msg::Commit { txn, .. } | Msg::Abort { txn } => at.txn_of_sender(*txn),
+        }
+    }
+}
+
+/// Every key of `writes` belongs to `partition`.
+fn check_writes(
+    at: &Inbound<'_>,
+    partition: PartitionId,
+    writes: &Writes,
+) -> Result<(), BadMessage> {
+    writes
+        .iter()
+        .try_for_each(|(key, _)| at.key_in(key, partition))
 }
 
 /// The timers of the family.

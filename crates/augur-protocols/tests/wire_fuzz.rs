@@ -1,0 +1,156 @@
+//! Fuzzing what a node takes off the wire: arbitrary bytes, and valid frames with bytes
+//! overwritten, go through the frame decoder and then the checks a node runs before a handler
+//! sees a message (`augur_runtime::inbound`). Neither may panic, whatever the input; the
+//! simulator's forgery runs (`crates/augur/tests/forgery.rs`) take what passes on to the
+//! handlers themselves.
+
+use augur_protocols::{clocksi_rep, nocc, str as str_protocol};
+use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
+use augur_runtime::tcp::{Body, decode_frame, encode_frame};
+use augur_types::{
+    ClientId, ClientOp, ClientRequest, Key, LatencyProfile, NodeId, PartitionId, Placement,
+    RequestId, Timestamp, TxnId,
+};
+use bytes::Bytes;
+use proptest::prelude::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+fn placement() -> Placement {
+    Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
+}
+
+/// Decode `frame` as a frame of protocol messages `M`, and check what decodes at every pair of
+/// nodes and as a client request.
+fn take_off_the_wire<M: DeserializeOwned + CheckMessage>(frame: &[u8], placement: &Placement) {
+    match decode_frame::<M>(frame) {
+        Ok(Body::Peer { msg, .. }) => {
+            for me in placement.nodes() {
+                for from in placement.nodes() {
+                    let _ = msg.check(&Inbound {
+                        me,
+                        from,
+                        placement,
+                    });
+                }
+            }
+        }
+        Ok(Body::Request(request)) => {
+            let _ = check_request(&request.op);
+        }
+        Ok(Body::Hello { .. } | Body::Response(_)) | Err(_) => {}
+    }
+}
+
+fn frame<M: Serialize>(msg: M) -> Vec<u8> {
+    encode_frame(&Body::Peer {
+        from: NodeId(0),
+        msg,
+    })
+    .unwrap()
+    .to_vec()
+}
+
+/// Valid frames of every kind of message, to be altered.
+fn corpus() -> Vec<Vec<u8>> {
+    let txn = TxnId::new(NodeId(1), 7);
+    let key = Key::numbered(2, 42);
+    let writes = vec![(key.clone(), Some(Bytes::from_static(b"v")))];
+    let ts = Timestamp(1_000);
+    let read = augur_protocols::replica::ReadRequest {
+        txn,
+        seq: 0,
+        key: key.clone(),
+        snapshot: ts,
+        speculative: false,
+    };
+    vec![
+        frame(clocksi_rep::Msg::Read(read.clone())),
+        frame(clocksi_rep::Msg::Prepare {
+            txn,
+            snapshot: ts,
+            partitions: vec![(PartitionId(2), writes.clone())],
+        }),
+        frame(clocksi_rep::Msg::ReplicatePrepare {
+            txn,
+            snapshot: ts,
+            partition: PartitionId(2),
+            writes: writes.clone(),
+        }),
+        frame(clocksi_rep::Msg::Prepared {
+            txn,
+            partition: PartitionId(2),
+            ts,
+        }),
+        frame(clocksi_rep::Msg::Commit { txn, decision: ts }),
+        frame(str_protocol::Msg::Read(read)),
+        frame(nocc::Msg::Apply {
+            txn,
+            ts,
+            writes: writes.clone(),
+        }),
+        encode_frame(&Body::<()>::Request(ClientRequest {
+            client: ClientId(3),
+            id: RequestId(9),
+            op: ClientOp::Commit {
+                txn,
+                writes,
+                speculative: false,
+            },
+        }))
+        .unwrap()
+        .to_vec(),
+    ]
+}
+
+fn decode_everywhere(frame: &[u8], placement: &Placement) {
+    take_off_the_wire::<clocksi_rep::Msg>(frame, placement);
+    take_off_the_wire::<str_protocol::Msg>(frame, placement);
+    take_off_the_wire::<nocc::Msg>(frame, placement);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        decode_everywhere(&bytes, &placement());
+    }
+
+    #[test]
+    fn altered_frames_never_panic(
+        which in 0usize..8,
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let mut frame = corpus().swap_remove(which);
+        for (at, byte) in edits {
+            let i = at.index(frame.len());
+            frame[i] = byte;
+        }
+        decode_everywhere(&frame, &placement());
+    }
+}
+
+#[test]
+fn the_corpus_decodes_and_passes_where_it_is_sent() {
+    let placement = placement();
+    // Partition 2's replicas; the transaction is coordinated by n1.
+    let replicas = placement.replicas(PartitionId(2)).to_vec();
+    let frames = corpus();
+    let Ok(Body::Peer { msg, .. }) = decode_frame::<clocksi_rep::Msg>(&frames[1]) else {
+        panic!("the prepare frame decodes");
+    };
+    let at = Inbound {
+        me: replicas[0],
+        from: NodeId(1),
+        placement: &placement,
+    };
+    assert_eq!(msg.check(&at), Ok(()));
+    // The same prepare sent to a node that is not the partition's master is refused.
+    let elsewhere = placement.nodes().find(|n| *n != replicas[0]).unwrap();
+    let at = Inbound {
+        me: elsewhere,
+        ..at
+    };
+    assert!(msg.check(&at).is_err());
+}
