@@ -1,0 +1,214 @@
+//! Peer links: one outgoing connection per peer, dialled and redialled by a writer task, and the
+//! reading side of the connections peers open to this node.
+
+use super::wire::flush;
+use super::{Body, Shared, codec, decode_frame, encode_frame};
+use crate::Protocol;
+use crate::inbound::{CheckMessage, Inbound};
+use crate::local::{Input, PeerNet};
+use augur_types::NodeId;
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use serde::Serialize;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+use tracing::{debug, info, warn};
+
+/// How many messages may wait for one peer's connection before further ones are dropped.
+pub const PEER_BUFFER: usize = 16 * 1024;
+
+/// How long dialling a peer may take before the attempt counts as failed.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// First and longest wait before redialling a peer that could not be reached.
+const MIN_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// One outgoing link: the queue to its writer task and the delay to emulate.
+pub(super) struct Link<M> {
+    pub(super) tx: mpsc::Sender<(Instant, M)>,
+    pub(super) delay: Duration,
+    /// Messages dropped because the queue was full; reported by the writer.
+    pub(super) dropped: Arc<AtomicU64>,
+}
+
+/// The network of a TCP node: its own inbox for messages to itself, a writer per peer otherwise.
+pub(super) struct TcpNet<P: Protocol> {
+    pub(super) me: NodeId,
+    pub(super) inbox: mpsc::UnboundedSender<Input<P>>,
+    /// Indexed by node id; `None` for this node and for nodes without an address.
+    pub(super) links: Vec<Option<Link<P::Msg>>>,
+}
+
+impl<P: Protocol> PeerNet<P::Msg> for TcpNet<P> {
+    fn send(&self, from: NodeId, to: NodeId, msg: P::Msg) {
+        if to == self.me {
+            let _ = self.inbox.send(Input::Peer(from, msg));
+            return;
+        }
+        match self.links.get(to.0 as usize) {
+            Some(Some(link)) => {
+                let at = Instant::now() + link.delay;
+                if let Err(mpsc::error::TrySendError::Full(_)) = link.tx.try_send((at, msg)) {
+                    link.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            _ => debug!(node = %from, "dropping a message for {to}, which has no address"),
+        }
+    }
+}
+
+/// An outgoing connection to a peer. The peer never writes on it, so anything read means the
+/// connection is over.
+struct PeerConn {
+    out: FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
+    input: OwnedReadHalf,
+}
+
+impl PeerConn {
+    async fn connect(me: NodeId, addr: SocketAddr) -> io::Result<PeerConn> {
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+        stream.set_nodelay(true)?;
+        let (input, output) = stream.into_split();
+        let mut out = FramedWrite::new(output, codec());
+        out.send(encode_frame(&Body::<()>::Hello { from: me }).map_err(io::Error::other)?)
+            .await?;
+        Ok(PeerConn { out, input })
+    }
+
+    /// Resolves when the peer closes the connection (or breaks its side of the protocol).
+    async fn closed(&mut self) -> String {
+        let mut buf = [0u8; 64];
+        match self.input.read(&mut buf).await {
+            Ok(0) => "closed by the peer".to_string(),
+            Ok(_) => "the peer wrote on an outgoing connection".to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Write `frame` once `at` has come; flush unless more frames are about to follow.
+    async fn write(&mut self, frame: Bytes, at: Instant, more: bool) -> io::Result<()> {
+        if at > Instant::now() {
+            flush(&mut self.out).await?;
+            tokio::time::sleep_until(at.into()).await;
+        }
+        self.out.feed(frame).await?;
+        if !more {
+            flush(&mut self.out).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Carry the messages queued for peer `to` to it, dialling and redialling as needed.
+pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
+    me: NodeId,
+    to: NodeId,
+    addr: SocketAddr,
+    mut rx: mpsc::Receiver<(Instant, M)>,
+    dropped: Arc<AtomicU64>,
+) {
+    let mut conn: Option<PeerConn> = None;
+    let mut retry_at = Instant::now();
+    let mut backoff = MIN_BACKOFF;
+    let mut failures = 0u32;
+    loop {
+        let next = match conn.as_mut() {
+            None => rx.recv().await,
+            Some(c) => tokio::select! {
+                next = rx.recv() => next,
+                why = c.closed() => {
+                    warn!(node = %me, peer = %to, %addr, "connection to peer lost: {why}");
+                    conn = None;
+                    continue;
+                }
+            },
+        };
+        let Some((at, msg)) = next else { return };
+        if conn.is_none() {
+            if Instant::now() < retry_at {
+                dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            match PeerConn::connect(me, addr).await {
+                Ok(c) => {
+                    let lost = dropped.swap(0, Ordering::Relaxed);
+                    if failures > 0 || lost > 0 {
+                        info!(node = %me, peer = %to, %addr, "connected to peer after {failures} failed attempts; {lost} messages for it were dropped");
+                    } else {
+                        debug!(node = %me, peer = %to, %addr, "connected to peer");
+                    }
+                    conn = Some(c);
+                    failures = 0;
+                    backoff = MIN_BACKOFF;
+                }
+                Err(e) => {
+                    if failures == 0 {
+                        warn!(node = %me, peer = %to, %addr, "cannot reach peer, dropping its messages until it is back: {e}");
+                    } else {
+                        debug!(node = %me, peer = %to, %addr, "cannot reach peer: {e}");
+                    }
+                    failures += 1;
+                    retry_at = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            }
+        }
+        let frame = match encode_frame(&Body::Peer { from: me, msg }) {
+            Ok(frame) => frame,
+            Err(e) => {
+                warn!(node = %me, peer = %to, "dropping a message that cannot be sent: {e}");
+                continue;
+            }
+        };
+        let c = conn.as_mut().expect("connected above");
+        if let Err(e) = c.write(frame, at, !rx.is_empty()).await {
+            warn!(node = %me, peer = %to, %addr, "connection to peer lost: {e}");
+            dropped.fetch_add(1, Ordering::Relaxed);
+            conn = None;
+        }
+    }
+}
+
+pub(super) async fn serve_peer<P: Protocol>(
+    mut frames: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    from: NodeId,
+    shared: &Shared<P>,
+) -> Result<(), String> {
+    while let Some(frame) = frames.next().await {
+        let frame = frame.map_err(|e| format!("from peer {from}: {e}"))?;
+        match decode_frame::<P::Msg>(&frame).map_err(|e| format!("from peer {from}: {e}"))? {
+            Body::Peer { from: sender, msg } if sender == from => {
+                let inbound = Inbound {
+                    me: shared.me,
+                    from,
+                    placement: &shared.placement,
+                };
+                if let Err(e) = msg.check(&inbound) {
+                    warn!(node = %shared.me, peer = %from, "dropping a message that fails its check: {e}");
+                    continue;
+                }
+                if shared.inbox.send(Input::Peer(from, msg)).is_err() {
+                    return Ok(()); // the node stopped
+                }
+            }
+            Body::Peer { from: sender, .. } => {
+                return Err(format!("peer {from} sent a message as {sender}"));
+            }
+            other => return Err(format!("{} frame from peer {from}", other.kind())),
+        }
+    }
+    debug!(node = %shared.me, peer = %from, "peer disconnected");
+    Ok(())
+}

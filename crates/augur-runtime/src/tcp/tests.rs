@@ -1,0 +1,465 @@
+use crate::wal::LogConfig;
+use crate::{NodeEnv, Protocol};
+use augur_client::TransportError;
+use augur_types::RequestId;
+use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::{Ctx, ProtocolOptions};
+use augur_client::{Session, TxnError};
+use augur_types::{AbortReason, Key, LatencyProfile, Placement, RequestError, Timestamp, TxnId};
+use std::io::{Read, Write};
+
+/// A test protocol: `Begin` at node `i` pings node `i + 1` (mod n) and is answered when the
+/// pong comes back, with the ponging node's id as snapshot; reads echo the key.
+struct Relay {
+    id: NodeId,
+    nodes: u32,
+    seq: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+enum RelayMsg {
+    Ping {
+        client: ClientId,
+        request: RequestId,
+    },
+    Pong {
+        client: ClientId,
+        request: RequestId,
+        node: u32,
+    },
+}
+
+impl crate::inbound::CheckMessage for RelayMsg {
+    fn check(&self, _: &crate::inbound::Inbound<'_>) -> Result<(), crate::inbound::BadMessage> {
+        Ok(())
+    }
+}
+
+impl Protocol for Relay {
+    type Msg = RelayMsg;
+    type Timer = ();
+    type Record = ();
+
+    fn new(env: &NodeEnv) -> Self {
+        Relay {
+            id: env.id,
+            nodes: env.placement.node_count() as u32,
+            seq: 0,
+        }
+    }
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        let reply = match request.op {
+            ClientOp::Begin { .. } => {
+                let to = NodeId((self.id.0 + 1) % self.nodes);
+                let msg = RelayMsg::Ping {
+                    client: request.client,
+                    request: request.id,
+                };
+                ctx.send(to, msg);
+                return;
+            }
+            ClientOp::Read { key, .. } => {
+                ClientReply::Value(Some(Bytes::copy_from_slice(key.as_bytes())))
+            }
+            ClientOp::Commit { .. } => ClientReply::Committed {
+                commit_ts: ctx.now(),
+            },
+            ClientOp::Abort { .. } => ClientReply::Aborted(AbortReason::UserRollback),
+            ClientOp::AwaitOutcome { txn } => {
+                ClientReply::Rejected(RequestError::UnknownTransaction(txn))
+            }
+            ClientOp::NodeStats | ClientOp::Execute { .. } => return,
+        };
+        let response = ClientResponse {
+            id: request.id,
+            reply,
+        };
+        ctx.reply(request.client, response);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: RelayMsg) {
+        match msg {
+            RelayMsg::Ping { client, request } => {
+                let node = self.id.0;
+                ctx.send(
+                    from,
+                    RelayMsg::Pong {
+                        client,
+                        request,
+                        node,
+                    },
+                );
+            }
+            RelayMsg::Pong {
+                client,
+                request,
+                node,
+            } => {
+                self.seq += 1;
+                let reply = ClientReply::Begun {
+                    txn: TxnId::new(self.id, self.seq),
+                    snapshot: Timestamp(node as u64),
+                };
+                ctx.reply(client, ClientResponse { id: request, reply });
+            }
+        }
+    }
+
+    fn on_timer(&mut self, _ctx: &mut Ctx<'_, Self>, _timer: ()) {}
+}
+
+fn env(id: u32, nodes: usize, profile: &str) -> NodeEnv {
+    let profile = LatencyProfile::named(profile).unwrap();
+    let dcs = profile.dcs.len().min(nodes);
+    let profile = profile.truncated(dcs).unwrap();
+    NodeEnv {
+        id: NodeId(id),
+        placement: Arc::new(Placement::ring(profile, nodes, 1).unwrap()),
+        options: Arc::new(ProtocolOptions::default()),
+        procedures: Default::default(),
+    }
+}
+
+fn config(peers: &[SocketAddr]) -> TcpNodeConfig {
+    TcpNodeConfig {
+        peers: peers
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (NodeId(i as u32), *a))
+            .collect(),
+        seed: 7,
+        emulate_latency: true,
+        log: LogConfig::memory("relay", crate::wal::LogPolicy::Off),
+    }
+}
+
+async fn listeners(n: usize) -> (Vec<TcpListener>, Vec<SocketAddr>) {
+    let mut ls = Vec::new();
+    let mut addrs = Vec::new();
+    for _ in 0..n {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addrs.push(l.local_addr().unwrap());
+        ls.push(l);
+    }
+    (ls, addrs)
+}
+
+/// Start an `n`-node cluster of [`Relay`] nodes on loopback.
+async fn cluster(n: usize, profile: &str, emulate: bool) -> Vec<TcpNodeHandle> {
+    let (ls, addrs) = listeners(n).await;
+    ls.into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut cfg = config(&addrs);
+            cfg.emulate_latency = emulate;
+            serve_on::<Relay>(env(i as u32, n, profile), l, cfg).unwrap()
+        })
+        .collect()
+}
+
+async fn session(addr: SocketAddr, client: u64) -> Session<TcpTransport> {
+    let t = TcpTransport::connect(addr, ClientId(client), Duration::from_secs(5))
+        .await
+        .unwrap();
+    Session::new(t)
+}
+
+/// Send `bytes` on a fresh connection to `addr` and check that the node closes it.
+fn assert_dropped(addr: SocketAddr, bytes: &[u8]) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(bytes).unwrap();
+    // Whatever the node answered before dropping the connection is skipped.
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return,
+            Err(e) => panic!("connection not dropped after {bytes:?}: {e}"),
+        }
+    }
+}
+
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut v = (payload.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+fn request(client: u64, id: u64) -> ClientRequest {
+    ClientRequest {
+        client: ClientId(client),
+        id: RequestId(id),
+        op: ClientOp::Begin {
+            read_only: false,
+            speculative: false,
+        },
+    }
+}
+
+#[test]
+fn envelopes_round_trip_and_check_their_version() {
+    let bodies = vec![
+        Body::Hello { from: NodeId(3) },
+        Body::Peer {
+            from: NodeId(1),
+            msg: RelayMsg::Pong {
+                client: ClientId(9),
+                request: RequestId(4),
+                node: 2,
+            },
+        },
+        Body::Request(ClientRequest {
+            client: ClientId(5),
+            id: RequestId(6),
+            op: ClientOp::Commit {
+                txn: TxnId::new(NodeId(2), 8),
+                writes: vec![(Key::numbered(1, 2), Some(Bytes::from_static(b"v")))],
+                speculative: true,
+            },
+        }),
+        Body::Response(ClientResponse {
+            id: RequestId(6),
+            reply: ClientReply::Aborted(AbortReason::WriteWriteConflict),
+        }),
+        Body::Request(ClientRequest {
+            client: ClientId(4),
+            id: RequestId(7),
+            op: ClientOp::NodeStats,
+        }),
+        Body::Response(ClientResponse {
+            id: RequestId(7),
+            reply: ClientReply::NodeStats([("parked_reads".to_string(), 3)].into()),
+        }),
+    ];
+    for body in bodies {
+        let frame = encode_frame(&body).unwrap();
+        assert_eq!(frame[0], WIRE_VERSION as u8);
+        assert_eq!(decode_frame::<RelayMsg>(&frame).unwrap(), body);
+        // The borrowed encoding is the encoding of an owned envelope.
+        let owned = Envelope {
+            version: WIRE_VERSION,
+            body: body.clone(),
+        };
+        assert_eq!(postcard::to_stdvec(&owned).unwrap(), frame.to_vec());
+    }
+    // The examples of docs/cluster-config.md.
+    let hello = encode_frame(&Body::<()>::Hello { from: NodeId(2) }).unwrap();
+    assert_eq!(hello.to_vec(), [5, 0, 2]);
+    let begin = encode_frame(&Body::<()>::Request(request(7, 0))).unwrap();
+    assert_eq!(begin.to_vec(), [5, 2, 7, 0, 0, 0, 0]);
+    // Client frames do not depend on the peer message type.
+    let frame = encode_frame(&Body::<RelayMsg>::Request(request(1, 2))).unwrap();
+    assert_eq!(
+        decode_frame::<()>(&frame).unwrap(),
+        Body::Request(request(1, 2))
+    );
+
+    let other = Envelope::<()> {
+        version: WIRE_VERSION + 1,
+        body: Body::Hello { from: NodeId(0) },
+    };
+    let frame = postcard::to_stdvec(&other).unwrap();
+    assert!(matches!(
+        decode_frame::<()>(&frame),
+        Err(FrameError::Version { found }) if found == WIRE_VERSION + 1
+    ));
+    let mut long = encode_frame(&Body::<()>::Hello { from: NodeId(0) })
+        .unwrap()
+        .to_vec();
+    long.push(0);
+    assert!(matches!(
+        decode_frame::<()>(&long),
+        Err(FrameError::Trailing(1))
+    ));
+    assert!(matches!(
+        decode_frame::<()>(&[WIRE_VERSION as u8, 0xff]),
+        Err(FrameError::Decode(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_round_trips_through_one_node() {
+    let nodes = cluster(1, "lan", true).await;
+    let s = session(nodes[0].local_addr(), 1).await;
+    let mut txn = s.begin(false).await.unwrap();
+    assert_eq!(txn.snapshot(), Timestamp(0), "pinged itself");
+    let key = Key::numbered(3, 4);
+    let v = txn.read(&key).await.unwrap().unwrap();
+    assert_eq!(&v[..], key.as_bytes());
+    txn.commit().await.unwrap();
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_exchange_messages_over_tcp() {
+    let nodes = cluster(3, "lan", true).await;
+    for (i, node) in nodes.iter().enumerate() {
+        let s = session(node.local_addr(), 10 + i as u64).await;
+        for _ in 0..3 {
+            let txn = s.begin(false).await.unwrap();
+            assert_eq!(txn.snapshot(), Timestamp((i as u64 + 1) % 3));
+            assert_eq!(txn.id().coordinator(), NodeId(i as u32));
+            txn.abort().await;
+        }
+    }
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_frames_drop_the_connection_not_the_node() {
+    let nodes = cluster(1, "lan", true).await;
+    let addr = nodes[0].local_addr();
+    // A length prefix beyond the frame limit.
+    let mut huge = vec![0xff, 0xff, 0xff, 0xff];
+    huge.extend_from_slice(b"garbage");
+    // Frames that do not decode, of the wrong version, or out of place.
+    let bad_version = postcard::to_stdvec(&Envelope::<()> {
+        version: WIRE_VERSION + 1,
+        body: Body::Request(request(1, 0)),
+    })
+    .unwrap();
+    let peer_first = encode_frame(&Body::Peer {
+        from: NodeId(0),
+        msg: RelayMsg::Ping {
+            client: ClientId(1),
+            request: RequestId(0),
+        },
+    })
+    .unwrap();
+    let response = encode_frame(&Body::<()>::Response(ClientResponse {
+        id: RequestId(0),
+        reply: ClientReply::Value(None),
+    }))
+    .unwrap();
+    let request_then_hello = [
+        framed(&encode_frame(&Body::<()>::Request(request(2, 0))).unwrap()),
+        framed(&encode_frame(&Body::<()>::Hello { from: NodeId(0) }).unwrap()),
+    ]
+    .concat();
+    let tasks = tokio::task::spawn_blocking(move || {
+        assert_dropped(addr, &huge);
+        assert_dropped(addr, &framed(&[0xff, 0xff, 0xff, 0xff, 0xff]));
+        assert_dropped(addr, &framed(b"\x02\x07hello"));
+        assert_dropped(addr, &framed(&bad_version));
+        assert_dropped(addr, &framed(&peer_first));
+        assert_dropped(addr, &framed(&response));
+        assert_dropped(
+            addr,
+            &framed(&encode_frame(&Body::<()>::Hello { from: NodeId(5) }).unwrap()),
+        );
+        assert_dropped(addr, &request_then_hello);
+    });
+    tasks.await.unwrap();
+    // The node still serves a well-formed client.
+    let s = session(addr, 3).await;
+    let txn = s.begin(false).await.unwrap();
+    txn.commit().await.unwrap();
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_may_reconnect_with_the_same_id() {
+    let nodes = cluster(2, "lan", true).await;
+    let addr = nodes[0].local_addr();
+    for _ in 0..3 {
+        let s = session(addr, 42).await;
+        let txn = s.begin(false).await.unwrap();
+        txn.commit().await.unwrap();
+    }
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_are_redialled_when_they_come_back() {
+    let (mut ls, addrs) = listeners(2).await;
+    let l1 = ls.pop().unwrap();
+    let l0 = ls.pop().unwrap();
+    drop(l1); // node 1 is down
+    let n0 = serve_on::<Relay>(env(0, 2, "lan"), l0, config(&addrs)).unwrap();
+    let t = TcpTransport::connect(n0.local_addr(), ClientId(1), Duration::from_millis(300))
+        .await
+        .unwrap();
+    let s = Session::new(t);
+    assert!(matches!(
+        s.begin(false).await,
+        Err(TxnError::Unavailable(TransportError::Timeout(_)))
+    ));
+
+    let begin_eventually = async |s: &Session<TcpTransport>| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match s.begin(false).await {
+                Ok(txn) => return txn.snapshot(),
+                Err(e) => assert!(Instant::now() < deadline, "still failing: {e}"),
+            }
+        }
+    };
+    let n1 = serve::<Relay>(env(1, 2, "lan"), addrs[1], config(&addrs))
+        .await
+        .unwrap();
+    assert_eq!(begin_eventually(&s).await, Timestamp(1));
+
+    // Node 1 restarts: node 0 notices the closed connection and dials again.
+    n1.shutdown().await;
+    let n1 = serve::<Relay>(env(1, 2, "lan"), addrs[1], config(&addrs))
+        .await
+        .unwrap();
+    assert_eq!(begin_eventually(&s).await, Timestamp(1));
+    n0.shutdown().await;
+    n1.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_is_emulated_between_data_centres() {
+    // 3dc: VA and OR are 67 ms apart, so a ping-pong between nodes 0 and 1 takes a round trip.
+    for emulate in [true, false] {
+        let nodes = cluster(3, "3dc", emulate).await;
+        let s = session(nodes[0].local_addr(), 1).await;
+        s.begin(false).await.unwrap().abort().await;
+        let start = Instant::now();
+        s.begin(false).await.unwrap().abort().await;
+        let took = start.elapsed();
+        if emulate {
+            assert!(took >= Duration::from_millis(60), "took {took:?}");
+        } else {
+            assert!(took < Duration::from_millis(60), "took {took:?}");
+        }
+        for n in nodes {
+            n.shutdown().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_disconnects_its_clients() {
+    let nodes = cluster(1, "lan", true).await;
+    let s = session(nodes[0].local_addr(), 1).await;
+    s.begin(false).await.unwrap().abort().await;
+    for n in nodes {
+        n.shutdown().await;
+    }
+    assert!(matches!(
+        s.begin(false).await,
+        Err(TxnError::Unavailable(TransportError::Disconnected(_)))
+    ));
+}

@@ -1,0 +1,110 @@
+//! Frames: a length prefix, then a postcard-encoded envelope carrying the wire version and a body.
+
+use augur_types::{ClientRequest, ClientResponse, NodeId};
+use bytes::Bytes;
+use futures::SinkExt;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::io;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio_util::codec::{FramedWrite, LengthDelimitedCodec};
+
+/// The version of the envelope this build speaks. Frames of any other version are refused.
+pub const WIRE_VERSION: u16 = 5;
+
+/// The largest frame (length prefix excluded) accepted or sent: 16 MiB.
+pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
+
+/// What every frame carries: the wire version, then the body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope<M> {
+    pub version: u16,
+    pub body: Body<M>,
+}
+
+/// The body of a frame. `M` is the protocol's peer message type; client frames do not depend on
+/// it. The order of the variants is part of the wire format (postcard encodes the index).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Body<M> {
+    /// First frame of a peer connection: who is dialling.
+    Hello { from: NodeId },
+    /// A protocol message from node `from` (which must be the node that said Hello).
+    Peer { from: NodeId, msg: M },
+    /// A client request; the first one makes the connection a client connection.
+    Request(ClientRequest),
+    /// A node's answer to a request received on the same connection.
+    Response(ClientResponse),
+}
+
+impl<M> Body<M> {
+    /// A short name for log messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Body::Hello { .. } => "hello",
+            Body::Peer { .. } => "peer",
+            Body::Request(_) => "request",
+            Body::Response(_) => "response",
+        }
+    }
+}
+
+/// Why a frame could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("wire version {found}, expected {expected}", expected = WIRE_VERSION)]
+    Version { found: u16 },
+    #[error("undecodable frame: {0}")]
+    Decode(#[from] postcard::Error),
+    #[error("{0} trailing bytes after the envelope")]
+    Trailing(usize),
+    #[error("frame of {0} bytes exceeds the limit of {limit} bytes", limit = MAX_FRAME_LEN)]
+    TooLarge(usize),
+}
+
+/// The envelope as it is encoded, borrowing the body.
+#[derive(Serialize)]
+struct EnvelopeRef<'a, M> {
+    version: u16,
+    body: &'a Body<M>,
+}
+
+/// Encode `body` in an envelope of the current version (without the length prefix).
+pub fn encode_frame<M: Serialize>(body: &Body<M>) -> Result<Bytes, FrameError> {
+    let bytes = postcard::to_stdvec(&EnvelopeRef {
+        version: WIRE_VERSION,
+        body,
+    })?;
+    if bytes.len() > MAX_FRAME_LEN {
+        return Err(FrameError::TooLarge(bytes.len()));
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// Decode one frame (without its length prefix): the version first, then the body, which must
+/// use up the frame exactly.
+pub fn decode_frame<M: DeserializeOwned>(frame: &[u8]) -> Result<Body<M>, FrameError> {
+    let (version, rest) = postcard::take_from_bytes::<u16>(frame)?;
+    if version != WIRE_VERSION {
+        return Err(FrameError::Version { found: version });
+    }
+    let (body, rest) = postcard::take_from_bytes::<Body<M>>(rest)?;
+    if !rest.is_empty() {
+        return Err(FrameError::Trailing(rest.len()));
+    }
+    Ok(body)
+}
+
+/// The length-delimited framing used on every connection.
+pub fn codec() -> LengthDelimitedCodec {
+    LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .max_frame_length(MAX_FRAME_LEN)
+        .new_codec()
+}
+
+/// Flush a frame sink (the item type has to be named for the sink to be found).
+pub(super) async fn flush(
+    out: &mut FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
+) -> io::Result<()> {
+    SinkExt::<Bytes>::flush(out).await
+}
