@@ -648,4 +648,9 @@ impl Protocol for ClockSiRep {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
         self.handle_timer(ctx, timer);
     }
+
+    /// The client's session floor is all this node keeps for it alone.
+    fn on_client_gone(&mut self, _ctx: &mut Ctx<'_, Self>, client: ClientId) {
+        self.session_floor.remove(&client);
+    }
 }

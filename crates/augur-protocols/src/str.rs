@@ -1307,4 +1307,11 @@ impl<F: Flavor> Protocol for Engine<F> {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
         self.handle_timer(ctx, timer);
     }
+
+    /// Forget the client's session floor and chain bookkeeping. A speculative commit of its
+    /// that resolves later re-creates an empty entry, which stays: clients rarely leave with
+    /// commits unresolved.
+    fn on_client_gone(&mut self, _ctx: &mut Ctx<'_, Self>, client: ClientId) {
+        self.clients.remove(&client);
+    }
 }

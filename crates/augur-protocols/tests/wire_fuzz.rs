@@ -6,7 +6,7 @@
 
 use augur_protocols::{clocksi_rep, nocc, str as str_protocol};
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
-use augur_runtime::tcp::{Body, decode_frame, encode_frame};
+use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
 use augur_types::{
     ClientId, ClientOp, ClientRequest, Key, LatencyProfile, NodeId, PartitionId, Placement,
     RequestId, Timestamp, TxnId,
@@ -15,6 +15,9 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+/// How many frames [`corpus`] holds.
+const CORPUS_LEN: usize = 10;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -38,7 +41,7 @@ fn take_off_the_wire<M: DeserializeOwned + CheckMessage>(frame: &[u8], placement
         Ok(Body::Request(request)) => {
             let _ = check_request(&request.op);
         }
-        Ok(Body::Hello { .. } | Body::Response(_)) | Err(_) => {}
+        Ok(_) | Err(_) => {}
     }
 }
 
@@ -100,6 +103,22 @@ fn corpus() -> Vec<Vec<u8>> {
         }))
         .unwrap()
         .to_vec(),
+        encode_frame(&Body::<()>::Hello {
+            from: NodeId(2),
+            cluster: ClusterIdentity {
+                cluster_id: "augur-1".into(),
+                settings: vec![("replication".into(), "3".into())],
+            },
+        })
+        .unwrap()
+        .to_vec(),
+        encode_frame(&Body::<()>::ClientHello {
+            cluster_id: "augur-1".into(),
+            fingerprint: "0123456789abcdef".into(),
+            token: Some("secret".into()),
+        })
+        .unwrap()
+        .to_vec(),
     ]
 }
 
@@ -119,7 +138,7 @@ proptest! {
 
     #[test]
     fn altered_frames_never_panic(
-        which in 0usize..8,
+        which in 0usize..CORPUS_LEN,
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
     ) {
         let mut frame = corpus().swap_remove(which);
@@ -134,6 +153,7 @@ proptest! {
 #[test]
 fn the_corpus_decodes_and_passes_where_it_is_sent() {
     let placement = placement();
+    assert_eq!(corpus().len(), CORPUS_LEN);
     // Partition 2's replicas; the transaction is coordinated by n1.
     let replicas = placement.replicas(PartitionId(2)).to_vec();
     let frames = corpus();

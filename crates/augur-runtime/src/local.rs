@@ -34,6 +34,8 @@ pub type ReplySender = mpsc::UnboundedSender<ClientResponse>;
 /// One input to a node task.
 pub enum Input<P: Protocol> {
     Client(ClientRequest, ReplySender),
+    /// The client will send no more requests (its connection closed): forget it.
+    ClientGone(ClientId),
     Peer(NodeId, P::Msg),
     Stop,
 }
@@ -87,6 +89,10 @@ pub async fn run_node<P: Protocol>(
                     Some(Input::Client(request, reply_to)) => {
                         node.clients.entry(request.client).or_insert(reply_to);
                         deliver_client(&mut node.protocol, &mut ctx, request);
+                    }
+                    Some(Input::ClientGone(client)) => {
+                        node.clients.remove(&client);
+                        node.protocol.on_client_gone(&mut ctx, client);
                     }
                     Some(Input::Peer(from, msg)) => node.protocol.on_message(&mut ctx, from, msg),
                 }

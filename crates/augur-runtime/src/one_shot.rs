@@ -460,6 +460,10 @@ impl<P: Protocol> Protocol for AtCoordinator<P> {
         self.with_inner(ctx, |p, c| p.on_timer(c, timer));
     }
 
+    fn on_client_gone(&mut self, ctx: &mut Ctx<'_, Self>, client: ClientId) {
+        self.with_inner(ctx, |p, c| p.on_client_gone(c, client));
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut counters = self.inner.counters();
         counters.push(("one_shot_executed", self.executed));

@@ -104,6 +104,11 @@ pub trait Protocol: Send + Sized + 'static {
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Self::Timer);
 
+    /// `client` is gone for good (its connection closed) and will send no more requests:
+    /// forget what is kept for it alone (session state). Its open transactions are not touched
+    /// here; they end as any idle transaction does. The default keeps nothing per client.
+    fn on_client_gone(&mut self, _ctx: &mut Ctx<'_, Self>, _client: ClientId) {}
+
     /// Counters of what the protocol did on this node since it started (speculative reads,
     /// parked reads, cascading aborts...), by a stable snake_case name: running totals, except
     /// that names beginning with `largest_` are maxima. Runtimes answer [`ClientOp::NodeStats`]

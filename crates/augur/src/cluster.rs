@@ -5,12 +5,12 @@
 use crate::BadInput;
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::ProtocolOptions;
-use augur_runtime::tcp::TcpTransport;
-use augur_types::{ClientId, LatencyProfile, NodeId, Placement};
+use augur_runtime::tcp::{ClientConfig, ClientTls, ClusterIdentity, TcpTransport};
+use augur_types::{LatencyProfile, NodeId, Placement};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,9 @@ use std::time::Duration;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
+    /// A name for the cluster; nodes and clients of another cluster are refused.
+    #[serde(default = "default_cluster_id")]
+    pub cluster_id: String,
     /// Registry name of the protocol every node runs.
     pub protocol: String,
     /// Latency profile name: where nodes sit and, if emulated, the delays between them.
@@ -37,7 +40,24 @@ pub struct ClusterFile {
     pub emulate_latency: bool,
     #[serde(default)]
     pub options: OptionsFile,
+    /// `[security]`: required, so that running without authentication is a choice written down.
+    pub security: Option<SecurityFile>,
     pub nodes: Vec<NodeEntry>,
+}
+
+/// `[security]`: TLS and the client token. Paths are relative to the cluster file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecurityFile {
+    /// TLS on every connection, peers authenticated by their certificates. `false` runs with no
+    /// encryption and no authentication at all: for benchmarks on loopback only.
+    pub tls: bool,
+    /// The cluster CA's certificate (PEM), which signed every node's (required with TLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<String>,
+    /// A file holding the token clients must present; clients read it from there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_token_file: Option<String>,
 }
 
 /// `[options]`: overrides of [`ProtocolOptions`], durations in milliseconds.
@@ -67,6 +87,20 @@ pub struct NodeEntry {
     /// Where this node binds, if not `addr` (e.g. `0.0.0.0:7100` behind NAT).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
+    /// The node's certificate (PEM, signed by the CA, naming `node-ID.augur`); with TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
+    /// The node's private key (PEM); with TLS. Only the node itself needs to read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Where the node keeps its log and checkpoints, unless `augur node --data-dir` says
+    /// otherwise; without either, the node keeps its state in memory only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
+}
+
+fn default_cluster_id() -> String {
+    "augur".into()
 }
 
 fn default_latency() -> String {
@@ -94,6 +128,27 @@ pub struct Cluster {
     pub emulate_latency: bool,
     /// By node id.
     pub nodes: Vec<NodeEntry>,
+    /// The cluster id and every setting the nodes must agree on.
+    pub identity: ClusterIdentity,
+    pub security: Security,
+    /// Each node's `data_dir`, relative to the cluster file, by node id.
+    pub data_dirs: Vec<Option<PathBuf>>,
+}
+
+/// The `[security]` of a cluster file, resolved: paths made absolute (relative to the file),
+/// the client token read.
+#[derive(Clone, Debug)]
+pub struct Security {
+    /// `None`: plaintext, no authentication.
+    pub tls: Option<TlsFiles>,
+    pub client_token: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    /// Each node's certificate and key, by node id.
+    pub nodes: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Cluster {
@@ -101,11 +156,19 @@ impl Cluster {
     pub fn load(path: &Path) -> anyhow::Result<Cluster> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| BadInput(format!("cannot read {}: {e}", path.display())))?;
-        Cluster::parse(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
+        let base = path.parent().unwrap_or(Path::new("."));
+        Cluster::parse_in(&text, base)
+            .map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
     }
 
-    /// Parse and check a cluster file's text.
+    /// Parse and check a cluster file's text; paths in it are relative to the current
+    /// directory.
     pub fn parse(text: &str) -> Result<Cluster, String> {
+        Cluster::parse_in(text, Path::new("."))
+    }
+
+    /// Parse and check a cluster file's text; paths in it are relative to `base`.
+    pub fn parse_in(text: &str, base: &Path) -> Result<Cluster, String> {
         let file: ClusterFile = toml::from_str(text).map_err(|e| {
             let at = e
                 .span()
@@ -117,10 +180,11 @@ impl Cluster {
                 .unwrap_or_default();
             format!("{at}{}", e.message().trim_end())
         })?;
-        Cluster::check(file)
+        Cluster::check(file, base)
     }
 
-    fn check(file: ClusterFile) -> Result<Cluster, String> {
+    /// Check a cluster file; paths in it are relative to `base`.
+    pub fn check(file: ClusterFile, base: &Path) -> Result<Cluster, String> {
         let protocol = registry::info(&file.protocol).map_err(|e| e.to_string())?;
         let n = file.nodes.len();
         if n == 0 {
@@ -192,6 +256,12 @@ impl Cluster {
             .validate_settings(&options.settings)
             .map_err(|e| format!("options.settings: {e}"))?;
 
+        let security = security(&file, &nodes, base)?;
+        let identity = identity(&file, dcs, &options, &nodes, &security);
+        let data_dirs = nodes
+            .iter()
+            .map(|node| node.data_dir.as_ref().map(|dir| base.join(dir)))
+            .collect();
         Ok(Cluster {
             protocol,
             placement: Arc::new(placement),
@@ -199,7 +269,125 @@ impl Cluster {
             seed: file.seed,
             emulate_latency: file.emulate_latency,
             nodes,
+            identity,
+            security,
+            data_dirs,
         })
+    }
+}
+
+/// Resolve `[security]` (see [`SecurityFile`]).
+fn security(file: &ClusterFile, nodes: &[NodeEntry], base: &Path) -> Result<Security, String> {
+    let Some(security) = &file.security else {
+        return Err("no [security] table: say `tls = true` (with certificates: `augur cluster init` writes them) or, for a benchmark on loopback only, `tls = false`".into());
+    };
+    let path = |p: &str| base.join(p);
+    let client_token = match &security.client_token_file {
+        None => None,
+        Some(file) => {
+            let file = path(file);
+            let token = std::fs::read_to_string(&file).map_err(|e| {
+                format!(
+                    "security.client_token_file: cannot read {}: {e}",
+                    file.display()
+                )
+            })?;
+            let token = token.trim().to_string();
+            if token.is_empty() {
+                return Err(format!(
+                    "security.client_token_file: {} is empty",
+                    file.display()
+                ));
+            }
+            Some(token)
+        }
+    };
+    if !security.tls {
+        if security.ca.is_some() || nodes.iter().any(|n| n.cert.is_some() || n.key.is_some()) {
+            return Err(
+                "security.tls is false, yet certificates are named: set tls = true to use them"
+                    .into(),
+            );
+        }
+        return Ok(Security {
+            tls: None,
+            client_token,
+        });
+    }
+    let ca = security
+        .ca
+        .as_deref()
+        .ok_or("security.ca: the CA certificate is required with tls = true")?;
+    let mut files = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        match (&node.cert, &node.key) {
+            (Some(cert), Some(key)) => files.push((path(cert), path(key))),
+            _ => {
+                return Err(format!(
+                    "node {}: `cert` and `key` are required with tls = true",
+                    node.id
+                ));
+            }
+        }
+    }
+    Ok(Security {
+        tls: Some(TlsFiles {
+            ca: path(ca),
+            nodes: files,
+        }),
+        client_token,
+    })
+}
+
+/// What every node of the cluster must agree on: the resolved settings (so that writing a
+/// default out does not change it), each node's address, and whether TLS is on. Where a node
+/// listens and where its files are is its own business.
+fn identity(
+    file: &ClusterFile,
+    dcs: usize,
+    options: &ProtocolOptions,
+    nodes: &[NodeEntry],
+    security: &Security,
+) -> ClusterIdentity {
+    let ms = |d: Duration| d.as_millis().to_string();
+    let mut settings = vec![
+        ("protocol".to_string(), file.protocol.clone()),
+        ("latency".to_string(), file.latency.clone()),
+        ("dcs".to_string(), dcs.to_string()),
+        ("replication".to_string(), file.replication.to_string()),
+        ("seed".to_string(), file.seed.to_string()),
+        (
+            "emulate_latency".to_string(),
+            file.emulate_latency.to_string(),
+        ),
+        ("tls".to_string(), security.tls.is_some().to_string()),
+        (
+            "options.participant_timeout_ms".to_string(),
+            ms(options.participant_timeout),
+        ),
+        (
+            "options.gc_retention_ms".to_string(),
+            ms(options.gc_retention),
+        ),
+        (
+            "options.gc_interval_ms".to_string(),
+            ms(options.gc_interval),
+        ),
+        (
+            "options.idle_txn_timeout_ms".to_string(),
+            ms(options.idle_txn_timeout),
+        ),
+    ];
+    for (key, value) in &options.settings {
+        settings.push((format!("options.settings.{key}"), value.clone()));
+    }
+    settings.push(("nodes".to_string(), nodes.len().to_string()));
+    for node in nodes {
+        settings.push((format!("node {} addr", node.id), node.addr.clone()));
+    }
+    ClusterIdentity {
+        cluster_id: file.cluster_id.clone(),
+        settings,
     }
 }
 
@@ -223,19 +411,34 @@ impl Cluster {
         resolve(&format!("node {}", node.id), &node.addr)
     }
 
-    /// Open a client connection to node `home`, as client `client`, waiting at most `timeout`
-    /// for each request's reply. Every client of a running cluster (`augur get`, `put`,
-    /// `shell`, `bench --cluster`) connects through here.
+    /// How clients reach this cluster, each request waiting at most `timeout`: its id and
+    /// fingerprint, its client token, and TLS towards its nodes (the CA read once here).
+    pub fn client_config(&self, timeout: Duration) -> anyhow::Result<ClientConfig> {
+        let tls = match &self.security.tls {
+            None => None,
+            Some(files) => Some(ClientTls::load(&files.ca).map_err(BadInput)?),
+        };
+        Ok(ClientConfig {
+            cluster_id: self.identity.cluster_id.clone(),
+            fingerprint: self.identity.fingerprint(),
+            token: self.security.client_token.clone(),
+            tls,
+            request_timeout: timeout,
+        })
+    }
+
+    /// Open a client connection to node `home`. Every client of a running cluster (`augur
+    /// get`, `put`, `shell`, `bench --cluster`) connects through here; the node assigns the
+    /// connection its client id.
     pub async fn connect(
         &self,
+        config: &ClientConfig,
         home: NodeId,
-        client: ClientId,
-        timeout: Duration,
     ) -> anyhow::Result<TcpTransport> {
         let addr = self.node_addr(home).map_err(BadInput)?;
-        TcpTransport::connect(addr, client, timeout)
+        TcpTransport::connect(addr, home, config)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot reach node {home} at {addr}: {e}"))
+            .map_err(|e| anyhow::anyhow!("cannot use node {home} at {addr}: {e}"))
     }
 }
 
@@ -248,6 +451,9 @@ protocol = "clocksi-rep"
 latency = "3dc"
 replication = 2
 seed = 9
+
+[security]
+tls = false
 
 [options]
 participant_timeout_ms = 500
@@ -291,14 +497,16 @@ addr = "127.0.0.1:7102"
 
     #[test]
     fn defaults_fill_what_is_left_out() {
-        let c = Cluster::parse("protocol = \"nocc\"\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n")
-            .unwrap();
+        let c = Cluster::parse(
+            "protocol = \"nocc\"\nsecurity = { tls = false }\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:1\"\n",
+        )
+        .unwrap();
         assert_eq!(c.placement.profile().name, "lan");
         assert_eq!(c.placement.replication_factor(), 1);
         assert_eq!(*c.options, ProtocolOptions::default());
         // Fewer nodes than the profile has data centres: the profile is truncated.
         let c = Cluster::parse(
-            "protocol = \"nocc\"\nlatency = \"ec2-9dc\"\n[[nodes]]\nid = 0\naddr = \"a:1\"\n[[nodes]]\nid = 1\naddr = \"b:1\"\n",
+            "protocol = \"nocc\"\nlatency = \"ec2-9dc\"\nsecurity = { tls = false }\n[[nodes]]\nid = 0\naddr = \"a:1\"\n[[nodes]]\nid = 1\naddr = \"b:1\"\n",
         )
         .unwrap();
         assert_eq!(c.placement.profile().dcs, ["IE", "SU"]);
@@ -368,5 +576,44 @@ addr = "127.0.0.1:7102"
             assert!(e.contains(expected), "{e:?} should contain {expected:?}");
             assert!(!e.contains('\n'), "{e:?} spans lines");
         }
+    }
+
+    #[test]
+    fn security_must_be_stated_and_complete() {
+        let e = error_of(&GOOD.replace("[security]\ntls = false\n", ""));
+        assert!(e.contains("no [security] table"), "{e}");
+        let e = error_of(&GOOD.replace("tls = false", "tls = true"));
+        assert!(
+            e.contains("security.ca: the CA certificate is required"),
+            "{e}"
+        );
+        let e = error_of(&GOOD.replace("tls = false", "tls = true\nca = \"ca.crt\""));
+        assert!(e.contains("`cert` and `key` are required"), "{e}");
+        let e = error_of(&GOOD.replace("tls = false", "tls = false\nca = \"ca.crt\""));
+        assert!(e.contains("yet certificates are named"), "{e}");
+        let e = error_of(&GOOD.replace("tls = false", "tls = false\nclient_token_file = \"nope\""));
+        assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn identities_differ_by_what_nodes_must_share_and_name_it() {
+        let a = Cluster::parse(GOOD).unwrap().identity;
+        // Where a node listens is its own business; writing a default out changes nothing.
+        let same = GOOD
+            .replace("listen = \"0.0.0.0:7100\"", "")
+            .replace("[options]", "[options]\ngc_interval_ms = 50");
+        assert_eq!(Cluster::parse(&same).unwrap().identity, a);
+        let b = Cluster::parse(&GOOD.replace("replication = 2", "replication = 3"))
+            .unwrap()
+            .identity;
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.differences(&b), ["replication = 2 here, 3 there"]);
+        let c = Cluster::parse(&GOOD.replace("7102", "7103"))
+            .unwrap()
+            .identity;
+        assert_eq!(
+            a.differences(&c),
+            ["node 2 addr = 127.0.0.1:7102 here, 127.0.0.1:7103 there"]
+        );
     }
 }

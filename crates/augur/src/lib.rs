@@ -4,6 +4,7 @@
 pub mod check;
 pub mod cluster;
 pub mod faults;
+pub mod provision;
 
 /// What augur's nodes run one-shot transactions with: every workload's procedures.
 pub fn procedures() -> augur_runtime::one_shot::Procedures {

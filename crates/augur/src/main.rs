@@ -45,12 +45,52 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Make a certificate authority and one certificate per node for a TLS cluster (PEM files:
+    /// ca.crt, ca.key, node-I.crt, node-I.key; keys readable by their owner only).
+    Certs {
+        /// Directory to write into (created if missing; existing files are never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// How many nodes to make certificates for (ids 0..N).
+        #[arg(long)]
+        nodes: usize,
+        /// The cluster's name, written into the CA's certificate.
+        #[arg(long, default_value = "augur")]
+        cluster_id: String,
+    },
+    /// Set up a cluster.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// List the implemented protocols with the isolation level each claims, its paper, the
     /// request forms it serves, its mutants, settings and speculation.
     Protocols {
         /// Print only the names, one per line (for scripts).
         #[arg(long)]
         names: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Write a working loopback cluster with TLS into a directory: DIR/cluster.toml,
+    /// certificates, a client token and one data directory per node. Start node I with
+    /// `augur node --config DIR/cluster.toml --id I`.
+    Init {
+        /// Directory to create the cluster in (an existing cluster.toml is never overwritten).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Number of nodes (and partitions).
+        #[arg(long)]
+        nodes: usize,
+        /// The protocol every node runs.
+        #[arg(long, default_value = "clocksi-rep")]
+        protocol: String,
+        /// Node I listens on 127.0.0.1:(BASE_PORT + I).
+        #[arg(long, default_value_t = 7100)]
+        base_port: u16,
+        /// Replicas per partition, master included (default: min(3, nodes)).
+        #[arg(long)]
+        replication: Option<usize>,
     },
 }
 
@@ -79,6 +119,37 @@ fn main() -> ExitCode {
             id,
             data_dir,
         } => node::run(&config, id, data_dir.as_deref()),
+        Command::Certs {
+            out,
+            nodes,
+            cluster_id,
+        } => augur::provision::write_certs(&out, &cluster_id, nodes).map(|()| {
+            println!(
+                "wrote a CA and {nodes} node certificates to {}",
+                out.display()
+            );
+        }),
+        Command::Cluster(ClusterCommand::Init {
+            dir,
+            nodes,
+            protocol,
+            base_port,
+            replication,
+        }) => augur::provision::init(&augur::provision::InitOptions {
+            dir: &dir,
+            nodes,
+            protocol: &protocol,
+            base_port,
+            replication,
+        })
+        .map(|path| {
+            println!("wrote {}", path.display());
+            println!(
+                "start each node with: augur node --config {} --id I   (I = 0..{})",
+                path.display(),
+                nodes - 1
+            );
+        }),
         Command::Protocols { names } => {
             list_protocols(names);
             Ok(())

@@ -5,12 +5,13 @@ use anyhow::Context;
 use augur::BadInput;
 use augur::cluster::{Cluster, resolve};
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
-use augur_runtime::tcp::{self, TcpNodeConfig};
+use augur_runtime::tcp::{self, NodeTls, TcpNodeConfig};
 use augur_runtime::wal::{LogConfig, LogPolicy, LogStorage};
 use augur_runtime::{NodeEnv, Protocol};
 use augur_types::NodeId;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use tracing::{error, info, warn};
 
 /// Serve node `id` of the cluster described by the file at `config` until Ctrl-C or SIGTERM.
@@ -42,12 +43,13 @@ pub fn run(config: &Path, id: u32, data_dir: Option<&Path>) -> anyhow::Result<()
         .context("cannot start the async runtime")?;
     let policy = LogPolicy::from_options(&cluster.options, LogPolicy::Always).map_err(bad)?;
     let protocol = cluster.protocol.name;
+    let data_dir = data_dir.or(cluster.data_dirs[id as usize].as_deref());
     let log = match data_dir {
         Some(dir) => LogConfig::dir(protocol, policy, dir),
         None => {
             warn!(
                 node = id,
-                "no --data-dir: this node keeps its state in memory only and loses it when it stops"
+                "no data directory (neither --data-dir nor data_dir in the cluster file): this node keeps its state in memory only and loses it when it stops"
             );
             LogConfig::memory(protocol, policy)
         }
@@ -92,11 +94,23 @@ impl ProtocolVisitor for ServeNode<'_> {
                 options: cluster.options.clone(),
                 procedures: augur::procedures(),
             };
+            let tls = match &cluster.security.tls {
+                None => None,
+                Some(files) => {
+                    let (cert, key) = &files.nodes[id.0 as usize];
+                    let tls = NodeTls::load(id, &files.ca, cert, key)
+                        .map_err(|e| BadInput(format!("node {}: {e}", id.0)))?;
+                    Some(Arc::new(tls))
+                }
+            };
             let config = TcpNodeConfig {
                 peers,
                 seed: cluster.seed,
                 emulate_latency: cluster.emulate_latency,
                 log: log.clone(),
+                identity: cluster.identity.clone(),
+                tls,
+                client_token: cluster.security.client_token.clone(),
             };
             let mut node = tcp::serve::<P>(env, listen, config)
                 .await
@@ -114,6 +128,10 @@ impl ProtocolVisitor for ServeNode<'_> {
                     LogStorage::Memory => "none (memory)".to_string(),
                 },
                 log = %log.policy,
+                cluster = %cluster.identity.cluster_id,
+                fingerprint = %cluster.identity.fingerprint(),
+                tls = cluster.security.tls.is_some(),
+                client_token = cluster.security.client_token.is_some(),
                 "node serving"
             );
             tokio::select! {
@@ -154,7 +172,7 @@ async fn shutdown_signal() -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    const GOOD: &str = "protocol = \"nocc\"\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:7100\"\n";
+    const GOOD: &str = "protocol = \"nocc\"\nsecurity = { tls = false }\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:7100\"\n";
 
     #[test]
     fn run_refuses_unknown_ids_and_missing_files_as_bad_input() {

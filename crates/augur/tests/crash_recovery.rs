@@ -36,9 +36,9 @@
 use augur::check::{check_recorded, write_history};
 use augur_client::{HistoryRecorder, Outcome, Session, Transport, TransportError, Txn, TxnError};
 use augur_protocols::registry;
-use augur_runtime::tcp::TcpTransport;
+use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, Timestamp, Value};
+use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, NodeId, Timestamp, Value};
 use futures::future::BoxFuture;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -81,7 +81,11 @@ const LOG_LINES: usize = 150;
 async fn kill_9_and_restart_loses_no_acknowledged_commit() {
     let started = Instant::now();
     let mut cluster = Cluster::start().await;
-    let shared = Arc::new(Shared::new(cluster.addrs.clone()));
+    let clients = augur::cluster::Cluster::load(&cluster.config)
+        .unwrap()
+        .client_config(REQUEST_TIMEOUT)
+        .unwrap();
+    let shared = Arc::new(Shared::new(cluster.addrs.clone(), clients));
 
     // The bank opens before any fault, and every node must serve it.
     let loaded = load(&shared).await;
@@ -223,7 +227,7 @@ impl Cluster {
             .collect();
         let mut text = format!(
             "protocol = \"{PROTOCOL}\"\nlatency = \"lan\"\nreplication = {NODES}\nseed = {SEED}\n\n\
-             [options]\nparticipant_timeout_ms = 300\n"
+             [security]\ntls = false\n\n[options]\nparticipant_timeout_ms = 300\n"
         );
         for (i, addr) in addrs.iter().enumerate() {
             text.push_str(&format!("\n[[nodes]]\nid = {i}\naddr = \"{addr}\"\n"));
@@ -407,7 +411,8 @@ struct Shared {
     addrs: Vec<SocketAddr>,
     origin: Instant,
     recorder: HistoryRecorder,
-    next_client: AtomicU64,
+    /// How clients reach the cluster (plaintext: the test runs on loopback).
+    clients: ClientConfig,
     next_transfer: AtomicU64,
     reconnects: AtomicU64,
     stop: AtomicBool,
@@ -416,12 +421,12 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(addrs: Vec<SocketAddr>) -> Shared {
+    fn new(addrs: Vec<SocketAddr>, clients: ClientConfig) -> Shared {
         Shared {
+            clients,
             addrs,
             origin: Instant::now(),
             recorder: HistoryRecorder::new(),
-            next_client: AtomicU64::new(1),
             next_transfer: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -441,9 +446,8 @@ impl Shared {
                 NODES
             };
             for node in (0..candidates).map(|k| (home + k) % NODES) {
-                let id = ClientId(self.next_client.fetch_add(1, Relaxed));
-                if let Ok(tcp) = TcpTransport::connect(self.addrs[node], id, REQUEST_TIMEOUT).await
-                {
+                let id = NodeId(node as u32);
+                if let Ok(tcp) = TcpTransport::connect(self.addrs[node], id, &self.clients).await {
                     let conn = Conn {
                         tcp,
                         origin: self.origin,
@@ -672,8 +676,8 @@ async fn read_once(
     keys: &[Key],
     after: Timestamp,
 ) -> Result<Option<Vec<Option<Value>>>, String> {
-    let id = ClientId(shared.next_client.fetch_add(1, Relaxed));
-    let tcp = TcpTransport::connect(shared.addrs[node], id, REQUEST_TIMEOUT)
+    let id = NodeId(node as u32);
+    let tcp = TcpTransport::connect(shared.addrs[node], id, &shared.clients)
         .await
         .map_err(|e| format!("cannot connect: {e}"))?;
     let session = Session::new(tcp);

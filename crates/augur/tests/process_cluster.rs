@@ -1,9 +1,12 @@
-//! A cluster of `augur node` processes on loopback, driven by TCP client sessions: transactions
-//! across partitions and nodes, a write-write conflict, malformed frames, and a node that dies.
+//! A cluster of `augur node` processes on loopback, set up by `augur cluster init` (TLS between
+//! peers and to clients, a client token) and driven by TCP client sessions: transactions across
+//! partitions and nodes, a write-write conflict, malformed frames, a node whose cluster file
+//! differs, and a node that dies.
 
+use augur::cluster::{self as cluster_file, ClusterFile};
 use augur_client::{Session, TxnError};
-use augur_runtime::tcp::TcpTransport;
-use augur_types::{AbortReason, ClientId, Key, Timestamp, Value};
+use augur_runtime::tcp::{ClientConfig, TcpTransport};
+use augur_types::{AbortReason, Key, NodeId, Timestamp, Value};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -16,6 +19,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Node processes, killed when dropped (also when a test panics, after printing their logs).
 struct Cluster {
     dir: tempfile::TempDir,
+    path: PathBuf,
     addrs: Vec<SocketAddr>,
     children: Vec<Option<Child>>,
 }
@@ -34,40 +38,61 @@ impl Cluster {
                     .unwrap()
             })
             .collect();
-        let mut config = format!(
-            "protocol = \"clocksi-rep\"\nlatency = \"lan\"\nreplication = {replication}\nseed = 3\n\n\
-             [options]\nparticipant_timeout_ms = 500\n"
-        );
-        for (i, addr) in addrs.iter().enumerate() {
-            config.push_str(&format!("\n[[nodes]]\nid = {i}\naddr = \"{addr}\"\n"));
-        }
+        let status = Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(["cluster", "init", "--nodes", &n.to_string()])
+            .args(["--replication", &replication.to_string()])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "augur cluster init failed");
+        // As an operator would: put the nodes on the ports that are free, and shorten the
+        // participant timeout so that a dead node is noticed quickly.
         let path = dir.path().join("cluster.toml");
-        std::fs::write(&path, config).unwrap();
+        let mut file: ClusterFile =
+            toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for (node, addr) in file.nodes.iter_mut().zip(&addrs) {
+            node.addr = addr.to_string();
+        }
+        file.options.participant_timeout_ms = Some(500);
+        std::fs::write(&path, toml::to_string(&file).unwrap()).unwrap();
         let mut cluster = Cluster {
             dir,
+            path: path.clone(),
             addrs,
             children: Vec::new(),
         };
         for i in 0..n {
-            let log = File::create(cluster.log_path(i)).unwrap();
-            let child = Command::new(env!("CARGO_BIN_EXE_augur"))
-                .arg("node")
-                .arg("--config")
-                .arg(&path)
-                .arg("--id")
-                .arg(i.to_string())
-                .env("RUST_LOG", "info")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap();
-            cluster.children.push(Some(child));
+            cluster.children.push(None);
+            cluster.spawn(i, &path);
         }
         for i in 0..n {
             cluster.wait_until_listening(i);
         }
         cluster
+    }
+
+    /// Start node `i` from the cluster file at `config`, its output appended to its log.
+    fn spawn(&mut self, i: usize, config: &std::path::Path) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_path(i))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_augur"))
+            .arg("node")
+            .arg("--config")
+            .arg(config)
+            .arg("--id")
+            .arg(i.to_string())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.children[i] = Some(child);
     }
 
     fn log_path(&self, i: usize) -> PathBuf {
@@ -111,10 +136,16 @@ impl Cluster {
         }
     }
 
-    async fn session(&self, node: usize, client: u64) -> Session<TcpTransport> {
-        let t = TcpTransport::connect(self.addrs[node], ClientId(client), REQUEST_TIMEOUT)
-            .await
-            .unwrap();
+    /// How clients reach the cluster, from its file (the CA, the token).
+    fn clients(&self) -> (cluster_file::Cluster, ClientConfig) {
+        let cluster = cluster_file::Cluster::load(&self.path).unwrap();
+        let config = cluster.client_config(REQUEST_TIMEOUT).unwrap();
+        (cluster, config)
+    }
+
+    async fn session(&self, node: usize) -> Session<TcpTransport> {
+        let (cluster, config) = self.clients();
+        let t = cluster.connect(&config, NodeId(node as u32)).await.unwrap();
         Session::new(t)
     }
 }
@@ -192,9 +223,9 @@ async fn node_processes_run_transactions_over_tcp() {
 
     // One transaction writing a key on each partition (shard tag mod 3), committed at node 0 and
     // read back through node 1.
-    let s0 = cluster.session(0, 1).await;
-    let s1 = cluster.session(1, 2).await;
-    let s2 = cluster.session(2, 3).await;
+    let s0 = cluster.session(0).await;
+    let s1 = cluster.session(1).await;
+    let s2 = cluster.session(2).await;
     let keys: Vec<Key> = (0..3).map(|shard| Key::numbered(shard, 7)).collect();
     let writes: Vec<(Key, &str)> = keys.iter().cloned().zip(["a", "b", "c"]).collect();
     let committed = write_all(&s0, &writes).await;
@@ -250,8 +281,8 @@ async fn node_processes_run_transactions_over_tcp() {
 async fn a_dead_node_fails_transactions_that_need_it_in_bounded_time() {
     // Two replicas per partition: partition p lives on nodes p and p + 1 (mod 3).
     let mut cluster = Cluster::start(3, 2);
-    let s0 = cluster.session(0, 1).await;
-    let s2 = cluster.session(2, 2).await;
+    let s0 = cluster.session(0).await;
+    let s2 = cluster.session(2).await;
     write_all(
         &s0,
         &[(Key::numbered(0, 1), "x"), (Key::numbered(2, 1), "y")],
@@ -282,17 +313,57 @@ async fn a_dead_node_fails_transactions_that_need_it_in_bounded_time() {
         Err(TxnError::Unavailable(_))
     ));
     assert!(start.elapsed() < REQUEST_TIMEOUT + Duration::from_secs(1));
-    assert!(
-        TcpTransport::connect(cluster.addrs[2], ClientId(9), REQUEST_TIMEOUT)
-            .await
-            .is_err()
-    );
+    let (file, config) = cluster.clients();
+    assert!(file.connect(&config, NodeId(2)).await.is_err());
 
     // Partition 0 (nodes 0 and 1) does not need it.
     let committed = write_all(&s0, &[(Key::numbered(0, 1), "still here")]).await;
-    let s1 = cluster.session(1, 3).await;
+    let s1 = cluster.session(1).await;
     assert_eq!(
         read_all(&s1, &[Key::numbered(0, 1)], committed).await,
         [value("still here")]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_another_cluster_file_is_refused_with_the_difference() {
+    let mut cluster = Cluster::start(3, 3);
+    let s0 = cluster.session(0).await;
+    write_all(&s0, &[(Key::numbered(2, 5), "before")]).await;
+
+    // Node 2 comes back with a file that says 2 replicas where the others say 3.
+    cluster.kill(2);
+    let mut file: ClusterFile =
+        toml::from_str(&std::fs::read_to_string(&cluster.path).unwrap()).unwrap();
+    file.replication = 2;
+    let other = cluster.dir.path().join("cluster-2.toml");
+    std::fs::write(&other, toml::to_string(&file).unwrap()).unwrap();
+    cluster.spawn(2, &other);
+    cluster.wait_until_listening(2);
+
+    // Partition 2's writes need node 2: they cannot commit, and each side logs why.
+    let mut txn = s0.begin(false).await.unwrap();
+    txn.write(Key::numbered(2, 5), value("after")).unwrap();
+    assert!(txn.commit().await.is_err());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let difference = "replication = 2 here, 3 there";
+    while !cluster.log(2).contains(difference) {
+        assert!(
+            Instant::now() < deadline,
+            "node 2 did not name the difference:\n{}",
+            cluster.log(2)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        cluster.log(0).contains("replication = 3 here, 2 there"),
+        "node 0 did not log the refusal:\n{}",
+        cluster.log(0)
+    );
+    // And a client holding the old file is refused by node 2.
+    let (file, config) = cluster.clients();
+    let Err(e) = file.connect(&config, NodeId(2)).await else {
+        panic!("a client with another cluster file was admitted");
+    };
+    assert!(format!("{e:#}").contains("cluster file differs"), "{e:#}");
 }

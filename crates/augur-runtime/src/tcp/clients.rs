@@ -1,69 +1,78 @@
-//! The node side of client connections: requests in, responses out, and routing each client's
-//! replies to the connection it currently uses.
+//! The node side of client connections: requests in, responses out.
+//!
+//! A connection is one client: the node assigned its id when it welcomed it, and every request
+//! on it is taken as that client's, whatever id the request carries, so no connection can
+//! speak for another's client or receive its replies. A transaction can be used only from the
+//! connection that began it ([`OpenTxns`]). When the connection ends, the node is told the
+//! client is gone ([`Input::ClientGone`]) and forgets what it kept for it.
 
-use super::wire::flush;
-use super::{Body, Shared, codec, decode_frame, encode_frame};
+use super::Shared;
+use super::wire::{FrameReader, FrameWriter, flush};
+use super::{Body, decode_frame, encode_frame};
 use crate::Protocol;
 use crate::inbound::check_request;
-use crate::local::{Input, ReplySender};
-use augur_types::RequestError;
-use augur_types::{ClientId, ClientReply, ClientRequest, ClientResponse};
+use crate::local::Input;
+use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse};
+use augur_types::{RequestError, RequestId, TxnId};
 use futures::{SinkExt, StreamExt};
-use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex, Weak};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
-use tracing::debug;
+
+/// The most transactions one client connection may have open at once.
+pub const MAX_OPEN_TXNS: usize = 1024;
 
 pub(super) async fn serve_client<P: Protocol>(
-    mut frames: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
-    output: OwnedWriteHalf,
-    first: ClientRequest,
-    conn: u64,
+    frames: FrameReader,
+    out: FrameWriter,
+    client: ClientId,
     shared: &Shared<P>,
 ) -> Result<(), String> {
-    let mut out = FramedWrite::new(output, codec());
+    let result = client_loop(frames, out, client, shared).await;
+    // Whatever ended the connection, the node may forget the client.
+    let _ = shared.inbox.send(Input::ClientGone(client));
+    result
+}
+
+async fn client_loop<P: Protocol>(
+    mut frames: FrameReader,
+    mut out: FrameWriter,
+    client: ClientId,
+    shared: &Shared<P>,
+) -> Result<(), String> {
     let (reply_tx, mut replies) = mpsc::unbounded_channel::<ClientResponse>();
-    // The reply sender handed to the node for each client id seen on this connection.
-    let mut senders: FxHashMap<ClientId, ReplySender> = FxHashMap::default();
-    let mut pending = Some(first);
+    let mut txns = OpenTxns::default();
     loop {
-        if let Some(request) = pending.take() {
-            if let Err(e) = check_request(&request.op) {
-                let response = ClientResponse {
-                    id: request.id,
-                    reply: ClientReply::Rejected(RequestError::Invalid(e.to_string())),
-                };
-                let _ = reply_tx.send(response);
-                continue;
-            }
-            let sender = senders
-                .entry(request.client)
-                .or_insert_with(|| shared.router.register(request.client, conn, &reply_tx))
-                .clone();
-            if shared.inbox.send(Input::Client(request, sender)).is_err() {
-                return Ok(()); // the node stopped
-            }
-        }
         tokio::select! {
             frame = frames.next() => {
                 let Some(frame) = frame else { return Ok(()) };
                 let frame = frame.map_err(|e| e.to_string())?;
-                match decode_frame::<P::Msg>(&frame).map_err(|e| e.to_string())? {
-                    Body::Request(request) => pending = Some(request),
+                let mut request = match decode_frame::<P::Msg>(&frame).map_err(|e| e.to_string())? {
+                    Body::Request(request) => request,
                     other => return Err(format!("{} frame on a client connection", other.kind())),
+                };
+                request.client = client;
+                let refusal = check_request(&request.op)
+                    .map_err(|e| RequestError::Invalid(e.to_string()))
+                    .and_then(|()| txns.admit(&request));
+                if let Err(error) = refusal {
+                    let _ = reply_tx.send(ClientResponse {
+                        id: request.id,
+                        reply: ClientReply::Rejected(error),
+                    });
+                    continue;
+                }
+                if shared.inbox.send(Input::Client(request, reply_tx.clone())).is_err() {
+                    return Ok(()); // the node stopped
                 }
             }
             Some(response) = replies.recv() => {
-                let mut batch = vec![response];
-                while let Ok(more) = replies.try_recv() {
-                    batch.push(more);
-                }
-                for response in batch {
+                let mut next = Some(response);
+                while let Some(response) = next {
+                    txns.observe(&response);
                     let frame = encode_frame(&Body::<()>::Response(response))
                         .map_err(|e| format!("cannot encode a response: {e}"))?;
                     out.feed(frame).await.map_err(|e| e.to_string())?;
+                    next = replies.try_recv().ok();
                 }
                 flush(&mut out).await.map_err(|e| e.to_string())?;
             }
@@ -71,56 +80,176 @@ pub(super) async fn serve_client<P: Protocol>(
     }
 }
 
-/// Routes a node's replies to the connection each client currently uses.
-///
-/// The node loop remembers one reply sender per client id for good, while a client may reconnect
-/// with the same id. So the node is handed, per client id, the sender of a small forwarding task
-/// that looks up the client's latest connection for each reply.
+/// The transactions a client connection has begun and not yet seen end, so that a request
+/// naming any other transaction is refused before the protocol sees it, and so that one
+/// connection cannot hold more than [`MAX_OPEN_TXNS`] open.
 #[derive(Default)]
-pub(super) struct ClientRouter {
-    routes: Mutex<FxHashMap<ClientId, Route>>,
+struct OpenTxns {
+    open: FxHashSet<TxnId>,
+    /// Requests in flight that name an open transaction, whose reply may end it.
+    naming: FxHashMap<RequestId, TxnId>,
 }
 
-struct Route {
-    forward: ReplySender,
-    current: ReplySender,
-}
-
-impl ClientRouter {
-    /// Make connection `conn` (whose replies go to `out`) the one serving `client`, and return
-    /// the sender to hand the node with the client's requests.
-    fn register(self: &Arc<Self>, client: ClientId, conn: u64, out: &ReplySender) -> ReplySender {
-        let mut routes = self.routes.lock().expect("router lock");
-        if let Some(route) = routes.get_mut(&client) {
-            debug!(client = client.0, conn, "client moved to a new connection");
-            route.current = out.clone();
-            return route.forward.clone();
-        }
-        let (forward, mut rx) = mpsc::unbounded_channel::<ClientResponse>();
-        let router: Weak<ClientRouter> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            while let Some(response) = rx.recv().await {
-                let Some(router) = router.upgrade() else {
-                    return;
+impl OpenTxns {
+    /// Whether `request` may go to the protocol.
+    fn admit(&mut self, request: &ClientRequest) -> Result<(), RequestError> {
+        let txn = match &request.op {
+            ClientOp::Read { txn, .. }
+            | ClientOp::Commit { txn, .. }
+            | ClientOp::AwaitOutcome { txn }
+            | ClientOp::Abort { txn } => *txn,
+            ClientOp::Begin { .. } => {
+                return if self.open.len() >= MAX_OPEN_TXNS {
+                    Err(RequestError::Invalid(format!(
+                        "too many open transactions on this connection (the limit is {MAX_OPEN_TXNS})"
+                    )))
+                } else {
+                    Ok(())
                 };
-                let current = router
-                    .routes
-                    .lock()
-                    .expect("router lock")
-                    .get(&client)
-                    .map(|r| r.current.clone());
-                if let Some(current) = current {
-                    let _ = current.send(response);
-                }
             }
-        });
-        routes.insert(
-            client,
-            Route {
-                forward: forward.clone(),
-                current: out.clone(),
-            },
+            ClientOp::Execute { .. } | ClientOp::NodeStats => return Ok(()),
+        };
+        if !self.open.contains(&txn) {
+            return Err(RequestError::UnknownTransaction(txn));
+        }
+        self.naming.insert(request.id, txn);
+        Ok(())
+    }
+
+    /// Follow a reply: a transaction begins, or its end is reported.
+    fn observe(&mut self, response: &ClientResponse) {
+        match &response.reply {
+            ClientReply::Begun { txn, .. } => {
+                self.open.insert(*txn);
+                return;
+            }
+            // A one-shot transaction that committed speculatively: its client will ask for
+            // the final outcome.
+            ClientReply::Executed(execution) => {
+                if let (Some(txn), ClientReply::SpecCommitted { .. }) =
+                    (execution.txn, &execution.end)
+                {
+                    self.open.insert(txn);
+                }
+                return;
+            }
+            _ => {}
+        }
+        let Some(txn) = self.naming.remove(&response.id) else {
+            return;
+        };
+        let over = matches!(
+            response.reply,
+            ClientReply::Committed { .. }
+                | ClientReply::Aborted(_)
+                | ClientReply::Resolved { .. }
+                | ClientReply::Rejected(RequestError::UnknownTransaction(_))
         );
-        forward
+        if over {
+            self.open.remove(&txn);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_types::{AbortReason, Key, NodeId, Timestamp};
+
+    fn request(id: u64, op: ClientOp) -> ClientRequest {
+        ClientRequest {
+            client: ClientId(1),
+            id: RequestId(id),
+            op,
+        }
+    }
+
+    fn reply(id: u64, reply: ClientReply) -> ClientResponse {
+        ClientResponse {
+            id: RequestId(id),
+            reply,
+        }
+    }
+
+    #[test]
+    fn only_transactions_begun_on_the_connection_may_be_used_until_they_end() {
+        let mut txns = OpenTxns::default();
+        let txn = TxnId::new(NodeId(0), 5);
+        let read = ClientOp::Read {
+            txn,
+            key: Key::numbered(0, 1),
+        };
+        // Someone else's transaction (or a guessed id) is refused.
+        assert_eq!(
+            txns.admit(&request(1, read.clone())),
+            Err(RequestError::UnknownTransaction(txn))
+        );
+        let begin = ClientOp::Begin {
+            read_only: false,
+            speculative: false,
+        };
+        assert_eq!(txns.admit(&request(2, begin)), Ok(()));
+        txns.observe(&reply(
+            2,
+            ClientReply::Begun {
+                txn,
+                snapshot: Timestamp(1),
+            },
+        ));
+        assert_eq!(txns.admit(&request(3, read.clone())), Ok(()));
+        txns.observe(&reply(3, ClientReply::Value(None)));
+        assert_eq!(txns.admit(&request(4, read.clone())), Ok(()));
+        // An abort reply ends it.
+        txns.observe(&reply(4, ClientReply::Aborted(AbortReason::Timeout)));
+        assert!(txns.admit(&request(5, read)).is_err());
+        assert!(txns.open.is_empty() && txns.naming.is_empty());
+    }
+
+    #[test]
+    fn a_speculatively_committed_one_shot_transaction_can_be_awaited() {
+        let mut txns = OpenTxns::default();
+        let txn = TxnId::new(NodeId(0), 9);
+        let execution = augur_types::Execution {
+            txn: Some(txn),
+            ops: Vec::new(),
+            info: Default::default(),
+            end: ClientReply::SpecCommitted {
+                local_commit_ts: Timestamp(3),
+            },
+        };
+        txns.observe(&reply(1, ClientReply::Executed(Box::new(execution))));
+        assert_eq!(
+            txns.admit(&request(2, ClientOp::AwaitOutcome { txn })),
+            Ok(())
+        );
+        txns.observe(&reply(
+            2,
+            ClientReply::Committed {
+                commit_ts: Timestamp(4),
+            },
+        ));
+        assert!(txns.open.is_empty());
+    }
+
+    #[test]
+    fn open_transactions_per_connection_are_bounded() {
+        let mut txns = OpenTxns::default();
+        for seq in 0..MAX_OPEN_TXNS as u64 {
+            txns.observe(&reply(
+                seq,
+                ClientReply::Begun {
+                    txn: TxnId::new(NodeId(0), seq),
+                    snapshot: Timestamp(1),
+                },
+            ));
+        }
+        let begin = ClientOp::Begin {
+            read_only: true,
+            speculative: false,
+        };
+        assert!(matches!(
+            txns.admit(&request(9, begin)),
+            Err(RequestError::Invalid(_))
+        ));
     }
 }

@@ -1,19 +1,23 @@
-//! The TCP runtime: one node per process, talking to its peers and to its clients over TCP.
+//! The TCP runtime: one node per process, talking to its peers and to its clients over TCP,
+//! with TLS ([`tls`]) when the cluster is configured for it. The format and the behaviour are
+//! specified for operators in docs/cluster-config.md.
 //!
 //! # Wire format
 //!
 //! Every connection carries a stream of frames. A frame is a 4-byte big-endian length followed by
-//! that many bytes ([`LengthDelimitedCodec`](tokio_util::codec::LengthDelimitedCodec), at most [`MAX_FRAME_LEN`] bytes). The bytes are a
-//! postcard-encoded [`Envelope`]: the wire version ([`WIRE_VERSION`], a varint `u16`) and then a
-//! [`Body`]. The version is decoded first; a frame of any other version is refused before its body
-//! is looked at, so later versions may change the body freely.
+//! that many bytes ([`LengthDelimitedCodec`](tokio_util::codec::LengthDelimitedCodec), at most
+//! [`MAX_FRAME_LEN`] bytes). The bytes are a postcard-encoded [`Envelope`]: the wire version
+//! ([`WIRE_VERSION`], a varint `u16`) and then a [`Body`]. The version is decoded first; a frame
+//! of any other version is refused before its body is looked at, so later versions may change
+//! the body freely.
 //!
-//! A connection is a *peer connection* if its first frame is [`Body::Hello`] (then only
-//! [`Body::Peer`] frames from that same node follow), or a *client connection* if its first frame
-//! is a [`Body::Request`] (then only requests follow, and the node answers with
+//! A connection opens with a hello ([`handshake`]): a *peer connection* with [`Body::Hello`]
+//! (then only [`Body::Peer`] frames from that same node follow), a *client connection* with
+//! [`Body::ClientHello`] (then only requests follow, and the node answers with
 //! [`Body::Response`] frames on the same connection). A frame that is too long, fails to decode,
 //! has another version, or does not fit the connection's kind gets the connection dropped with a
-//! logged reason; the node keeps serving everybody else.
+//! logged reason; the node keeps serving everybody else. A peer message that decodes is checked
+//! ([`crate::inbound`]) before the protocol sees it.
 //!
 //! # Nodes
 //!
@@ -33,9 +37,10 @@
 //! # Clients
 //!
 //! [`TcpTransport`] is the client side: one connection to one coordinator node, one request in
-//! flight at a time. A client chooses its own [`ClientId`](augur_types::ClientId); ids must be unique within the
-//! cluster. A client that reconnects with the same id gets the replies to its later requests on
-//! the new connection.
+//! flight at a time. The node assigns the connection its [`ClientId`](augur_types::ClientId) and
+//! takes every request on it as that client's; a transaction can be used only from the
+//! connection that began it ([`MAX_OPEN_TXNS`] at most), and when the connection closes the node
+//! forgets the client ([`Protocol::on_client_gone`]).
 
 use crate::clock::RealClock;
 use crate::local::{Input, MIN_EMULATED_DELAY, PeerNet, run_node};
@@ -43,7 +48,7 @@ use crate::wal::{self, LogConfig};
 use crate::{NodeEnv, Protocol};
 use augur_types::NodeId;
 use augur_types::Placement;
-use futures::StreamExt;
+use rustls::pki_types::CertificateDer;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,22 +57,28 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 mod clients;
+pub mod handshake;
 mod peer;
+pub mod tls;
 mod transport;
 mod wire;
 
-use clients::{ClientRouter, serve_client};
+pub use clients::MAX_OPEN_TXNS;
+use clients::serve_client;
+use handshake::ClientIds;
+pub use handshake::{ClusterIdentity, HANDSHAKE_TIMEOUT};
 pub use peer::PEER_BUFFER;
-use peer::{Link, TcpNet, peer_writer, serve_peer};
-pub use transport::TcpTransport;
+use peer::{Dialler, Link, TcpNet, peer_writer, serve_peer};
+pub use tls::{ClientTls, GeneratedPki, NodeCertificate, NodeTls, generate_pki, node_server_name};
+pub use transport::{ClientConfig, TcpTransport};
 pub use wire::{
     Body, Envelope, FrameError, MAX_FRAME_LEN, WIRE_VERSION, codec, decode_frame, encode_frame,
 };
+use wire::{Conn, framed, next_body, send_body};
 
 /// How a TCP node reaches its cluster.
 #[derive(Clone, Debug)]
@@ -81,6 +92,13 @@ pub struct TcpNodeConfig {
     pub emulate_latency: bool,
     /// The node's write-ahead log (a data directory, or memory).
     pub log: LogConfig,
+    /// The cluster this node belongs to and the configuration its peers must share.
+    pub identity: ClusterIdentity,
+    /// TLS for every connection, peers' and clients'; `None` runs in plaintext, with no
+    /// authentication at all (for benchmarks on loopback).
+    pub tls: Option<Arc<NodeTls>>,
+    /// The token clients must present in their hello; `None` admits any client.
+    pub client_token: Option<String>,
 }
 
 /// A running TCP node. Dropping the handle stops the node too, without waiting for it.
@@ -172,6 +190,11 @@ pub fn serve_on<P: Protocol>(
     let stop = CancellationToken::new();
     let (inbox, inbox_rx) = mpsc::unbounded_channel::<Input<P>>();
 
+    let dialler = Arc::new(Dialler {
+        me,
+        tls: config.tls.clone(),
+        identity: config.identity.clone(),
+    });
     let mut links = Vec::with_capacity(n);
     for to in placement.nodes() {
         let addr = match addrs[to.0 as usize] {
@@ -194,7 +217,7 @@ pub fn serve_on<P: Protocol>(
         let dropped = Arc::new(AtomicU64::new(0));
         spawn_until(
             &stop,
-            peer_writer::<P::Msg>(me, to, addr, rx, dropped.clone()),
+            peer_writer::<P::Msg>(dialler.clone(), to, addr, rx, dropped.clone()),
         );
         links.push(Some(Link { tx, delay, dropped }));
     }
@@ -231,7 +254,11 @@ pub fn serve_on<P: Protocol>(
         nodes: n,
         placement: placement.clone(),
         inbox,
-        router: Arc::new(ClientRouter::default()),
+        fingerprint: config.identity.fingerprint(),
+        identity: config.identity,
+        tls: config.tls,
+        client_token: config.client_token,
+        client_ids: ClientIds::new(me),
         stop: stop.clone(),
     });
     let accept = spawn_until(&stop, accept_loop(listener, shared));
@@ -246,7 +273,7 @@ pub fn serve_on<P: Protocol>(
 }
 
 /// Run `fut` on the current runtime until it ends or `stop` is cancelled.
-pub(super) fn spawn_until<F>(stop: &CancellationToken, fut: F) -> JoinHandle<()>
+fn spawn_until<F>(stop: &CancellationToken, fut: F) -> JoinHandle<()>
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -260,27 +287,92 @@ where
 }
 
 /// What every connection task of a node shares.
-pub(super) struct Shared<P: Protocol> {
+struct Shared<P: Protocol> {
     me: NodeId,
     nodes: usize,
     placement: Arc<Placement>,
     inbox: mpsc::UnboundedSender<Input<P>>,
-    router: Arc<ClientRouter>,
+    identity: ClusterIdentity,
+    /// `identity`'s fingerprint, which clients present.
+    fingerprint: String,
+    tls: Option<Arc<NodeTls>>,
+    client_token: Option<String>,
+    client_ids: ClientIds,
     stop: CancellationToken,
 }
 
+impl<P: Protocol> Shared<P> {
+    /// Whether a connection that says it is node `from`, of cluster `theirs`, and showed
+    /// `cert`, may serve as that peer. `Err` is the reason, in words.
+    fn admit_peer(
+        &self,
+        from: NodeId,
+        theirs: &ClusterIdentity,
+        cert: Option<&CertificateDer<'static>>,
+    ) -> Result<(), String> {
+        if from.0 as usize >= self.nodes || from == self.me {
+            return Err(format!("{from} is not a peer of this node"));
+        }
+        if self.tls.is_some() {
+            tls::check_peer_identity(cert, from)?;
+        }
+        let differences = self.identity.differences(theirs);
+        if !differences.is_empty() {
+            return Err(format!(
+                "{from} runs another cluster configuration (fingerprint {} here, {} there): {}",
+                self.fingerprint,
+                theirs.fingerprint(),
+                differences.join("; ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a client of cluster `cluster_id`, whose configuration has `fingerprint`, and
+    /// which presented `token`, may use this node.
+    fn admit_client(
+        &self,
+        cluster_id: &str,
+        fingerprint: &str,
+        token: Option<&str>,
+    ) -> Result<(), String> {
+        if cluster_id != self.identity.cluster_id {
+            return Err(format!(
+                "this node belongs to cluster '{}', not '{cluster_id}'",
+                self.identity.cluster_id
+            ));
+        }
+        if fingerprint != self.fingerprint {
+            return Err(format!(
+                "the client's cluster file differs from this node's (fingerprint {fingerprint} there, {} here)",
+                self.fingerprint
+            ));
+        }
+        if let Some(expected) = &self.client_token {
+            // Compare digests, so that how long the comparison takes says nothing about how
+            // much of the token a guess got right.
+            let digest = |t: &str| ring::digest::digest(&ring::digest::SHA256, t.as_bytes());
+            let given = token.unwrap_or_default();
+            if digest(expected).as_ref() != digest(given).as_ref() {
+                return Err(if token.is_none() {
+                    "this cluster requires a client token".into()
+                } else {
+                    "wrong client token".into()
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 async fn accept_loop<P: Protocol>(listener: TcpListener, shared: Arc<Shared<P>>) {
-    let mut next_conn = 0u64;
     loop {
         match listener.accept().await {
             Ok((stream, remote)) => {
-                let _ = stream.set_nodelay(true);
-                next_conn += 1;
-                let conn = next_conn;
                 let shared2 = shared.clone();
                 spawn_until(&shared.stop, async move {
                     let me = shared2.me;
-                    if let Err(reason) = serve_connection(stream, conn, shared2).await {
+                    if let Err(reason) = serve_connection(stream, shared2).await {
                         warn!(node = %me, %remote, "dropping connection: {reason}");
                     }
                 });
@@ -294,32 +386,95 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, shared: Arc<Shared<P>>)
     }
 }
 
-/// Serve one inbound connection, a peer's or a client's as its first frame says. `Err` is the
-/// reason the connection was dropped.
+/// Serve one inbound connection: the TLS handshake if the cluster uses TLS, then a peer's or
+/// a client's hello, then its frames. `Err` is the reason the connection was dropped.
 async fn serve_connection<P: Protocol>(
     stream: TcpStream,
-    conn: u64,
     shared: Arc<Shared<P>>,
 ) -> Result<(), String> {
-    let (input, output) = stream.into_split();
-    let mut frames = FramedRead::new(input, codec());
-    let first = match frames.next().await {
-        None => return Ok(()),
-        Some(frame) => frame.map_err(|e| e.to_string())?,
-    };
-    match decode_frame::<P::Msg>(&first).map_err(|e| e.to_string())? {
-        Body::Hello { from } => {
-            if from.0 as usize >= shared.nodes || from == shared.me {
-                return Err(format!(
-                    "hello from {from}, which is not a peer of this node"
-                ));
-            }
-            debug!(node = %shared.me, peer = %from, "peer connected");
-            serve_peer(frames, from, &shared).await
+    let _ = stream.set_nodelay(true);
+    let (conn, cert): (Conn, Option<CertificateDer<'static>>) = match &shared.tls {
+        None => (Box::new(stream), None),
+        Some(tls) => {
+            let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor.accept(stream))
+                .await
+                .map_err(|_| format!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"))?
+                .map_err(|e| format!("TLS handshake failed: {e}"))?;
+            let cert = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|certs| certs.first().cloned());
+            (Box::new(stream), cert)
         }
-        Body::Request(request) => serve_client(frames, output, request, conn, &shared).await,
-        other => Err(format!("{} frame before hello or request", other.kind())),
+    };
+    let (mut input, mut out) = framed(conn);
+    let refuse = async |out: &mut wire::FrameWriter, why: String| {
+        let _ = send_body(out, &Body::<()>::Refused(why.clone())).await;
+        Err(why)
+    };
+    match next_body::<P::Msg>(&mut input, HANDSHAKE_TIMEOUT).await? {
+        Body::Hello { from, cluster } => {
+            if let Err(why) = shared.admit_peer(from, &cluster, cert.as_ref()) {
+                return refuse(&mut out, format!("refused a peer: {why}")).await;
+            }
+            send_body(&mut out, &Body::<()>::Accepted)
+                .await
+                .map_err(|e| e.to_string())?;
+            debug!(node = %shared.me, peer = %from, "peer connected");
+            // The write half stays open (and unused) while the peer sends.
+            let _out = out;
+            serve_peer(input, from, &shared).await
+        }
+        Body::ClientHello {
+            cluster_id,
+            fingerprint,
+            token,
+        } => {
+            if let Err(why) = shared.admit_client(&cluster_id, &fingerprint, token.as_deref()) {
+                return refuse(&mut out, format!("refused a client: {why}")).await;
+            }
+            let client = shared.client_ids.assign();
+            send_body(&mut out, &Body::<()>::Welcome { client })
+                .await
+                .map_err(|e| e.to_string())?;
+            serve_client(input, out, client, &shared).await
+        }
+        other => {
+            let why = format!("a {} frame before any hello", other.kind());
+            refuse(&mut out, why).await
+        }
     }
+}
+
+/// Open a connection to `addr`: TCP with `TCP_NODELAY`, then TLS if `tls` gives a connector
+/// and the name the node's certificate must carry. Both steps must finish within `timeout`.
+async fn dial(
+    addr: SocketAddr,
+    tls: Option<(
+        &tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    timeout: Duration,
+) -> io::Result<Conn> {
+    let timed_out = || {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("connecting to {addr} timed out"),
+        )
+    };
+    let connect = async {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let conn: Conn = match tls {
+            None => Box::new(stream),
+            Some((connector, name)) => Box::new(connector.connect(name, stream).await?),
+        };
+        Ok(conn)
+    };
+    tokio::time::timeout(timeout, connect)
+        .await
+        .map_err(|_| timed_out())?
 }
 
 #[cfg(test)]

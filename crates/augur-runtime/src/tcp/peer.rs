@@ -1,8 +1,10 @@
 //! Peer links: one outgoing connection per peer, dialled and redialled by a writer task, and the
 //! reading side of the connections peers open to this node.
 
-use super::wire::flush;
-use super::{Body, Shared, codec, decode_frame, encode_frame};
+use super::handshake::{ClusterIdentity, HANDSHAKE_TIMEOUT};
+use super::tls::NodeTls;
+use super::wire::{FrameReader, FrameWriter, flush, framed, next_body, send_body};
+use super::{Body, Shared, decode_frame, dial, encode_frame};
 use crate::Protocol;
 use crate::inbound::{CheckMessage, Inbound};
 use crate::local::{Input, PeerNet};
@@ -15,11 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 use tracing::{debug, info, warn};
 
 /// How many messages may wait for one peer's connection before further ones are dropped.
@@ -65,33 +63,56 @@ impl<P: Protocol> PeerNet<P::Msg> for TcpNet<P> {
     }
 }
 
-/// An outgoing connection to a peer. The peer never writes on it, so anything read means the
-/// connection is over.
+/// What a node needs to dial its peers: its TLS side (or none, on a plaintext cluster) and the
+/// identity it introduces itself with.
+pub(super) struct Dialler {
+    pub(super) me: NodeId,
+    pub(super) tls: Option<Arc<NodeTls>>,
+    pub(super) identity: ClusterIdentity,
+}
+
+/// An outgoing connection to a peer. After accepting the hello the peer never writes on it
+/// again, except to say why it is closing it, so anything read means the connection is over.
 struct PeerConn {
-    out: FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
-    input: OwnedReadHalf,
+    out: FrameWriter,
+    input: FrameReader,
 }
 
 impl PeerConn {
-    async fn connect(me: NodeId, addr: SocketAddr) -> io::Result<PeerConn> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+    /// Dial peer `to` at `addr`, introduce this node and wait to be accepted. `Err` says why
+    /// not, in words (the peer's own reason when it refused).
+    async fn connect(dialler: &Dialler, to: NodeId, addr: SocketAddr) -> Result<PeerConn, String> {
+        let tls = dialler
+            .tls
+            .as_ref()
+            .map(|tls| (&tls.connector, tls.server_name(to)));
+        let conn = dial(addr, tls, CONNECT_TIMEOUT)
             .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-        stream.set_nodelay(true)?;
-        let (input, output) = stream.into_split();
-        let mut out = FramedWrite::new(output, codec());
-        out.send(encode_frame(&Body::<()>::Hello { from: me }).map_err(io::Error::other)?)
-            .await?;
-        Ok(PeerConn { out, input })
+            .map_err(|e| e.to_string())?;
+        let (mut input, mut out) = framed(conn);
+        let hello = Body::<()>::Hello {
+            from: dialler.me,
+            cluster: dialler.identity.clone(),
+        };
+        send_body(&mut out, &hello)
+            .await
+            .map_err(|e| e.to_string())?;
+        match next_body::<()>(&mut input, HANDSHAKE_TIMEOUT).await? {
+            Body::Accepted => Ok(PeerConn { out, input }),
+            Body::Refused(why) => Err(format!("refused: {why}")),
+            other => Err(format!("answered the hello with a {} frame", other.kind())),
+        }
     }
 
     /// Resolves when the peer closes the connection (or breaks its side of the protocol).
     async fn closed(&mut self) -> String {
-        let mut buf = [0u8; 64];
-        match self.input.read(&mut buf).await {
-            Ok(0) => "closed by the peer".to_string(),
-            Ok(_) => "the peer wrote on an outgoing connection".to_string(),
-            Err(e) => e.to_string(),
+        match self.input.next().await {
+            None => "closed by the peer".to_string(),
+            Some(Err(e)) => e.to_string(),
+            Some(Ok(frame)) => match decode_frame::<()>(&frame) {
+                Ok(Body::Refused(why)) => format!("closed by the peer: {why}"),
+                _ => "the peer wrote on an outgoing connection".to_string(),
+            },
         }
     }
 
@@ -111,7 +132,7 @@ impl PeerConn {
 
 /// Carry the messages queued for peer `to` to it, dialling and redialling as needed.
 pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
-    me: NodeId,
+    dialler: Arc<Dialler>,
     to: NodeId,
     addr: SocketAddr,
     mut rx: mpsc::Receiver<(Instant, M)>,
@@ -121,6 +142,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     let mut retry_at = Instant::now();
     let mut backoff = MIN_BACKOFF;
     let mut failures = 0u32;
+    let me = dialler.me;
     loop {
         let next = match conn.as_mut() {
             None => rx.recv().await,
@@ -139,7 +161,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                 dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            match PeerConn::connect(me, addr).await {
+            match PeerConn::connect(&dialler, to, addr).await {
                 Ok(c) => {
                     let lost = dropped.swap(0, Ordering::Relaxed);
                     if failures > 0 || lost > 0 {
@@ -182,7 +204,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
 }
 
 pub(super) async fn serve_peer<P: Protocol>(
-    mut frames: FramedRead<OwnedReadHalf, LengthDelimitedCodec>,
+    mut frames: FrameReader,
     from: NodeId,
     shared: &Shared<P>,
 ) -> Result<(), String> {

@@ -1,6 +1,6 @@
 use crate::wal::LogConfig;
 use crate::{NodeEnv, Protocol};
-use augur_client::TransportError;
+use augur_client::{Transport, TransportError};
 use augur_types::RequestId;
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use bytes::Bytes;
@@ -140,7 +140,22 @@ fn config(peers: &[SocketAddr]) -> TcpNodeConfig {
         seed: 7,
         emulate_latency: true,
         log: LogConfig::memory("relay", crate::wal::LogPolicy::Off),
+        identity: identity(),
+        tls: None,
+        client_token: None,
     }
+}
+
+/// The cluster the test nodes belong to.
+fn identity() -> ClusterIdentity {
+    ClusterIdentity {
+        cluster_id: "test".into(),
+        settings: vec![("protocol".into(), "relay".into())],
+    }
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::plaintext(&identity(), Duration::from_secs(5))
 }
 
 async fn listeners(n: usize) -> (Vec<TcpListener>, Vec<SocketAddr>) {
@@ -167,11 +182,30 @@ async fn cluster(n: usize, profile: &str, emulate: bool) -> Vec<TcpNodeHandle> {
         .collect()
 }
 
-async fn session(addr: SocketAddr, client: u64) -> Session<TcpTransport> {
-    let t = TcpTransport::connect(addr, ClientId(client), Duration::from_secs(5))
+async fn session(addr: SocketAddr) -> Session<TcpTransport> {
+    let t = TcpTransport::connect(addr, NodeId(0), &client_config())
         .await
         .unwrap();
     Session::new(t)
+}
+
+/// The frame a client opens with, for `identity()`.
+fn client_hello() -> Vec<u8> {
+    framed(
+        &encode_frame(&Body::<()>::ClientHello {
+            cluster_id: identity().cluster_id,
+            fingerprint: identity().fingerprint(),
+            token: None,
+        })
+        .unwrap(),
+    )
+}
+
+fn hello(from: u32) -> Body<()> {
+    Body::Hello {
+        from: NodeId(from),
+        cluster: identity(),
+    }
 }
 
 /// Send `bytes` on a fresh connection to `addr` and check that the node closes it.
@@ -211,7 +245,20 @@ fn request(client: u64, id: u64) -> ClientRequest {
 #[test]
 fn envelopes_round_trip_and_check_their_version() {
     let bodies = vec![
-        Body::Hello { from: NodeId(3) },
+        Body::Hello {
+            from: NodeId(3),
+            cluster: identity(),
+        },
+        Body::ClientHello {
+            cluster_id: "c".into(),
+            fingerprint: "f".into(),
+            token: Some("t".into()),
+        },
+        Body::Accepted,
+        Body::Welcome {
+            client: ClientId(1 << 48),
+        },
+        Body::Refused("why".into()),
         Body::Peer {
             from: NodeId(1),
             msg: RelayMsg::Pong {
@@ -255,10 +302,10 @@ fn envelopes_round_trip_and_check_their_version() {
         assert_eq!(postcard::to_stdvec(&owned).unwrap(), frame.to_vec());
     }
     // The examples of docs/cluster-config.md.
-    let hello = encode_frame(&Body::<()>::Hello { from: NodeId(2) }).unwrap();
-    assert_eq!(hello.to_vec(), [5, 0, 2]);
+    let accepted = encode_frame(&Body::<()>::Accepted).unwrap();
+    assert_eq!(accepted.to_vec(), [6, 5]);
     let begin = encode_frame(&Body::<()>::Request(request(7, 0))).unwrap();
-    assert_eq!(begin.to_vec(), [5, 2, 7, 0, 0, 0, 0]);
+    assert_eq!(begin.to_vec(), [6, 2, 7, 0, 0, 0, 0]);
     // Client frames do not depend on the peer message type.
     let frame = encode_frame(&Body::<RelayMsg>::Request(request(1, 2))).unwrap();
     assert_eq!(
@@ -268,16 +315,14 @@ fn envelopes_round_trip_and_check_their_version() {
 
     let other = Envelope::<()> {
         version: WIRE_VERSION + 1,
-        body: Body::Hello { from: NodeId(0) },
+        body: hello(0),
     };
     let frame = postcard::to_stdvec(&other).unwrap();
     assert!(matches!(
         decode_frame::<()>(&frame),
         Err(FrameError::Version { found }) if found == WIRE_VERSION + 1
     ));
-    let mut long = encode_frame(&Body::<()>::Hello { from: NodeId(0) })
-        .unwrap()
-        .to_vec();
+    let mut long = encode_frame(&hello(0)).unwrap().to_vec();
     long.push(0);
     assert!(matches!(
         decode_frame::<()>(&long),
@@ -292,7 +337,7 @@ fn envelopes_round_trip_and_check_their_version() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_round_trips_through_one_node() {
     let nodes = cluster(1, "lan", true).await;
-    let s = session(nodes[0].local_addr(), 1).await;
+    let s = session(nodes[0].local_addr()).await;
     let mut txn = s.begin(false).await.unwrap();
     assert_eq!(txn.snapshot(), Timestamp(0), "pinged itself");
     let key = Key::numbered(3, 4);
@@ -308,7 +353,7 @@ async fn a_request_round_trips_through_one_node() {
 async fn peers_exchange_messages_over_tcp() {
     let nodes = cluster(3, "lan", true).await;
     for (i, node) in nodes.iter().enumerate() {
-        let s = session(node.local_addr(), 10 + i as u64).await;
+        let s = session(node.local_addr()).await;
         for _ in 0..3 {
             let txn = s.begin(false).await.unwrap();
             assert_eq!(txn.snapshot(), Timestamp((i as u64 + 1) % 3));
@@ -347,11 +392,9 @@ async fn malformed_frames_drop_the_connection_not_the_node() {
         reply: ClientReply::Value(None),
     }))
     .unwrap();
-    let request_then_hello = [
-        framed(&encode_frame(&Body::<()>::Request(request(2, 0))).unwrap()),
-        framed(&encode_frame(&Body::<()>::Hello { from: NodeId(0) }).unwrap()),
-    ]
-    .concat();
+    let request_first = encode_frame(&Body::<()>::Request(request(2, 0))).unwrap();
+    let client_then_peer_hello =
+        [client_hello(), framed(&encode_frame(&hello(0)).unwrap())].concat();
     let tasks = tokio::task::spawn_blocking(move || {
         assert_dropped(addr, &huge);
         assert_dropped(addr, &framed(&[0xff, 0xff, 0xff, 0xff, 0xff]));
@@ -359,15 +402,15 @@ async fn malformed_frames_drop_the_connection_not_the_node() {
         assert_dropped(addr, &framed(&bad_version));
         assert_dropped(addr, &framed(&peer_first));
         assert_dropped(addr, &framed(&response));
-        assert_dropped(
-            addr,
-            &framed(&encode_frame(&Body::<()>::Hello { from: NodeId(5) }).unwrap()),
-        );
-        assert_dropped(addr, &request_then_hello);
+        // A peer that does not exist, or that claims to be the node itself.
+        assert_dropped(addr, &framed(&encode_frame(&hello(5)).unwrap()));
+        assert_dropped(addr, &framed(&encode_frame(&hello(0)).unwrap()));
+        assert_dropped(addr, &framed(&request_first));
+        assert_dropped(addr, &client_then_peer_hello);
     });
     tasks.await.unwrap();
     // The node still serves a well-formed client.
-    let s = session(addr, 3).await;
+    let s = session(addr).await;
     let txn = s.begin(false).await.unwrap();
     txn.commit().await.unwrap();
     for n in nodes {
@@ -376,17 +419,229 @@ async fn malformed_frames_drop_the_connection_not_the_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_may_reconnect_with_the_same_id() {
+async fn each_connection_is_its_own_client_and_keeps_its_transactions() {
     let nodes = cluster(2, "lan", true).await;
     let addr = nodes[0].local_addr();
-    for _ in 0..3 {
-        let s = session(addr, 42).await;
-        let txn = s.begin(false).await.unwrap();
-        txn.commit().await.unwrap();
-    }
+    let a = TcpTransport::connect(addr, NodeId(0), &client_config())
+        .await
+        .unwrap();
+    let b = TcpTransport::connect(addr, NodeId(0), &client_config())
+        .await
+        .unwrap();
+    assert_ne!(
+        a.client_id(),
+        b.client_id(),
+        "the node assigns distinct ids"
+    );
+    assert_eq!(a.client_id().0 >> 48, 0, "ids carry the node");
+    let txn = match a
+        .call(ClientOp::Begin {
+            read_only: false,
+            speculative: false,
+        })
+        .await
+        .unwrap()
+    {
+        ClientReply::Begun { txn, .. } => txn,
+        other => panic!("{other:?}"),
+    };
+    // Another connection cannot touch it, even knowing its id.
+    assert_eq!(
+        b.call(ClientOp::Abort { txn }).await.unwrap(),
+        ClientReply::Rejected(RequestError::UnknownTransaction(txn))
+    );
+    // Its own connection can.
+    let commit = ClientOp::Commit {
+        txn,
+        writes: Vec::new(),
+        speculative: false,
+    };
+    assert!(matches!(
+        a.call(commit).await.unwrap(),
+        ClientReply::Committed { .. }
+    ));
     for n in nodes {
         n.shutdown().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_of_another_cluster_or_without_the_token_are_refused() {
+    let (mut ls, addrs) = listeners(1).await;
+    let mut cfg = config(&addrs);
+    cfg.client_token = Some("sesame".into());
+    let node = serve_on::<Relay>(env(0, 1, "lan"), ls.pop().unwrap(), cfg).unwrap();
+    let addr = node.local_addr();
+    let refusal =
+        async |config: ClientConfig| match TcpTransport::connect(addr, NodeId(0), &config).await {
+            Ok(_) => panic!("admitted"),
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+                e.to_string()
+            }
+        };
+    assert!(
+        refusal(client_config())
+            .await
+            .contains("requires a client token")
+    );
+    let mut wrong = client_config();
+    wrong.token = Some("open".into());
+    assert!(refusal(wrong).await.contains("wrong client token"));
+    let mut other = client_config();
+    other.token = Some("sesame".into());
+    other.cluster_id = "prod".into();
+    assert!(
+        refusal(other)
+            .await
+            .contains("belongs to cluster 'test', not 'prod'")
+    );
+    let mut stale = client_config();
+    stale.token = Some("sesame".into());
+    stale.fingerprint = "0000000000000000".into();
+    assert!(refusal(stale).await.contains("cluster file differs"));
+    let mut good = client_config();
+    good.token = Some("sesame".into());
+    let s = Session::new(TcpTransport::connect(addr, NodeId(0), &good).await.unwrap());
+    s.begin(false).await.unwrap().commit().await.unwrap();
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_with_another_configuration_is_refused_with_the_difference() {
+    let (ls, addrs) = listeners(2).await;
+    let mut nodes = Vec::new();
+    for (i, l) in ls.into_iter().enumerate() {
+        let mut cfg = config(&addrs);
+        if i == 1 {
+            cfg.identity
+                .settings
+                .push(("replication".into(), "3".into()));
+        }
+        nodes.push(serve_on::<Relay>(env(i as u32, 2, "lan"), l, cfg).unwrap());
+    }
+    // Node 0 pings node 1 for every begin; node 1 never lets it in, so the begin times out.
+    let mut quick = client_config();
+    quick.request_timeout = Duration::from_millis(500);
+    let t = TcpTransport::connect(addrs[0], NodeId(0), &quick)
+        .await
+        .unwrap();
+    assert!(matches!(
+        Session::new(t).begin(false).await,
+        Err(TxnError::Unavailable(TransportError::Timeout(_)))
+    ));
+    // What node 1 answers such a hello.
+    let mut s = std::net::TcpStream::connect(addrs[1]).unwrap();
+    s.write_all(&framed(&encode_frame(&hello(0)).unwrap()))
+        .unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    let Body::<()>::Refused(why) = decode_frame(&answer[4..]).unwrap() else {
+        panic!("not refused");
+    };
+    assert!(why.contains("replication = 3 here, (unset) there"), "{why}");
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+/// A TLS cluster of `n` nodes (certificates from `pki`), each node holding certificate
+/// `certs[i]` of the PKI.
+async fn tls_cluster(pki: &GeneratedPki, certs: &[usize]) -> Vec<TcpNodeHandle> {
+    let n = certs.len();
+    let (ls, addrs) = listeners(n).await;
+    ls.into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let node = &pki.nodes[certs[i]];
+            let tls = NodeTls::from_pem(
+                NodeId(certs[i] as u32),
+                pki.ca_cert.as_bytes(),
+                node.cert.as_bytes(),
+                node.key.as_bytes(),
+            )
+            .unwrap();
+            let mut cfg = config(&addrs);
+            cfg.tls = Some(Arc::new(tls));
+            serve_on::<Relay>(env(i as u32, n, "lan"), l, cfg).unwrap()
+        })
+        .collect()
+}
+
+fn tls_client(pki: &GeneratedPki, timeout: Duration) -> ClientConfig {
+    let mut config = client_config();
+    config.tls = Some(ClientTls::from_pem(pki.ca_cert.as_bytes()).unwrap());
+    config.request_timeout = timeout;
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_talk_over_mutual_tls_and_an_impostor_is_refused() {
+    let pki = generate_pki("test", 3).unwrap();
+    let nodes = tls_cluster(&pki, &[0, 1, 2]).await;
+    for (i, node) in nodes.iter().enumerate() {
+        let t = TcpTransport::connect(
+            node.local_addr(),
+            NodeId(i as u32),
+            &tls_client(&pki, Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+        let session = Session::new(t);
+        let txn = session.begin(false).await.unwrap();
+        assert_eq!(
+            txn.snapshot(),
+            Timestamp((i as u64 + 1) % 3),
+            "pinged its peer over TLS"
+        );
+    }
+    // A plaintext client cannot talk to a TLS node, nor a client that expects another node.
+    let plain = TcpTransport::connect(nodes[0].local_addr(), NodeId(0), &client_config()).await;
+    assert!(plain.is_err());
+    let wrong_name = TcpTransport::connect(
+        nodes[0].local_addr(),
+        NodeId(1),
+        &tls_client(&pki, Duration::from_secs(5)),
+    )
+    .await;
+    assert!(
+        wrong_name.is_err(),
+        "node 0's certificate does not name node 1"
+    );
+    for n in nodes {
+        n.shutdown().await;
+    }
+
+    // Node 1 of this cluster holds node 0's certificate: it cannot pass for node 1 to node 0
+    // (so node 0's pings to node 1 never arrive either: node 0 checks node 1's name).
+    let nodes = tls_cluster(&pki, &[0, 0]).await;
+    let t = TcpTransport::connect(
+        nodes[0].local_addr(),
+        NodeId(0),
+        &tls_client(&pki, Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        Session::new(t).begin(false).await,
+        Err(TxnError::Unavailable(TransportError::Timeout(_)))
+    ));
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[test]
+fn a_node_refuses_a_certificate_issued_for_another_node() {
+    let pki = generate_pki("test", 2).unwrap();
+    let e = NodeTls::from_pem(
+        NodeId(1),
+        pki.ca_cert.as_bytes(),
+        pki.nodes[0].cert.as_bytes(),
+        pki.nodes[0].key.as_bytes(),
+    )
+    .unwrap_err();
+    assert!(e.contains("not issued for node n1"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,7 +651,9 @@ async fn peers_are_redialled_when_they_come_back() {
     let l0 = ls.pop().unwrap();
     drop(l1); // node 1 is down
     let n0 = serve_on::<Relay>(env(0, 2, "lan"), l0, config(&addrs)).unwrap();
-    let t = TcpTransport::connect(n0.local_addr(), ClientId(1), Duration::from_millis(300))
+    let mut quick = client_config();
+    quick.request_timeout = Duration::from_millis(300);
+    let t = TcpTransport::connect(n0.local_addr(), NodeId(0), &quick)
         .await
         .unwrap();
     let s = Session::new(t);
@@ -434,7 +691,7 @@ async fn latency_is_emulated_between_data_centres() {
     // 3dc: VA and OR are 67 ms apart, so a ping-pong between nodes 0 and 1 takes a round trip.
     for emulate in [true, false] {
         let nodes = cluster(3, "3dc", emulate).await;
-        let s = session(nodes[0].local_addr(), 1).await;
+        let s = session(nodes[0].local_addr()).await;
         s.begin(false).await.unwrap().abort().await;
         let start = Instant::now();
         s.begin(false).await.unwrap().abort().await;
@@ -453,7 +710,7 @@ async fn latency_is_emulated_between_data_centres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_disconnects_its_clients() {
     let nodes = cluster(1, "lan", true).await;
-    let s = session(nodes[0].local_addr(), 1).await;
+    let s = session(nodes[0].local_addr()).await;
     s.begin(false).await.unwrap().abort().await;
     for n in nodes {
         n.shutdown().await;

@@ -1,9 +1,11 @@
 //! The client side: a session's connection to its coordinator node.
 
-use super::{Body, codec, decode_frame, encode_frame};
+use super::handshake::ClusterIdentity;
+use super::tls::ClientTls;
+use super::wire::{FrameReader, FrameWriter, framed, next_body, send_body};
+use super::{Body, decode_frame, dial, encode_frame};
 use augur_client::{Transport, TransportError};
-use augur_types::RequestId;
-use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest};
+use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, NodeId, RequestId};
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use futures::{SinkExt, StreamExt};
@@ -12,21 +14,45 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+
+/// How a client reaches a cluster: which cluster it means (its id and the fingerprint of its
+/// configuration, checked by the node), with what token, over TLS or not.
+#[derive(Clone)]
+pub struct ClientConfig {
+    pub cluster_id: String,
+    pub fingerprint: String,
+    /// The cluster's client token, if it requires one.
+    pub token: Option<String>,
+    /// TLS towards the nodes; `None` on a plaintext cluster.
+    pub tls: Option<ClientTls>,
+    /// How long connecting, and then each request, may take.
+    pub request_timeout: Duration,
+}
+
+impl ClientConfig {
+    /// A client of the plaintext cluster whose nodes run `identity`.
+    pub fn plaintext(identity: &ClusterIdentity, request_timeout: Duration) -> ClientConfig {
+        ClientConfig {
+            cluster_id: identity.cluster_id.clone(),
+            fingerprint: identity.fingerprint(),
+            token: None,
+            tls: None,
+            request_timeout,
+        }
+    }
+}
 
 /// A client session's connection to its coordinator node.
 ///
 /// One request is in flight at a time: concurrent [`Transport::call`]s on one transport are
 /// serialised, and a call that times out leaves its late reply to be skipped by the next one.
 /// Once the connection breaks, every call fails with [`TransportError::Disconnected`]; connect a
-/// new transport (the same client id may be reused) to go on.
+/// new transport to go on (as a new client: the node assigns each connection its id).
 pub struct TcpTransport {
     client: ClientId,
     node: SocketAddr,
-    out: tokio::sync::Mutex<FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>>,
-    input: tokio::sync::Mutex<FramedRead<OwnedReadHalf, LengthDelimitedCodec>>,
+    out: tokio::sync::Mutex<FrameWriter>,
+    input: tokio::sync::Mutex<FrameReader>,
     /// Why the connection is unusable, once it is.
     broken: Mutex<Option<String>>,
     next_request: AtomicU64,
@@ -35,26 +61,52 @@ pub struct TcpTransport {
 }
 
 impl TcpTransport {
-    /// Connect to the node listening at `node` as client `client`; each call then waits at most
-    /// `request_timeout` for its reply (connecting too).
+    /// Connect to node `node_id` listening at `node` and introduce the client; the node
+    /// answers with the id this client has from then on ([`Transport::client_id`]). A node
+    /// that refuses the client (another cluster, another configuration, a missing or wrong
+    /// token) fails this with its reason, as an error of kind `PermissionDenied`.
     pub async fn connect(
         node: SocketAddr,
-        client: ClientId,
-        request_timeout: Duration,
+        node_id: NodeId,
+        config: &ClientConfig,
     ) -> io::Result<TcpTransport> {
-        let stream = tokio::time::timeout(request_timeout, TcpStream::connect(node))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
-        stream.set_nodelay(true)?;
-        let (input, output) = stream.into_split();
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|tls| (&tls.connector, tls.server_name(node_id)));
+        let conn = dial(node, tls, config.request_timeout).await?;
+        let (mut input, mut out) = framed(conn);
+        let hello = Body::<()>::ClientHello {
+            cluster_id: config.cluster_id.clone(),
+            fingerprint: config.fingerprint.clone(),
+            token: config.token.clone(),
+        };
+        send_body(&mut out, &hello).await?;
+        let client = match next_body::<()>(&mut input, config.request_timeout).await {
+            Ok(Body::Welcome { client }) => client,
+            Ok(Body::Refused(why)) => {
+                return Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+            }
+            Ok(other) => {
+                return Err(io::Error::other(format!(
+                    "node {node_id} at {node} answered the hello with a {} frame",
+                    other.kind()
+                )));
+            }
+            Err(why) => {
+                return Err(io::Error::other(format!(
+                    "node {node_id} at {node}: no answer to the hello: {why}"
+                )));
+            }
+        };
         Ok(TcpTransport {
             client,
             node,
-            out: tokio::sync::Mutex::new(FramedWrite::new(output, codec())),
-            input: tokio::sync::Mutex::new(FramedRead::new(input, codec())),
+            out: tokio::sync::Mutex::new(out),
+            input: tokio::sync::Mutex::new(input),
             broken: Mutex::new(None),
             next_request: AtomicU64::new(0),
-            timeout: request_timeout,
+            timeout: config.request_timeout,
             origin: Instant::now(),
         })
     }

@@ -1,16 +1,17 @@
 //! Frames: a length prefix, then a postcard-encoded envelope carrying the wire version and a body.
 
-use augur_types::{ClientRequest, ClientResponse, NodeId};
+use super::handshake::ClusterIdentity;
+use augur_types::{ClientId, ClientRequest, ClientResponse, NodeId};
 use bytes::Bytes;
 use futures::SinkExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io;
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio_util::codec::{FramedWrite, LengthDelimitedCodec};
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 /// The version of the envelope this build speaks. Frames of any other version are refused.
-pub const WIRE_VERSION: u16 = 5;
+pub const WIRE_VERSION: u16 = 6;
 
 /// The largest frame (length prefix excluded) accepted or sent: 16 MiB.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
@@ -26,14 +27,32 @@ pub struct Envelope<M> {
 /// it. The order of the variants is part of the wire format (postcard encodes the index).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Body<M> {
-    /// First frame of a peer connection: who is dialling.
-    Hello { from: NodeId },
+    /// First frame of a peer connection: who is dialling, and the cluster configuration it runs.
+    Hello {
+        from: NodeId,
+        cluster: ClusterIdentity,
+    },
     /// A protocol message from node `from` (which must be the node that said Hello).
     Peer { from: NodeId, msg: M },
-    /// A client request; the first one makes the connection a client connection.
+    /// A client request, on a connection the node welcomed. The node ignores the `client` it
+    /// carries and uses the id it assigned the connection.
     Request(ClientRequest),
     /// A node's answer to a request received on the same connection.
     Response(ClientResponse),
+    /// First frame of a client connection: the cluster the client means to reach (its id and
+    /// the fingerprint of its configuration) and the client token, if the cluster requires one.
+    ClientHello {
+        cluster_id: String,
+        fingerprint: String,
+        token: Option<String>,
+    },
+    /// A node's answer to a peer's Hello: go ahead.
+    Accepted,
+    /// A node's answer to a ClientHello: go ahead, as this client.
+    Welcome { client: ClientId },
+    /// A node's answer to a hello it refuses, with the reason; the node then closes the
+    /// connection.
+    Refused(String),
 }
 
 impl<M> Body<M> {
@@ -44,6 +63,10 @@ impl<M> Body<M> {
             Body::Peer { .. } => "peer",
             Body::Request(_) => "request",
             Body::Response(_) => "response",
+            Body::ClientHello { .. } => "client hello",
+            Body::Accepted => "accepted",
+            Body::Welcome { .. } => "welcome",
+            Body::Refused(_) => "refused",
         }
     }
 }
@@ -103,8 +126,46 @@ pub fn codec() -> LengthDelimitedCodec {
 }
 
 /// Flush a frame sink (the item type has to be named for the sink to be found).
-pub(super) async fn flush(
-    out: &mut FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>,
-) -> io::Result<()> {
+pub(super) async fn flush(out: &mut FrameWriter) -> io::Result<()> {
     SinkExt::<Bytes>::flush(out).await
+}
+
+/// A connection's byte stream: plain TCP or TLS over it.
+pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+pub(super) type Conn = Box<dyn Io>;
+
+/// The reading and writing halves of a connection, as frames.
+pub(super) type FrameReader = FramedRead<ReadHalf<Conn>, LengthDelimitedCodec>;
+pub(super) type FrameWriter = FramedWrite<WriteHalf<Conn>, LengthDelimitedCodec>;
+
+pub(super) fn framed(conn: Conn) -> (FrameReader, FrameWriter) {
+    let (input, output) = tokio::io::split(conn);
+    (
+        FramedRead::new(input, codec()),
+        FramedWrite::new(output, codec()),
+    )
+}
+
+/// Send one frame and flush it.
+pub(super) async fn send_body<M: Serialize>(
+    out: &mut FrameWriter,
+    body: &Body<M>,
+) -> io::Result<()> {
+    out.send(encode_frame(body).map_err(io::Error::other)?)
+        .await
+}
+
+/// Read the next frame within `deadline` and decode it. `Err` says why there is none.
+pub(super) async fn next_body<M: DeserializeOwned>(
+    input: &mut FrameReader,
+    deadline: std::time::Duration,
+) -> Result<Body<M>, String> {
+    use futures::StreamExt;
+    match tokio::time::timeout(deadline, input.next()).await {
+        Err(_) => Err(format!("nothing received within {deadline:?}")),
+        Ok(None) => Err("connection closed".into()),
+        Ok(Some(Err(e))) => Err(e.to_string()),
+        Ok(Some(Ok(frame))) => decode_frame(&frame).map_err(|e| e.to_string()),
+    }
 }

@@ -4,11 +4,11 @@
 use super::config::{BenchConfig, ProtocolSpec};
 use super::run::drive;
 use crate::report::ProtocolResult;
-use augur::cluster::{ClusterFile, NodeEntry, OptionsFile};
+use augur::cluster::{Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile};
 use augur_protocols::registry;
-use augur_runtime::tcp::TcpTransport;
+use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_runtime::wal::LogStorage;
-use augur_types::{ClientId, NodeId};
+use augur_types::NodeId;
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,6 +35,7 @@ pub fn run(
     // File names carry the entry, settings included, without the characters that separate them.
     let protocol = spec.label.replace([':', '='], "-");
     let file = ClusterFile {
+        cluster_id: format!("bench-{protocol}"),
         protocol: spec.name.clone(),
         latency: config.latency.clone(),
         dcs: Some(config.dcs.len()),
@@ -59,11 +60,22 @@ pub fn run(
                 id: i as u32,
                 addr: a.to_string(),
                 listen: None,
+                cert: None,
+                key: None,
+                data_dir: None,
             })
             .collect(),
+        // Nodes and clients on loopback, started by this process: plaintext, said so.
+        security: Some(SecurityFile {
+            tls: false,
+            ca: None,
+            client_token_file: None,
+        }),
     };
     let path = config.out.join(format!("cluster-{protocol}.toml"));
     std::fs::write(&path, toml::to_string(&file)?)?;
+    let cluster = Cluster::load(&path)?;
+    let clients = cluster.client_config(Duration::from_secs(10))?;
     let exe = std::env::current_exe()?;
     let data_dir = match super::config::log_config(config, spec)?.storage {
         LogStorage::Dir(dir) => Some(dir),
@@ -93,27 +105,17 @@ pub fn run(
         .build()?;
     let stats = runtime.block_on(async {
         let mut transports = Vec::new();
-        let mut next_client = 0u64;
         for home in config.placement.nodes() {
             for _ in 0..config.clients_per_node {
-                let client = ClientId(next_client);
-                next_client += 1;
-                let t = connect_with_retry(addrs[home.0 as usize], client, home).await?;
+                let t = connect_with_retry(&cluster, &clients, home).await?;
                 transports.push((home, t));
             }
         }
         let mut probes = Vec::new();
         for node in config.placement.nodes() {
-            let client = ClientId(next_client);
-            next_client += 1;
-            probes.push(connect_with_retry(addrs[node.0 as usize], client, node).await?);
+            probes.push(connect_with_retry(&cluster, &clients, node).await?);
         }
-        // Loader sessions take the ids after the clients' and the probes'.
-        let loader = |home: NodeId| {
-            let client = ClientId(next_client);
-            next_client += 1;
-            connect_with_retry(addrs[home.0 as usize], client, home)
-        };
+        let loader = |home: NodeId| connect_with_retry(&cluster, &clients, home);
         drive(config, spec, info, transports, probes, loader).await
     })?;
     drop(nodes);
@@ -130,16 +132,16 @@ fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
 
 /// Nodes take a moment to start listening; keep trying for a few seconds.
 async fn connect_with_retry(
-    addr: SocketAddr,
-    client: ClientId,
+    cluster: &Cluster,
+    clients: &ClientConfig,
     home: NodeId,
 ) -> anyhow::Result<TcpTransport> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match TcpTransport::connect(addr, client, Duration::from_secs(10)).await {
+        match cluster.connect(clients, home).await {
             Ok(t) => return Ok(t),
             Err(e) if Instant::now() >= deadline => {
-                anyhow::bail!("node {home} at {addr} did not accept connections: {e}")
+                anyhow::bail!("node {home} did not accept connections: {e}")
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
