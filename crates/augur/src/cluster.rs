@@ -5,7 +5,9 @@
 use crate::BadInput;
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::ProtocolOptions;
-use augur_runtime::tcp::{ClientConfig, ClientTls, ClusterIdentity, TcpTransport};
+use augur_runtime::tcp::{
+    ClientConfig, ClientTls, ClusterIdentity, Limits, MAX_FRAME_LEN, TcpTransport,
+};
 use augur_types::{LatencyProfile, NodeId, Placement};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,7 +44,68 @@ pub struct ClusterFile {
     pub options: OptionsFile,
     /// `[security]`: required, so that running without authentication is a choice written down.
     pub security: Option<SecurityFile>,
+    /// `[limits]`: what bounds each node's resources against its connections.
+    #[serde(default)]
+    pub limits: LimitsFile,
     pub nodes: Vec<NodeEntry>,
+}
+
+/// `[limits]`: overrides of [`Limits`]; durations in milliseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame_bytes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_handshakes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_clients: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_idle_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_requests_in_flight: Option<usize>,
+}
+
+impl LimitsFile {
+    /// The limits, defaults filled in; a limit of zero is refused (it would shut the node).
+    fn resolve(&self) -> Result<Limits, String> {
+        let mut limits = Limits::default();
+        let positive = |name: &str, v: u64| {
+            if v == 0 {
+                Err(format!("limits.{name} must be at least 1"))
+            } else {
+                Ok(v)
+            }
+        };
+        let ms = Duration::from_millis;
+        if let Some(v) = self.max_frame_bytes {
+            positive("max_frame_bytes", v as u64)?;
+            if v > MAX_FRAME_LEN {
+                return Err(format!(
+                    "limits.max_frame_bytes must be at most {MAX_FRAME_LEN} (the wire's limit)"
+                ));
+            }
+            limits.max_frame_len = v;
+        }
+        if let Some(v) = self.frame_timeout_ms {
+            limits.frame_timeout = ms(positive("frame_timeout_ms", v)?);
+        }
+        if let Some(v) = self.max_handshakes {
+            limits.max_handshakes = positive("max_handshakes", v as u64)? as usize;
+        }
+        if let Some(v) = self.max_clients {
+            limits.max_clients = positive("max_clients", v as u64)? as usize;
+        }
+        if let Some(v) = self.client_idle_timeout_ms {
+            limits.client_idle_timeout = ms(positive("client_idle_timeout_ms", v)?);
+        }
+        if let Some(v) = self.max_requests_in_flight {
+            limits.max_requests_in_flight = positive("max_requests_in_flight", v as u64)? as usize;
+        }
+        Ok(limits)
+    }
 }
 
 /// `[security]`: TLS and the client token. Paths are relative to the cluster file.
@@ -133,6 +196,7 @@ pub struct Cluster {
     pub security: Security,
     /// Each node's `data_dir`, relative to the cluster file, by node id.
     pub data_dirs: Vec<Option<PathBuf>>,
+    pub limits: Limits,
 }
 
 /// The `[security]` of a cluster file, resolved: paths made absolute (relative to the file),
@@ -257,6 +321,7 @@ impl Cluster {
             .map_err(|e| format!("options.settings: {e}"))?;
 
         let security = security(&file, &nodes, base)?;
+        let limits = file.limits.resolve()?;
         let identity = identity(&file, dcs, &options, &nodes, &security);
         let data_dirs = nodes
             .iter()
@@ -272,6 +337,7 @@ impl Cluster {
             identity,
             security,
             data_dirs,
+            limits,
         })
     }
 }
@@ -615,5 +681,20 @@ addr = "127.0.0.1:7102"
             a.differences(&c),
             ["node 2 addr = 127.0.0.1:7102 here, 127.0.0.1:7103 there"]
         );
+    }
+
+    #[test]
+    fn limits_default_and_are_checked() {
+        assert_eq!(Cluster::parse(GOOD).unwrap().limits, Limits::default());
+        let c = Cluster::parse(&format!(
+            "{GOOD}\n[limits]\nmax_clients = 10\nframe_timeout_ms = 500\n"
+        ))
+        .unwrap();
+        assert_eq!(c.limits.max_clients, 10);
+        assert_eq!(c.limits.frame_timeout, Duration::from_millis(500));
+        let e = error_of(&format!("{GOOD}\n[limits]\nmax_clients = 0\n"));
+        assert!(e.contains("limits.max_clients must be at least 1"), "{e}");
+        let e = error_of(&format!("{GOOD}\n[limits]\nmax_frame_bytes = 999999999\n"));
+        assert!(e.contains("at most"), "{e}");
     }
 }

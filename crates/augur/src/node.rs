@@ -111,6 +111,7 @@ impl ProtocolVisitor for ServeNode<'_> {
                 identity: cluster.identity.clone(),
                 tls,
                 client_token: cluster.security.client_token.clone(),
+                limits: cluster.limits.clone(),
             };
             let mut node = tcp::serve::<P>(env, listen, config)
                 .await

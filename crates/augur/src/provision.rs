@@ -143,6 +143,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         seed: 1,
         emulate_latency: true,
         options: OptionsFile::default(),
+        limits: Default::default(),
         security: Some(SecurityFile {
             tls: true,
             ca: Some(format!("certs/{CA_CERT}")),

@@ -6,9 +6,9 @@
 //! connection that began it ([`OpenTxns`]). When the connection ends, the node is told the
 //! client is gone ([`Input::ClientGone`]) and forgets what it kept for it.
 
-use super::Shared;
-use super::wire::{FrameReader, FrameWriter, flush};
+use super::wire::{FrameWriter, InboundReader, flush, send_body};
 use super::{Body, decode_frame, encode_frame};
+use super::{DEADLINE_TICK, Shared, frame_overdue};
 use crate::Protocol;
 use crate::inbound::check_request;
 use crate::local::Input;
@@ -16,13 +16,14 @@ use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse
 use augur_types::{RequestError, RequestId, TxnId};
 use futures::{SinkExt, StreamExt};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::time::Instant;
 use tokio::sync::mpsc;
 
 /// The most transactions one client connection may have open at once.
 pub const MAX_OPEN_TXNS: usize = 1024;
 
 pub(super) async fn serve_client<P: Protocol>(
-    frames: FrameReader,
+    frames: InboundReader,
     out: FrameWriter,
     client: ClientId,
     shared: &Shared<P>,
@@ -34,18 +35,25 @@ pub(super) async fn serve_client<P: Protocol>(
 }
 
 async fn client_loop<P: Protocol>(
-    mut frames: FrameReader,
+    mut frames: InboundReader,
     mut out: FrameWriter,
     client: ClientId,
     shared: &Shared<P>,
 ) -> Result<(), String> {
+    let limits = &shared.limits;
     let (reply_tx, mut replies) = mpsc::unbounded_channel::<ClientResponse>();
     let mut txns = OpenTxns::default();
+    // Requests handed to the node and not answered yet; at the limit the connection is not
+    // read, so a client that pipelines without bound is held back by TCP flow control.
+    let mut in_flight = 0usize;
+    let mut last_activity = Instant::now();
+    let mut tick = tokio::time::interval(DEADLINE_TICK);
     loop {
         tokio::select! {
-            frame = frames.next() => {
+            frame = frames.next(), if in_flight < limits.max_requests_in_flight => {
                 let Some(frame) = frame else { return Ok(()) };
                 let frame = frame.map_err(|e| e.to_string())?;
+                last_activity = Instant::now();
                 let mut request = match decode_frame::<P::Msg>(&frame).map_err(|e| e.to_string())? {
                     Body::Request(request) => request,
                     other => return Err(format!("{} frame on a client connection", other.kind())),
@@ -54,6 +62,7 @@ async fn client_loop<P: Protocol>(
                 let refusal = check_request(&request.op)
                     .map_err(|e| RequestError::Invalid(e.to_string()))
                     .and_then(|()| txns.admit(&request));
+                in_flight += 1;
                 if let Err(error) = refusal {
                     let _ = reply_tx.send(ClientResponse {
                         id: request.id,
@@ -68,6 +77,7 @@ async fn client_loop<P: Protocol>(
             Some(response) = replies.recv() => {
                 let mut next = Some(response);
                 while let Some(response) = next {
+                    in_flight = in_flight.saturating_sub(1);
                     txns.observe(&response);
                     let frame = encode_frame(&Body::<()>::Response(response))
                         .map_err(|e| format!("cannot encode a response: {e}"))?;
@@ -75,6 +85,19 @@ async fn client_loop<P: Protocol>(
                     next = replies.try_recv().ok();
                 }
                 flush(&mut out).await.map_err(|e| e.to_string())?;
+                last_activity = Instant::now();
+            }
+            _ = tick.tick() => {
+                frame_overdue(&frames, limits)?;
+                if in_flight == 0 && last_activity.elapsed() > limits.client_idle_timeout {
+                    let why = format!(
+                        "client {} idle for longer than limits.client_idle_timeout ({:?})",
+                        client.0,
+                        limits.client_idle_timeout
+                    );
+                    let _ = send_body(&mut out, &Body::<()>::Refused(why.clone())).await;
+                    return Err(why);
+                }
             }
         }
     }

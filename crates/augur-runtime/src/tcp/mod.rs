@@ -55,13 +55,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 mod clients;
 pub mod handshake;
+mod limits;
 mod peer;
 pub mod tls;
 mod transport;
@@ -71,6 +72,8 @@ pub use clients::MAX_OPEN_TXNS;
 use clients::serve_client;
 use handshake::ClientIds;
 pub use handshake::{ClusterIdentity, HANDSHAKE_TIMEOUT};
+use limits::warn_limited;
+pub use limits::{HELLO_FRAME_LEN, Limits, RateLimitedWarning};
 pub use peer::PEER_BUFFER;
 use peer::{Dialler, Link, TcpNet, peer_writer, serve_peer};
 pub use tls::{ClientTls, GeneratedPki, NodeCertificate, NodeTls, generate_pki, node_server_name};
@@ -78,7 +81,7 @@ pub use transport::{ClientConfig, TcpTransport};
 pub use wire::{
     Body, Envelope, FrameError, MAX_FRAME_LEN, WIRE_VERSION, codec, decode_frame, encode_frame,
 };
-use wire::{Conn, framed, next_body, send_body};
+use wire::{Conn, InboundReader, framed_inbound, next_body, send_body};
 
 /// How a TCP node reaches its cluster.
 #[derive(Clone, Debug)]
@@ -99,6 +102,8 @@ pub struct TcpNodeConfig {
     pub tls: Option<Arc<NodeTls>>,
     /// The token clients must present in their hello; `None` admits any client.
     pub client_token: Option<String>,
+    /// What bounds the node's resources against its connections.
+    pub limits: Limits,
 }
 
 /// A running TCP node. Dropping the handle stops the node too, without waiting for it.
@@ -259,6 +264,10 @@ pub fn serve_on<P: Protocol>(
         tls: config.tls,
         client_token: config.client_token,
         client_ids: ClientIds::new(me),
+        handshakes: Arc::new(Semaphore::new(config.limits.max_handshakes)),
+        clients: Arc::new(Semaphore::new(config.limits.max_clients)),
+        limits: config.limits,
+        warnings: Warnings::default(),
         stop: stop.clone(),
     });
     let accept = spawn_until(&stop, accept_loop(listener, shared));
@@ -298,7 +307,21 @@ struct Shared<P: Protocol> {
     tls: Option<Arc<NodeTls>>,
     client_token: Option<String>,
     client_ids: ClientIds,
+    /// Connections between accept and an accepted hello ([`Limits::max_handshakes`]).
+    handshakes: Arc<Semaphore>,
+    /// Client connections open ([`Limits::max_clients`]).
+    clients: Arc<Semaphore>,
+    limits: Limits,
+    warnings: Warnings,
     stop: CancellationToken,
+}
+
+/// The node's rate-limited warnings, one per kind of trouble.
+#[derive(Default)]
+struct Warnings {
+    dropped_connection: RateLimitedWarning,
+    over_handshake_limit: RateLimitedWarning,
+    bad_message: RateLimitedWarning,
 }
 
 impl<P: Protocol> Shared<P> {
@@ -369,11 +392,26 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, shared: Arc<Shared<P>>)
     loop {
         match listener.accept().await {
             Ok((stream, remote)) => {
+                let Ok(handshake) = shared.handshakes.clone().try_acquire_owned() else {
+                    warn_limited!(
+                        shared.warnings.over_handshake_limit,
+                        node = %shared.me,
+                        %remote,
+                        "closing a new connection: {} connections are already handshaking (limits.max_handshakes)",
+                        shared.limits.max_handshakes
+                    );
+                    continue;
+                };
                 let shared2 = shared.clone();
                 spawn_until(&shared.stop, async move {
                     let me = shared2.me;
-                    if let Err(reason) = serve_connection(stream, shared2).await {
-                        warn!(node = %me, %remote, "dropping connection: {reason}");
+                    if let Err(reason) = serve_connection(stream, handshake, &shared2).await {
+                        warn_limited!(
+                            shared2.warnings.dropped_connection,
+                            node = %me,
+                            %remote,
+                            "dropping connection: {reason}"
+                        );
                     }
                 });
             }
@@ -390,7 +428,8 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, shared: Arc<Shared<P>>)
 /// a client's hello, then its frames. `Err` is the reason the connection was dropped.
 async fn serve_connection<P: Protocol>(
     stream: TcpStream,
-    shared: Arc<Shared<P>>,
+    handshake: OwnedSemaphorePermit,
+    shared: &Arc<Shared<P>>,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
     let (conn, cert): (Conn, Option<CertificateDer<'static>>) = match &shared.tls {
@@ -408,12 +447,12 @@ async fn serve_connection<P: Protocol>(
             (Box::new(stream), cert)
         }
     };
-    let (mut input, mut out) = framed(conn);
+    let (mut input, mut out) = framed_inbound(conn);
     let refuse = async |out: &mut wire::FrameWriter, why: String| {
         let _ = send_body(out, &Body::<()>::Refused(why.clone())).await;
         Err(why)
     };
-    match next_body::<P::Msg>(&mut input, HANDSHAKE_TIMEOUT).await? {
+    match next_body::<P::Msg, _>(&mut input, HANDSHAKE_TIMEOUT).await? {
         Body::Hello { from, cluster } => {
             if let Err(why) = shared.admit_peer(from, &cluster, cert.as_ref()) {
                 return refuse(&mut out, format!("refused a peer: {why}")).await;
@@ -421,10 +460,12 @@ async fn serve_connection<P: Protocol>(
             send_body(&mut out, &Body::<()>::Accepted)
                 .await
                 .map_err(|e| e.to_string())?;
+            drop(handshake);
             debug!(node = %shared.me, peer = %from, "peer connected");
+            input.decoder_mut().set_max_frame_len(MAX_FRAME_LEN);
             // The write half stays open (and unused) while the peer sends.
             let _out = out;
-            serve_peer(input, from, &shared).await
+            serve_peer(input, from, shared).await
         }
         Body::ClientHello {
             cluster_id,
@@ -434,11 +475,22 @@ async fn serve_connection<P: Protocol>(
             if let Err(why) = shared.admit_client(&cluster_id, &fingerprint, token.as_deref()) {
                 return refuse(&mut out, format!("refused a client: {why}")).await;
             }
+            let Ok(_slot) = shared.clients.clone().try_acquire_owned() else {
+                let why = format!(
+                    "refused a client: {} clients are connected already (limits.max_clients)",
+                    shared.limits.max_clients
+                );
+                return refuse(&mut out, why).await;
+            };
+            drop(handshake);
             let client = shared.client_ids.assign();
             send_body(&mut out, &Body::<()>::Welcome { client })
                 .await
                 .map_err(|e| e.to_string())?;
-            serve_client(input, out, client, &shared).await
+            input
+                .decoder_mut()
+                .set_max_frame_len(shared.limits.max_frame_len);
+            serve_client(input, out, client, shared).await
         }
         other => {
             let why = format!("a {} frame before any hello", other.kind());
@@ -479,3 +531,18 @@ async fn dial(
 
 #[cfg(test)]
 mod tests;
+
+/// How often connection tasks look at their deadlines (a frame too slow to arrive, an idle
+/// client): a deadline is enforced within this much of its due time.
+const DEADLINE_TICK: Duration = Duration::from_millis(250);
+
+/// Whether the frame now arriving on `input` has taken longer than the node allows.
+fn frame_overdue(input: &InboundReader, limits: &Limits) -> Result<(), String> {
+    match input.decoder().arriving_for() {
+        Some(took) if took > limits.frame_timeout => Err(format!(
+            "a frame has been arriving for {took:.1?}, longer than limits.frame_timeout ({:?})",
+            limits.frame_timeout
+        )),
+        _ => Ok(()),
+    }
+}

@@ -3,8 +3,10 @@
 
 use super::handshake::{ClusterIdentity, HANDSHAKE_TIMEOUT};
 use super::tls::NodeTls;
-use super::wire::{FrameReader, FrameWriter, flush, framed, next_body, send_body};
-use super::{Body, Shared, decode_frame, dial, encode_frame};
+use super::wire::{FrameReader, FrameWriter, InboundReader, flush, framed, next_body, send_body};
+use super::{
+    Body, DEADLINE_TICK, Shared, decode_frame, dial, encode_frame, frame_overdue, warn_limited,
+};
 use crate::Protocol;
 use crate::inbound::{CheckMessage, Inbound};
 use crate::local::{Input, PeerNet};
@@ -97,7 +99,7 @@ impl PeerConn {
         send_body(&mut out, &hello)
             .await
             .map_err(|e| e.to_string())?;
-        match next_body::<()>(&mut input, HANDSHAKE_TIMEOUT).await? {
+        match next_body::<(), _>(&mut input, HANDSHAKE_TIMEOUT).await? {
             Body::Accepted => Ok(PeerConn { out, input }),
             Body::Refused(why) => Err(format!("refused: {why}")),
             other => Err(format!("answered the hello with a {} frame", other.kind())),
@@ -204,12 +206,19 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
 }
 
 pub(super) async fn serve_peer<P: Protocol>(
-    mut frames: FrameReader,
+    mut frames: InboundReader,
     from: NodeId,
     shared: &Shared<P>,
 ) -> Result<(), String> {
-    while let Some(frame) = frames.next().await {
-        let frame = frame.map_err(|e| format!("from peer {from}: {e}"))?;
+    loop {
+        let frame = match tokio::time::timeout(DEADLINE_TICK, frames.next()).await {
+            Err(_) => {
+                frame_overdue(&frames, &shared.limits).map_err(|e| format!("peer {from}: {e}"))?;
+                continue;
+            }
+            Ok(None) => break,
+            Ok(Some(frame)) => frame.map_err(|e| format!("from peer {from}: {e}"))?,
+        };
         match decode_frame::<P::Msg>(&frame).map_err(|e| format!("from peer {from}: {e}"))? {
             Body::Peer { from: sender, msg } if sender == from => {
                 let inbound = Inbound {
@@ -218,7 +227,12 @@ pub(super) async fn serve_peer<P: Protocol>(
                     placement: &shared.placement,
                 };
                 if let Err(e) = msg.check(&inbound) {
-                    warn!(node = %shared.me, peer = %from, "dropping a message that fails its check: {e}");
+                    warn_limited!(
+                        shared.warnings.bad_message,
+                        node = %shared.me,
+                        peer = %from,
+                        "dropping a message that fails its check: {e}"
+                    );
                     continue;
                 }
                 if shared.inbox.send(Input::Peer(from, msg)).is_err() {

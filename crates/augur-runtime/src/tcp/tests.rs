@@ -143,6 +143,29 @@ fn config(peers: &[SocketAddr]) -> TcpNodeConfig {
         identity: identity(),
         tls: None,
         client_token: None,
+        limits: Limits::default(),
+    }
+}
+
+/// Start a one-node cluster with `limits`.
+async fn limited_node(limits: Limits) -> TcpNodeHandle {
+    let (mut ls, addrs) = listeners(1).await;
+    let mut cfg = config(&addrs);
+    cfg.limits = limits;
+    serve_on::<Relay>(env(0, 1, "lan"), ls.pop().unwrap(), cfg).unwrap()
+}
+
+/// Whether the node closes `s` within `within` (whatever it wrote first is skipped).
+fn closed_within(s: &mut std::net::TcpStream, within: Duration) -> bool {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
     }
 }
 
@@ -719,4 +742,135 @@ async fn a_stopped_node_disconnects_its_clients() {
         s.begin(false).await,
         Err(TxnError::Unavailable(TransportError::Disconnected(_)))
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_are_bounded_in_size_and_in_time() {
+    let limits = Limits {
+        frame_timeout: Duration::from_millis(500),
+        max_frame_len: 1024,
+        ..Limits::default()
+    };
+    let node = limited_node(limits).await;
+    let addr = node.local_addr();
+    tokio::task::spawn_blocking(move || {
+        // Before its hello, a connection may announce no more than HELLO_FRAME_LEN.
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&((HELLO_FRAME_LEN as u32 + 1).to_be_bytes()))
+            .unwrap();
+        assert!(closed_within(&mut s, Duration::from_secs(2)));
+        // A frame that starts and never ends is cut off after frame_timeout.
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&client_hello()).unwrap();
+        s.write_all(&[0, 0, 0, 100, 6, 2]).unwrap();
+        let started = Instant::now();
+        assert!(closed_within(&mut s, Duration::from_secs(5)));
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            started.elapsed()
+        );
+        // After the hello, a client frame may be no longer than max_frame_len.
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&client_hello()).unwrap();
+        s.write_all(&2048u32.to_be_bytes()).unwrap();
+        assert!(closed_within(&mut s, Duration::from_secs(2)));
+    })
+    .await
+    .unwrap();
+    let s = session(addr).await;
+    s.begin(false).await.unwrap().commit().await.unwrap();
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_bounded_while_handshaking_and_as_clients() {
+    let limits = Limits {
+        max_handshakes: 2,
+        max_clients: 1,
+        ..Limits::default()
+    };
+    let node = limited_node(limits).await;
+    let addr = node.local_addr();
+    tokio::task::spawn_blocking(move || {
+        // Two connections that say nothing hold both handshake slots: a third is closed.
+        let _a = std::net::TcpStream::connect(addr).unwrap();
+        let _b = std::net::TcpStream::connect(addr).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        assert!(closed_within(&mut c, Duration::from_secs(2)));
+    })
+    .await
+    .unwrap();
+    // Once the silent ones time out (5 s), the client slot is the limit: one client at a time.
+    tokio::time::sleep(HANDSHAKE_TIMEOUT + Duration::from_millis(500)).await;
+    let first = session(addr).await;
+    let refused = TcpTransport::connect(addr, NodeId(0), &client_config()).await;
+    let Err(e) = refused else {
+        panic!("a second client was admitted");
+    };
+    assert!(
+        e.to_string().contains("clients are connected already"),
+        "{e}"
+    );
+    first.begin(false).await.unwrap().commit().await.unwrap();
+    drop(first);
+    // Its slot is free again once it is gone.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match TcpTransport::connect(addr, NodeId(0), &client_config()).await {
+            Ok(_) => break,
+            Err(e) => assert!(Instant::now() < deadline, "slot not released: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_clients_are_closed_and_pipelined_requests_all_answered() {
+    let limits = Limits {
+        client_idle_timeout: Duration::from_millis(300),
+        max_requests_in_flight: 2,
+        ..Limits::default()
+    };
+    let node = limited_node(limits).await;
+    let addr = node.local_addr();
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&client_hello()).unwrap();
+        // Ten requests at once, five times the in-flight limit: every one is answered.
+        let mut burst = Vec::new();
+        for id in 0..10 {
+            burst.extend(framed(
+                &encode_frame(&Body::<()>::Request(request(0, id))).unwrap(),
+            ));
+        }
+        s.write_all(&burst).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut answered = 0;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // The welcome, then ten responses.
+        while answered < 11 {
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed after {answered} frames");
+            buf.extend_from_slice(&chunk[..n]);
+            while buf.len() >= 4 {
+                let len = u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize;
+                if buf.len() < 4 + len {
+                    break;
+                }
+                buf.drain(..4 + len);
+                answered += 1;
+            }
+        }
+        // Then nothing more is sent: the node closes the idle connection.
+        let started = Instant::now();
+        assert!(closed_within(&mut s, Duration::from_secs(5)));
+        assert!(started.elapsed() >= Duration::from_millis(200));
+    })
+    .await
+    .unwrap();
+    node.shutdown().await;
 }

@@ -82,7 +82,7 @@ impl TcpTransport {
             token: config.token.clone(),
         };
         send_body(&mut out, &hello).await?;
-        let client = match next_body::<()>(&mut input, config.request_timeout).await {
+        let client = match next_body::<(), _>(&mut input, config.request_timeout).await {
             Ok(Body::Welcome { client }) => client,
             Ok(Body::Refused(why)) => {
                 return Err(io::Error::new(io::ErrorKind::PermissionDenied, why));

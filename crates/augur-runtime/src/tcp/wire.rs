@@ -1,14 +1,16 @@
 //! Frames: a length prefix, then a postcard-encoded envelope carrying the wire version and a body.
 
 use super::handshake::ClusterIdentity;
+use super::limits::{FrameCodec, HELLO_FRAME_LEN};
 use augur_types::{ClientId, ClientRequest, ClientResponse, NodeId};
 use bytes::Bytes;
+use bytes::BytesMut;
 use futures::SinkExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::io;
 use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
+use tokio_util::codec::{Decoder, FramedRead, FramedWrite, LengthDelimitedCodec};
 
 /// The version of the envelope this build speaks. Frames of any other version are refused.
 pub const WIRE_VERSION: u16 = 6;
@@ -138,11 +140,25 @@ pub(super) type Conn = Box<dyn Io>;
 /// The reading and writing halves of a connection, as frames.
 pub(super) type FrameReader = FramedRead<ReadHalf<Conn>, LengthDelimitedCodec>;
 pub(super) type FrameWriter = FramedWrite<WriteHalf<Conn>, LengthDelimitedCodec>;
+/// The reading half of a connection a node accepted: its frame size limit starts at
+/// [`HELLO_FRAME_LEN`] and is raised once the hello is accepted, and it notes when a frame
+/// began to arrive ([`FrameCodec`]).
+pub(super) type InboundReader = FramedRead<ReadHalf<Conn>, FrameCodec>;
 
+/// A connection this process dialled, as frames.
 pub(super) fn framed(conn: Conn) -> (FrameReader, FrameWriter) {
     let (input, output) = tokio::io::split(conn);
     (
         FramedRead::new(input, codec()),
+        FramedWrite::new(output, codec()),
+    )
+}
+
+/// A connection a node accepted, as frames.
+pub(super) fn framed_inbound(conn: Conn) -> (InboundReader, FrameWriter) {
+    let (input, output) = tokio::io::split(conn);
+    (
+        FramedRead::new(input, FrameCodec::new(HELLO_FRAME_LEN)),
         FramedWrite::new(output, codec()),
     )
 }
@@ -157,10 +173,14 @@ pub(super) async fn send_body<M: Serialize>(
 }
 
 /// Read the next frame within `deadline` and decode it. `Err` says why there is none.
-pub(super) async fn next_body<M: DeserializeOwned>(
-    input: &mut FrameReader,
+pub(super) async fn next_body<M, D>(
+    input: &mut FramedRead<ReadHalf<Conn>, D>,
     deadline: std::time::Duration,
-) -> Result<Body<M>, String> {
+) -> Result<Body<M>, String>
+where
+    M: DeserializeOwned,
+    D: Decoder<Item = BytesMut, Error = io::Error>,
+{
     use futures::StreamExt;
     match tokio::time::timeout(deadline, input.next()).await {
         Err(_) => Err(format!("nothing received within {deadline:?}")),

@@ -66,6 +66,7 @@ pub fn run(
             })
             .collect(),
         // Nodes and clients on loopback, started by this process: plaintext, said so.
+        limits: Default::default(),
         security: Some(SecurityFile {
             tls: false,
             ca: None,
