@@ -66,6 +66,8 @@ pub struct LimitsFile {
     pub client_idle_timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_requests_in_flight: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_timeout_ms: Option<u64>,
 }
 
 impl LimitsFile {
@@ -103,6 +105,9 @@ impl LimitsFile {
         }
         if let Some(v) = self.max_requests_in_flight {
             limits.max_requests_in_flight = positive("max_requests_in_flight", v as u64)? as usize;
+        }
+        if let Some(v) = self.peer_timeout_ms {
+            limits.peer_timeout = ms(positive("peer_timeout_ms", v)?);
         }
         Ok(limits)
     }

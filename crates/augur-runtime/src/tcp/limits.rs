@@ -37,6 +37,10 @@ pub struct Limits {
     /// How many requests one client may have in flight; beyond, the node stops reading its
     /// connection until replies go out (back-pressure through TCP).
     pub max_requests_in_flight: usize,
+    /// A peer link that carries nothing, not even a heartbeat (sent every quarter of this), for
+    /// this long is given up and dialled again: how fast a dead, stalled or partitioned peer
+    /// is noticed, and about how fast a link comes back once it is reachable.
+    pub peer_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -48,6 +52,7 @@ impl Default for Limits {
             max_clients: 1024,
             client_idle_timeout: Duration::from_secs(300),
             max_requests_in_flight: 64,
+            peer_timeout: Duration::from_secs(1),
         }
     }
 }

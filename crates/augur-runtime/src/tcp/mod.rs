@@ -197,6 +197,7 @@ pub fn serve_on<P: Protocol>(
 
     let dialler = Arc::new(Dialler {
         me,
+        peer_timeout: config.limits.peer_timeout,
         tls: config.tls.clone(),
         identity: config.identity.clone(),
     });
@@ -463,9 +464,7 @@ async fn serve_connection<P: Protocol>(
             drop(handshake);
             debug!(node = %shared.me, peer = %from, "peer connected");
             input.decoder_mut().set_max_frame_len(MAX_FRAME_LEN);
-            // The write half stays open (and unused) while the peer sends.
-            let _out = out;
-            serve_peer(input, from, shared).await
+            serve_peer(input, out, from, shared).await
         }
         Body::ClientHello {
             cluster_id,

@@ -69,15 +69,19 @@ impl<P: Protocol> PeerNet<P::Msg> for TcpNet<P> {
 /// identity it introduces itself with.
 pub(super) struct Dialler {
     pub(super) me: NodeId,
+    /// How long a peer may stay silent before its link is given up ([`super::Limits::peer_timeout`]).
+    pub(super) peer_timeout: Duration,
     pub(super) tls: Option<Arc<NodeTls>>,
     pub(super) identity: ClusterIdentity,
 }
 
-/// An outgoing connection to a peer. After accepting the hello the peer never writes on it
-/// again, except to say why it is closing it, so anything read means the connection is over.
+/// An outgoing connection to a peer. After accepting the hello the peer writes on it only to
+/// echo heartbeats, or to say why it is closing it.
 struct PeerConn {
     out: FrameWriter,
     input: FrameReader,
+    /// When the peer last echoed a heartbeat (or accepted the hello).
+    last_heard: Instant,
 }
 
 impl PeerConn {
@@ -100,22 +104,36 @@ impl PeerConn {
             .await
             .map_err(|e| e.to_string())?;
         match next_body::<(), _>(&mut input, HANDSHAKE_TIMEOUT).await? {
-            Body::Accepted => Ok(PeerConn { out, input }),
+            Body::Accepted => Ok(PeerConn {
+                out,
+                input,
+                last_heard: Instant::now(),
+            }),
             Body::Refused(why) => Err(format!("refused: {why}")),
             other => Err(format!("answered the hello with a {} frame", other.kind())),
         }
     }
 
-    /// Resolves when the peer closes the connection (or breaks its side of the protocol).
-    async fn closed(&mut self) -> String {
+    /// Read what the peer writes back: heartbeat echoes (noted in `last_heard`), or why the
+    /// link is over (the peer closed it, said why, or broke the protocol).
+    async fn hear(&mut self) -> Result<(), String> {
         match self.input.next().await {
-            None => "closed by the peer".to_string(),
-            Some(Err(e)) => e.to_string(),
+            None => Err("closed by the peer".to_string()),
+            Some(Err(e)) => Err(e.to_string()),
             Some(Ok(frame)) => match decode_frame::<()>(&frame) {
-                Ok(Body::Refused(why)) => format!("closed by the peer: {why}"),
-                _ => "the peer wrote on an outgoing connection".to_string(),
+                Ok(Body::Heartbeat) => {
+                    self.last_heard = Instant::now();
+                    Ok(())
+                }
+                Ok(Body::Refused(why)) => Err(format!("closed by the peer: {why}")),
+                _ => Err("the peer wrote something other than a heartbeat".to_string()),
             },
         }
+    }
+
+    async fn heartbeat(&mut self) -> io::Result<()> {
+        let frame = encode_frame(&Body::<()>::Heartbeat).map_err(io::Error::other)?;
+        self.out.send(frame).await
     }
 
     /// Write `frame` once `at` has come; flush unless more frames are about to follow.
@@ -132,7 +150,12 @@ impl PeerConn {
     }
 }
 
-/// Carry the messages queued for peer `to` to it, dialling and redialling as needed.
+/// Keep the link to peer `to` up and carry the messages queued for it: dial at once and after
+/// every failure (with backoff), send a heartbeat every quarter of the peer timeout, and give
+/// the link up (and dial again) when the peer has not echoed one for a whole timeout, so that a
+/// dead, stalled or partitioned peer is noticed within about [`Dialler::peer_timeout`] and the
+/// link is back within about as long once the peer is reachable again. Messages for the peer
+/// while the link is down are dropped (and counted).
 pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     dialler: Arc<Dialler>,
     to: NodeId,
@@ -140,29 +163,16 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     mut rx: mpsc::Receiver<(Instant, M)>,
     dropped: Arc<AtomicU64>,
 ) {
+    let me = dialler.me;
     let mut conn: Option<PeerConn> = None;
     let mut retry_at = Instant::now();
     let mut backoff = MIN_BACKOFF;
     let mut failures = 0u32;
-    let me = dialler.me;
+    let mut ever_connected = false;
+    let mut tick = tokio::time::interval(dialler.peer_timeout / 4);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let next = match conn.as_mut() {
-            None => rx.recv().await,
-            Some(c) => tokio::select! {
-                next = rx.recv() => next,
-                why = c.closed() => {
-                    warn!(node = %me, peer = %to, %addr, "connection to peer lost: {why}");
-                    conn = None;
-                    continue;
-                }
-            },
-        };
-        let Some((at, msg)) = next else { return };
-        if conn.is_none() {
-            if Instant::now() < retry_at {
-                dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
+        if conn.is_none() && Instant::now() >= retry_at {
             match PeerConn::connect(&dialler, to, addr).await {
                 Ok(c) => {
                     let lost = dropped.swap(0, Ordering::Relaxed);
@@ -172,53 +182,98 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                         debug!(node = %me, peer = %to, %addr, "connected to peer");
                     }
                     conn = Some(c);
+                    ever_connected = true;
                     failures = 0;
                     backoff = MIN_BACKOFF;
                 }
                 Err(e) => {
-                    if failures == 0 {
+                    if failures == 0 && ever_connected {
                         warn!(node = %me, peer = %to, %addr, "cannot reach peer, dropping its messages until it is back: {e}");
+                    } else if failures == 0 {
+                        // Peers start in any order: not yet reachable is no news.
+                        info!(node = %me, peer = %to, %addr, "peer not reachable yet: {e}");
                     } else {
                         debug!(node = %me, peer = %to, %addr, "cannot reach peer: {e}");
                     }
                     failures += 1;
                     retry_at = Instant::now() + backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
-                    dropped.fetch_add(1, Ordering::Relaxed);
-                    continue;
                 }
             }
         }
-        let frame = match encode_frame(&Body::Peer { from: me, msg }) {
-            Ok(frame) => frame,
-            Err(e) => {
-                warn!(node = %me, peer = %to, "dropping a message that cannot be sent: {e}");
-                continue;
-            }
+        let lost = |why: String, conn: &mut Option<PeerConn>| {
+            warn!(node = %me, peer = %to, %addr, "link to peer lost: {why}");
+            *conn = None;
         };
-        let c = conn.as_mut().expect("connected above");
-        if let Err(e) = c.write(frame, at, !rx.is_empty()).await {
-            warn!(node = %me, peer = %to, %addr, "connection to peer lost: {e}");
-            dropped.fetch_add(1, Ordering::Relaxed);
-            conn = None;
+        match conn.as_mut() {
+            None => tokio::select! {
+                next = rx.recv() => match next {
+                    None => return,
+                    Some(_) => {
+                        dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+                _ = tokio::time::sleep_until(retry_at.into()) => {}
+            },
+            Some(c) => tokio::select! {
+                next = rx.recv() => {
+                    let Some((at, msg)) = next else { return };
+                    let frame = match encode_frame(&Body::Peer { from: me, msg }) {
+                        Ok(frame) => frame,
+                        Err(e) => {
+                            warn!(node = %me, peer = %to, "dropping a message that cannot be sent: {e}");
+                            continue;
+                        }
+                    };
+                    if let Err(e) = c.write(frame, at, !rx.is_empty()).await {
+                        dropped.fetch_add(1, Ordering::Relaxed);
+                        lost(e.to_string(), &mut conn);
+                    }
+                }
+                heard = c.hear() => {
+                    if let Err(why) = heard {
+                        lost(why, &mut conn);
+                    }
+                }
+                _ = tick.tick() => {
+                    let silent = c.last_heard.elapsed();
+                    if silent > dialler.peer_timeout {
+                        lost(format!("no heartbeat for {silent:.1?} (the peer is dead, stalled or cut off)"), &mut conn);
+                    } else if let Err(e) = c.heartbeat().await {
+                        lost(e.to_string(), &mut conn);
+                    }
+                }
+            },
         }
     }
 }
 
+/// Take peer `from`'s messages off its connection, check them and hand them to the node; echo
+/// its heartbeats on `out`. A peer silent for longer than the peer timeout (it sends a
+/// heartbeat every quarter of it) is given up.
 pub(super) async fn serve_peer<P: Protocol>(
     mut frames: InboundReader,
+    mut out: FrameWriter,
     from: NodeId,
     shared: &Shared<P>,
 ) -> Result<(), String> {
+    let mut last_heard = Instant::now();
     loop {
         let frame = match tokio::time::timeout(DEADLINE_TICK, frames.next()).await {
             Err(_) => {
                 frame_overdue(&frames, &shared.limits).map_err(|e| format!("peer {from}: {e}"))?;
+                let silent = last_heard.elapsed();
+                if silent > shared.limits.peer_timeout {
+                    return Err(format!(
+                        "peer {from} silent for {silent:.1?} (dead, stalled or cut off)"
+                    ));
+                }
                 continue;
             }
             Ok(None) => break,
             Ok(Some(frame)) => frame.map_err(|e| format!("from peer {from}: {e}"))?,
         };
+        last_heard = Instant::now();
         match decode_frame::<P::Msg>(&frame).map_err(|e| format!("from peer {from}: {e}"))? {
             Body::Peer { from: sender, msg } if sender == from => {
                 let inbound = Inbound {
@@ -238,6 +293,11 @@ pub(super) async fn serve_peer<P: Protocol>(
                 if shared.inbox.send(Input::Peer(from, msg)).is_err() {
                     return Ok(()); // the node stopped
                 }
+            }
+            Body::Heartbeat => {
+                send_body(&mut out, &Body::<()>::Heartbeat)
+                    .await
+                    .map_err(|e| format!("echoing peer {from}'s heartbeat: {e}"))?;
             }
             Body::Peer { from: sender, .. } => {
                 return Err(format!("peer {from} sent a message as {sender}"));

@@ -874,3 +874,40 @@ async fn idle_clients_are_closed_and_pipelined_requests_all_answered() {
     .unwrap();
     node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_peer_is_given_up_within_the_peer_timeout_and_dialled_again() {
+    // Node 1 is a stand-in that accepts node 0's hello and then stalls: it never echoes a
+    // heartbeat, as a SIGSTOPped process or a cut link would not.
+    let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (l0, _) = listeners(1).await;
+    let l0 = l0.into_iter().next().unwrap();
+    let addrs = [l0.local_addr().unwrap(), stalled.local_addr().unwrap()];
+    let accepts = std::thread::spawn(move || {
+        let mut times = Vec::new();
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let (mut s, _) = stalled.accept().unwrap();
+            times.push(Instant::now());
+            let mut len = [0u8; 4];
+            s.read_exact(&mut len).unwrap();
+            let mut hello = vec![0u8; u32::from_be_bytes(len) as usize];
+            s.read_exact(&mut hello).unwrap();
+            s.write_all(&framed(&encode_frame(&Body::<()>::Accepted).unwrap()))
+                .unwrap();
+            held.push(s);
+        }
+        times
+    });
+    let node = serve_on::<Relay>(env(0, 2, "lan"), l0, config(&addrs)).unwrap();
+    let times = tokio::task::spawn_blocking(move || accepts.join().unwrap())
+        .await
+        .unwrap();
+    let gap = times[1] - times[0];
+    let timeout = Limits::default().peer_timeout;
+    assert!(
+        gap >= timeout && gap < timeout * 2 + Duration::from_millis(500),
+        "the stalled link was redialled after {gap:?}"
+    );
+    node.shutdown().await;
+}

@@ -55,6 +55,9 @@ pub enum Body<M> {
     /// A node's answer to a hello it refuses, with the reason; the node then closes the
     /// connection.
     Refused(String),
+    /// On a peer connection: the dialling node is alive (sent every quarter of the peer
+    /// timeout), and the accepting node's echo of it.
+    Heartbeat,
 }
 
 impl<M> Body<M> {
@@ -69,6 +72,7 @@ impl<M> Body<M> {
             Body::Accepted => "accepted",
             Body::Welcome { .. } => "welcome",
             Body::Refused(_) => "refused",
+            Body::Heartbeat => "heartbeat",
         }
     }
 }
