@@ -202,6 +202,7 @@ fn list_protocols(names_only: bool) {
 
 /// `augur bench`: one run from the command line, or an experiment file (`--config`).
 fn run_bench(args: &bench::BenchArgs) -> anyhow::Result<()> {
+    bench::interrupt::install();
     if let Some(path) = &args.config {
         let selection = experiment::Selection {
             smoke: args.smoke,

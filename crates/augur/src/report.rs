@@ -45,6 +45,8 @@ pub struct RunStats {
     pub speculation_timeline: Vec<(f64, String)>,
     /// With `--runtime sim`: what the CPU model charged over the measurement window.
     pub cpu: Option<CpuReport>,
+    /// Set when a signal cut the measurement window short: how much of it ran.
+    pub interrupted_after: Option<Duration>,
 }
 
 /// What happened during one second of a run.
@@ -206,6 +208,10 @@ pub struct ProtocolResult {
     /// Per second of the run (warm-up included): for `samples.csv` and the report's plots.
     #[serde(skip)]
     pub samples: Vec<Sample>,
+    /// When a signal stopped the run: the seconds of the measurement window that ran, over
+    /// which the rates are computed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_after_s: Option<f64>,
 }
 
 /// STR §8's metrics of speculation over the measurement window.
@@ -330,6 +336,8 @@ impl ProtocolResult {
             })
             .collect();
         let speculation_stats = info.speculation.map(|_| SpeculationStats::new(&stats));
+        let interrupted_after_s = stats.interrupted_after.map(|d| d.as_secs_f64());
+        let measured_s = interrupted_after_s.unwrap_or(config.duration_s);
         ProtocolResult {
             protocol: spec.label.clone(),
             protocol_name: info.name,
@@ -342,8 +350,8 @@ impl ProtocolResult {
             user_rollbacks: stats.user_rollbacks,
             unknown: stats.unknown,
             retries: stats.retries,
-            throughput_tps: (stats.committed + stats.user_rollbacks) as f64 / config.duration_s,
-            goodput_tps: stats.committed as f64 / config.duration_s,
+            throughput_tps: (stats.committed + stats.user_rollbacks) as f64 / measured_s,
+            goodput_tps: stats.committed as f64 / measured_s,
             abort_rate: if ended == 0 {
                 0.0
             } else {
@@ -367,6 +375,7 @@ impl ProtocolResult {
             speculation_stats,
             modelled_cpu: stats.cpu,
             samples,
+            interrupted_after_s,
         }
     }
 }

@@ -321,6 +321,8 @@ struct Shared<P: Protocol> {
 #[derive(Default)]
 struct Warnings {
     dropped_connection: RateLimitedWarning,
+    refused_peer: RateLimitedWarning,
+    refused_client: RateLimitedWarning,
     over_handshake_limit: RateLimitedWarning,
     bad_message: RateLimitedWarning,
 }
@@ -406,7 +408,8 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, shared: Arc<Shared<P>>)
                 let shared2 = shared.clone();
                 spawn_until(&shared.stop, async move {
                     let me = shared2.me;
-                    if let Err(reason) = serve_connection(stream, handshake, &shared2).await {
+                    if let Err(reason) = serve_connection(stream, remote, handshake, &shared2).await
+                    {
                         warn_limited!(
                             shared2.warnings.dropped_connection,
                             node = %me,
@@ -429,6 +432,7 @@ async fn accept_loop<P: Protocol>(listener: TcpListener, shared: Arc<Shared<P>>)
 /// a client's hello, then its frames. `Err` is the reason the connection was dropped.
 async fn serve_connection<P: Protocol>(
     stream: TcpStream,
+    remote: SocketAddr,
     handshake: OwnedSemaphorePermit,
     shared: &Arc<Shared<P>>,
 ) -> Result<(), String> {
@@ -449,14 +453,18 @@ async fn serve_connection<P: Protocol>(
         }
     };
     let (mut input, mut out) = framed_inbound(conn);
-    let refuse = async |out: &mut wire::FrameWriter, why: String| {
-        let _ = send_body(out, &Body::<()>::Refused(why.clone())).await;
-        Err(why)
+    // A refused hello is logged under its own limiter: a node refusing a misconfigured peer
+    // must say so even while strangers' dropped connections are being suppressed.
+    let refuse = async |out: &mut wire::FrameWriter, limiter: &RateLimitedWarning, why: String| {
+        warn_limited!(limiter, node = %shared.me, %remote, "{why}");
+        let _ = send_body(out, &Body::<()>::Refused(why)).await;
+        Ok(())
     };
     match next_body::<P::Msg, _>(&mut input, HANDSHAKE_TIMEOUT).await? {
         Body::Hello { from, cluster } => {
             if let Err(why) = shared.admit_peer(from, &cluster, cert.as_ref()) {
-                return refuse(&mut out, format!("refused a peer: {why}")).await;
+                let why = format!("refused a peer: {why}");
+                return refuse(&mut out, &shared.warnings.refused_peer, why).await;
             }
             send_body(&mut out, &Body::<()>::Accepted)
                 .await
@@ -472,14 +480,15 @@ async fn serve_connection<P: Protocol>(
             token,
         } => {
             if let Err(why) = shared.admit_client(&cluster_id, &fingerprint, token.as_deref()) {
-                return refuse(&mut out, format!("refused a client: {why}")).await;
+                let why = format!("refused a client: {why}");
+                return refuse(&mut out, &shared.warnings.refused_client, why).await;
             }
             let Ok(_slot) = shared.clients.clone().try_acquire_owned() else {
                 let why = format!(
                     "refused a client: {} clients are connected already (limits.max_clients)",
                     shared.limits.max_clients
                 );
-                return refuse(&mut out, why).await;
+                return refuse(&mut out, &shared.warnings.refused_client, why).await;
             };
             drop(handshake);
             let client = shared.client_ids.assign();
@@ -492,8 +501,11 @@ async fn serve_connection<P: Protocol>(
             serve_client(input, out, client, shared).await
         }
         other => {
-            let why = format!("a {} frame before any hello", other.kind());
-            refuse(&mut out, why).await
+            let why = format!(
+                "dropping connection: a {} frame before any hello",
+                other.kind()
+            );
+            refuse(&mut out, &shared.warnings.dropped_connection, why).await
         }
     }
 }

@@ -169,6 +169,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     let mut backoff = MIN_BACKOFF;
     let mut failures = 0u32;
     let mut ever_connected = false;
+    let mut last_failure: Option<String> = None;
     let mut tick = tokio::time::interval(dialler.peer_timeout / 4);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -183,18 +184,22 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                     }
                     conn = Some(c);
                     ever_connected = true;
+                    last_failure = None;
                     failures = 0;
                     backoff = MIN_BACKOFF;
                 }
                 Err(e) => {
-                    if failures == 0 && ever_connected {
+                    // Each new reason is told once; the same reason again only in debug.
+                    let new_reason = last_failure.as_deref() != Some(e.as_str());
+                    if new_reason && (ever_connected || e.starts_with("refused")) {
                         warn!(node = %me, peer = %to, %addr, "cannot reach peer, dropping its messages until it is back: {e}");
-                    } else if failures == 0 {
+                    } else if new_reason {
                         // Peers start in any order: not yet reachable is no news.
                         info!(node = %me, peer = %to, %addr, "peer not reachable yet: {e}");
                     } else {
                         debug!(node = %me, peer = %to, %addr, "cannot reach peer: {e}");
                     }
+                    last_failure = Some(e);
                     failures += 1;
                     retry_at = Instant::now() + backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -221,10 +221,27 @@ pub struct ProtocolSpec {
     pub options: ProtocolOptions,
     pub speculation: SpeculationMode,
     pub txn_form: RequestForm,
+    /// Where this entry's cluster runs, if the entry says (`NAME:transport=tcp`); otherwise
+    /// the run's `--runtime`.
+    pub runtime: Option<Runtime>,
 }
 
 /// The entry setting that chooses the request form (`NAME:txn_form=one-shot`).
 pub const TXN_FORM_SETTING: &str = "txn_form";
+
+/// The entry setting that chooses where the entry's cluster runs (`NAME:transport=tcp`), so
+/// that one run can compare the same protocol in process and over TCP.
+pub const TRANSPORT_SETTING: &str = "transport";
+
+fn transport(value: &str) -> anyhow::Result<Runtime> {
+    match value {
+        "inproc" => Ok(Runtime::Inproc),
+        "tcp" => Ok(Runtime::Tcp),
+        other => Err(bad(format!(
+            "unknown transport '{other}'; valid: inproc, tcp"
+        ))),
+    }
+}
 
 /// The form `given` names (default: one-shot if `forms` has it), if `forms` has it.
 fn txn_form(
@@ -284,8 +301,11 @@ impl ProtocolSpec {
         let mut speculation = speculation.map(str::to_string);
         let mut own_speculation = false;
         let mut form = form.map(str::to_string);
+        let mut runtime = None;
         for (k, v) in pairs {
-            if k == "speculation" {
+            if k == TRANSPORT_SETTING {
+                runtime = Some(transport(&v)?);
+            } else if k == "speculation" {
                 speculation = Some(v);
                 own_speculation = true;
             } else if k == TXN_FORM_SETTING {
@@ -308,6 +328,7 @@ impl ProtocolSpec {
                 options: ProtocolOptions::default(),
                 speculation: SpeculationMode::Fixed(Degree::NONE),
                 txn_form,
+                runtime,
             });
         }
         let info = registry::info(&name).map_err(|e| {
@@ -341,7 +362,13 @@ impl ProtocolSpec {
             },
             speculation,
             txn_form,
+            runtime,
         })
+    }
+
+    /// Where this entry runs in a run whose `--runtime` is `run_wide`.
+    pub fn runtime(&self, run_wide: Runtime) -> Runtime {
+        self.runtime.unwrap_or(run_wide)
     }
 }
 
@@ -566,6 +593,18 @@ mod tests {
     fn entries_choose_their_transaction_form() {
         // One-shot where the protocol serves it, unless the entry or the run says otherwise.
         assert_eq!(spec("nocc", None).unwrap().txn_form, RequestForm::OneShot);
+        assert_eq!(spec("nocc", None).unwrap().runtime, None);
+        assert_eq!(
+            spec("nocc:transport=tcp", None)
+                .unwrap()
+                .runtime(Runtime::Inproc),
+            Runtime::Tcp
+        );
+        assert!(
+            error("nocc:transport=udp", None).contains("unknown transport 'udp'"),
+            "{}",
+            error("nocc:transport=udp", None)
+        );
         let s = spec("nocc:txn_form=interactive", None).unwrap();
         assert_eq!(s.txn_form, RequestForm::Interactive);
         assert!(!s.options.settings.contains_key(TXN_FORM_SETTING));

@@ -10,6 +10,7 @@
 
 pub mod config;
 mod inproc;
+pub mod interrupt;
 pub mod peers;
 pub mod pg;
 pub mod run;
@@ -32,7 +33,35 @@ pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", config.out.display()))?;
     let mut results = Vec::new();
     for spec in &config.protocols {
-        let result = match (peers::peer(&spec.name), config.runtime) {
+        if interrupt::requested() {
+            break;
+        }
+        let result = match run_one(config, spec) {
+            Err(e) if e.downcast_ref::<run::Interrupted>().is_some() => break,
+            result => result?,
+        };
+        results.push(result);
+    }
+    if interrupt::requested() {
+        eprintln!(
+            "interrupted: writing the results of {} of {} protocols (the last one's window cut short)",
+            results.len(),
+            config.protocols.len()
+        );
+        if results.is_empty() {
+            anyhow::bail!("interrupted before any protocol was measured: nothing to report");
+        }
+    }
+    report::finish(config, results)
+}
+
+/// Run one protocol entry on its runtime.
+fn run_one(
+    config: &BenchConfig,
+    spec: &config::ProtocolSpec,
+) -> anyhow::Result<report::ProtocolResult> {
+    Ok(
+        match (peers::peer(&spec.name), spec.runtime(config.runtime)) {
             (Some(_), Runtime::Sim) => {
                 return Err(bad(format!(
                     "{} is PostgreSQL itself: it cannot run in the simulator",
@@ -45,8 +74,6 @@ pub fn run_config(config: &BenchConfig) -> anyhow::Result<report::Finished> {
             }
             (None, Runtime::Tcp) => tcp::run(config, spec)??,
             (None, Runtime::Sim) => sim::run(config, spec)??,
-        };
-        results.push(result);
-    }
-    report::finish(config, results)
+        },
+    )
 }

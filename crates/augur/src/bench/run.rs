@@ -3,6 +3,7 @@
 //! PostgreSQL runs ([`drive`]), and the nodes' counters over the measurement window.
 
 use super::config::{BenchConfig, ProtocolSpec};
+use super::interrupt;
 use crate::report::RunStats;
 use augur_client::{
     ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure, RetryPolicy,
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What every client of one protocol's run shares, and how each is started: the part of a
 /// run that is the same whatever runs the cluster (tokio in [`drive`], the simulator in
@@ -178,29 +179,54 @@ where
     F: Future<Output = anyhow::Result<T>>,
 {
     let mut plan = RunPlan::new(config, spec, transports.len());
-    load_initial_data(
+    let load = load_initial_data(
         plan.workload.as_ref(),
         &config.placement,
         plan.recorder.as_ref(),
         connect_loader,
-    )
-    .await?;
+    );
+    tokio::select! {
+        loaded = load => loaded?,
+        _ = interrupt::wait() => return Err(Interrupted.into()),
+    }
     let tasks: Vec<_> = transports
         .into_iter()
         .map(|(home, transport)| tokio::spawn(plan.client(home, transport)))
         .collect();
+    let started = Instant::now();
+    let stop: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
     let counters = tokio::spawn(read_counters(probes, plan.warmup, plan.measured));
     let progress = Progress::start(&spec.label, plan.warmup + plan.measured);
     let mut auditor = None;
-    for t in tasks {
-        match t.await {
-            Ok(client) => {
-                auditor.get_or_insert(client);
+    let joined = async {
+        for t in tasks {
+            match t.await {
+                Ok(client) => {
+                    auditor.get_or_insert(client);
+                }
+                Err(e) => tracing::error!("a client task failed: {e}"),
             }
-            Err(e) => tracing::error!("a client task failed: {e}"),
         }
-    }
+    };
+    let interrupted_after = tokio::select! {
+        _ = joined => None,
+        _ = interrupt::wait() => {
+            stop.iter().for_each(|t| t.abort());
+            counters.abort();
+            let measured = started.elapsed().saturating_sub(plan.warmup).min(plan.measured);
+            if measured.is_zero() {
+                progress.finish();
+                return Err(Interrupted.into());
+            }
+            Some(measured)
+        }
+    };
     progress.finish();
+    if interrupted_after.is_some() {
+        let mut stats = plan.finish(info, BTreeMap::new(), None);
+        stats.interrupted_after = interrupted_after;
+        return Ok(stats);
+    }
     let counters = match counters.await {
         Ok(Ok(counters)) => counters,
         Ok(Err(e)) => {
@@ -218,6 +244,19 @@ where
     };
     Ok(plan.finish(info, counters, checks))
 }
+
+/// A signal stopped the benchmark before the measurement window of this protocol began: there is
+/// nothing to report for it.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted before the measurement began")
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// Loader sessions per node that load a workload's initial data, whatever `--clients` is.
 /// Loading is a stream of independent blind-write transactions, so while the machine has cores

@@ -2,6 +2,7 @@
 //! one per node, with clients connected over TCP. Node logs go to `OUT/node-PROTOCOL-ID.log`.
 
 use super::config::{BenchConfig, ProtocolSpec};
+use super::interrupt;
 use super::run::drive;
 use crate::report::ProtocolResult;
 use augur::cluster::{Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile};
@@ -93,6 +94,7 @@ pub fn run(
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir.join(format!("node-{i}")));
         }
+        interrupt::end_with_parent(&mut command);
         let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
