@@ -26,6 +26,7 @@ pub mod one_shot;
 mod protocol;
 pub mod sim;
 pub mod tcp;
+pub mod telemetry;
 pub mod wal;
 
 pub use protocol::{

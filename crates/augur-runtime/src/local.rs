@@ -28,6 +28,10 @@ use tracing::error;
 /// latency five-fold. Over TCP, the real network supplies the delay.
 pub const MIN_EMULATED_DELAY: Duration = Duration::from_millis(1);
 
+/// The node loop reports its inbox depth every this many inputs (a gauge update is cheap, but
+/// not free on every message).
+const INBOX_SAMPLE: u64 = 256;
+
 /// Where a node's replies to one client go.
 pub type ReplySender = mpsc::UnboundedSender<ClientResponse>;
 
@@ -69,6 +73,7 @@ pub async fn run_node<P: Protocol>(
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((id.0 as u64) << 32));
     let mut effects = Effects::<P>::default();
+    let mut inputs = 0u64;
     {
         let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
         node.protocol.on_start(&mut ctx);
@@ -83,6 +88,10 @@ pub async fn run_node<P: Protocol>(
             biased;
             _ = node.log.progress() => {}
             input = inbox.recv() => {
+                inputs += 1;
+                if inputs.is_multiple_of(INBOX_SAMPLE) {
+                    crate::telemetry::inbox_depth(inbox.len());
+                }
                 let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
                 match input {
                     None | Some(Input::Stop) => break,

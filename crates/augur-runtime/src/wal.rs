@@ -780,11 +780,13 @@ impl Writer {
                 LogPolicy::Off => false,
             };
             if sync_now {
+                let started = Instant::now();
                 if let Err(e) = self.file.sync_data() {
                     self.fail(format!("syncing the log: {e}"));
                     return;
                 }
                 last_sync = Instant::now();
+                crate::telemetry::log_synced(last_sync - started);
                 unsynced = false;
             }
             if !unsynced || !self.config.policy.waits() {

@@ -161,6 +161,9 @@ pub struct NodeEntry {
     /// The node's private key (PEM); with TLS. Only the node itself needs to read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Where the node serves `GET /metrics` (Prometheus text format), if anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
     /// Where the node keeps its log and checkpoints, unless `augur node --data-dir` says
     /// otherwise; without either, the node keeps its state in memory only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod cluster;
 pub mod faults;
+pub mod metrics_http;
 pub mod provision;
 
 /// What augur's nodes run one-shot transactions with: every workload's procedures.

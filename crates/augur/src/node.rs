@@ -113,6 +113,18 @@ impl ProtocolVisitor for ServeNode<'_> {
                 client_token: cluster.security.client_token.clone(),
                 limits: cluster.limits.clone(),
             };
+            // Metrics first: a node whose metrics address is taken does not start unobserved.
+            let metrics = match &cluster.nodes[id.0 as usize].metrics {
+                None => None,
+                Some(addr) => {
+                    let addr =
+                        resolve(&format!("node {} metrics", id.0), addr).map_err(BadInput)?;
+                    let listener = augur::metrics_http::bind(addr).await?;
+                    let handle = augur::metrics_http::install(id)?;
+                    info!(node = %id, %addr, "serving metrics at /metrics");
+                    Some(tokio::spawn(augur::metrics_http::serve(listener, handle)))
+                }
+            };
             let mut node = tcp::serve::<P>(env, listen, config)
                 .await
                 .with_context(|| format!("node {} cannot start on {listen}", id.0))?;
@@ -140,6 +152,9 @@ impl ProtocolVisitor for ServeNode<'_> {
                     signal.context("cannot wait for shutdown signals")?;
                     info!(node = %id, "shutting down");
                     node.shutdown().await;
+                    if let Some(metrics) = metrics {
+                        metrics.abort();
+                    }
                     Ok(())
                 }
                 stopped = node.join() => {

@@ -73,12 +73,16 @@ fn random_hex(bytes: usize) -> String {
         .collect()
 }
 
+/// Node `i`'s metrics are served on port `base_port + METRICS_PORT_OFFSET + i`.
+pub const METRICS_PORT_OFFSET: usize = 1000;
+
 /// What `augur cluster init` makes.
 pub struct InitOptions<'a> {
     pub dir: &'a Path,
     pub nodes: usize,
     pub protocol: &'a str,
-    /// Node `i` listens on `127.0.0.1:(base_port + i)`.
+    /// Node `i` listens on `127.0.0.1:(base_port + i)`, and serves its metrics on
+    /// `base_port + METRICS_PORT_OFFSET + i`.
     pub base_port: u16,
     /// Replicas per partition; `None`: up to 3.
     pub replication: Option<usize>,
@@ -98,7 +102,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
     if nodes == 0 {
         return Err(BadInput("--nodes must be at least 1".into()).into());
     }
-    if base_port as usize + nodes > u16::MAX as usize + 1 {
+    if base_port as usize + METRICS_PORT_OFFSET + nodes > u16::MAX as usize + 1 {
         return Err(BadInput(format!(
             "--base-port {base_port} leaves no room for {nodes} nodes"
         ))
@@ -132,6 +136,10 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
             cert: Some(format!("certs/{}", node_cert(id))),
             key: Some(format!("certs/{}", node_key(id))),
             data_dir: Some(data),
+            metrics: Some(format!(
+                "127.0.0.1:{}",
+                base_port as usize + METRICS_PORT_OFFSET + id
+            )),
         });
     }
     let file = ClusterFile {
@@ -224,7 +232,7 @@ mod tests {
         for (nodes, protocol, port, expected) in [
             (0, "clocksi-rep", 7300, "--nodes must be at least 1"),
             (3, "spanner", 7300, "unknown protocol"),
-            (3, "nocc", 65534, "leaves no room"),
+            (3, "nocc", 65000, "leaves no room"),
         ] {
             options.nodes = nodes;
             options.protocol = protocol;

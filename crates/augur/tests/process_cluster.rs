@@ -16,6 +16,25 @@ use std::time::{Duration, Instant};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A loopback address that was free a moment ago.
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `GET /metrics` of the node whose metrics address is `addr`.
+fn scrape(addr: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+    response
+}
+
 /// Node processes, killed when dropped (also when a test panics, after printing their logs).
 struct Cluster {
     dir: tempfile::TempDir,
@@ -54,6 +73,7 @@ impl Cluster {
             toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         for (node, addr) in file.nodes.iter_mut().zip(&addrs) {
             node.addr = addr.to_string();
+            node.metrics = Some(free_addr().to_string());
         }
         file.options.participant_timeout_ms = Some(500);
         std::fs::write(&path, toml::to_string(&file).unwrap()).unwrap();
@@ -366,4 +386,31 @@ async fn a_node_with_another_cluster_file_is_refused_with_the_difference() {
         panic!("a client with another cluster file was admitted");
     };
     assert!(format!("{e:#}").contains("cluster file differs"), "{e:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_serve_prometheus_metrics() {
+    let cluster = Cluster::start(3, 3);
+    let s0 = cluster.session(0).await;
+    for i in 0..5 {
+        write_all(&s0, &[(Key::numbered(i % 3, i as u64), "v")]).await;
+    }
+    let file: ClusterFile =
+        toml::from_str(&std::fs::read_to_string(&cluster.path).unwrap()).unwrap();
+    let metrics = file.nodes[0].metrics.clone().unwrap();
+    let text = tokio::task::spawn_blocking(move || scrape(&metrics))
+        .await
+        .unwrap();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+    };
+    assert!(value("augur_commits_total") >= 5.0);
+    assert_eq!(value("augur_peer_link_up{node=\"n0\",peer=\"n1\"}"), 1.0);
+    assert!(value("augur_log_sync_seconds_count") >= 1.0);
+    assert!(value("augur_commit_latency_seconds_count") >= 5.0);
+    assert_eq!(value("augur_client_connections"), 1.0);
 }

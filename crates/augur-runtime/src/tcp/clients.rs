@@ -12,6 +12,7 @@ use super::{DEADLINE_TICK, Shared, frame_overdue};
 use crate::Protocol;
 use crate::inbound::check_request;
 use crate::local::Input;
+use crate::telemetry;
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse};
 use augur_types::{RequestError, RequestId, TxnId};
 use futures::{SinkExt, StreamExt};
@@ -28,7 +29,9 @@ pub(super) async fn serve_client<P: Protocol>(
     client: ClientId,
     shared: &Shared<P>,
 ) -> Result<(), String> {
+    telemetry::client_connected();
     let result = client_loop(frames, out, client, shared).await;
+    telemetry::client_disconnected();
     // Whatever ended the connection, the node may forget the client.
     let _ = shared.inbox.send(Input::ClientGone(client));
     result
@@ -46,6 +49,8 @@ async fn client_loop<P: Protocol>(
     // Requests handed to the node and not answered yet; at the limit the connection is not
     // read, so a client that pipelines without bound is held back by TCP flow control.
     let mut in_flight = 0usize;
+    // When each request that asks to commit arrived, for the commit latency.
+    let mut commit_asked: FxHashMap<RequestId, Instant> = FxHashMap::default();
     let mut last_activity = Instant::now();
     let mut tick = tokio::time::interval(DEADLINE_TICK);
     loop {
@@ -63,6 +68,12 @@ async fn client_loop<P: Protocol>(
                     .map_err(|e| RequestError::Invalid(e.to_string()))
                     .and_then(|()| txns.admit(&request));
                 in_flight += 1;
+                if matches!(
+                    request.op,
+                    ClientOp::Commit { .. } | ClientOp::Execute { .. } | ClientOp::AwaitOutcome { .. }
+                ) {
+                    commit_asked.insert(request.id, Instant::now());
+                }
                 if let Err(error) = refusal {
                     let _ = reply_tx.send(ClientResponse {
                         id: request.id,
@@ -79,6 +90,11 @@ async fn client_loop<P: Protocol>(
                 while let Some(response) = next {
                     in_flight = in_flight.saturating_sub(1);
                     txns.observe(&response);
+                    match (commit_asked.remove(&response.id), &response.reply) {
+                        (Some(asked), reply) => telemetry::commit_answered(reply, asked.elapsed()),
+                        (None, ClientReply::Aborted(reason)) => telemetry::aborted(*reason),
+                        _ => {}
+                    }
                     let frame = encode_frame(&Body::<()>::Response(response))
                         .map_err(|e| format!("cannot encode a response: {e}"))?;
                     out.feed(frame).await.map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@ use super::{
 use crate::Protocol;
 use crate::inbound::{CheckMessage, Inbound};
 use crate::local::{Input, PeerNet};
+use crate::telemetry;
 use augur_types::NodeId;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
@@ -164,6 +165,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     dropped: Arc<AtomicU64>,
 ) {
     let me = dialler.me;
+    telemetry::peer_link(to, false);
     let mut conn: Option<PeerConn> = None;
     let mut retry_at = Instant::now();
     let mut backoff = MIN_BACKOFF;
@@ -177,6 +179,8 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
             match PeerConn::connect(&dialler, to, addr).await {
                 Ok(c) => {
                     let lost = dropped.swap(0, Ordering::Relaxed);
+                    telemetry::peer_link(to, true);
+                    telemetry::peer_messages_dropped(to, lost);
                     if failures > 0 || lost > 0 {
                         info!(node = %me, peer = %to, %addr, "connected to peer after {failures} failed attempts; {lost} messages for it were dropped");
                     } else {
@@ -208,6 +212,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
         }
         let lost = |why: String, conn: &mut Option<PeerConn>| {
             warn!(node = %me, peer = %to, %addr, "link to peer lost: {why}");
+            telemetry::peer_link(to, false);
             *conn = None;
         };
         match conn.as_mut() {

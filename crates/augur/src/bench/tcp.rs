@@ -64,6 +64,7 @@ pub fn run(
                 cert: None,
                 key: None,
                 data_dir: None,
+                metrics: None,
             })
             .collect(),
         // Nodes and clients on loopback, started by this process: plaintext, said so.
