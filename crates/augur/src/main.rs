@@ -91,6 +91,33 @@ enum ClusterCommand {
         /// Replicas per partition, master included (default: min(3, nodes)).
         #[arg(long)]
         replication: Option<usize>,
+        /// One host per node, comma-separated, for nodes on other machines or containers:
+        /// node I is reached at HOST_I:BASE_PORT and listens on 0.0.0.0:BASE_PORT.
+        #[arg(long, value_delimiter = ',')]
+        hosts: Vec<String>,
+        /// Latency profile: lan, 3dc, ec2-9dc (where the nodes sit).
+        #[arg(long, default_value = "lan")]
+        latency: String,
+        /// Delay peer messages by the profile in the nodes themselves (true, for one machine),
+        /// or leave it to the network (false, e.g. with `augur cluster netem`).
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        emulate_latency: bool,
+    },
+    /// Print the `tc` commands that delay node ID's packets to the other nodes by the latency
+    /// profile's one-way delays (for containers; node addresses must be IP addresses).
+    Netem {
+        /// The cluster file.
+        #[arg(long)]
+        config: PathBuf,
+        /// The node whose interface is set up.
+        #[arg(long)]
+        id: u32,
+        /// The network interface.
+        #[arg(long, default_value = "eth0")]
+        dev: String,
+        /// The `tc` program to call in the commands.
+        #[arg(long, default_value = "tc")]
+        tc: String,
     },
 }
 
@@ -103,12 +130,15 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Warnings by default, and the one line a node logs when it starts serving; RUST_LOG
+    // overrides. Colour only on a terminal: logs that go to files stay plain text.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,augur::node=info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -135,12 +165,18 @@ fn main() -> ExitCode {
             protocol,
             base_port,
             replication,
+            hosts,
+            latency,
+            emulate_latency,
         }) => augur::provision::init(&augur::provision::InitOptions {
             dir: &dir,
             nodes,
             protocol: &protocol,
             base_port,
             replication,
+            hosts: &hosts,
+            latency: &latency,
+            emulate_latency,
         })
         .map(|path| {
             println!("wrote {}", path.display());
@@ -150,6 +186,16 @@ fn main() -> ExitCode {
                 nodes - 1
             );
         }),
+        Command::Cluster(ClusterCommand::Netem {
+            config,
+            id,
+            dev,
+            tc,
+        }) => augur::cluster::Cluster::load(&config)
+            .and_then(|cluster| {
+                augur::provision::netem_script(&cluster, augur_types::NodeId(id), &dev, &tc)
+            })
+            .map(|script| print!("{script}")),
         Command::Protocols { names } => {
             list_protocols(names);
             Ok(())

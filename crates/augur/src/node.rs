@@ -114,14 +114,15 @@ impl ProtocolVisitor for ServeNode<'_> {
                 limits: cluster.limits.clone(),
             };
             // Metrics first: a node whose metrics address is taken does not start unobserved.
-            let metrics = match &cluster.nodes[id.0 as usize].metrics {
+            let metrics_addr = match &cluster.nodes[id.0 as usize].metrics {
+                None => None,
+                Some(addr) => Some(resolve(&format!("node {} metrics", id.0), addr).map_err(BadInput)?),
+            };
+            let metrics = match metrics_addr {
                 None => None,
                 Some(addr) => {
-                    let addr =
-                        resolve(&format!("node {} metrics", id.0), addr).map_err(BadInput)?;
                     let listener = augur::metrics_http::bind(addr).await?;
                     let handle = augur::metrics_http::install(id)?;
-                    info!(node = %id, %addr, "serving metrics at /metrics");
                     Some(tokio::spawn(augur::metrics_http::serve(listener, handle)))
                 }
             };
@@ -145,6 +146,7 @@ impl ProtocolVisitor for ServeNode<'_> {
                 fingerprint = %cluster.identity.fingerprint(),
                 tls = cluster.security.tls.is_some(),
                 client_token = cluster.security.client_token.is_some(),
+                metrics = %metrics_addr.map_or("none".to_string(), |a| format!("http://{a}/metrics")),
                 "node serving"
             );
             tokio::select! {

@@ -8,6 +8,7 @@ use crate::cluster::{Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile}
 use anyhow::Context;
 use augur_protocols::registry;
 use augur_runtime::tcp::generate_pki;
+use augur_types::NodeId;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -86,6 +87,15 @@ pub struct InitOptions<'a> {
     pub base_port: u16,
     /// Replicas per partition; `None`: up to 3.
     pub replication: Option<usize>,
+    /// Each node's host, by id, for a cluster spread over machines or containers: node `i` is
+    /// then reached at `hosts[i]:base_port`, listens on `0.0.0.0:base_port` and serves its
+    /// metrics on `0.0.0.0:(base_port + METRICS_PORT_OFFSET)`. Empty: all on 127.0.0.1.
+    pub hosts: &'a [String],
+    /// The latency profile: where the nodes sit.
+    pub latency: &'a str,
+    /// Delay peer messages by the profile (right on one machine; wrong where the network
+    /// delays them already, as `tc netem` does in the containers' compose files).
+    pub emulate_latency: bool,
 }
 
 /// `augur cluster init`: a TLS loopback cluster in `dir` (see the module docs). Returns the
@@ -97,7 +107,17 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         protocol,
         base_port,
         replication,
+        hosts,
+        latency,
+        emulate_latency,
     } = *options;
+    if !hosts.is_empty() && hosts.len() != nodes {
+        return Err(BadInput(format!(
+            "--hosts names {} hosts for {nodes} nodes: give one per node",
+            hosts.len()
+        ))
+        .into());
+    }
     registry::info(protocol).map_err(|e| BadInput(e.to_string()))?;
     if nodes == 0 {
         return Err(BadInput("--nodes must be at least 1".into()).into());
@@ -129,27 +149,43 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         let data = format!("data/node-{id}");
         std::fs::create_dir_all(dir.join(&data))
             .with_context(|| format!("cannot create {}", dir.join(&data).display()))?;
+        let (addr, listen, metrics) = match hosts.get(id) {
+            None => {
+                let port = base_port as usize + id;
+                let metrics = port + METRICS_PORT_OFFSET;
+                (
+                    format!("127.0.0.1:{port}"),
+                    None,
+                    format!("127.0.0.1:{metrics}"),
+                )
+            }
+            Some(host) => {
+                let metrics = base_port as usize + METRICS_PORT_OFFSET;
+                (
+                    format!("{host}:{base_port}"),
+                    Some(format!("0.0.0.0:{base_port}")),
+                    format!("0.0.0.0:{metrics}"),
+                )
+            }
+        };
         entries.push(NodeEntry {
             id: id as u32,
-            addr: format!("127.0.0.1:{}", base_port as usize + id),
-            listen: None,
+            addr,
+            listen,
             cert: Some(format!("certs/{}", node_cert(id))),
             key: Some(format!("certs/{}", node_key(id))),
             data_dir: Some(data),
-            metrics: Some(format!(
-                "127.0.0.1:{}",
-                base_port as usize + METRICS_PORT_OFFSET + id
-            )),
+            metrics: Some(metrics),
         });
     }
     let file = ClusterFile {
         cluster_id,
         protocol: protocol.to_string(),
-        latency: "lan".into(),
+        latency: latency.to_string(),
         dcs: None,
         replication: replication.unwrap_or(nodes.min(3)),
         seed: 1,
-        emulate_latency: true,
+        emulate_latency,
         options: OptionsFile::default(),
         limits: Default::default(),
         security: Some(SecurityFile {
@@ -170,6 +206,52 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// `augur cluster netem`: the `tc` commands that make node `id`'s network interface `dev` delay
+/// its packets to every other node by the one-way latency between their data centres in the
+/// cluster's latency profile, so that containers on one host behave like a geo-distributed
+/// cluster (with `emulate_latency = false`, the network supplies the delay). Node addresses
+/// must be IP addresses: the filters match destinations by IP. Packets within a data centre
+/// are not delayed. A cluster whose nodes emulate latency themselves gets no commands. `tc` is
+/// the program to call (a path, where a shell's builtin would shadow
+/// it).
+pub fn netem_script(cluster: &Cluster, id: NodeId, dev: &str, tc: &str) -> anyhow::Result<String> {
+    let placement = &cluster.placement;
+    if id.0 as usize >= placement.node_count() {
+        return Err(BadInput(format!("node {id} is not in the cluster")).into());
+    }
+    if cluster.emulate_latency {
+        // Delaying packets too would count the latency twice.
+        return Ok("# emulate_latency is on: the nodes delay their messages themselves\n".into());
+    }
+    let mine = placement.dc_of(id);
+    let profile = placement.profile();
+    let mut script = format!(
+        "{tc} qdisc replace dev {dev} root handle 1: prio bands 16 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    );
+    let mut band_of_dc = std::collections::BTreeMap::new();
+    for node in placement.nodes() {
+        let dc = placement.dc_of(node);
+        if dc == mine {
+            continue;
+        }
+        let next = band_of_dc.len() + 2;
+        let band = *band_of_dc.entry(dc.0).or_insert_with(|| {
+            let delay = profile.one_way(mine.0 as usize, dc.0 as usize);
+            script.push_str(&format!(
+                "{tc} qdisc add dev {dev} parent 1:{next} handle {next}0: netem delay {}us\n",
+                delay.as_micros()
+            ));
+            next
+        });
+        let addr = cluster.node_addr(node).map_err(BadInput)?;
+        script.push_str(&format!(
+            "{tc} filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dst {}/32 flowid 1:{band}\n",
+            addr.ip()
+        ));
+    }
+    Ok(script)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +265,9 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7300,
             replication: None,
+            hosts: &[],
+            latency: "lan",
+            emulate_latency: true,
         };
         let path = init(&options).unwrap();
         let cluster = Cluster::load(&path).unwrap();
@@ -228,6 +313,9 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7300,
             replication: None,
+            hosts: &[],
+            latency: "lan",
+            emulate_latency: true,
         };
         for (nodes, protocol, port, expected) in [
             (0, "clocksi-rep", 7300, "--nodes must be at least 1"),
@@ -241,5 +329,45 @@ mod tests {
             assert!(e.downcast_ref::<BadInput>().is_some(), "{e}");
             assert!(e.to_string().contains(expected), "{e}");
         }
+    }
+
+    #[test]
+    fn netem_delays_each_remote_data_centre_by_its_one_way_latency() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts: Vec<String> = (0..6).map(|i| format!("10.0.0.{}", 10 + i)).collect();
+        let path = init(&InitOptions {
+            dir: dir.path(),
+            nodes: 6,
+            protocol: "clocksi-rep",
+            base_port: 7100,
+            replication: None,
+            hosts: &hosts,
+            latency: "3dc",
+            emulate_latency: false,
+        })
+        .unwrap();
+        let cluster = Cluster::load(&path).unwrap();
+        let script = netem_script(&cluster, NodeId(0), "eth0", "/sbin/tc").unwrap();
+        // Node 0 is in VA with node 3; nodes 1 and 4 in OR (34 ms one way), 2 and 5 in IE (34 ms).
+        let profile = cluster.placement.profile();
+        let or = profile.one_way(0, 1).as_micros();
+        assert!(
+            script.contains(&format!("parent 1:2 handle 20: netem delay {or}us")),
+            "{script}"
+        );
+        assert!(
+            script.contains("match ip dst 10.0.0.11/32 flowid 1:2"),
+            "{script}"
+        );
+        assert!(
+            script.contains("match ip dst 10.0.0.14/32 flowid 1:2"),
+            "{script}"
+        );
+        assert!(
+            script.contains("match ip dst 10.0.0.12/32 flowid 1:3"),
+            "{script}"
+        );
+        assert!(!script.contains("10.0.0.13"), "same DC: no delay\n{script}");
+        assert!(script.lines().all(|l| l.starts_with("/sbin/tc ")));
     }
 }

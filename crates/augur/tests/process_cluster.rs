@@ -90,7 +90,35 @@ impl Cluster {
         for i in 0..n {
             cluster.wait_until_listening(i);
         }
+        cluster.wait_until_linked();
         cluster
+    }
+
+    /// Wait until every node reports its links to all its peers up (`augur_peer_link_up`), so
+    /// that the first transactions do not race the nodes' TLS handshakes.
+    fn wait_until_linked(&self) {
+        let file: ClusterFile =
+            toml::from_str(&std::fs::read_to_string(&self.path).unwrap()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for node in &file.nodes {
+            let metrics = node.metrics.clone().unwrap();
+            loop {
+                let text = scrape(&metrics);
+                let up = text
+                    .lines()
+                    .filter(|l| l.starts_with("augur_peer_link_up") && l.ends_with(" 1"))
+                    .count();
+                if up == file.nodes.len() - 1 {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "node {} has {up} links up:\n{text}",
+                    node.id
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
     }
 
     /// Start node `i` from the cluster file at `config`, its output appended to its log.

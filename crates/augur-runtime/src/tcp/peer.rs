@@ -137,6 +137,25 @@ impl PeerConn {
         self.out.send(frame).await
     }
 
+    /// Send `msg` from node `me` once `at` has come; flush unless more are about to follow.
+    /// `Err` says why the link is over (a message that cannot be encoded is dropped alone).
+    async fn send<M: Serialize>(
+        &mut self,
+        me: NodeId,
+        msg: M,
+        at: Instant,
+        more: bool,
+    ) -> Result<(), String> {
+        let frame = match encode_frame(&Body::Peer { from: me, msg }) {
+            Ok(frame) => frame,
+            Err(e) => {
+                warn!(node = %me, "dropping a message that cannot be sent: {e}");
+                return Ok(());
+            }
+        };
+        self.write(frame, at, more).await.map_err(|e| e.to_string())
+    }
+
     /// Write `frame` once `at` has come; flush unless more frames are about to follow.
     async fn write(&mut self, frame: Bytes, at: Instant, more: bool) -> io::Result<()> {
         if at > Instant::now() {
@@ -172,10 +191,14 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     let mut failures = 0u32;
     let mut ever_connected = false;
     let mut last_failure: Option<String> = None;
+    let mut last_attempt: Option<Instant> = None;
+    // A message that arrived while the link was down and made the writer dial at once.
+    let mut held: Option<(Instant, M)> = None;
     let mut tick = tokio::time::interval(dialler.peer_timeout / 4);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if conn.is_none() && Instant::now() >= retry_at {
+            last_attempt = Some(Instant::now());
             match PeerConn::connect(&dialler, to, addr).await {
                 Ok(c) => {
                     let lost = dropped.swap(0, Ordering::Relaxed);
@@ -204,6 +227,9 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                         debug!(node = %me, peer = %to, %addr, "cannot reach peer: {e}");
                     }
                     last_failure = Some(e);
+                    if held.take().is_some() {
+                        dropped.fetch_add(1, Ordering::Relaxed);
+                    }
                     failures += 1;
                     retry_at = Instant::now() + backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -215,12 +241,27 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
             telemetry::peer_link(to, false);
             *conn = None;
         };
+        if let (Some(c), Some((at, msg))) = (conn.as_mut(), held.take())
+            && let Err(e) = c.send(me, msg, at, !rx.is_empty()).await
+        {
+            dropped.fetch_add(1, Ordering::Relaxed);
+            lost(e, &mut conn);
+        }
         match conn.as_mut() {
             None => tokio::select! {
                 next = rx.recv() => match next {
                     None => return,
-                    Some(_) => {
-                        dropped.fetch_add(1, Ordering::Relaxed);
+                    // A message to send is a reason to dial now rather than at the end of the
+                    // backoff (peers start in any order; the first messages should not be
+                    // lost to it), though not more often than every MIN_BACKOFF.
+                    Some(message) => {
+                        let due = last_attempt.is_none_or(|at| at.elapsed() >= MIN_BACKOFF);
+                        if due && held.is_none() {
+                            held = Some(message);
+                            retry_at = Instant::now();
+                        } else {
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 },
                 _ = tokio::time::sleep_until(retry_at.into()) => {}
@@ -228,16 +269,9 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
             Some(c) => tokio::select! {
                 next = rx.recv() => {
                     let Some((at, msg)) = next else { return };
-                    let frame = match encode_frame(&Body::Peer { from: me, msg }) {
-                        Ok(frame) => frame,
-                        Err(e) => {
-                            warn!(node = %me, peer = %to, "dropping a message that cannot be sent: {e}");
-                            continue;
-                        }
-                    };
-                    if let Err(e) = c.write(frame, at, !rx.is_empty()).await {
+                    if let Err(e) = c.send(me, msg, at, !rx.is_empty()).await {
                         dropped.fetch_add(1, Ordering::Relaxed);
-                        lost(e.to_string(), &mut conn);
+                        lost(e, &mut conn);
                     }
                 }
                 heard = c.hear() => {
