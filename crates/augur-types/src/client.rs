@@ -61,6 +61,33 @@ impl AbortReason {
     }
 }
 
+impl AbortReason {
+    /// What happened, in words, for people (the command-line client shows it).
+    pub fn describe(self) -> &'static str {
+        match self {
+            AbortReason::WriteWriteConflict => {
+                "another transaction wrote one of its keys after it began (write-write conflict)"
+            }
+            AbortReason::WaitDie => {
+                "it met an older transaction holding one of its keys, and gave way (wait-die)"
+            }
+            AbortReason::ValidationFailed => "a key it read changed before it could commit",
+            AbortReason::LockTimeout => "it waited too long for a lock",
+            AbortReason::Misspeculation => {
+                "it committed speculatively, but what it read speculatively aborted"
+            }
+            AbortReason::CascadingAbort => "a transaction whose writes it read aborted",
+            AbortReason::UserRollback => "the client rolled it back",
+            AbortReason::Timeout => "a node it needed did not answer in time",
+            AbortReason::SnapshotTooOld => {
+                "its snapshot is older than what the nodes still keep (garbage-collected)"
+            }
+            AbortReason::TransactionLost => "its coordinator restarted or forgot it",
+            AbortReason::InvalidRequest => "the coordinator refused a malformed request",
+        }
+    }
+}
+
 impl fmt::Display for AbortReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

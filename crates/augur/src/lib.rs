@@ -2,6 +2,7 @@
 //! command line.
 
 pub mod check;
+pub mod client_cli;
 pub mod cluster;
 pub mod faults;
 pub mod metrics_http;

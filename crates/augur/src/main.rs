@@ -7,6 +7,7 @@ mod report;
 mod report_html;
 
 use augur::BadInput;
+use augur::client_cli::{Ended, Op};
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -45,6 +46,29 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Read one key of a running cluster: prints its value (exit 0), or exits 3 if it has
+    /// none; 1 if the transaction aborted (the reason on standard error) or the cluster could
+    /// not be used.
+    Get {
+        key: String,
+        #[command(flatten)]
+        target: ClusterTarget,
+    },
+    /// Write one key of a running cluster (exit 0 once committed).
+    Put {
+        key: String,
+        value: String,
+        #[command(flatten)]
+        target: ClusterTarget,
+    },
+    /// Run several operations as one transaction: each argument is `get KEY`, `put KEY VALUE`
+    /// or `del KEY` (quote each); every get prints `KEY VALUE` (or `KEY` alone if absent).
+    Txn {
+        #[arg(required = true)]
+        ops: Vec<String>,
+        #[command(flatten)]
+        target: ClusterTarget,
+    },
     /// Make a certificate authority and one certificate per node for a TLS cluster (PEM files:
     /// ca.crt, ca.key, node-I.crt, node-I.key; keys readable by their owner only).
     Certs {
@@ -68,6 +92,17 @@ enum Command {
         #[arg(long)]
         names: bool,
     },
+}
+
+/// Which cluster, and which node of it, a client command talks to.
+#[derive(clap::Args)]
+struct ClusterTarget {
+    /// The cluster file (its CA and client token are read from beside it).
+    #[arg(long)]
+    cluster: PathBuf,
+    /// The node that coordinates the transaction (default: the master of the first key).
+    #[arg(long)]
+    node: Option<u32>,
 }
 
 #[derive(Subcommand)]
@@ -149,6 +184,41 @@ fn main() -> ExitCode {
             id,
             data_dir,
         } => node::run(&config, id, data_dir.as_deref()),
+        Command::Get { key, target } => {
+            return client_command(&target, vec![Op::Get(key)], |reads| {
+                match reads.into_iter().next().and_then(|(_, v)| v) {
+                    Some(value) => {
+                        augur::client_cli::print_value(&value)?;
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    None => Ok(ExitCode::from(augur::client_cli::ABSENT)),
+                }
+            });
+        }
+        Command::Put { key, value, target } => {
+            return client_command(&target, vec![Op::Put(key, value)], |_| {
+                Ok(ExitCode::SUCCESS)
+            });
+        }
+        Command::Txn { ops, target } => {
+            let ops: Result<Vec<Op>, String> = ops.iter().map(|op| Op::parse(op)).collect();
+            let ops = match ops {
+                Ok(ops) => ops,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            return client_command(&target, ops, |reads| {
+                for (key, value) in reads {
+                    match value {
+                        Some(v) => println!("{key} {}", String::from_utf8_lossy(&v)),
+                        None => println!("{key}"),
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            });
+        }
         Command::Certs {
             out,
             nodes,
@@ -212,6 +282,31 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Run a command-line transaction and turn its end into an exit status (see
+/// `augur::client_cli`).
+fn client_command(
+    target: &ClusterTarget,
+    ops: Vec<Op>,
+    committed: impl FnOnce(augur::client_cli::Reads) -> anyhow::Result<ExitCode>,
+) -> ExitCode {
+    let result =
+        augur::client_cli::run(&target.cluster, target.node, &ops).and_then(|ended| match ended {
+            Ended::Committed(reads) => committed(reads),
+            Ended::Aborted(why) => {
+                eprintln!("{why}");
+                Ok(ExitCode::FAILURE)
+            }
+        });
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        if e.downcast_ref::<BadInput>().is_some() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::FAILURE
+        }
+    })
 }
 
 fn list_protocols(names_only: bool) {

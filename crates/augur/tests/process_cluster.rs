@@ -442,3 +442,37 @@ async fn nodes_serve_prometheus_metrics() {
     assert!(value("augur_commit_latency_seconds_count") >= 5.0);
     assert_eq!(value("augur_client_connections"), 1.0);
 }
+
+#[test]
+fn get_put_and_txn_from_the_command_line() {
+    let cluster = Cluster::start(3, 3);
+    let augur = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(args)
+            .arg("--cluster")
+            .arg(&cluster.path)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, _, err) = augur(&["put", "greeting", "hello world"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = augur(&["get", "greeting"]);
+    assert_eq!((code, out.as_str()), (0, "hello world\n"), "{err}");
+    // Through another coordinator, in one transaction with a write.
+    let (code, out, err) = augur(&["txn", "--node", "2", "get greeting", "put other 7", "get other"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "greeting hello world\nother 7\n");
+    let (code, out, _) = augur(&["get", "nothing-here"]);
+    assert_eq!((code, out.as_str()), (3, ""));
+    let (code, _, err) = augur(&["txn", "scan all"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("expected `get KEY`"), "{err}");
+    let (code, _, err) = augur(&["get", "x", "--node", "9"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--node 9"), "{err}");
+}
