@@ -464,7 +464,14 @@ fn get_put_and_txn_from_the_command_line() {
     let (code, out, err) = augur(&["get", "greeting"]);
     assert_eq!((code, out.as_str()), (0, "hello world\n"), "{err}");
     // Through another coordinator, in one transaction with a write.
-    let (code, out, err) = augur(&["txn", "--node", "2", "get greeting", "put other 7", "get other"]);
+    let (code, out, err) = augur(&[
+        "txn",
+        "--node",
+        "2",
+        "get greeting",
+        "put other 7",
+        "get other",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "greeting hello world\nother 7\n");
     let (code, out, _) = augur(&["get", "nothing-here"]);
@@ -475,4 +482,41 @@ fn get_put_and_txn_from_the_command_line() {
     let (code, _, err) = augur(&["get", "x", "--node", "9"]);
     assert_eq!(code, 2);
     assert!(err.contains("--node 9"), "{err}");
+}
+
+#[test]
+fn bench_drives_a_running_cluster_and_checks_it() {
+    let cluster = Cluster::start(3, 3);
+    let out = cluster.dir.path().join("bench");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(["bench", "--workload", "bank", "--check", "--duration", "2"])
+            .args(["--warmup", "0.5", "--clients", "2"])
+            .arg("--cluster")
+            .arg(&cluster.path)
+            .arg("--out")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let output = run(&[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["config"]["runtime"], "cluster");
+    let result = &summary["results"][0];
+    assert_eq!(result["protocol"], "clocksi-rep");
+    assert!(result["committed"].as_u64().unwrap() > 0, "{result}");
+    let checks = result["checks"].as_array().unwrap();
+    assert!(
+        !checks.is_empty() && checks.iter().all(|c| c["passed"] == true),
+        "{checks:?}"
+    );
+    // Flags that contradict the cluster are refused.
+    let output = run(&["--nodes", "5"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("the cluster has nodes 3"), "{stderr}");
 }

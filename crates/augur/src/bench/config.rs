@@ -26,6 +26,9 @@ pub enum Runtime {
     /// The deterministic simulator, in virtual time, with a CPU model (`--set sim.KEY=VALUE`):
     /// results are modelled, not measured.
     Sim,
+    /// A cluster already running, named by `--cluster FILE` (not a `--runtime` value).
+    #[value(skip)]
+    Cluster,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -129,6 +132,11 @@ pub struct BenchArgs {
     /// (libpq key=value form; `scripts/postgres.sh start` prints it).
     #[arg(long, default_value = augur_postgres::DEFAULT_URL)]
     pub pg_url: String,
+    /// Run against this already-running cluster (its cluster file) instead of starting one: the
+    /// protocol, nodes, replication and latency profile are the cluster's, and any of those
+    /// flags that disagrees with it is refused.
+    #[arg(long)]
+    pub cluster: Option<PathBuf>,
     /// After the measurement, evaluate the workload's consistency conditions on one consistent
     /// snapshot, record them in `summary.json` under `checks`, and exit non-zero on a violation.
     #[arg(long)]
@@ -405,6 +413,8 @@ pub struct BenchConfig {
     pub data_dir: Option<PathBuf>,
     pub check: bool,
     pub pg_url: String,
+    /// With `--cluster`: the running cluster's file.
+    pub cluster: Option<PathBuf>,
     /// Open-loop target rate over all clients (transactions per second), if any.
     pub rate: Option<f64>,
     pub think_ms: f64,
@@ -447,13 +457,33 @@ impl BenchArgs {
                 "--think-ms applies to the closed loop; with --rate arrivals are Poisson",
             ));
         }
-        let profile = LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
-        let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
-        let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
-        let replication = self.replication.unwrap_or(self.nodes.clamp(1, 3));
-        let placement = Placement::ring(profile.clone(), self.nodes, replication)
-            .map_err(|e| bad(e.to_string()))?;
-        let placement = Arc::new(placement);
+        let running = match &self.cluster {
+            Some(path) => Some(self.against(path)?),
+            None => None,
+        };
+        let (placement, protocol_entries, latency) = match &running {
+            Some(cluster) => (
+                cluster.placement.clone(),
+                vec![cluster.protocol.name.to_string()],
+                cluster.placement.profile().name.clone(),
+            ),
+            None => {
+                let profile =
+                    LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
+                let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
+                let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
+                let replication = self.replication.unwrap_or(self.nodes.clamp(1, 3));
+                let placement = Placement::ring(profile, self.nodes, replication)
+                    .map_err(|e| bad(e.to_string()))?;
+                (
+                    Arc::new(placement),
+                    self.protocol.clone(),
+                    self.latency.clone(),
+                )
+            }
+        };
+        let profile = placement.profile().clone();
+        let replication = placement.replication_factor();
         let mut workload_settings = BTreeMap::new();
         let mut protocol_settings = BTreeMap::new();
         let mut sim_settings = BTreeMap::new();
@@ -469,7 +499,10 @@ impl BenchArgs {
                 workload_settings.insert(k.to_string(), v.to_string());
             }
         }
-        let runtime = self.runtime.unwrap_or(Runtime::Inproc);
+        let runtime = match running {
+            Some(_) => Runtime::Cluster,
+            None => self.runtime.unwrap_or(Runtime::Inproc),
+        };
         let cpu_model = match runtime {
             Runtime::Sim if self.data_dir.is_some() => {
                 return Err(bad(
@@ -486,7 +519,7 @@ impl BenchArgs {
             _ => None,
         };
         let mut protocols: Vec<ProtocolSpec> = Vec::new();
-        for entry in &self.protocol {
+        for entry in &protocol_entries {
             let spec = ProtocolSpec::parse(
                 entry,
                 self.speculation.as_deref(),
@@ -513,9 +546,9 @@ impl BenchArgs {
             workload_settings: workload.settings(),
             duration_s: self.duration,
             warmup_s: self.warmup,
-            nodes: self.nodes,
+            nodes: placement.node_count(),
             dcs: profile.dcs.clone(),
-            latency: self.latency.clone(),
+            latency,
             replication,
             clients_per_node: self.clients,
             seed: self.seed,
@@ -529,9 +562,64 @@ impl BenchArgs {
             data_dir: self.data_dir.clone(),
             check: self.check,
             pg_url: self.pg_url.clone(),
+            cluster: self.cluster.clone(),
             rate: self.rate,
             think_ms: self.think_ms,
         })
+    }
+}
+
+impl BenchArgs {
+    /// The running cluster of `--cluster`, once the flags are checked against it: flags that
+    /// describe the cluster may be left out, or agree with it.
+    fn against(&self, path: &std::path::Path) -> anyhow::Result<augur::cluster::Cluster> {
+        let cluster = augur::cluster::Cluster::load(path)?;
+        let placement = &cluster.placement;
+        let file = path.display();
+        let disagree = |flag: &str, given: String, theirs: String| {
+            bad(format!(
+                "--cluster {file}: the cluster has {flag} {theirs}; drop --{flag} {given}"
+            ))
+        };
+        if let Some(runtime) = self.runtime {
+            return Err(bad(format!(
+                "--cluster runs against a running cluster: --runtime {runtime:?} does not apply"
+            )));
+        }
+        if self.data_dir.is_some() {
+            return Err(bad(
+                "--cluster: the nodes keep their own data; drop --data-dir",
+            ));
+        }
+        // Flags left at their defaults are taken as not given.
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            args: BenchArgs,
+        }
+        let defaults = <Defaults as clap::Parser>::parse_from(["bench"]).args;
+        if self.nodes != defaults.nodes && self.nodes != placement.node_count() {
+            let n = placement.node_count().to_string();
+            return Err(disagree("nodes", self.nodes.to_string(), n));
+        }
+        if let Some(rf) = self.replication
+            && rf != placement.replication_factor()
+        {
+            let theirs = placement.replication_factor().to_string();
+            return Err(disagree("replication", rf.to_string(), theirs));
+        }
+        if self.latency != defaults.latency && self.latency != placement.profile().name {
+            let theirs = placement.profile().name.clone();
+            return Err(disagree("latency", self.latency.clone(), theirs));
+        }
+        if self.protocol != defaults.protocol && self.protocol != [cluster.protocol.name] {
+            return Err(disagree(
+                "protocol",
+                self.protocol.join(","),
+                cluster.protocol.name.to_string(),
+            ));
+        }
+        Ok(cluster)
     }
 }
 

@@ -74,6 +74,13 @@ fn run_one(
             }
             (None, Runtime::Tcp) => tcp::run(config, spec)??,
             (None, Runtime::Sim) => sim::run(config, spec)??,
+            (None, Runtime::Cluster) => {
+                let path = config
+                    .cluster
+                    .as_deref()
+                    .expect("a cluster run names its file");
+                tcp::run_on_cluster(config, spec, path)??
+            }
         },
     )
 }

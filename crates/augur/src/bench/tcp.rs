@@ -1,5 +1,6 @@
 //! `augur bench --runtime tcp`: the same benchmark against `augur node` processes on loopback,
 //! one per node, with clients connected over TCP. Node logs go to `OUT/node-PROTOCOL-ID.log`.
+//! `augur bench --cluster FILE` drives the same clients against a cluster already running.
 
 use super::config::{BenchConfig, ProtocolSpec};
 use super::interrupt;
@@ -103,6 +104,32 @@ pub fn run(
             .spawn()?;
         nodes.0.push(child);
     }
+    let result = drive_cluster(config, spec, info, &cluster, &clients);
+    drop(nodes);
+    result
+}
+
+/// `augur bench --cluster FILE`: the same benchmark against a cluster that is already running,
+/// starting no nodes (the configuration was checked against the cluster file).
+pub fn run_on_cluster(
+    config: &BenchConfig,
+    spec: &ProtocolSpec,
+    path: &std::path::Path,
+) -> anyhow::Result<anyhow::Result<ProtocolResult>> {
+    let info = registry::info(&spec.name)?;
+    let cluster = Cluster::load(path)?;
+    let clients = cluster.client_config(Duration::from_secs(10))?;
+    drive_cluster(config, spec, info, &cluster, &clients)
+}
+
+/// Connect the run's clients, probes and loaders to `cluster`'s nodes and drive the benchmark.
+fn drive_cluster(
+    config: &BenchConfig,
+    spec: &ProtocolSpec,
+    info: &'static registry::ProtocolInfo,
+    cluster: &Cluster,
+    clients: &ClientConfig,
+) -> anyhow::Result<anyhow::Result<ProtocolResult>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -111,18 +138,17 @@ pub fn run(
         let mut transports = Vec::new();
         for home in config.placement.nodes() {
             for _ in 0..config.clients_per_node {
-                let t = connect_with_retry(&cluster, &clients, home).await?;
+                let t = connect_with_retry(cluster, clients, home).await?;
                 transports.push((home, t));
             }
         }
         let mut probes = Vec::new();
         for node in config.placement.nodes() {
-            probes.push(connect_with_retry(&cluster, &clients, node).await?);
+            probes.push(connect_with_retry(cluster, clients, node).await?);
         }
-        let loader = |home: NodeId| connect_with_retry(&cluster, &clients, home);
+        let loader = |home: NodeId| connect_with_retry(cluster, clients, home);
         drive(config, spec, info, transports, probes, loader).await
     })?;
-    drop(nodes);
     Ok(Ok(ProtocolResult::new(info, spec, config, stats)))
 }
 
