@@ -69,6 +69,12 @@ enum Command {
         #[command(flatten)]
         target: ClusterTarget,
     },
+    /// An interactive session with a running cluster: begin, get, put, del, commit, abort
+    /// (`help` inside lists them).
+    Shell {
+        #[command(flatten)]
+        target: ClusterTarget,
+    },
     /// Make a certificate authority and one certificate per node for a TLS cluster (PEM files:
     /// ca.crt, ca.key, node-I.crt, node-I.key; keys readable by their owner only).
     Certs {
@@ -219,6 +225,7 @@ fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             });
         }
+        Command::Shell { target } => augur::shell::run(&target.cluster, target.node),
         Command::Certs {
             out,
             nodes,

@@ -520,3 +520,144 @@ fn bench_drives_a_running_cluster_and_checks_it() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("the cluster has nodes 3"), "{stderr}");
 }
+
+/// A child process on a pseudo-terminal: what it prints is collected, and lines are typed into
+/// it, as a person at a terminal would.
+#[cfg(target_os = "linux")]
+struct OnTerminal {
+    child: Child,
+    master: std::fs::File,
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+#[cfg(target_os = "linux")]
+impl OnTerminal {
+    fn spawn(command: &mut Command) -> OnTerminal {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty writes two new descriptors into the integers it is given.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty failed");
+        // SAFETY: both descriptors were just opened and are owned here.
+        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let child = command
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave))
+            .env("TERM", "xterm")
+            .spawn()
+            .unwrap();
+        let master = std::fs::File::from(master);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (mut reader, sink) = (master.try_clone().unwrap(), seen.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        OnTerminal {
+            child,
+            master,
+            seen,
+        }
+    }
+
+    /// Wait until the terminal shows `text` after what was seen before; what it showed since.
+    fn expect(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut seen = self.seen.lock().unwrap();
+            if let Some(at) = seen.find(text) {
+                let shown: String = seen.drain(..at + text.len()).collect();
+                return shown;
+            }
+            assert!(Instant::now() < deadline, "{text:?} never shown; the terminal has:\n{seen}");
+            drop(seen);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn type_line(&mut self, line: &str) {
+        self.master.write_all(line.as_bytes()).unwrap();
+        self.master.write_all(b"\r").unwrap();
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_shell_works_on_a_real_terminal() {
+    let cluster = Cluster::start(3, 3);
+    let mut shell = OnTerminal::spawn(
+        Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(["shell", "--node", "1", "--cluster"])
+            .arg(&cluster.path),
+    );
+    shell.expect("connected to node n1");
+    shell.expect("augur> ");
+    shell.type_line("put fruit apple pie");
+    shell.expect("committed at");
+    shell.expect("augur> ");
+    shell.type_line("begin");
+    shell.expect("augur*> ");
+    shell.type_line("get fruit");
+    shell.expect("\"apple pie\"");
+    shell.type_line("put fruit pear");
+    shell.expect("ok (at commit)");
+    shell.type_line("commit");
+    shell.expect("committed at");
+    // History: the up arrow brings back the last line, `commit`; with no transaction open it
+    // says so and the session goes on.
+    shell.expect("augur> ");
+    shell.master.write_all(b"\x1b[A\r").unwrap();
+    shell.expect("no transaction is open");
+    shell.type_line("frobnicate");
+    shell.expect("unknown command 'frobnicate'");
+    shell.type_line("get fruit");
+    shell.expect("\"pear\"");
+    shell.type_line("get nothing");
+    shell.expect("(absent)");
+    shell.type_line("quit");
+    let status = shell.child.wait().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn the_shell_reads_a_pipe_without_prompts() {
+    let cluster = Cluster::start(3, 3);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_augur"))
+        .args(["shell", "--cluster"])
+        .arg(&cluster.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"put k v\nget k\nbogus\ncommit\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(lines[0].starts_with("committed at"), "{stdout}");
+    assert_eq!(lines[1], "\"v\"");
+    assert!(lines[2].starts_with("error: unknown command 'bogus'"), "{stdout}");
+    assert_eq!(lines[3], "error: no transaction is open");
+    assert!(!stdout.contains("augur>"), "no prompt on a pipe: {stdout}");
+}

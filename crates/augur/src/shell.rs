@@ -1,0 +1,225 @@
+//! `augur shell`: an interactive session with a running cluster.
+//!
+//! ```text
+//! augur> begin                 start a transaction (`begin read-only` for a read-only one)
+//! augur> get KEY               read a key (outside a transaction: a transaction of its own)
+//! augur> put KEY VALUE         write a key (buffered until commit; outside: committed at once)
+//! augur> del KEY               delete a key
+//! augur> commit | abort        end the transaction
+//! augur> help | quit
+//! ```
+//!
+//! On a terminal, lines are edited with `rustyline` (arrows, history of the session); from a
+//! pipe, commands are read line by line with no prompt. An error (an unknown command, a node
+//! that is down, an abort) is printed and the session goes on; an abort's reason is shown in
+//! words. One-shot procedures (`exec`) are not offered yet: their arguments are typed values
+//! that the shell cannot yet build from text.
+
+use crate::cluster::Cluster;
+use augur_client::{Session, Txn, TxnError};
+use augur_runtime::tcp::TcpTransport;
+use augur_types::{Key, NodeId, Value};
+use std::io::{BufRead, IsTerminal};
+use std::path::Path;
+use std::time::Duration;
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+const HELP: &str = "\
+commands:
+  begin [read-only]   start a transaction
+  get KEY             read a key (outside a transaction: a transaction of its own)
+  put KEY VALUE       write a key (in a transaction: at commit; outside: at once)
+  del KEY             delete a key
+  commit              commit the transaction
+  abort               roll the transaction back
+  help                this list
+  quit                leave (an open transaction is rolled back)";
+
+/// Where the shell's lines come from.
+enum Lines {
+    Terminal(Box<rustyline::DefaultEditor>),
+    Pipe(std::io::StdinLock<'static>),
+}
+
+impl Lines {
+    fn open() -> anyhow::Result<Lines> {
+        if std::io::stdin().is_terminal() {
+            Ok(Lines::Terminal(Box::new(rustyline::DefaultEditor::new()?)))
+        } else {
+            Ok(Lines::Pipe(std::io::stdin().lock()))
+        }
+    }
+
+    /// The next line, or `None` at the end of input.
+    fn next(&mut self, prompt: &str) -> anyhow::Result<Option<String>> {
+        match self {
+            Lines::Terminal(editor) => match editor.readline(prompt) {
+                Ok(line) => {
+                    if !line.trim().is_empty() {
+                        let _ = editor.add_history_entry(line.as_str());
+                    }
+                    Ok(Some(line))
+                }
+                Err(rustyline::error::ReadlineError::Eof) => Ok(None),
+                // Ctrl-C clears the line, as in other shells.
+                Err(rustyline::error::ReadlineError::Interrupted) => Ok(Some(String::new())),
+                Err(e) => Err(e.into()),
+            },
+            Lines::Pipe(stdin) => {
+                let mut line = String::new();
+                Ok((stdin.read_line(&mut line)? > 0).then_some(line))
+            }
+        }
+    }
+}
+
+/// Run the shell against the cluster at `config`, coordinated by node `node` (default 0).
+pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
+    let cluster = Cluster::load(config)?;
+    let home = NodeId(node.unwrap_or(0));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let clients = cluster.client_config(REQUEST_TIMEOUT)?;
+        let transport = cluster.connect(&clients, home).await?;
+        let session = Session::new(transport);
+        let mut lines = Lines::open()?;
+        if matches!(lines, Lines::Terminal(_)) {
+            println!(
+                "connected to node {home} of cluster {} ({}); `help` lists the commands",
+                cluster.identity.cluster_id, cluster.protocol.name
+            );
+        }
+        let mut txn: Option<Txn<'_, TcpTransport>> = None;
+        loop {
+            let prompt = if txn.is_some() { "augur*> " } else { "augur> " };
+            let Some(line) = lines.next(prompt)? else {
+                break;
+            };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                [] => {}
+                ["quit" | "exit"] => break,
+                ["help"] => println!("{HELP}"),
+                _ => match step(&session, &mut txn, &line).await {
+                    Ok(out) => println!("{out}"),
+                    Err(e) => println!("error: {e}"),
+                },
+            }
+        }
+        if let Some(open) = txn.take() {
+            open.abort().await;
+            println!("rolled back the open transaction");
+        }
+        Ok(())
+    })
+}
+
+fn key(text: &str) -> Key {
+    Key::from_bytes(text.as_bytes())
+}
+
+fn show(value: Option<Value>) -> String {
+    match value {
+        Some(v) => format!("\"{}\"", String::from_utf8_lossy(&v)),
+        None => "(absent)".to_string(),
+    }
+}
+
+/// An error of a transaction, in words.
+fn explain(e: TxnError) -> String {
+    match e {
+        TxnError::Aborted(reason) => format!("aborted: {} ({reason})", reason.describe()),
+        other => other.to_string(),
+    }
+}
+
+/// Run one command line; the text to print, or the error to report.
+async fn step<'s>(
+    session: &'s Session<TcpTransport>,
+    txn: &mut Option<Txn<'s, TcpTransport>>,
+    line: &str,
+) -> Result<String, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["begin"] | ["begin", "read-only"] => {
+            if txn.is_some() {
+                return Err("a transaction is open: commit or abort it first".into());
+            }
+            let read_only = words.len() == 2;
+            let begun = session.begin(read_only).await.map_err(explain)?;
+            let said = format!("began {:?} at snapshot {:?}", begun.id(), begun.snapshot());
+            *txn = Some(begun);
+            Ok(said)
+        }
+        ["get", k] => match txn {
+            Some(open) => {
+                let value = open.read(&key(k)).await;
+                settle(txn, value).map(show)
+            }
+            None => {
+                let mut own = session.begin(true).await.map_err(explain)?;
+                let value = own.read(&key(k)).await.map_err(explain)?;
+                own.commit().await.map_err(explain)?;
+                Ok(show(value))
+            }
+        },
+        ["put", k, ..] | ["del", k] => {
+            let value = match words[0] {
+                "del" => None,
+                _ => {
+                    // The value is the rest of the line after the key, spaces included.
+                    let rest = line.trim_start()[3..].trim_start()[k.len()..].trim();
+                    if rest.is_empty() {
+                        return Err("put needs a value: put KEY VALUE".into());
+                    }
+                    Some(Value::from(rest.as_bytes().to_vec()))
+                }
+            };
+            match txn {
+                Some(open) => {
+                    let written = open.write(key(k), value);
+                    settle(txn, written).map(|()| "ok (at commit)".to_string())
+                }
+                None => {
+                    let mut own = session.begin(false).await.map_err(explain)?;
+                    own.write(key(k), value).map_err(explain)?;
+                    let ts = own.commit().await.map_err(explain)?;
+                    Ok(format!("committed at {ts:?}"))
+                }
+            }
+        }
+        ["commit"] => {
+            let open = txn.take().ok_or("no transaction is open")?;
+            let ts = open.commit().await.map_err(explain)?;
+            Ok(format!("committed at {ts:?}"))
+        }
+        ["abort"] => {
+            let open = txn.take().ok_or("no transaction is open")?;
+            open.abort().await;
+            Ok("rolled back".into())
+        }
+        [verb, ..] if ["begin", "get", "put", "del", "commit", "abort"].contains(verb) => Err(
+            format!("'{}': wrong arguments; `help` shows the forms", line.trim()),
+        ),
+        [verb, ..] => Err(format!(
+            "unknown command '{verb}'; `help` lists the commands"
+        )),
+        [] => Ok(String::new()),
+    }
+}
+
+/// A transaction operation's result: an abort ends the transaction.
+fn settle<T>(
+    txn: &mut Option<Txn<'_, TcpTransport>>,
+    result: Result<T, TxnError>,
+) -> Result<T, String> {
+    result.map_err(|e| {
+        if matches!(e, TxnError::Aborted(_)) {
+            *txn = None;
+        }
+        explain(e)
+    })
+}
