@@ -72,13 +72,6 @@ pub fn run(config: &Path, node: Option<u32>, ops: &[Op]) -> anyhow::Result<Ended
         return Err(BadInput("no operations: nothing to do".into()).into());
     };
     let home = match node {
-        Some(id) if id as usize >= cluster.nodes.len() => {
-            return Err(BadInput(format!(
-                "--node {id}: the cluster's nodes are 0..={}",
-                cluster.nodes.len() - 1
-            ))
-            .into());
-        }
         Some(id) => NodeId(id),
         None => cluster
             .placement
@@ -89,17 +82,14 @@ pub fn run(config: &Path, node: Option<u32>, ops: &[Op]) -> anyhow::Result<Ended
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let clients = cluster.client_config(REQUEST_TIMEOUT)?;
-        let transport = cluster.connect(&clients, home).await?;
-        Ok(
-            match transact(&Session::new(transport), read_only, ops).await {
-                Ok(reads) => Ended::Committed(reads),
-                Err(TxnError::Aborted(reason)) => {
-                    Ended::Aborted(format!("aborted: {} ({reason})", reason.describe()))
-                }
-                Err(other) => return Err(anyhow::anyhow!("{other}")),
-            },
-        )
+        let session = cluster.open_session(home, REQUEST_TIMEOUT).await?;
+        Ok(match transact(&session, read_only, ops).await {
+            Ok(reads) => Ended::Committed(reads),
+            Err(TxnError::Aborted(reason)) => {
+                Ended::Aborted(format!("aborted: {} ({reason})", reason.describe()))
+            }
+            Err(other) => return Err(anyhow::anyhow!("{other}")),
+        })
     })
 }
 

@@ -501,6 +501,19 @@ impl Cluster {
         })
     }
 
+    /// A client session with node `home`, each request waiting at most `timeout`: what the
+    /// command-line clients (`augur get`, `put`, `txn`, `shell`) work through.
+    pub async fn open_session(
+        &self,
+        home: NodeId,
+        timeout: Duration,
+    ) -> anyhow::Result<augur_client::Session<TcpTransport>> {
+        let clients = self.client_config(timeout)?;
+        Ok(augur_client::Session::new(
+            self.connect(&clients, home).await?,
+        ))
+    }
+
     /// Open a client connection to node `home`. Every client of a running cluster (`augur
     /// get`, `put`, `shell`, `bench --cluster`) connects through here; the node assigns the
     /// connection its client id.

@@ -82,9 +82,7 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let clients = cluster.client_config(REQUEST_TIMEOUT)?;
-        let transport = cluster.connect(&clients, home).await?;
-        let session = Session::new(transport);
+        let session = cluster.open_session(home, REQUEST_TIMEOUT).await?;
         let mut lines = Lines::open()?;
         if matches!(lines, Lines::Terminal(_)) {
             println!(
