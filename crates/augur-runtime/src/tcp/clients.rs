@@ -16,11 +16,12 @@ use crate::telemetry;
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse};
 use augur_types::{RequestError, RequestId, TxnId};
 use futures::{SinkExt, StreamExt};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// The most transactions one client connection may have open at once.
+/// The most open transactions the node remembers for one client connection (beyond, the one
+/// begun longest ago is forgotten).
 pub const MAX_OPEN_TXNS: usize = 1024;
 
 pub(super) async fn serve_client<P: Protocol>(
@@ -120,11 +121,15 @@ async fn client_loop<P: Protocol>(
 }
 
 /// The transactions a client connection has begun and not yet seen end, so that a request
-/// naming any other transaction is refused before the protocol sees it, and so that one
-/// connection cannot hold more than [`MAX_OPEN_TXNS`] open.
+/// naming any other transaction is refused before the protocol sees it. At most
+/// [`MAX_OPEN_TXNS`] are kept: beyond, the one begun longest ago is forgotten (a client that
+/// leaves transactions behind without ending them must not be blocked by them; the protocol
+/// aborts them as idle), and the connection can no longer use it.
 #[derive(Default)]
 struct OpenTxns {
-    open: FxHashSet<TxnId>,
+    /// Each open transaction, with the order in which it began.
+    open: FxHashMap<TxnId, u64>,
+    began: u64,
     /// Requests in flight that name an open transaction, whose reply may end it.
     naming: FxHashMap<RequestId, TxnId>,
 }
@@ -137,18 +142,11 @@ impl OpenTxns {
             | ClientOp::Commit { txn, .. }
             | ClientOp::AwaitOutcome { txn }
             | ClientOp::Abort { txn } => *txn,
-            ClientOp::Begin { .. } => {
-                return if self.open.len() >= MAX_OPEN_TXNS {
-                    Err(RequestError::Invalid(format!(
-                        "too many open transactions on this connection (the limit is {MAX_OPEN_TXNS})"
-                    )))
-                } else {
-                    Ok(())
-                };
+            ClientOp::Begin { .. } | ClientOp::Execute { .. } | ClientOp::NodeStats => {
+                return Ok(());
             }
-            ClientOp::Execute { .. } | ClientOp::NodeStats => return Ok(()),
         };
-        if !self.open.contains(&txn) {
+        if !self.open.contains_key(&txn) {
             return Err(RequestError::UnknownTransaction(txn));
         }
         self.naming.insert(request.id, txn);
@@ -159,7 +157,7 @@ impl OpenTxns {
     fn observe(&mut self, response: &ClientResponse) {
         match &response.reply {
             ClientReply::Begun { txn, .. } => {
-                self.open.insert(*txn);
+                self.remember(*txn);
                 return;
             }
             // A one-shot transaction that committed speculatively: its client will ask for
@@ -168,7 +166,7 @@ impl OpenTxns {
                 if let (Some(txn), ClientReply::SpecCommitted { .. }) =
                     (execution.txn, &execution.end)
                 {
-                    self.open.insert(txn);
+                    self.remember(txn);
                 }
                 return;
             }
@@ -187,6 +185,16 @@ impl OpenTxns {
         if over {
             self.open.remove(&txn);
         }
+    }
+
+    fn remember(&mut self, txn: TxnId) {
+        if self.open.len() >= MAX_OPEN_TXNS
+            && let Some(oldest) = self.open.iter().min_by_key(|(_, at)| **at).map(|(t, _)| *t)
+        {
+            self.open.remove(&oldest);
+        }
+        self.began += 1;
+        self.open.insert(txn, self.began);
     }
 }
 
@@ -271,24 +279,31 @@ mod tests {
     }
 
     #[test]
-    fn open_transactions_per_connection_are_bounded() {
+    fn open_transactions_per_connection_are_bounded_by_forgetting_the_oldest() {
         let mut txns = OpenTxns::default();
-        for seq in 0..MAX_OPEN_TXNS as u64 {
-            txns.observe(&reply(
+        let begun = |seq: u64| {
+            reply(
                 seq,
                 ClientReply::Begun {
                     txn: TxnId::new(NodeId(0), seq),
                     snapshot: Timestamp(1),
                 },
-            ));
+            )
+        };
+        for seq in 0..=MAX_OPEN_TXNS as u64 {
+            txns.observe(&begun(seq));
         }
-        let begin = ClientOp::Begin {
-            read_only: true,
-            speculative: false,
+        assert_eq!(txns.open.len(), MAX_OPEN_TXNS);
+        let abort = |seq: u64| ClientOp::Abort {
+            txn: TxnId::new(NodeId(0), seq),
         };
         assert!(matches!(
-            txns.admit(&request(9, begin)),
-            Err(RequestError::Invalid(_))
+            txns.admit(&request(9, abort(0))),
+            Err(RequestError::UnknownTransaction(_))
         ));
+        assert_eq!(
+            txns.admit(&request(10, abort(MAX_OPEN_TXNS as u64))),
+            Ok(())
+        );
     }
 }

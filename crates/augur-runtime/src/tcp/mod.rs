@@ -39,8 +39,8 @@
 //! [`TcpTransport`] is the client side: one connection to one coordinator node, one request in
 //! flight at a time. The node assigns the connection its [`ClientId`](augur_types::ClientId) and
 //! takes every request on it as that client's; a transaction can be used only from the
-//! connection that began it ([`MAX_OPEN_TXNS`] at most), and when the connection closes the node
-//! forgets the client ([`Protocol::on_client_gone`]).
+//! connection that began it (the node remembers [`MAX_OPEN_TXNS`] per connection), and when
+//! the connection closes the node forgets the client ([`Protocol::on_client_gone`]).
 
 use crate::clock::RealClock;
 use crate::local::{Input, MIN_EMULATED_DELAY, PeerNet, run_node};
