@@ -5,7 +5,8 @@
 #   scripts/postgres.sh stop   [DIR]
 #   scripts/postgres.sh status [DIR]
 #
-# DIR defaults to /tmp/augur-pg, PORT to 55432. `start` initialises a cluster in DIR if there is
+# DIR defaults to /tmp/augur-pg, PORT to 15432 (below Linux's ephemeral range, 32768-60999, so
+# that no outgoing connection holds it; `start` checks that it is free first). `start` initialises a cluster in DIR if there is
 # none (superuser `postgres`, trust authentication, loopback only), writes the benchmark settings
 # to DIR/augur.conf, starts the server and prints its connection URL. Settings are rewritten at
 # every start, so a restart picks up a new PORT or a dropped --unsafe-fast.
@@ -50,7 +51,7 @@ for arg in "$@"; do
 done
 [[ -n "$cmd" ]] || usage
 dir="${dir:-/tmp/augur-pg}"
-port="${port:-55432}"
+port="${port:-15432}"
 [[ "$port" =~ ^[0-9]+$ ]] || { echo "postgres.sh: PORT must be a number, got '$port'" >&2; exit 2; }
 shared_buffers="${AUGUR_PG_SHARED_BUFFERS:-1GB}"
 max_connections="${AUGUR_PG_MAX_CONNECTIONS:-300}"
@@ -158,6 +159,11 @@ case "$cmd" in
             echo "postgres.sh: already running in $dir (stop it to change settings)" >&2
             server_url
             exit 0
+        fi
+        # PostgreSQL's own message for a taken port blames another postmaster; say what it is.
+        if ! python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])))" "$port" 2>/dev/null; then
+            echo "postgres.sh: port $port on 127.0.0.1 is in use (a server, or a connection's local end); choose another: scripts/postgres.sh start $dir PORT" >&2
+            exit 1
         fi
         if [[ ! -f "$dir/PG_VERSION" ]]; then
             mkdir -p "$dir"

@@ -51,7 +51,7 @@ use tokio_postgres::{Client, Config, NoTls, Statement};
 pub use tokio_postgres;
 
 /// The server `scripts/postgres.sh start` runs, with its default port.
-pub const DEFAULT_URL: &str = "host=127.0.0.1 port=55432 user=postgres dbname=postgres";
+pub const DEFAULT_URL: &str = "host=127.0.0.1 port=15432 user=postgres dbname=postgres";
 
 /// How long a call waits for PostgreSQL by default, and the default connect timeout.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

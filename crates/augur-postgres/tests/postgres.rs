@@ -1,5 +1,6 @@
 //! Against a real server: run only when `AUGUR_PG_URL` names one (`scripts/postgres.sh start`
-//! prints it). Keys carry the test's name and the process id, so tests share the table with each
+//! prints it); otherwise each test says SKIPPED on standard error, and fails instead when
+//! `AUGUR_REQUIRE_PG` is set (CI sets it, so that a missing server cannot pass unseen). Keys carry the test's name and the process id, so tests share the table with each
 //! other and with earlier runs without seeing each other's data.
 
 use augur_client::augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, TxnId, Value};
@@ -16,8 +17,15 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// server is configured.
 async fn server(test: &str) -> Option<(String, tokio::sync::MutexGuard<'static, ()>)> {
     let Ok(url) = std::env::var("AUGUR_PG_URL") else {
-        eprintln!(
-            "skipping {test}: AUGUR_PG_URL is not set (scripts/postgres.sh start prints one)"
+        if std::env::var_os("AUGUR_REQUIRE_PG").is_some() {
+            panic!("{test}: AUGUR_REQUIRE_PG is set but AUGUR_PG_URL is not: no server to test");
+        }
+        // Written to the stream itself, not through eprintln!, which the test harness
+        // swallows for a test that passes: a skip must be seen.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {test}: AUGUR_PG_URL is not set (scripts/postgres.sh start prints one)"
         );
         return None;
     };

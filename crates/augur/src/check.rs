@@ -92,6 +92,10 @@ pub struct CheckArgs {
     /// Check every seed even after one fails.
     #[arg(long)]
     pub keep_going: bool,
+    /// With `--input`: also list the anomalies the protocol's level allows (by default only
+    /// their number follows the verdict).
+    #[arg(long)]
+    pub verbose: bool,
     /// How clients submit transactions: `interactive`, `one-shot`, or `mixed` (half the
     /// clients of each node in each form, so one history has both). Default: `mixed` for a
     /// protocol that serves both forms.
@@ -322,7 +326,7 @@ pub fn check_recorded(
 
 /// `augur check --input FILE`: check a recorded history (from `augur bench --history` or an
 /// earlier `augur check --history`) against the claim of the protocol named in its header.
-pub fn check_file(path: &Path) -> anyhow::Result<()> {
+pub fn check_file(path: &Path, verbose: bool) -> anyhow::Result<()> {
     let file = std::fs::File::open(path)
         .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
     let history = augur_check::jsonl::read(std::io::BufReader::new(file))
@@ -343,17 +347,36 @@ pub fn check_file(path: &Path) -> anyhow::Result<()> {
         s.unknown,
         started.elapsed().as_secs_f64()
     );
-    for a in &report.anomalies {
-        println!("  {}", a.to_string().replace('\n', "\n  "));
-    }
-    let violations = report.violations().count();
-    if violations == 0 {
+    // The verdict first; then what proves it (the proscribed anomalies), and the allowed ones
+    // only on request.
+    let violations: Vec<_> = report.violations().collect();
+    let allowed = report.anomalies.len() - violations.len();
+    if violations.is_empty() {
         println!("  valid: no anomaly {level} proscribes");
+    } else {
+        println!(
+            "  INVALID: {} anomal{} proscribed by {level}:",
+            violations.len(),
+            if violations.len() == 1 { "y" } else { "ies" }
+        );
+        for a in &violations {
+            println!("  {}", a.to_string().replace('\n', "\n  "));
+        }
+    }
+    if verbose {
+        for a in report.anomalies.iter().filter(|a| !violations.contains(a)) {
+            println!("  allowed: {}", a.to_string().replace('\n', "\n  "));
+        }
+    } else if allowed > 0 {
+        println!("  ({allowed} anomalies {level} allows were found; --verbose lists them)");
+    }
+    if violations.is_empty() {
         Ok(())
     } else {
         Err(anyhow::anyhow!(
-            "{violations} anomal{} proscribed by {level}",
-            if violations == 1 { "y" } else { "ies" }
+            "{} anomal{} proscribed by {level}",
+            violations.len(),
+            if violations.len() == 1 { "y" } else { "ies" }
         ))
     }
 }
@@ -641,7 +664,7 @@ impl RunObserver for Ended {
 /// `--keep-going`).
 pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.input {
-        return check_file(path);
+        return check_file(path, args.verbose);
     }
     let config = args.validate()?;
     let level = config.info.isolation;

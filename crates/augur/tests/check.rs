@@ -21,6 +21,7 @@ fn config(protocol: &str, workload: &str, seeds: &str, mutant: Option<&str>) -> 
         duration: 4.0,
         set: Vec::new(),
         keep_going: false,
+        verbose: false,
         txn_form: None,
     }
     .validate()

@@ -335,6 +335,10 @@ fn check_exits_1_on_an_anomaly_with_a_replay_command_and_0_when_valid() {
     let path = args[args.iter().position(|a| *a == "--history").unwrap() + 1];
     let checked = augur(&["check", "--input", path]);
     assert_eq!(checked.status.code(), Some(1));
+    // The verdict comes right after the summary line, before any anomaly.
+    let out = String::from_utf8_lossy(&checked.stdout);
+    let second = out.lines().nth(1).unwrap_or_default();
+    assert!(second.starts_with("  INVALID: "), "{out}");
 
     let valid = augur(&[
         "check",

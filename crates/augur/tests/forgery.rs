@@ -29,6 +29,7 @@ fn forged_messages_and_requests_never_panic_a_node() {
                 duration: 4.0,
                 set: Vec::new(),
                 keep_going: false,
+                verbose: false,
                 txn_form: None,
             }
             .validate()
