@@ -352,6 +352,15 @@ fn list_protocols(names_only: bool) {
 fn run_bench(args: &bench::BenchArgs) -> anyhow::Result<()> {
     bench::interrupt::install();
     if let Some(path) = &args.config {
+        let ignored = args.flags_beside_config();
+        if !ignored.is_empty() {
+            return Err(BadInput(format!(
+                "--config {} sets its runs itself, so {} would be ignored: drop them (with --config, only --out, --smoke, --only, --sweep-values, --runtime and --set sim.* apply)",
+                path.display(),
+                ignored.join(", ")
+            ))
+            .into());
+        }
         let selection = experiment::Selection {
             smoke: args.smoke,
             runs: args.only.clone(),

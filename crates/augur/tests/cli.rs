@@ -434,3 +434,26 @@ fn tpcc_and_smallbank_keep_their_consistency_conditions_under_clocksi_rep() {
         assert!(summary["results"][0]["committed"].as_u64().unwrap() > 0);
     }
 }
+
+#[test]
+fn run_flags_beside_an_experiment_file_are_refused_not_ignored() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/str-fig5.toml"
+    );
+    let out = augur(&[
+        "bench",
+        "--config",
+        file,
+        "--protocol",
+        "nocc",
+        "--seed",
+        "7",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--protocol, --seed would be ignored"),
+        "{stderr}"
+    );
+}

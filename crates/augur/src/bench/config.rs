@@ -570,6 +570,57 @@ impl BenchArgs {
 }
 
 impl BenchArgs {
+    /// Every option at its default, as `augur bench` alone parses them.
+    fn defaults() -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            args: BenchArgs,
+        }
+        <Defaults as clap::Parser>::parse_from(["bench"]).args
+    }
+
+    /// The run flags given beside `--config`, which an experiment file sets itself, so that
+    /// they would be ignored (flags left at their defaults count as not given). With `--config`
+    /// only `--out`, `--smoke`, `--only`, `--sweep-values`, `--runtime` and `--set sim.*` apply.
+    pub fn flags_beside_config(&self) -> Vec<&'static str> {
+        let d = BenchArgs::defaults();
+        let mut given = Vec::new();
+        macro_rules! note {
+            ($($field:ident => $flag:literal),* $(,)?) => {
+                $(if self.$field != d.$field {
+                    given.push($flag);
+                })*
+            };
+        }
+        note!(
+            protocol => "--protocol",
+            speculation => "--speculation",
+            tune_interval => "--tune-interval",
+            txn_form => "--txn-form",
+            workload => "--workload",
+            duration => "--duration",
+            warmup => "--warmup",
+            nodes => "--nodes",
+            dcs => "--dcs",
+            latency => "--latency",
+            replication => "--replication",
+            clients => "--clients",
+            seed => "--seed",
+            history => "--history",
+            data_dir => "--data-dir",
+            rate => "--rate",
+            think_ms => "--think-ms",
+            pg_url => "--pg-url",
+            cluster => "--cluster",
+            check => "--check",
+        );
+        if self.set.iter().any(|kv| !kv.starts_with("sim.")) {
+            given.push("--set (other than sim.*)");
+        }
+        given
+    }
+
     /// The running cluster of `--cluster`, once the flags are checked against it: flags that
     /// describe the cluster may be left out, or agree with it.
     fn against(&self, path: &std::path::Path) -> anyhow::Result<augur::cluster::Cluster> {
@@ -592,12 +643,7 @@ impl BenchArgs {
             ));
         }
         // Flags left at their defaults are taken as not given.
-        #[derive(clap::Parser)]
-        struct Defaults {
-            #[command(flatten)]
-            args: BenchArgs,
-        }
-        let defaults = <Defaults as clap::Parser>::parse_from(["bench"]).args;
+        let defaults = BenchArgs::defaults();
         if self.nodes != defaults.nodes && self.nodes != placement.node_count() {
             let n = placement.node_count().to_string();
             return Err(disagree("nodes", self.nodes.to_string(), n));
