@@ -24,3 +24,23 @@ pub trait Transport: Send + Sync + 'static {
     /// Wait for `d` (think time); virtual in the simulator.
     fn sleep(&self, d: Duration) -> BoxFuture<'_, ()>;
 }
+
+/// A boxed transport is a transport, so that code choosing its transport at run time can hold
+/// sessions of one type (`Session<Box<dyn Transport>>`).
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    fn client_id(&self) -> ClientId {
+        (**self).client_id()
+    }
+
+    fn call(&self, op: ClientOp) -> BoxFuture<'_, Result<ClientReply, TransportError>> {
+        (**self).call(op)
+    }
+
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+
+    fn sleep(&self, d: Duration) -> BoxFuture<'_, ()> {
+        (**self).sleep(d)
+    }
+}

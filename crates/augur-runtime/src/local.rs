@@ -318,16 +318,11 @@ impl<P: Protocol> LocalCluster<P> {
     /// A new client session coordinated by `home`.
     pub fn connect(&self, home: NodeId) -> LocalTransport<P> {
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
-        let (reply_tx, reply_rx) = mpsc::unbounded_channel();
-        LocalTransport {
+        LocalTransport::new(
             client,
-            inbox: self.inboxes[home.0 as usize].clone(),
-            reply_tx,
-            replies: tokio::sync::Mutex::new(reply_rx),
-            next_request: AtomicU64::new(0),
-            timeout: self.request_timeout,
-            origin: Instant::now(),
-        }
+            self.inboxes[home.0 as usize].clone(),
+            self.request_timeout,
+        )
     }
 
     /// Stop every node and wait for the tasks to end.
@@ -354,6 +349,31 @@ pub struct LocalTransport<P: Protocol> {
     next_request: AtomicU64,
     timeout: Duration,
     origin: Instant,
+}
+
+impl<P: Protocol> LocalTransport<P> {
+    /// A session of client `client` talking to the node whose inbox is `inbox`.
+    pub(crate) fn new(
+        client: ClientId,
+        inbox: mpsc::UnboundedSender<Input<P>>,
+        request_timeout: Duration,
+    ) -> Self {
+        let (reply_tx, reply_rx) = mpsc::unbounded_channel();
+        LocalTransport {
+            client,
+            inbox,
+            reply_tx,
+            replies: tokio::sync::Mutex::new(reply_rx),
+            next_request: AtomicU64::new(0),
+            timeout: request_timeout,
+            origin: Instant::now(),
+        }
+    }
+
+    /// The inbox of the node this session talks to.
+    pub(crate) fn inbox(&self) -> &mpsc::UnboundedSender<Input<P>> {
+        &self.inbox
+    }
 }
 
 impl<P: Protocol> Transport for LocalTransport<P> {

@@ -8,7 +8,7 @@
 //! Every name is defined here, once, with its meaning; the recording sites call these
 //! functions.
 
-use augur_types::{AbortReason, ClientReply, NodeId};
+use augur_types::{AbortReason, ClientOp, ClientReply, NodeId};
 use std::time::Duration;
 
 /// Transactions committed at this node as coordinator (interactive and one-shot).
@@ -51,6 +51,24 @@ pub fn commit_answered(reply: &ClientReply, took: Duration) {
             metrics::histogram!(COMMIT_LATENCY).record(took.as_secs_f64());
         }
         ClientReply::Aborted(reason) => aborted(*reason),
+        _ => {}
+    }
+}
+
+/// Whether `op` asks to commit, so that its reply is counted by [`commit_answered`].
+pub fn asks_to_commit(op: &ClientOp) -> bool {
+    matches!(
+        op,
+        ClientOp::Commit { .. } | ClientOp::Execute { .. } | ClientOp::AwaitOutcome { .. }
+    )
+}
+
+/// A reply leaving the node for a client: `commit_asked` is when its request arrived, if it
+/// asked to commit ([`asks_to_commit`]).
+pub fn answered(reply: &ClientReply, commit_asked: Option<std::time::Instant>) {
+    match (commit_asked, reply) {
+        (Some(asked), reply) => commit_answered(reply, asked.elapsed()),
+        (None, ClientReply::Aborted(reason)) => aborted(*reason),
         _ => {}
     }
 }

@@ -11,12 +11,16 @@ use super::{Body, decode_frame, encode_frame};
 use super::{DEADLINE_TICK, Shared, frame_overdue};
 use crate::Protocol;
 use crate::inbound::check_request;
-use crate::local::Input;
+use crate::local::{Input, LocalTransport};
 use crate::telemetry;
+use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse};
 use augur_types::{RequestError, RequestId, TxnId};
+use futures::future::BoxFuture;
 use futures::{SinkExt, StreamExt};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
+use std::time::Duration;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -69,10 +73,7 @@ async fn client_loop<P: Protocol>(
                     .map_err(|e| RequestError::Invalid(e.to_string()))
                     .and_then(|()| txns.admit(&request));
                 in_flight += 1;
-                if matches!(
-                    request.op,
-                    ClientOp::Commit { .. } | ClientOp::Execute { .. } | ClientOp::AwaitOutcome { .. }
-                ) {
+                if telemetry::asks_to_commit(&request.op) {
                     commit_asked.insert(request.id, Instant::now());
                 }
                 if let Err(error) = refusal {
@@ -91,11 +92,7 @@ async fn client_loop<P: Protocol>(
                 while let Some(response) = next {
                     in_flight = in_flight.saturating_sub(1);
                     txns.observe(&response);
-                    match (commit_asked.remove(&response.id), &response.reply) {
-                        (Some(asked), reply) => telemetry::commit_answered(reply, asked.elapsed()),
-                        (None, ClientReply::Aborted(reason)) => telemetry::aborted(*reason),
-                        _ => {}
-                    }
+                    telemetry::answered(&response.reply, commit_asked.remove(&response.id));
                     let frame = encode_frame(&Body::<()>::Response(response))
                         .map_err(|e| format!("cannot encode a response: {e}"))?;
                     out.feed(frame).await.map_err(|e| e.to_string())?;
@@ -117,6 +114,104 @@ async fn client_loop<P: Protocol>(
                 }
             }
         }
+    }
+}
+
+/// Opens client sessions on a running node from inside its process, for the node's other front
+/// ends (the gRPC API of `augur node`). Such a session is held to what a client connection is:
+/// the node assigns its client id, its requests are checked ([`check_request`]) before the
+/// protocol sees them, its commits and aborts are counted ([`telemetry`]), and when it is
+/// dropped the node forgets the client ([`Input::ClientGone`]). Its transactions are its own by
+/// construction (the session names only transactions it began), so it needs no [`OpenTxns`].
+#[derive(Clone)]
+pub struct NodeClients {
+    open: Arc<dyn Fn(Duration) -> Box<dyn Transport> + Send + Sync>,
+    client_token: Option<String>,
+}
+
+impl NodeClients {
+    pub(super) fn new<P: Protocol>(shared: Arc<Shared<P>>) -> NodeClients {
+        let client_token = shared.client_token.clone();
+        let open = move |request_timeout: Duration| -> Box<dyn Transport> {
+            let client = shared.client_ids.assign();
+            telemetry::client_connected();
+            Box::new(NodeClient(LocalTransport::new(
+                client,
+                shared.inbox.clone(),
+                request_timeout,
+            )))
+        };
+        NodeClients {
+            open: Arc::new(open),
+            client_token,
+        }
+    }
+
+    /// A new client session; each request waits at most `request_timeout` for its reply.
+    pub fn open(&self, request_timeout: Duration) -> Box<dyn Transport> {
+        (self.open)(request_timeout)
+    }
+
+    /// Whether a client that presented `token` may use the node (`Err` says why not, in words),
+    /// by the same rule as a client connection's hello.
+    pub fn admit(&self, token: Option<&str>) -> Result<(), String> {
+        check_token(self.client_token.as_deref(), token)
+    }
+}
+
+/// Whether `given` is the client token `expected` (any token, or none, if the cluster requires
+/// none). `Err` is the reason, in words.
+pub(super) fn check_token(expected: Option<&str>, given: Option<&str>) -> Result<(), String> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    // Compare digests, so that how long the comparison takes says nothing about how much of
+    // the token a guess got right.
+    let digest = |t: &str| ring::digest::digest(&ring::digest::SHA256, t.as_bytes());
+    if digest(expected).as_ref() == digest(given.unwrap_or_default()).as_ref() {
+        Ok(())
+    } else if given.is_none() {
+        Err("this cluster requires a client token".into())
+    } else {
+        Err("wrong client token".into())
+    }
+}
+
+/// One session opened through [`NodeClients`].
+struct NodeClient<P: Protocol>(LocalTransport<P>);
+
+impl<P: Protocol> Transport for NodeClient<P> {
+    fn client_id(&self) -> ClientId {
+        self.0.client_id()
+    }
+
+    fn call(&self, op: ClientOp) -> BoxFuture<'_, Result<ClientReply, TransportError>> {
+        Box::pin(async move {
+            if let Err(error) = check_request(&op) {
+                return Ok(ClientReply::Rejected(RequestError::Invalid(
+                    error.to_string(),
+                )));
+            }
+            let commit_asked = telemetry::asks_to_commit(&op).then(Instant::now);
+            let reply = self.0.call(op).await?;
+            telemetry::answered(&reply, commit_asked);
+            Ok(reply)
+        })
+    }
+
+    fn now(&self) -> Duration {
+        self.0.now()
+    }
+
+    fn sleep(&self, d: Duration) -> BoxFuture<'_, ()> {
+        self.0.sleep(d)
+    }
+}
+
+impl<P: Protocol> Drop for NodeClient<P> {
+    fn drop(&mut self) {
+        telemetry::client_disconnected();
+        let _ = self.0.inbox().send(Input::ClientGone(self.0.client_id()));
     }
 }
 

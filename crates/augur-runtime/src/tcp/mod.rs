@@ -68,8 +68,8 @@ pub mod tls;
 mod transport;
 mod wire;
 
-pub use clients::MAX_OPEN_TXNS;
-use clients::serve_client;
+pub use clients::{MAX_OPEN_TXNS, NodeClients};
+use clients::{check_token, serve_client};
 use handshake::ClientIds;
 pub use handshake::{ClusterIdentity, HANDSHAKE_TIMEOUT};
 use limits::warn_limited;
@@ -114,11 +114,17 @@ pub struct TcpNodeHandle {
     node: Option<JoinHandle<()>>,
     /// The task owning the listening socket.
     accept: Option<JoinHandle<()>>,
+    clients: NodeClients,
 }
 
 impl TcpNodeHandle {
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// Opens client sessions on this node from within its process.
+    pub fn clients(&self) -> NodeClients {
+        self.clients.clone()
     }
 
     /// The address the node listens on (useful after binding port 0).
@@ -271,6 +277,7 @@ pub fn serve_on<P: Protocol>(
         warnings: Warnings::default(),
         stop: stop.clone(),
     });
+    let clients = NodeClients::new(shared.clone());
     let accept = spawn_until(&stop, accept_loop(listener, shared));
     info!(node = %me, addr = %local_addr, "listening");
     Ok(TcpNodeHandle {
@@ -279,6 +286,7 @@ pub fn serve_on<P: Protocol>(
         stop,
         node: Some(node),
         accept: Some(accept),
+        clients,
     })
 }
 
@@ -374,20 +382,7 @@ impl<P: Protocol> Shared<P> {
                 self.fingerprint
             ));
         }
-        if let Some(expected) = &self.client_token {
-            // Compare digests, so that how long the comparison takes says nothing about how
-            // much of the token a guess got right.
-            let digest = |t: &str| ring::digest::digest(&ring::digest::SHA256, t.as_bytes());
-            let given = token.unwrap_or_default();
-            if digest(expected).as_ref() != digest(given).as_ref() {
-                return Err(if token.is_none() {
-                    "this cluster requires a client token".into()
-                } else {
-                    "wrong client token".into()
-                });
-            }
-        }
-        Ok(())
+        check_token(self.client_token.as_deref(), token)
     }
 }
 

@@ -1,0 +1,305 @@
+//! The gRPC API against a real node (clocksi-rep over TCP, one node) through the generated
+//! client: one-shot and interactive transactions, aborts as answers, operations out of order
+//! and oversized keys as errors, the client token, and the session limit.
+
+use augur_grpc::proto::augur_client::AugurClient;
+use augur_grpc::proto::{self, session_reply::Reply, session_request::Op};
+use augur_grpc::{AugurApi, NodeInfo, ServeLimits};
+use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_runtime::tcp::{self, ClusterIdentity, Limits, TcpNodeConfig, TcpNodeHandle};
+use augur_runtime::wal::{LogConfig, LogPolicy};
+use augur_runtime::{NodeEnv, ProtocolOptions};
+use augur_types::{LatencyProfile, NodeId, Placement};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+use tonic::{Code, Request};
+
+struct Node {
+    _node: TcpNodeHandle,
+    client: AugurClient<Channel>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Start a one-node clocksi-rep cluster and its gRPC API, and connect a client to the API.
+async fn node(token: Option<&str>, max_sessions: usize) -> Node {
+    let profile = LatencyProfile::named("lan").unwrap().truncated(1).unwrap();
+    let env = NodeEnv {
+        id: NodeId(0),
+        placement: Arc::new(Placement::ring(profile, 1, 1).unwrap()),
+        options: Arc::new(ProtocolOptions::default()),
+        procedures: Default::default(),
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = ClusterIdentity {
+        cluster_id: "grpc-test".into(),
+        settings: vec![("protocol".into(), "clocksi-rep".into())],
+    };
+    let config = TcpNodeConfig {
+        peers: vec![(NodeId(0), addr)],
+        seed: 1,
+        emulate_latency: false,
+        log: LogConfig::memory("clocksi-rep", LogPolicy::Off),
+        identity: identity.clone(),
+        tls: None,
+        client_token: token.map(str::to_string),
+        limits: Limits::default(),
+    };
+    let node = tcp::serve_on::<ClockSiRep>(env, listener, config).unwrap();
+    let info = NodeInfo {
+        node: 0,
+        cluster_id: identity.cluster_id.clone(),
+        protocol: "clocksi-rep".into(),
+        fingerprint: identity.fingerprint(),
+    };
+    let api = AugurApi::new(node.clients(), info, max_sessions, Duration::from_secs(5));
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = ServeLimits {
+        max_connections: 16,
+        max_streams_per_connection: 64,
+        keepalive: Duration::from_secs(10),
+    };
+    tokio::spawn(augur_grpc::serve(api, grpc, None, limits, async {
+        let _ = stopped.await;
+    }));
+    let client = AugurClient::connect(format!("http://{grpc_addr}"))
+        .await
+        .unwrap();
+    Node {
+        _node: node,
+        client,
+        _stop: stop,
+    }
+}
+
+fn write(key: &str, value: Option<&str>) -> proto::Write {
+    proto::Write {
+        key: key.into(),
+        value: value.map(Into::into),
+    }
+}
+
+fn transact(reads: &[&str], writes: Vec<proto::Write>) -> proto::TransactRequest {
+    proto::TransactRequest {
+        reads: reads.iter().map(|k| k.as_bytes().to_vec()).collect(),
+        writes,
+    }
+}
+
+/// The value of each read, as text.
+fn values(reply: &proto::TransactReply) -> Vec<Option<String>> {
+    reply
+        .reads
+        .iter()
+        .map(|kv| kv.value.clone().map(|v| String::from_utf8(v).unwrap()))
+        .collect()
+}
+
+fn is_committed(reply: &proto::TransactReply) -> bool {
+    matches!(
+        reply.outcome,
+        Some(proto::transact_reply::Outcome::Committed(_))
+    )
+}
+
+#[tokio::test]
+async fn one_shot_transactions_write_and_read_back() {
+    let mut n = node(None, 64).await;
+    let status = n
+        .client
+        .status(proto::StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((status.node, status.protocol.as_str()), (0, "clocksi-rep"));
+
+    let put = transact(
+        &[],
+        vec![write("acct:a", Some("70")), write("acct:b", Some("30"))],
+    );
+    let reply = n.client.transact(put).await.unwrap().into_inner();
+    assert!(is_committed(&reply), "{reply:?}");
+
+    let read = transact(&["acct:a", "acct:b", "acct:c"], vec![]);
+    let reply = n.client.transact(read).await.unwrap().into_inner();
+    assert!(is_committed(&reply));
+    assert_eq!(
+        values(&reply),
+        [Some("70".to_string()), Some("30".into()), None]
+    );
+
+    let delete = transact(&[], vec![write("acct:a", None)]);
+    assert!(is_committed(
+        &n.client.transact(delete).await.unwrap().into_inner()
+    ));
+    let reply = n
+        .client
+        .transact(transact(&["acct:a"], vec![]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(values(&reply), [None]);
+
+    // A key beyond the node's limit is refused, naming the limit.
+    let long = "k".repeat(2000);
+    let error = n
+        .client
+        .transact(transact(&[long.as_str()], vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(error.message().contains("exceeds the limit"), "{error:?}");
+}
+
+/// An interactive session: requests go in on one stream, replies come back in order.
+struct Interactive {
+    requests: mpsc::Sender<proto::SessionRequest>,
+    replies: tonic::Streaming<proto::SessionReply>,
+}
+
+impl Interactive {
+    async fn open(client: &mut AugurClient<Channel>) -> Interactive {
+        let (requests, rx) = mpsc::channel(4);
+        let stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+        let replies = client.session(stream).await.unwrap().into_inner();
+        Interactive { requests, replies }
+    }
+
+    async fn ask(&mut self, op: Op) -> Result<Reply, tonic::Status> {
+        self.requests
+            .send(proto::SessionRequest { op: Some(op) })
+            .await
+            .unwrap();
+        Ok(self.replies.message().await?.unwrap().reply.unwrap())
+    }
+}
+
+fn get(key: &str) -> Op {
+    Op::Get(proto::Get { key: key.into() })
+}
+
+fn put(key: &str, value: &str) -> Op {
+    Op::Put(proto::Put {
+        key: key.into(),
+        value: value.into(),
+    })
+}
+
+fn begin() -> Op {
+    Op::Begin(proto::Begin { read_only: false })
+}
+
+fn commit() -> Op {
+    Op::Commit(proto::Commit {})
+}
+
+#[tokio::test]
+async fn sessions_run_transactions_and_conflicts_abort_with_a_reason() {
+    let mut n = node(None, 64).await;
+    let mut alice = Interactive::open(&mut n.client).await;
+    let mut bob = Interactive::open(&mut n.client).await;
+
+    assert!(matches!(alice.ask(begin()).await, Ok(Reply::Begun(_))));
+    assert!(matches!(
+        alice.ask(put("x", "1")).await,
+        Ok(Reply::Written(_))
+    ));
+    assert!(matches!(alice.ask(commit()).await, Ok(Reply::Committed(_))));
+
+    // Both read x, both write it: the second to commit aborts, and is told why.
+    assert!(matches!(alice.ask(begin()).await, Ok(Reply::Begun(_))));
+    assert!(matches!(bob.ask(begin()).await, Ok(Reply::Begun(_))));
+    for s in [&mut alice, &mut bob] {
+        match s.ask(get("x")).await {
+            Ok(Reply::Value(kv)) => assert_eq!(kv.value.as_deref(), Some(&b"1"[..])),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(
+        alice.ask(put("x", "2")).await,
+        Ok(Reply::Written(_))
+    ));
+    assert!(matches!(
+        bob.ask(put("x", "3")).await,
+        Ok(Reply::Written(_))
+    ));
+    assert!(matches!(alice.ask(commit()).await, Ok(Reply::Committed(_))));
+    match bob.ask(commit()).await {
+        Ok(Reply::Aborted(aborted)) => {
+            assert_eq!(aborted.reason, "write_write_conflict");
+            assert!(aborted.retryable);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // The session goes on after an abort; an explicit abort is answered as a rollback.
+    assert!(matches!(bob.ask(begin()).await, Ok(Reply::Begun(_))));
+    match bob.ask(get("x")).await {
+        Ok(Reply::Value(kv)) => assert_eq!(kv.value.as_deref(), Some(&b"2"[..])),
+        other => panic!("{other:?}"),
+    }
+    match bob.ask(Op::Abort(proto::Abort {})).await {
+        Ok(Reply::Aborted(aborted)) => assert_eq!(aborted.reason, "user_rollback"),
+        other => panic!("{other:?}"),
+    }
+
+    // An operation out of order ends the session with an error that says what to do.
+    let error = bob.ask(get("x")).await.unwrap_err();
+    assert_eq!(error.code(), Code::FailedPrecondition);
+    assert!(error.message().contains("begin one first"), "{error:?}");
+}
+
+#[tokio::test]
+async fn the_client_token_is_required_when_the_cluster_has_one() {
+    let mut n = node(Some("s3cret"), 64).await;
+    let error = n.client.status(proto::StatusRequest {}).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unauthenticated);
+    assert!(error.message().contains("requires a client token"));
+
+    let mut wrong = Request::new(proto::StatusRequest {});
+    wrong
+        .metadata_mut()
+        .insert("authorization", "Bearer guess".parse().unwrap());
+    let error = n.client.status(wrong).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unauthenticated);
+    assert!(error.message().contains("wrong client token"));
+
+    let mut right = Request::new(proto::StatusRequest {});
+    right
+        .metadata_mut()
+        .insert("authorization", "Bearer s3cret".parse().unwrap());
+    assert!(n.client.status(right).await.is_ok());
+}
+
+#[tokio::test]
+async fn sessions_beyond_the_limit_are_refused_until_one_ends() {
+    let mut n = node(None, 2).await;
+    let mut first = Interactive::open(&mut n.client).await;
+    assert!(matches!(first.ask(begin()).await, Ok(Reply::Begun(_))));
+    let _second = Interactive::open(&mut n.client).await;
+    let error = n
+        .client
+        .transact(transact(&["x"], vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::ResourceExhausted, "{error:?}");
+    assert!(error.message().contains("max_clients"));
+
+    // Ending a session (its stream closed) gives its place back.
+    drop(first);
+    let mut freed = false;
+    for _ in 0..50 {
+        if n.client.transact(transact(&["x"], vec![])).await.is_ok() {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed, "the ended session's place was not given back");
+}
