@@ -47,6 +47,7 @@ async fn node(token: Option<&str>, max_sessions: usize) -> Node {
         tls: None,
         client_token: token.map(str::to_string),
         limits: Limits::default(),
+        clock_offset_us: 0,
     };
     let node = tcp::serve_on::<ClockSiRep>(env, listener, config).unwrap();
     let info = NodeInfo {

@@ -13,12 +13,19 @@ pub struct RealClock {
 
 impl RealClock {
     pub fn new() -> RealClock {
-        let origin_us = SystemTime::now()
+        RealClock::offset_by(0)
+    }
+
+    /// A clock that reads `offset_us` microseconds ahead of the system clock (behind, if
+    /// negative): how a node is given a skewed clock for fault injection (`augur node
+    /// --clock-offset-ms`), as the simulator skews its nodes' clocks.
+    pub fn offset_by(offset_us: i64) -> RealClock {
+        let system_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0);
         RealClock {
-            origin_us,
+            origin_us: system_us.saturating_add_signed(offset_us),
             start: Instant::now(),
         }
     }

@@ -164,6 +164,11 @@ pub struct NodeEntry {
     /// Where the node serves `GET /metrics` (Prometheus text format), if anywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// Where the node serves the gRPC client API (proto/augur/v1/augur.proto), if anywhere.
+    /// Clients reach it at `addr`'s host and this port (so `0.0.0.0:PORT` serves every
+    /// interface).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<String>,
     /// Where the node keeps its log and checkpoints, unless `augur node --data-dir` says
     /// otherwise; without either, the node keeps its state in memory only.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -45,6 +45,15 @@ enum Command {
         /// its state in memory only, and says so.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Fault injection: this node's clock reads MS milliseconds ahead of the system clock
+        /// (behind if negative), as `augur nemesis` skews nodes. Never needed otherwise.
+        #[arg(
+            long,
+            value_name = "MS",
+            default_value_t = 0,
+            allow_negative_numbers = true
+        )]
+        clock_offset_ms: i64,
     },
     /// Read one key of a running cluster: prints its value (exit 0), or exits 3 if it has
     /// none; 1 if the transaction aborted (the reason on standard error) or the cluster could
@@ -189,7 +198,8 @@ fn main() -> ExitCode {
             config,
             id,
             data_dir,
-        } => node::run(&config, id, data_dir.as_deref()),
+            clock_offset_ms,
+        } => node::run(&config, id, data_dir.as_deref(), clock_offset_ms),
         Command::Get { key, target } => {
             return client_command(&target, vec![Op::Get(key)], |reads| {
                 match reads.into_iter().next().and_then(|(_, v)| v) {

@@ -12,10 +12,17 @@ use augur_types::NodeId;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use tracing::{error, info, warn};
 
-/// Serve node `id` of the cluster described by the file at `config` until Ctrl-C or SIGTERM.
-pub fn run(config: &Path, id: u32, data_dir: Option<&Path>) -> anyhow::Result<()> {
+/// Serve node `id` of the cluster described by the file at `config` until Ctrl-C or SIGTERM,
+/// its clock reading `clock_offset_ms` ahead of the system's (fault injection; normally 0).
+pub fn run(
+    config: &Path,
+    id: u32,
+    data_dir: Option<&Path>,
+    clock_offset_ms: i64,
+) -> anyhow::Result<()> {
     let cluster = Cluster::load(config)?;
     let bad = |msg: String| BadInput(format!("{}: {msg}", config.display()));
     let n = cluster.nodes.len();
@@ -61,6 +68,7 @@ pub fn run(config: &Path, id: u32, data_dir: Option<&Path>) -> anyhow::Result<()
         log,
         peers,
         runtime: &runtime,
+        clock_offset_ms,
     };
     registry::visit(cluster.protocol.name, serve).map_err(|e| bad(e.to_string()))?
 }
@@ -73,6 +81,7 @@ struct ServeNode<'a> {
     log: LogConfig,
     peers: Vec<(NodeId, SocketAddr)>,
     runtime: &'a tokio::runtime::Runtime,
+    clock_offset_ms: i64,
 }
 
 impl ProtocolVisitor for ServeNode<'_> {
@@ -86,6 +95,7 @@ impl ProtocolVisitor for ServeNode<'_> {
             log,
             peers,
             runtime,
+            clock_offset_ms,
         } = self;
         runtime.block_on(async move {
             let env = NodeEnv {
@@ -112,6 +122,7 @@ impl ProtocolVisitor for ServeNode<'_> {
                 tls,
                 client_token: cluster.security.client_token.clone(),
                 limits: cluster.limits.clone(),
+                clock_offset_us: clock_offset_ms.saturating_mul(1000),
             };
             // Metrics first: a node whose metrics address is taken does not start unobserved.
             let metrics_addr = match &cluster.nodes[id.0 as usize].metrics {
@@ -126,9 +137,63 @@ impl ProtocolVisitor for ServeNode<'_> {
                     Some(tokio::spawn(augur::metrics_http::serve(listener, handle)))
                 }
             };
+            // So is the gRPC API's address: bound before the node starts.
+            let entry = &cluster.nodes[id.0 as usize];
+            let grpc_listener = match &entry.grpc {
+                None => None,
+                Some(addr) => {
+                    let addr = resolve(&format!("node {} grpc", id.0), addr).map_err(BadInput)?;
+                    let listener = tokio::net::TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("node {} cannot serve gRPC on {addr}", id.0))?;
+                    Some(listener)
+                }
+            };
+            let grpc_tls = match &cluster.security.tls {
+                Some(files) if grpc_listener.is_some() => {
+                    let (cert, key) = &files.nodes[id.0 as usize];
+                    let read = |path: &Path| {
+                        std::fs::read(path).map_err(|e| {
+                            BadInput(format!("node {}: cannot read {}: {e}", id.0, path.display()))
+                        })
+                    };
+                    Some(augur_grpc::tls_config(&read(cert)?, &read(key)?))
+                }
+                _ => None,
+            };
             let mut node = tcp::serve::<P>(env, listen, config)
                 .await
                 .with_context(|| format!("node {} cannot start on {listen}", id.0))?;
+            let grpc_stop = tokio::sync::watch::channel(false);
+            let grpc_addr = grpc_listener.as_ref().and_then(|l| l.local_addr().ok());
+            let grpc = grpc_listener.map(|listener| {
+                let api = augur_grpc::AugurApi::new(
+                    node.clients(),
+                    augur_grpc::NodeInfo {
+                        node: id.0,
+                        cluster_id: cluster.identity.cluster_id.clone(),
+                        protocol: info.name.to_string(),
+                        fingerprint: cluster.identity.fingerprint(),
+                    },
+                    cluster.limits.max_clients,
+                    GRPC_REQUEST_TIMEOUT,
+                );
+                let limits = augur_grpc::ServeLimits {
+                    max_connections: cluster.limits.max_clients,
+                    max_streams_per_connection: cluster.limits.max_requests_in_flight as u32,
+                    keepalive: GRPC_KEEPALIVE,
+                };
+                let stopped = grpc_stop.1.clone();
+                tokio::spawn(async move {
+                    let shutdown = async move {
+                        let mut stopped = stopped;
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    };
+                    if let Err(e) = augur_grpc::serve(api, listener, grpc_tls, limits, shutdown).await {
+                        error!(node = %id, "the gRPC API stopped: {e}");
+                    }
+                })
+            });
             let placement = &cluster.placement;
             info!(
                 node = %id,
@@ -147,12 +212,20 @@ impl ProtocolVisitor for ServeNode<'_> {
                 tls = cluster.security.tls.is_some(),
                 client_token = cluster.security.client_token.is_some(),
                 metrics = %metrics_addr.map_or("none".to_string(), |a| format!("http://{a}/metrics")),
+                grpc = %grpc_addr.map_or("none".to_string(), |a| a.to_string()),
                 "node serving"
             );
+            if clock_offset_ms != 0 {
+                warn!(node = %id, clock_offset_ms, "this node's clock is skewed on purpose (--clock-offset-ms)");
+            }
             tokio::select! {
                 signal = shutdown_signal() => {
                     signal.context("cannot wait for shutdown signals")?;
                     info!(node = %id, "shutting down");
+                    let _ = grpc_stop.0.send(true);
+                    if let Some(grpc) = grpc {
+                        let _ = grpc.await;
+                    }
                     node.shutdown().await;
                     if let Some(metrics) = metrics {
                         metrics.abort();
@@ -168,6 +241,12 @@ impl ProtocolVisitor for ServeNode<'_> {
         })
     }
 }
+
+/// How long a gRPC request waits for the node's reply.
+const GRPC_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often an idle gRPC connection is pinged, and how long its answer may take.
+const GRPC_KEEPALIVE: Duration = Duration::from_secs(20);
 
 /// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM.
 async fn shutdown_signal() -> std::io::Result<()> {
@@ -197,13 +276,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
         std::fs::write(&path, GOOD).unwrap();
-        let e = run(&path, 3, None).unwrap_err();
+        let e = run(&path, 3, None, 0).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(
             e.to_string().contains("node id 3 is not in the file"),
             "{e}"
         );
-        let e = run(&dir.path().join("missing.toml"), 0, None).unwrap_err();
+        let e = run(&dir.path().join("missing.toml"), 0, None, 0).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(e.to_string().contains("cannot read"), "{e}");
     }

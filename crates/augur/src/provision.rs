@@ -77,19 +77,23 @@ fn random_hex(bytes: usize) -> String {
 /// Node `i`'s metrics are served on port `base_port + METRICS_PORT_OFFSET + i`.
 pub const METRICS_PORT_OFFSET: usize = 1000;
 
+/// Node `i`'s gRPC client API is served on port `base_port + GRPC_PORT_OFFSET + i`.
+pub const GRPC_PORT_OFFSET: usize = 2000;
+
 /// What `augur cluster init` makes.
 pub struct InitOptions<'a> {
     pub dir: &'a Path,
     pub nodes: usize,
     pub protocol: &'a str,
-    /// Node `i` listens on `127.0.0.1:(base_port + i)`, and serves its metrics on
-    /// `base_port + METRICS_PORT_OFFSET + i`.
+    /// Node `i` listens on `127.0.0.1:(base_port + i)`, serves its metrics on
+    /// `base_port + METRICS_PORT_OFFSET + i` and its gRPC API on `base_port + GRPC_PORT_OFFSET + i`.
     pub base_port: u16,
     /// Replicas per partition; `None`: up to 3.
     pub replication: Option<usize>,
     /// Each node's host, by id, for a cluster spread over machines or containers: node `i` is
     /// then reached at `hosts[i]:base_port`, listens on `0.0.0.0:base_port` and serves its
-    /// metrics on `0.0.0.0:(base_port + METRICS_PORT_OFFSET)`. Empty: all on 127.0.0.1.
+    /// metrics on `0.0.0.0:(base_port + METRICS_PORT_OFFSET)` and its gRPC API on
+    /// `0.0.0.0:(base_port + GRPC_PORT_OFFSET)`. Empty: all on 127.0.0.1.
     pub hosts: &'a [String],
     /// The latency profile: where the nodes sit.
     pub latency: &'a str,
@@ -122,7 +126,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
     if nodes == 0 {
         return Err(BadInput("--nodes must be at least 1".into()).into());
     }
-    if base_port as usize + METRICS_PORT_OFFSET + nodes > u16::MAX as usize + 1 {
+    if base_port as usize + GRPC_PORT_OFFSET + nodes > u16::MAX as usize + 1 {
         return Err(BadInput(format!(
             "--base-port {base_port} leaves no room for {nodes} nodes"
         ))
@@ -149,24 +153,22 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         let data = format!("data/node-{id}");
         std::fs::create_dir_all(dir.join(&data))
             .with_context(|| format!("cannot create {}", dir.join(&data).display()))?;
-        let (addr, listen, metrics) = match hosts.get(id) {
+        let (addr, listen, metrics, grpc) = match hosts.get(id) {
             None => {
                 let port = base_port as usize + id;
-                let metrics = port + METRICS_PORT_OFFSET;
                 (
                     format!("127.0.0.1:{port}"),
                     None,
-                    format!("127.0.0.1:{metrics}"),
+                    format!("127.0.0.1:{}", port + METRICS_PORT_OFFSET),
+                    format!("127.0.0.1:{}", port + GRPC_PORT_OFFSET),
                 )
             }
-            Some(host) => {
-                let metrics = base_port as usize + METRICS_PORT_OFFSET;
-                (
-                    format!("{host}:{base_port}"),
-                    Some(format!("0.0.0.0:{base_port}")),
-                    format!("0.0.0.0:{metrics}"),
-                )
-            }
+            Some(host) => (
+                format!("{host}:{base_port}"),
+                Some(format!("0.0.0.0:{base_port}")),
+                format!("0.0.0.0:{}", base_port as usize + METRICS_PORT_OFFSET),
+                format!("0.0.0.0:{}", base_port as usize + GRPC_PORT_OFFSET),
+            ),
         };
         entries.push(NodeEntry {
             id: id as u32,
@@ -176,6 +178,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
             key: Some(format!("certs/{}", node_key(id))),
             data_dir: Some(data),
             metrics: Some(metrics),
+            grpc: Some(grpc),
         });
     }
     let file = ClusterFile {

@@ -1,7 +1,8 @@
 //! A cluster of `augur node` processes on loopback, set up by `augur cluster init` (TLS between
 //! peers and to clients, a client token) and driven by TCP client sessions: transactions across
 //! partitions and nodes, a write-write conflict, malformed frames, a node whose cluster file
-//! differs, and a node that dies.
+//! differs, and a node that dies; the command-line clients, `augur bench --cluster`, the shell on
+//! a terminal, and the Python client over the gRPC API.
 
 use augur::cluster::{self as cluster_file, ClusterFile};
 use augur_client::{Session, TxnError};
@@ -74,6 +75,7 @@ impl Cluster {
         for (node, addr) in file.nodes.iter_mut().zip(&addrs) {
             node.addr = addr.to_string();
             node.metrics = Some(free_addr().to_string());
+            node.grpc = Some(free_addr().to_string());
         }
         file.options.participant_timeout_ms = Some(500);
         std::fs::write(&path, toml::to_string(&file).unwrap()).unwrap();
@@ -669,4 +671,79 @@ fn the_shell_reads_a_pipe_without_prompts() {
     );
     assert_eq!(lines[3], "error: no transaction is open");
     assert!(!stdout.contains("augur>"), "no prompt on a pipe: {stdout}");
+}
+
+/// The Python interpreter that has the Python client's requirements (`scripts/python-client.sh`
+/// prints one), or `None` after saying the test is skipped. With `AUGUR_REQUIRE_PYTHON` set (CI
+/// sets it) a missing interpreter fails the test instead of skipping it.
+fn client_python(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("AUGUR_PYTHON") {
+        Some(python) => Some(PathBuf::from(python)),
+        None if std::env::var_os("AUGUR_REQUIRE_PYTHON").is_some() => {
+            panic!("{test}: AUGUR_REQUIRE_PYTHON is set but AUGUR_PYTHON is not")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED {test}: AUGUR_PYTHON is not set (scripts/python-client.sh prints one)"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn the_python_client_transfers_and_reads_back_over_grpc() {
+    let Some(python) = client_python("the_python_client_transfers_and_reads_back_over_grpc") else {
+        return;
+    };
+    let cluster = Cluster::start(3, 3);
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../clients/python/examples/transfer.py"
+    );
+    let run = |node: &str, amount: &str| {
+        let out = Command::new(&python)
+            .arg(example)
+            .arg("--cluster")
+            .arg(&cluster.path)
+            .args(["--node", node, "--amount", amount])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    // Through node 1 over TLS with the token, then through node 2, which must see node 1's
+    // transfer: 100 and 0 opened, 30 moved, then 25 more.
+    let (code, out, err) = run("1", "30");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("connected to node 1 of"), "{out}");
+    assert!(
+        out.contains("'acct:alice': 70, 'acct:bob': 30"),
+        "{out}{err}"
+    );
+    let (code, out, err) = run("2", "25");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("'acct:alice': 45, 'acct:bob': 55"),
+        "{out}{err}"
+    );
+    // What the Python client wrote, the Rust client reads.
+    let augur_get = |key: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(["get", key, "--cluster"])
+            .arg(&cluster.path)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(augur_get("acct:alice"), "45");
+    assert_eq!(augur_get("acct:bob"), "55");
+    // More than alice holds: the example refuses, and nothing moves.
+    let (code, _, err) = run("0", "1000");
+    assert_ne!(code, Some(0));
+    assert!(err.contains("less than 1000"), "{err}");
+    assert_eq!(augur_get("acct:alice"), "45");
 }

@@ -104,6 +104,9 @@ pub struct TcpNodeConfig {
     pub client_token: Option<String>,
     /// What bounds the node's resources against its connections.
     pub limits: Limits,
+    /// How far this node's clock reads ahead of the system clock, in microseconds (negative:
+    /// behind). Zero but for fault injection.
+    pub clock_offset_us: i64,
 }
 
 /// A running TCP node. Dropping the handle stops the node too, without waiting for it.
@@ -245,7 +248,7 @@ pub fn serve_on<P: Protocol>(
         let run = run_node::<P>(
             env,
             config.seed,
-            RealClock::new(),
+            RealClock::offset_by(config.clock_offset_us),
             protocol,
             log,
             inbox_rx,

@@ -144,6 +144,7 @@ fn config(peers: &[SocketAddr]) -> TcpNodeConfig {
         tls: None,
         client_token: None,
         limits: Limits::default(),
+        clock_offset_us: 0,
     }
 }
 

@@ -66,6 +66,7 @@ pub fn run(
                 key: None,
                 data_dir: None,
                 metrics: None,
+                grpc: None,
             })
             .collect(),
         // Nodes and clients on loopback, started by this process: plaintext, said so.
