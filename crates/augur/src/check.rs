@@ -38,7 +38,7 @@ pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(30);
 /// dependencies and cascading aborts. Its chain makes room right after a speculative commit
 /// fills it ([`ChainRoom::AfterSpecCommit`]), so two speculative commits stay unresolved
 /// between transactions.
-const CHECK_SPECULATION: Degree = Degree {
+pub const CHECK_SPECULATION: Degree = Degree {
     reads: true,
     chain: 3,
 };

@@ -503,6 +503,7 @@ impl Cluster {
             token: self.security.client_token.clone(),
             tls,
             request_timeout: timeout,
+            origin: std::time::Instant::now(),
         })
     }
 

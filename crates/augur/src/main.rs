@@ -2,6 +2,7 @@
 
 mod bench;
 mod experiment;
+mod nemesis;
 mod node;
 mod report;
 mod report_html;
@@ -32,6 +33,13 @@ enum Command {
     /// history against the isolation level it claims. Exit status: 0 every seed passed, 1 an
     /// anomaly or a liveness failure was found, 2 bad input.
     Check(Box<augur::check::CheckArgs>),
+    /// Fault injection over real processes: start a cluster of node processes (each in a
+    /// network namespace where possible), run `bank` and `list-append` with recorded histories
+    /// while killing, pausing, partitioning, clock-skewing and restarting nodes, then check the
+    /// histories at the protocol's level, that nothing acknowledged was lost and that the
+    /// cluster commits again within a bound. Exit status: 0 every check passed, 1 one failed,
+    /// 2 bad input.
+    Nemesis(Box<nemesis::NemesisArgs>),
     /// Serve one node of a cluster described by a TOML file.
     Node {
         /// The cluster file (see docs/cluster-config.md).
@@ -194,6 +202,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => run_bench(&args),
         Command::Check(args) => augur::check::run(&args),
+        Command::Nemesis(args) => nemesis::run(&args),
         Command::Node {
             config,
             id,

@@ -27,6 +27,10 @@ pub struct ClientConfig {
     pub tls: Option<ClientTls>,
     /// How long connecting, and then each request, may take.
     pub request_timeout: Duration,
+    /// Where every connection made with this configuration counts its clock
+    /// ([`Transport::now`]) from: one origin, so that the times recorded in one history by
+    /// sessions on different connections are comparable (real-time order).
+    pub origin: Instant,
 }
 
 impl ClientConfig {
@@ -38,6 +42,7 @@ impl ClientConfig {
             token: None,
             tls: None,
             request_timeout,
+            origin: Instant::now(),
         }
     }
 }
@@ -107,7 +112,7 @@ impl TcpTransport {
             broken: Mutex::new(None),
             next_request: AtomicU64::new(0),
             timeout: config.request_timeout,
-            origin: Instant::now(),
+            origin: config.origin,
         })
     }
 
