@@ -433,15 +433,26 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
         "protocol", "committed", "tps", "aborts", "p50 ms", "p99 ms", "ratio"
     );
     for r in &results {
+        // Without a baseline there is no ratio: say so rather than print 0.
+        let ratio = if base > 0.0 {
+            format!("{:.3}", r.throughput_ratio)
+        } else {
+            "n/a".to_string()
+        };
         println!(
-            "{:<26} {:>10} {:>12.1} {:>7.1}% {:>9.2} {:>9.2} {:>7.3}",
+            "{:<26} {:>10} {:>12.1} {:>7.1}% {:>9.2} {:>9.2} {:>7}",
             r.protocol,
             r.committed,
             r.throughput_tps,
             r.abort_rate * 100.0,
             r.latency_ms.p50,
             r.latency_ms.p99,
-            r.throughput_ratio
+            ratio
+        );
+    }
+    if base <= 0.0 && !results.is_empty() {
+        println!(
+            "no ratios: the first protocol committed nothing in the measured window (ratios are 0 in summary.json); a longer --duration gives transactions this slow time to finish"
         );
     }
     for r in &results {
