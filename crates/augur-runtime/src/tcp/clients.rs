@@ -122,7 +122,7 @@ async fn client_loop<P: Protocol>(
 /// the node assigns its client id, its requests are checked ([`check_request`]) before the
 /// protocol sees them, its commits and aborts are counted ([`telemetry`]), and when it is
 /// dropped the node forgets the client ([`Input::ClientGone`]). Its transactions are its own by
-/// construction (the session names only transactions it began), so it needs no [`OpenTxns`].
+/// construction (the session names only transactions it began), so it needs no `OpenTxns`.
 #[derive(Clone)]
 pub struct NodeClients {
     open: Arc<dyn Fn(Duration) -> Box<dyn Transport> + Send + Sync>,

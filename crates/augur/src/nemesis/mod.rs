@@ -14,7 +14,9 @@
 //! * **the history passes** the isolation checker at the level the protocol claims (what
 //!   `augur check --input` runs on the history file it keeps);
 //! * **nothing acknowledged is lost**: every node's final read (a read-only transaction over
-//!   every key of the workload, recorded in the history) shows, for `list-append`, every element
+//!   every key of the workload, recorded in the history, at a snapshot no earlier than the last
+//!   acknowledged commit's timestamp: a node whose clock was set behind waits until it catches
+//!   up, since snapshot isolation promises no real-time recency) shows, for `list-append`, every element
 //!   a committed append added and none that an aborted append would have, and for `bank`
 //!   balances that add up to the opening total, none negative;
 //! * **no node died on its own**.
@@ -37,7 +39,7 @@ use augur_client::{
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome};
-use augur_types::{AbortReason, IsolationLevel, Key, NodeId, Placement};
+use augur_types::{AbortReason, IsolationLevel, Key, NodeId, Placement, Timestamp};
 use augur_workloads::Workload;
 use network::Network;
 use processes::NodeProcesses;
@@ -214,6 +216,8 @@ const CALM_AFTER: Duration = Duration::from_secs(3);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// A client's pause between transactions: bounds the history's length.
 const THINK: Duration = Duration::from_millis(5);
+/// How long a final read waits for its node's snapshots to reach the last acknowledged commit.
+const SNAPSHOT_PATIENCE: Duration = Duration::from_secs(10);
 /// How long a client keeps trying its own node before it goes to another.
 const HOME_PATIENCE: Duration = Duration::from_secs(1);
 
@@ -471,10 +475,21 @@ impl Run<'_> {
 
         // Every node's view of the final state, recorded like any other read.
         let keys = workload_keys(self.workload, &shared.workload, &shared.cluster.placement);
+        let last_commit = shared
+            .recorder
+            .records()
+            .iter()
+            .filter_map(|r| match r.outcome {
+                RecordedOutcome::Committed { commit_ts } => Some(Timestamp(commit_ts)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or_default();
         let mut finals = Vec::new();
         for i in 0..args.nodes {
             let node = NodeId(i as u32);
-            match runtime.block_on(final_read(&shared, node, &keys, self.workload)) {
+            let read = final_read(&shared, node, &keys, self.workload, last_commit);
+            match runtime.block_on(read) {
                 Ok(values) => finals.push((node, values)),
                 Err(e) => failures.push(format!("node {i} could not serve a final read: {e}")),
             }
@@ -827,6 +842,7 @@ async fn final_read(
     node: NodeId,
     keys: &[Key],
     workload: &str,
+    after: Timestamp,
 ) -> Result<Vec<Option<String>>, String> {
     let name = if workload == "bank" { "scan" } else { "read" };
     let mut last = String::new();
@@ -838,6 +854,7 @@ async fn final_read(
                 .await
                 .map_err(|e| e.to_string())?;
             let session = Session::recorded(transport, shared.recorder.clone());
+            wait_for_snapshot(shared, node, after).await?;
             let mut txn = session
                 .begin_named(name, true)
                 .await
@@ -859,6 +876,34 @@ async fn final_read(
         }
     }
     Err(last)
+}
+
+/// Wait until `node` begins transactions at snapshots at or after `after` (on an unrecorded
+/// session). Snapshot protocols read at their node's clock, and snapshot isolation promises no
+/// real-time recency: a node whose clock runs behind (the `clock` fault) may rightly not show a
+/// commit acknowledged a moment ago, which is not a lost commit.
+async fn wait_for_snapshot(shared: &Shared, node: NodeId, after: Timestamp) -> Result<(), String> {
+    let transport = shared
+        .cluster
+        .connect(&shared.clients, node)
+        .await
+        .map_err(|e| e.to_string())?;
+    let session = Session::new(transport);
+    let deadline = Instant::now() + SNAPSHOT_PATIENCE;
+    loop {
+        let txn = session.begin(true).await.map_err(|e| e.to_string())?;
+        let snapshot = txn.snapshot();
+        txn.abort().await;
+        if snapshot >= after {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "node {node}'s snapshots stay before the last acknowledged commit ({snapshot} < {after}) for {SNAPSHOT_PATIENCE:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// `bank`: every node's final balances add up to the opening total, none negative (an absent
