@@ -45,6 +45,11 @@ enum Command {
         /// its state in memory only, and says so.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Worker threads of the node's async runtime (default: one per core). Nodes that
+        /// share a machine do better with a share of its cores each: every extra thread a node
+        /// wakes costs context switches that another node could have used.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        threads: Option<u16>,
     },
     /// Read one key of a running cluster: prints its value (exit 0), or exits 3 if it has
     /// none; 1 if the transaction aborted (the reason on standard error) or the cluster could
@@ -189,7 +194,8 @@ fn main() -> ExitCode {
             config,
             id,
             data_dir,
-        } => node::run(&config, id, data_dir.as_deref()),
+            threads,
+        } => node::run(&config, id, data_dir.as_deref(), threads.map(usize::from)),
         Command::Get { key, target } => {
             return client_command(&target, vec![Op::Get(key)], |reads| {
                 match reads.into_iter().next().and_then(|(_, v)| v) {

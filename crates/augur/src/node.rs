@@ -14,8 +14,14 @@ use std::path::Path;
 use std::sync::Arc;
 use tracing::{error, info, warn};
 
-/// Serve node `id` of the cluster described by the file at `config` until Ctrl-C or SIGTERM.
-pub fn run(config: &Path, id: u32, data_dir: Option<&Path>) -> anyhow::Result<()> {
+/// Serve node `id` of the cluster described by the file at `config` until Ctrl-C or SIGTERM,
+/// on `threads` worker threads (by default one per core).
+pub fn run(
+    config: &Path,
+    id: u32,
+    data_dir: Option<&Path>,
+    threads: Option<usize>,
+) -> anyhow::Result<()> {
     let cluster = Cluster::load(config)?;
     let bad = |msg: String| BadInput(format!("{}: {msg}", config.display()));
     let n = cluster.nodes.len();
@@ -36,7 +42,11 @@ pub fn run(config: &Path, id: u32, data_dir: Option<&Path>) -> anyhow::Result<()
         Some(listen) => resolve(&format!("node {id} listen"), listen).map_err(bad)?,
         None => peers[id as usize].1,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads {
+        runtime.worker_threads(threads);
+    }
+    let runtime = runtime
         .enable_all()
         .thread_name("augur-node")
         .build()
@@ -197,13 +207,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
         std::fs::write(&path, GOOD).unwrap();
-        let e = run(&path, 3, None).unwrap_err();
+        let e = run(&path, 3, None, None).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(
             e.to_string().contains("node id 3 is not in the file"),
             "{e}"
         );
-        let e = run(&dir.path().join("missing.toml"), 0, None).unwrap_err();
+        let e = run(&dir.path().join("missing.toml"), 0, None, None).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(e.to_string().contains("cannot read"), "{e}");
     }

@@ -85,6 +85,11 @@ pub fn run(
         LogStorage::Dir(dir) => Some(dir),
         LogStorage::Memory => None,
     };
+    // The nodes share this machine, with the clients: each gets its share of the cores rather
+    // than a thread per core, which on a small machine would spend the cores on context
+    // switches between the nodes' idle threads.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = (cores / config.nodes).max(1);
     let mut nodes = Nodes(Vec::new());
     for i in 0..config.nodes {
         let log = std::fs::File::create(config.out.join(format!("node-{protocol}-{i}.log")))?;
@@ -92,7 +97,8 @@ pub fn run(
         command
             .args(["node", "--config"])
             .arg(&path)
-            .args(["--id", &i.to_string()]);
+            .args(["--id", &i.to_string()])
+            .args(["--threads", &threads.to_string()]);
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir.join(format!("node-{i}")));
         }
