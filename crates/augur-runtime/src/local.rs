@@ -44,9 +44,19 @@ pub enum Input<P: Protocol> {
     Stop,
 }
 
+/// The most inputs a node handles while holding back the peer messages they produced
+/// ([`PeerNet::flush`]), so that a node kept busy still sends at least this often.
+const FLUSH_EVERY: u32 = 16;
+
 /// How a node's outgoing peer messages leave it.
 pub trait PeerNet<M>: Send + Sync + 'static {
     fn send(&self, from: NodeId, to: NodeId, msg: M);
+
+    /// Hand over what [`send`](PeerNet::send) may have held back. The node loop calls this
+    /// whenever its inbox runs dry (and at least every `FLUSH_EVERY`, 16, inputs), so that a
+    /// network that batches (TCP: one write for many messages) sees every message of a burst
+    /// at once. A network that sends at once needs nothing here.
+    fn flush(&self) {}
 }
 
 /// Run one node until it receives [`Input::Stop`] or its inbox closes. `protocol` is the node's
@@ -74,6 +84,8 @@ pub async fn run_node<P: Protocol>(
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((id.0 as u64) << 32));
     let mut effects = Effects::<P>::default();
     let mut inputs = 0u64;
+    // Inputs handled since the peer messages were last flushed.
+    let mut unflushed = 0u32;
     {
         let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
         node.protocol.on_start(&mut ctx);
@@ -82,7 +94,14 @@ pub async fn run_node<P: Protocol>(
         node.after_handler(&mut effects);
         if let Err(e) = node.release_synced() {
             error!(node = %id, "stopping: {e}");
+            // What was released before the failure is durable: let it leave.
+            node.net.flush();
             return;
+        }
+        unflushed += 1;
+        if unflushed >= FLUSH_EVERY || inbox.is_empty() {
+            node.net.flush();
+            unflushed = 0;
         }
         tokio::select! {
             biased;
@@ -125,6 +144,7 @@ pub async fn run_node<P: Protocol>(
     for h in held.take_all() {
         send_out(id, &net, &clients, h);
     }
+    net.flush();
 }
 
 /// The state of one node task besides its protocol's inputs.

@@ -53,6 +53,11 @@ enum Command {
         /// its state in memory only, and says so.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Worker threads of the node's async runtime (default: one per core). Nodes that
+        /// share a machine do better with a share of its cores each: every extra thread a node
+        /// wakes costs context switches that another node could have used.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        threads: Option<u16>,
         /// Fault injection: this node's clock reads MS milliseconds ahead of the system clock
         /// (behind if negative), as `augur nemesis` skews nodes. Never needed otherwise.
         #[arg(
@@ -207,8 +212,15 @@ fn main() -> ExitCode {
             config,
             id,
             data_dir,
+            threads,
             clock_offset_ms,
-        } => node::run(&config, id, data_dir.as_deref(), clock_offset_ms),
+        } => node::run(
+            &config,
+            id,
+            data_dir.as_deref(),
+            threads.map(usize::from),
+            clock_offset_ms,
+        ),
         Command::Get { key, target } => {
             return client_command(&target, vec![Op::Get(key)], |reads| {
                 match reads.into_iter().next().and_then(|(_, v)| v) {

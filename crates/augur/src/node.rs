@@ -16,11 +16,13 @@ use std::time::Duration;
 use tracing::{error, info, warn};
 
 /// Serve node `id` of the cluster described by the file at `config` until Ctrl-C or SIGTERM,
-/// its clock reading `clock_offset_ms` ahead of the system's (fault injection; normally 0).
+/// on `threads` worker threads (by default one per core), its clock reading `clock_offset_ms`
+/// ahead of the system's (fault injection; normally 0).
 pub fn run(
     config: &Path,
     id: u32,
     data_dir: Option<&Path>,
+    threads: Option<usize>,
     clock_offset_ms: i64,
 ) -> anyhow::Result<()> {
     let cluster = Cluster::load(config)?;
@@ -43,7 +45,11 @@ pub fn run(
         Some(listen) => resolve(&format!("node {id} listen"), listen).map_err(bad)?,
         None => peers[id as usize].1,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads {
+        runtime.worker_threads(threads);
+    }
+    let runtime = runtime
         .enable_all()
         .thread_name("augur-node")
         .build()
@@ -276,13 +282,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cluster.toml");
         std::fs::write(&path, GOOD).unwrap();
-        let e = run(&path, 3, None, 0).unwrap_err();
+        let e = run(&path, 3, None, None, 0).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(
             e.to_string().contains("node id 3 is not in the file"),
             "{e}"
         );
-        let e = run(&dir.path().join("missing.toml"), 0, None, 0).unwrap_err();
+        let e = run(&dir.path().join("missing.toml"), 0, None, None, 0).unwrap_err();
         assert!(e.downcast_ref::<BadInput>().is_some());
         assert!(e.to_string().contains("cannot read"), "{e}");
     }

@@ -6,8 +6,8 @@
 //! connection that began it ([`OpenTxns`]). When the connection ends, the node is told the
 //! client is gone ([`Input::ClientGone`]) and forgets what it kept for it.
 
-use super::wire::{FrameWriter, InboundReader, flush, send_body};
-use super::{Body, decode_frame, encode_frame};
+use super::wire::{FrameWriter, InboundReader, append_frame, flush, make_room, send_body};
+use super::{Body, decode_frame};
 use super::{DEADLINE_TICK, Shared, frame_overdue};
 use crate::Protocol;
 use crate::inbound::check_request;
@@ -16,8 +16,8 @@ use crate::telemetry;
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse};
 use augur_types::{RequestError, RequestId, TxnId};
+use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::{SinkExt, StreamExt};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,9 +93,9 @@ async fn client_loop<P: Protocol>(
                     in_flight = in_flight.saturating_sub(1);
                     txns.observe(&response);
                     telemetry::answered(&response.reply, commit_asked.remove(&response.id));
-                    let frame = encode_frame(&Body::<()>::Response(response))
+                    make_room(&mut out).await.map_err(|e| e.to_string())?;
+                    append_frame(out.write_buffer_mut(), &Body::<()>::Response(response))
                         .map_err(|e| format!("cannot encode a response: {e}"))?;
-                    out.feed(frame).await.map_err(|e| e.to_string())?;
                     next = replies.try_recv().ok();
                 }
                 flush(&mut out).await.map_err(|e| e.to_string())?;

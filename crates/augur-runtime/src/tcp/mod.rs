@@ -52,7 +52,7 @@ use rustls::pki_types::CertificateDer;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -228,17 +228,31 @@ pub fn serve_on<P: Protocol>(
         } else {
             Duration::ZERO
         };
-        let (tx, rx) = mpsc::channel(PEER_BUFFER);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let dropped = Arc::new(AtomicU64::new(0));
         spawn_until(
             &stop,
-            peer_writer::<P::Msg>(dialler.clone(), to, addr, rx, dropped.clone()),
+            peer_writer::<P::Msg>(
+                dialler.clone(),
+                to,
+                addr,
+                rx,
+                queued.clone(),
+                dropped.clone(),
+            ),
         );
-        links.push(Some(Link { tx, delay, dropped }));
+        links.push(Some(Link {
+            tx,
+            queued,
+            delay,
+            dropped,
+        }));
     }
     let net: Arc<dyn PeerNet<P::Msg>> = Arc::new(TcpNet::<P> {
         me,
         inbox: inbox.clone(),
+        pending: std::sync::Mutex::new((0..n).map(|_| Vec::new()).collect()),
         links,
     });
 

@@ -3,22 +3,22 @@
 
 use super::handshake::{ClusterIdentity, HANDSHAKE_TIMEOUT};
 use super::tls::NodeTls;
-use super::wire::{FrameReader, FrameWriter, InboundReader, flush, framed, next_body, send_body};
-use super::{
-    Body, DEADLINE_TICK, Shared, decode_frame, dial, encode_frame, frame_overdue, warn_limited,
+use super::wire::{
+    FrameReader, FrameWriter, InboundReader, append_frame, flush, framed, make_room, next_body,
+    send_body,
 };
+use super::{Body, DEADLINE_TICK, Shared, decode_frame, dial, frame_overdue, warn_limited};
 use crate::Protocol;
 use crate::inbound::{CheckMessage, Inbound};
 use crate::local::{Input, PeerNet};
 use crate::telemetry;
 use augur_types::NodeId;
-use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use serde::Serialize;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -32,9 +32,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// Messages for one peer, each with the time it may be written (emulated latency).
+pub(super) type Batch<M> = Vec<(Instant, M)>;
+
 /// One outgoing link: the queue to its writer task and the delay to emulate.
 pub(super) struct Link<M> {
-    pub(super) tx: mpsc::Sender<(Instant, M)>,
+    /// Batches of messages for the writer: one per flush of the node loop, so that the writer
+    /// is woken once and writes (and flushes) a whole burst at once.
+    pub(super) tx: mpsc::UnboundedSender<Batch<M>>,
+    /// Messages in `tx` that the writer has not taken yet: at most [`PEER_BUFFER`].
+    pub(super) queued: Arc<AtomicUsize>,
     pub(super) delay: Duration,
     /// Messages dropped because the queue was full; reported by the writer.
     pub(super) dropped: Arc<AtomicU64>,
@@ -46,6 +53,9 @@ pub(super) struct TcpNet<P: Protocol> {
     pub(super) inbox: mpsc::UnboundedSender<Input<P>>,
     /// Indexed by node id; `None` for this node and for nodes without an address.
     pub(super) links: Vec<Option<Link<P::Msg>>>,
+    /// Indexed by node id: messages sent since the last [`PeerNet::flush`]. Only the node loop
+    /// touches it, so the lock is never contended.
+    pub(super) pending: Mutex<Vec<Batch<P::Msg>>>,
 }
 
 impl<P: Protocol> PeerNet<P::Msg> for TcpNet<P> {
@@ -57,11 +67,32 @@ impl<P: Protocol> PeerNet<P::Msg> for TcpNet<P> {
         match self.links.get(to.0 as usize) {
             Some(Some(link)) => {
                 let at = Instant::now() + link.delay;
-                if let Err(mpsc::error::TrySendError::Full(_)) = link.tx.try_send((at, msg)) {
-                    link.dropped.fetch_add(1, Ordering::Relaxed);
-                }
+                self.pending.lock().expect("pending lock")[to.0 as usize].push((at, msg));
             }
             _ => debug!(node = %from, "dropping a message for {to}, which has no address"),
+        }
+    }
+
+    fn flush(&self) {
+        let mut pending = self.pending.lock().expect("pending lock");
+        for (batch, link) in pending.iter_mut().zip(&self.links) {
+            let Some(link) = link else { continue };
+            if batch.is_empty() {
+                continue;
+            }
+            // The writer only ever lowers `queued`, so the room seen here is the least there is.
+            let room = PEER_BUFFER.saturating_sub(link.queued.load(Ordering::Acquire));
+            if batch.len() > room {
+                let over = batch.len() - room;
+                batch.truncate(room);
+                link.dropped.fetch_add(over as u64, Ordering::Relaxed);
+                if room == 0 {
+                    continue;
+                }
+            }
+            link.queued.fetch_add(batch.len(), Ordering::AcqRel);
+            // The capacity goes with the batch; the next burst starts a new one.
+            let _ = link.tx.send(std::mem::take(batch));
         }
     }
 }
@@ -133,38 +164,35 @@ impl PeerConn {
     }
 
     async fn heartbeat(&mut self) -> io::Result<()> {
-        let frame = encode_frame(&Body::<()>::Heartbeat).map_err(io::Error::other)?;
-        self.out.send(frame).await
+        send_body(&mut self.out, &Body::<()>::Heartbeat).await
     }
 
-    /// Send `msg` from node `me` once `at` has come; flush unless more are about to follow.
-    /// `Err` says why the link is over (a message that cannot be encoded is dropped alone).
-    async fn send<M: Serialize>(
+    /// Write `batch`'s messages from node `me`, each once its time has come, encoded straight
+    /// into the connection's buffer, and flush once at the end (a single write for the whole
+    /// batch when nothing is delayed) unless `more` batches are about to follow. A message that
+    /// cannot be encoded is dropped alone. `Err` says why the link is over, with how many of
+    /// the batch's messages were not written.
+    async fn send_batch<M: Serialize>(
         &mut self,
         me: NodeId,
-        msg: M,
-        at: Instant,
+        batch: Batch<M>,
         more: bool,
-    ) -> Result<(), String> {
-        let frame = match encode_frame(&Body::Peer { from: me, msg }) {
-            Ok(frame) => frame,
-            Err(e) => {
-                warn!(node = %me, "dropping a message that cannot be sent: {e}");
-                return Ok(());
+    ) -> Result<(), (String, usize)> {
+        let total = batch.len();
+        for (sent, (at, msg)) in batch.into_iter().enumerate() {
+            let lost = |e: io::Error| (e.to_string(), total - sent);
+            if at > Instant::now() {
+                flush(&mut self.out).await.map_err(lost)?;
+                tokio::time::sleep_until(at.into()).await;
             }
-        };
-        self.write(frame, at, more).await.map_err(|e| e.to_string())
-    }
-
-    /// Write `frame` once `at` has come; flush unless more frames are about to follow.
-    async fn write(&mut self, frame: Bytes, at: Instant, more: bool) -> io::Result<()> {
-        if at > Instant::now() {
-            flush(&mut self.out).await?;
-            tokio::time::sleep_until(at.into()).await;
+            make_room(&mut self.out).await.map_err(lost)?;
+            if let Err(e) = append_frame(self.out.write_buffer_mut(), &Body::Peer { from: me, msg })
+            {
+                warn!(node = %me, "dropping a message that cannot be sent: {e}");
+            }
         }
-        self.out.feed(frame).await?;
         if !more {
-            flush(&mut self.out).await?;
+            flush(&mut self.out).await.map_err(|e| (e.to_string(), 0))?;
         }
         Ok(())
     }
@@ -180,7 +208,8 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     dialler: Arc<Dialler>,
     to: NodeId,
     addr: SocketAddr,
-    mut rx: mpsc::Receiver<(Instant, M)>,
+    mut rx: mpsc::UnboundedReceiver<Batch<M>>,
+    queued: Arc<AtomicUsize>,
     dropped: Arc<AtomicU64>,
 ) {
     let me = dialler.me;
@@ -192,8 +221,10 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     let mut ever_connected = false;
     let mut last_failure: Option<String> = None;
     let mut last_attempt: Option<Instant> = None;
-    // A message that arrived while the link was down and made the writer dial at once.
-    let mut held: Option<(Instant, M)> = None;
+    // Messages that arrived while the link was down and made the writer dial at once.
+    let mut held: Option<Batch<M>> = None;
+    // A batch taken off the queue makes room in it for as many messages.
+    let taken = |batch: &Batch<M>| queued.fetch_sub(batch.len(), Ordering::AcqRel);
     let mut tick = tokio::time::interval(dialler.peer_timeout / 4);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -227,8 +258,8 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                         debug!(node = %me, peer = %to, %addr, "cannot reach peer: {e}");
                     }
                     last_failure = Some(e);
-                    if held.take().is_some() {
-                        dropped.fetch_add(1, Ordering::Relaxed);
+                    if let Some(batch) = held.take() {
+                        dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
                     }
                     failures += 1;
                     retry_at = Instant::now() + backoff;
@@ -241,26 +272,27 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
             telemetry::peer_link(to, false);
             *conn = None;
         };
-        if let (Some(c), Some((at, msg))) = (conn.as_mut(), held.take())
-            && let Err(e) = c.send(me, msg, at, !rx.is_empty()).await
+        if let (Some(c), Some(batch)) = (conn.as_mut(), held.take())
+            && let Err((e, unsent)) = c.send_batch(me, batch, false).await
         {
-            dropped.fetch_add(1, Ordering::Relaxed);
+            dropped.fetch_add(unsent as u64, Ordering::Relaxed);
             lost(e, &mut conn);
         }
         match conn.as_mut() {
             None => tokio::select! {
                 next = rx.recv() => match next {
                     None => return,
-                    // A message to send is a reason to dial now rather than at the end of the
+                    // Messages to send are a reason to dial now rather than at the end of the
                     // backoff (peers start in any order; the first messages should not be
                     // lost to it), though not more often than every MIN_BACKOFF.
-                    Some(message) => {
+                    Some(batch) => {
+                        taken(&batch);
                         let due = last_attempt.is_none_or(|at| at.elapsed() >= MIN_BACKOFF);
                         if due && held.is_none() {
-                            held = Some(message);
+                            held = Some(batch);
                             retry_at = Instant::now();
                         } else {
-                            dropped.fetch_add(1, Ordering::Relaxed);
+                            dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
                         }
                     }
                 },
@@ -268,9 +300,10 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
             },
             Some(c) => tokio::select! {
                 next = rx.recv() => {
-                    let Some((at, msg)) = next else { return };
-                    if let Err(e) = c.send(me, msg, at, !rx.is_empty()).await {
-                        dropped.fetch_add(1, Ordering::Relaxed);
+                    let Some(batch) = next else { return };
+                    taken(&batch);
+                    if let Err((e, unsent)) = c.send_batch(me, batch, !rx.is_empty()).await {
+                        dropped.fetch_add(unsent as u64, Ordering::Relaxed);
                         lost(e, &mut conn);
                     }
                 }
@@ -302,9 +335,17 @@ pub(super) async fn serve_peer<P: Protocol>(
     shared: &Shared<P>,
 ) -> Result<(), String> {
     let mut last_heard = Instant::now();
+    // Deadlines are looked at on a tick rather than with a timer per frame: a busy link
+    // carries thousands of frames a second.
+    let mut tick = tokio::time::interval(DEADLINE_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let frame = match tokio::time::timeout(DEADLINE_TICK, frames.next()).await {
-            Err(_) => {
+        let frame = tokio::select! {
+            frame = frames.next() => match frame {
+                None => break,
+                Some(frame) => frame.map_err(|e| format!("from peer {from}: {e}"))?,
+            },
+            _ = tick.tick() => {
                 frame_overdue(&frames, &shared.limits).map_err(|e| format!("peer {from}: {e}"))?;
                 let silent = last_heard.elapsed();
                 if silent > shared.limits.peer_timeout {
@@ -314,8 +355,6 @@ pub(super) async fn serve_peer<P: Protocol>(
                 }
                 continue;
             }
-            Ok(None) => break,
-            Ok(Some(frame)) => frame.map_err(|e| format!("from peer {from}: {e}"))?,
         };
         last_heard = Instant::now();
         match decode_frame::<P::Msg>(&frame).map_err(|e| format!("from peer {from}: {e}"))? {

@@ -3,8 +3,7 @@
 use super::handshake::ClusterIdentity;
 use super::limits::{FrameCodec, HELLO_FRAME_LEN};
 use augur_types::{ClientId, ClientRequest, ClientResponse, NodeId};
-use bytes::Bytes;
-use bytes::BytesMut;
+use bytes::{BufMut, Bytes, BytesMut};
 use futures::SinkExt;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -97,16 +96,72 @@ struct EnvelopeRef<'a, M> {
     body: &'a Body<M>,
 }
 
-/// Encode `body` in an envelope of the current version (without the length prefix).
-pub fn encode_frame<M: Serialize>(body: &Body<M>) -> Result<Bytes, FrameError> {
-    let bytes = postcard::to_stdvec(&EnvelopeRef {
+/// postcard's output appended to a buffer.
+struct Append<'a>(&'a mut BytesMut);
+
+impl postcard::ser_flavors::Flavor for Append<'_> {
+    type Output = ();
+
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.put_u8(byte);
+        Ok(())
+    }
+
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+/// Append the envelope of `body` (current version) to `buf`: the frame without its length
+/// prefix. On an error, `buf` may hold part of it.
+fn encode_into<M: Serialize>(buf: &mut BytesMut, body: &Body<M>) -> Result<(), FrameError> {
+    let envelope = EnvelopeRef {
         version: WIRE_VERSION,
         body,
-    })?;
-    if bytes.len() > MAX_FRAME_LEN {
-        return Err(FrameError::TooLarge(bytes.len()));
+    };
+    postcard::serialize_with_flavor(&envelope, Append(buf))?;
+    Ok(())
+}
+
+/// Encode `body` in an envelope of the current version (without the length prefix).
+pub fn encode_frame<M: Serialize>(body: &Body<M>) -> Result<Bytes, FrameError> {
+    let mut buf = BytesMut::new();
+    encode_into(&mut buf, body)?;
+    if buf.len() > MAX_FRAME_LEN {
+        return Err(FrameError::TooLarge(buf.len()));
     }
-    Ok(Bytes::from(bytes))
+    Ok(buf.freeze())
+}
+
+/// Append `body` to `buf` as a whole frame, length prefix included, as the codec would write
+/// it, but encoded in place: no allocation and no copy of its own. A body that cannot be
+/// encoded, or whose frame would exceed [`MAX_FRAME_LEN`], leaves `buf` as it was.
+pub(super) fn append_frame<M: Serialize>(
+    buf: &mut BytesMut,
+    body: &Body<M>,
+) -> Result<(), FrameError> {
+    let start = buf.len();
+    buf.put_u32(0);
+    let len = encode_into(buf, body).and_then(|()| match buf.len() - start - 4 {
+        len if len > MAX_FRAME_LEN => Err(FrameError::TooLarge(len)),
+        len => Ok(len),
+    });
+    match len {
+        Ok(len) => {
+            // Fits in the 4 bytes: at most MAX_FRAME_LEN.
+            buf[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            buf.truncate(start);
+            Err(e)
+        }
+    }
 }
 
 /// Decode one frame (without its length prefix): the version first, then the body, which must
@@ -134,6 +189,16 @@ pub fn codec() -> LengthDelimitedCodec {
 /// Flush a frame sink (the item type has to be named for the sink to be found).
 pub(super) async fn flush(out: &mut FrameWriter) -> io::Result<()> {
     SinkExt::<Bytes>::flush(out).await
+}
+
+/// Before appending a frame to `out`'s buffer ([`append_frame`]): flush it if it has reached
+/// the writer's back-pressure boundary, as the sink does before it buffers a frame, so that
+/// the buffer stays bounded however many frames a batch holds.
+pub(super) async fn make_room(out: &mut FrameWriter) -> io::Result<()> {
+    if out.write_buffer().len() >= out.backpressure_boundary() {
+        flush(out).await?;
+    }
+    Ok(())
 }
 
 /// A connection's byte stream: plain TCP or TLS over it.
@@ -167,13 +232,14 @@ pub(super) fn framed_inbound(conn: Conn) -> (InboundReader, FrameWriter) {
     )
 }
 
-/// Send one frame and flush it.
+/// Send one frame and flush it (with any frames appended before it).
 pub(super) async fn send_body<M: Serialize>(
     out: &mut FrameWriter,
     body: &Body<M>,
 ) -> io::Result<()> {
-    out.send(encode_frame(body).map_err(io::Error::other)?)
-        .await
+    make_room(out).await?;
+    append_frame(out.write_buffer_mut(), body).map_err(io::Error::other)?;
+    flush(out).await
 }
 
 /// Read the next frame within `deadline` and decode it. `Err` says why there is none.

@@ -15,7 +15,7 @@ pub mod peers;
 pub mod pg;
 pub mod run;
 mod sim;
-mod tcp;
+pub(crate) mod tcp;
 
 pub use config::{BenchArgs, BenchConfig, Runtime};
 

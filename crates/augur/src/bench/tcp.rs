@@ -86,6 +86,7 @@ pub fn run(
         LogStorage::Dir(dir) => Some(dir),
         LogStorage::Memory => None,
     };
+    let threads = node_threads(config.nodes);
     let mut nodes = Nodes(Vec::new());
     for i in 0..config.nodes {
         let log = std::fs::File::create(config.out.join(format!("node-{protocol}-{i}.log")))?;
@@ -93,7 +94,8 @@ pub fn run(
         command
             .args(["node", "--config"])
             .arg(&path)
-            .args(["--id", &i.to_string()]);
+            .args(["--id", &i.to_string()])
+            .args(["--threads", &threads.to_string()]);
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir.join(format!("node-{i}")));
         }
@@ -151,6 +153,14 @@ fn drive_cluster(
         drive(config, spec, info, transports, probes, loader).await
     })?;
     Ok(Ok(ProtocolResult::new(info, spec, config, stats)))
+}
+
+/// Worker threads for each of `nodes` node processes sharing this machine with their clients:
+/// each gets its share of the cores rather than a thread per core, which on a small machine
+/// would spend the cores on context switches between the nodes' idle threads.
+pub(crate) fn node_threads(nodes: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / nodes.max(1)).max(1)
 }
 
 /// Addresses on loopback that were free a moment ago.

@@ -29,6 +29,7 @@
 mod network;
 mod processes;
 
+use crate::bench::interrupt;
 use augur::BadInput;
 use augur::check::{CHECK_SPECULATION, check_recorded, flatten_settings, write_history};
 use augur::cluster::{Cluster, ClusterFile};
@@ -279,8 +280,14 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
     let out = &args.out;
     std::fs::create_dir_all(out)?;
 
+    // Ctrl-C or SIGTERM ends the faults early; the run then heals, checks what it has and
+    // removes its namespaces, rather than leaving them behind.
+    interrupt::install();
     let mut failed = Vec::new();
     for (index, workload) in args.workload.iter().enumerate() {
+        if interrupt::requested() {
+            break;
+        }
         let dir = out.join(workload);
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
@@ -421,7 +428,7 @@ impl Run<'_> {
         std::thread::sleep(CALM_BEFORE);
         let faults_end = Instant::now() + Duration::from_secs_f64(args.duration);
         let mut injected = 0usize;
-        while Instant::now() < faults_end {
+        while Instant::now() < faults_end && !interrupt::requested() {
             let kind = *self
                 .faults
                 .choose(&mut rng)

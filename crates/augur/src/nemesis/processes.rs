@@ -25,6 +25,8 @@ pub struct NodeProcesses {
     /// Each node's clock offset, given again at every restart.
     clock_offsets_ms: Vec<i64>,
     paused: Vec<bool>,
+    /// Each node's worker threads: its share of the machine's cores.
+    threads: usize,
 }
 
 impl NodeProcesses {
@@ -45,6 +47,7 @@ impl NodeProcesses {
             children: (0..n).map(|_| None).collect(),
             clock_offsets_ms: vec![0; n],
             paused: vec![false; n],
+            threads: crate::bench::tcp::node_threads(n),
         };
         for i in 0..n {
             nodes.spawn(network, i)?;
@@ -83,6 +86,7 @@ impl NodeProcesses {
             .arg("--config")
             .arg(&self.config)
             .args(["--id", &i.to_string()])
+            .args(["--threads", &self.threads.to_string()])
             .arg(format!("--clock-offset-ms={}", self.clock_offsets_ms[i]))
             .env("RUST_LOG", "info");
         // `ip netns exec` execs the node in place, so the setting reaches the node itself.
