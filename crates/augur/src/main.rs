@@ -185,14 +185,6 @@ enum ClusterCommand {
 }
 
 fn main() -> ExitCode {
-    // Rust ignores SIGPIPE, which turns `augur check ... | head` into a panic on the next print;
-    // a command-line tool should simply stop, as other Unix tools do.
-    #[cfg(unix)]
-    // SAFETY: called first thing in main, before any thread exists; it only restores the
-    // default disposition of one signal.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     // Warnings by default, and the one line a node logs when it starts serving; RUST_LOG
     // overrides. Colour only on a terminal: logs that go to files stay plain text.
     tracing_subscriber::fmt()
@@ -204,6 +196,24 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    // Rust ignores SIGPIPE, which turns `augur check ... | head` into a panic on the next print;
+    // a command-line tool should simply stop, as other Unix tools do. Only for the commands
+    // that talk to no other process: a node, a benchmark or a client given the default would
+    // be killed by the first write to a connection its peer had closed (the nemesis found a
+    // node dying so after SIGSTOP/SIGCONT), where ignoring it turns that write into an error
+    // the connection's owner handles.
+    let prints_only = matches!(
+        cli.command,
+        Command::Check(_) | Command::Protocols { .. } | Command::Certs { .. } | Command::Cluster(_)
+    );
+    #[cfg(unix)]
+    if prints_only {
+        // SAFETY: no thread exists yet (the logger starts none); it only restores the default
+        // disposition of one signal.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let result = match cli.command {
         Command::Bench(args) => run_bench(&args),
         Command::Check(args) => augur::check::run(&args),

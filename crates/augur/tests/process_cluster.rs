@@ -747,3 +747,23 @@ fn the_python_client_transfers_and_reads_back_over_grpc() {
     assert!(err.contains("less than 1000"), "{err}");
     assert_eq!(augur_get("acct:alice"), "45");
 }
+
+/// A node must outlive a write to a connection its peer closed: with SIGPIPE at its default
+/// disposition the first such write killed it (the nemesis saw a node die so right after
+/// SIGCONT, its clients and peers having given up on it while it was stopped). The node must
+/// ignore SIGPIPE, so that the write fails with EPIPE and the connection's owner handles it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_node_ignores_sigpipe() {
+    let mut cluster = Cluster::start(1, 1);
+    let pid = cluster.children[0].as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+        .unwrap();
+    let sigpipe_bit = 1u64 << (libc::SIGPIPE - 1);
+    assert_ne!(ignored & sigpipe_bit, 0, "SIGPIPE is not ignored: {ignored:#x}");
+    assert!(cluster.alive(0));
+}
