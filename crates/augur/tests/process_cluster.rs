@@ -764,6 +764,10 @@ fn a_node_ignores_sigpipe() {
         .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
         .unwrap();
     let sigpipe_bit = 1u64 << (libc::SIGPIPE - 1);
-    assert_ne!(ignored & sigpipe_bit, 0, "SIGPIPE is not ignored: {ignored:#x}");
+    assert_ne!(
+        ignored & sigpipe_bit,
+        0,
+        "SIGPIPE is not ignored: {ignored:#x}"
+    );
     assert!(cluster.alive(0));
 }
