@@ -184,6 +184,13 @@ impl Namespaces {
         }
         // Up to the most nodes a network holds: one left by a killed run may have had more.
         for i in 0..200 {
+            // The host's end of the veth first, synchronously: deleting a namespace tears
+            // its interfaces down in the background, and the next network (the next workload)
+            // would find the name still taken.
+            let veth = self.veth(i);
+            if std::path::Path::new("/sys/class/net").join(&veth).exists() {
+                let _ = quiet(&["ip", "link", "del", &veth]);
+            }
             let ns = self.namespace(i);
             if std::path::Path::new("/run/netns").join(&ns).exists() {
                 let _ = run(&["ip", "netns", "del", &ns]);
