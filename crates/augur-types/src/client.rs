@@ -212,6 +212,21 @@ pub struct ProcedureCall {
     /// The procedure's name within the workload (`new_order`).
     pub procedure: String,
     pub args: Vec<u8>,
+    /// How `args` are encoded. Only ever postcard on the wire (the field is not sent); JSON
+    /// where a person wrote the arguments (`augur shell`'s `exec`), to be decoded locally into
+    /// the procedure, whose own `Procedure::call` encodes them again for the wire.
+    #[serde(skip)]
+    pub args_format: ArgsFormat,
+}
+
+/// How a [`ProcedureCall`]'s arguments are encoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ArgsFormat {
+    /// The procedure's postcard encoding: what travels.
+    #[default]
+    Postcard,
+    /// JSON text, with keys in their printed form (`SHARD/REST`).
+    Json,
 }
 
 impl ProcedureCall {
@@ -221,17 +236,22 @@ impl ProcedureCall {
             workload: workload.to_string(),
             procedure: procedure.to_string(),
             args: postcard::to_stdvec(args).expect("procedure arguments encode"),
+            args_format: ArgsFormat::Postcard,
         }
     }
 
     /// The arguments, as the procedure's type `A`.
     pub fn decode<A: serde::de::DeserializeOwned>(&self) -> Result<A, RequestError> {
-        postcard::from_bytes(&self.args).map_err(|e| {
+        let bad = |e: &dyn std::fmt::Display| {
             RequestError::Invalid(format!(
                 "bad arguments for procedure {}/{}: {e}",
                 self.workload, self.procedure
             ))
-        })
+        };
+        match self.args_format {
+            ArgsFormat::Postcard => postcard::from_bytes(&self.args).map_err(|e| bad(&e)),
+            ArgsFormat::Json => serde_json::from_slice(&self.args).map_err(|e| bad(&e)),
+        }
     }
 }
 

@@ -12,8 +12,47 @@ pub type Value = Bytes;
 /// its tag (a TPC-C warehouse number, a synthetic partition index) and keys that share a tag always
 /// live together. Keys shorter than four bytes are hashed instead. Up to 16 bytes are stored inline,
 /// which keeps the per-key overhead of the store small and cloning a key allocation-free.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// A key serializes as its bytes. Deserializing from a human-readable format (JSON) also takes
+/// its printed form, `SHARD/REST` (see [`Key::parse_printed`]), so that a person can name keys
+/// in procedure arguments (`augur shell`'s `exec`); binary formats (the wire, the log) are
+/// unaffected.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Key(SmallVec<[u8; 16]>);
+
+/// The derived form of [`Key`], which binary formats keep using.
+#[derive(Deserialize)]
+#[serde(rename = "Key")]
+struct KeyBytes(SmallVec<[u8; 16]>);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Key, D::Error> {
+        if !deserializer.is_human_readable() {
+            return KeyBytes::deserialize(deserializer).map(|k| Key(k.0));
+        }
+        struct Printed;
+        impl<'de> serde::de::Visitor<'de> for Printed {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key: its printed form `SHARD/REST` or its bytes")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Key, E> {
+                Key::parse_printed(text).map_err(E::custom)
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Key, A::Error> {
+                let mut bytes = SmallVec::new();
+                while let Some(b) = seq.next_element::<u8>()? {
+                    bytes.push(b);
+                }
+                Ok(Key(bytes))
+            }
+        }
+        deserializer.deserialize_any(Printed)
+    }
+}
 
 impl Key {
     /// A key with the given shard tag followed by `rest`.
@@ -27,6 +66,23 @@ impl Key {
     /// A key with the given shard tag and a numeric identifier: the form synthetic workloads use.
     pub fn numbered(shard: u32, id: u64) -> Key {
         Key::tagged(shard, &id.to_be_bytes())
+    }
+
+    /// A key from its printed form `SHARD/REST`: REST made of digits that fit a `u64` is a
+    /// [numbered](Key::numbered) key (as the synthetic workloads' keys print), any other REST
+    /// is taken as bytes after the shard tag ([`Key::tagged`]).
+    pub fn parse_printed(text: &str) -> Result<Key, String> {
+        let (shard, rest) = text
+            .split_once('/')
+            .ok_or_else(|| format!("key '{text}' is not of the form SHARD/REST"))?;
+        let shard: u32 = shard
+            .parse()
+            .map_err(|_| format!("key '{text}': shard '{shard}' is not a number"))?;
+        let numbered = !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit());
+        match rest.parse::<u64>() {
+            Ok(id) if numbered => Ok(Key::numbered(shard, id)),
+            _ => Ok(Key::tagged(shard, rest.as_bytes())),
+        }
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Key {
@@ -93,6 +149,35 @@ mod tests {
         assert_eq!(k.shard(), 3);
         assert_eq!(format!("{k:?}"), "3/42");
         assert_eq!(Key::tagged(9, b"abc").to_string(), "9/abc");
+    }
+
+    #[test]
+    fn keys_read_from_their_printed_form_in_json_only() {
+        assert_eq!(Key::parse_printed("3/42").unwrap(), Key::numbered(3, 42));
+        assert_eq!(Key::parse_printed("9/abc").unwrap(), Key::tagged(9, b"abc"));
+        assert!(
+            Key::parse_printed("abc")
+                .unwrap_err()
+                .contains("SHARD/REST")
+        );
+        assert!(
+            Key::parse_printed("x/1")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        let k: Key = serde_json::from_str("\"3/42\"").unwrap();
+        assert_eq!(k, Key::numbered(3, 42));
+        // Bytes still read back in JSON, and binary formats are unchanged.
+        let json = serde_json::to_string(&Key::numbered(3, 42)).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Key>(&json).unwrap(),
+            Key::numbered(3, 42)
+        );
+        let bytes = postcard::to_stdvec(&Key::numbered(3, 42)).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<Key>(&bytes).unwrap(),
+            Key::numbered(3, 42)
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ pub mod latency;
 pub mod placement;
 
 pub use client::{
-    AbortReason, ClientOp, ClientReply, ClientRequest, ClientResponse, ExecutedOp, Execution,
-    ProcedureCall, RequestError, RequestForm,
+    AbortReason, ArgsFormat, ClientOp, ClientReply, ClientRequest, ClientResponse, ExecutedOp,
+    Execution, ProcedureCall, RequestError, RequestForm,
 };
 pub use ids::{ClientId, DcId, NodeId, PartitionId, RequestId, Timestamp, TxnId};
 pub use isolation::IsolationLevel;

@@ -454,6 +454,7 @@ pub(crate) mod testing {
                     workload: workload.into(),
                     procedure: procedure.to_string(),
                     args: garbage,
+                    args_format: Default::default(),
                 };
                 match refused(&call) {
                     RequestError::Invalid(why) => assert!(why.contains(procedure), "{why}"),

@@ -6,19 +6,32 @@
 //! augur> put KEY VALUE         write a key (buffered until commit; outside: committed at once)
 //! augur> del KEY               delete a key
 //! augur> commit | abort        end the transaction
+//! augur> exec bank/transfer {"from":"0/1","to":"1/2","amount":5,"initial":100}
+//!                              run a registered procedure one-shot (a transaction of its own)
 //! augur> help | quit
 //! ```
 //!
 //! On a terminal, lines are edited with `rustyline` (arrows, history of the session); from a
 //! pipe, commands are read line by line with no prompt. An error (an unknown command, a node
 //! that is down, an abort) is printed and the session goes on; an abort's reason is shown in
-//! words. One-shot procedures (`exec`) are not offered yet: their arguments are typed values
-//! that the shell cannot yet build from text.
+//! words.
+//!
+//! `exec WORKLOAD/PROCEDURE ARGS` ships one of the workloads' registered procedures as a
+//! one-shot transaction, as `augur bench --txn-form one-shot` does. ARGS is the procedure's
+//! argument structure as JSON, keys written in their printed form (`SHARD/REST`, e.g. `0/1`
+//! for account 1 of `bank`); the shell decodes it into the procedure here (a wrong or missing
+//! field is named) and the procedure encodes its own call for the wire. The reply shows the
+//! outcome and every read and write the node made.
 
 use crate::cluster::Cluster;
-use augur_client::{Session, Txn, TxnError};
+use augur_client::{
+    Attempt, HistoryRecorder, Outcome, ProcedureCatalog, Session, Speculation, Txn, TxnError,
+    execute_one_shot,
+};
 use augur_runtime::tcp::TcpTransport;
-use augur_types::{Key, NodeId, Value};
+use augur_types::history::Op;
+use augur_types::{ArgsFormat, Key, NodeId, ProcedureCall, Value};
+use augur_workloads::Catalog;
 use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 use std::time::Duration;
@@ -33,6 +46,10 @@ commands:
   del KEY             delete a key
   commit              commit the transaction
   abort               roll the transaction back
+  exec WORKLOAD/PROCEDURE ARGS
+                      run a workload's registered procedure as a one-shot transaction of its
+                      own, ARGS its arguments as JSON with keys as SHARD/REST, e.g.
+                      exec bank/transfer {\"from\":\"0/1\",\"to\":\"1/2\",\"amount\":5,\"initial\":100}
   help                this list
   quit                leave (an open transaction is rolled back)";
 
@@ -82,7 +99,10 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let session = cluster.open_session(home, REQUEST_TIMEOUT).await?;
+        // Recorded, so that `exec` can show what the node's run of a procedure read and wrote.
+        let recorder = HistoryRecorder::new();
+        let clients = cluster.client_config(REQUEST_TIMEOUT)?;
+        let session = Session::recorded(cluster.connect(&clients, home).await?, recorder.clone());
         let mut lines = Lines::open()?;
         if matches!(lines, Lines::Terminal(_)) {
             println!(
@@ -101,6 +121,10 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
                 [] => {}
                 ["quit" | "exit"] => break,
                 ["help"] => println!("{HELP}"),
+                ["exec", ..] => match exec(&session, &recorder, txn.is_some(), &line).await {
+                    Ok(out) => println!("{out}"),
+                    Err(e) => println!("error: {e}"),
+                },
                 _ => match step(&session, &mut txn, &line).await {
                     Ok(out) => println!("{out}"),
                     Err(e) => println!("error: {e}"),
@@ -207,6 +231,62 @@ async fn step<'s>(
         )),
         [] => Ok(String::new()),
     }
+}
+
+/// `exec WORKLOAD/PROCEDURE ARGS`: run a registered procedure one-shot and show what it did.
+async fn exec(
+    session: &Session<TcpTransport>,
+    recorder: &HistoryRecorder,
+    in_transaction: bool,
+    line: &str,
+) -> Result<String, String> {
+    if in_transaction {
+        return Err(
+            "exec runs a transaction of its own: commit or abort the open one first".into(),
+        );
+    }
+    let usage = "exec WORKLOAD/PROCEDURE ARGS, ARGS the procedure's arguments as JSON (`help` shows an example)";
+    let rest = line
+        .trim_start()
+        .strip_prefix("exec")
+        .unwrap_or_default()
+        .trim();
+    let (name, args) = rest.split_once(char::is_whitespace).ok_or(usage)?;
+    let (workload, procedure) = name.split_once('/').ok_or(usage)?;
+    let call = ProcedureCall {
+        workload: workload.to_string(),
+        procedure: procedure.to_string(),
+        args: args.trim().as_bytes().to_vec(),
+        args_format: ArgsFormat::Json,
+    };
+    let mut procedure = Catalog.instantiate(&call).map_err(|e| e.to_string())?;
+    let before = recorder.len();
+    let attempt = execute_one_shot(session, procedure.as_mut(), Speculation::default(), None).await;
+    let outcome = match attempt {
+        Attempt::Done(outcome) => outcome,
+        Attempt::Speculative(commit) => commit.outcome().await,
+    };
+    let mut out = match outcome {
+        Outcome::Committed { commit_ts } => format!("committed at {commit_ts:?}"),
+        Outcome::Aborted(reason) => format!("aborted: {} ({reason})", reason.describe()),
+        Outcome::Unknown => "the outcome is unknown: the node did not answer in time".into(),
+    };
+    let records = recorder.records();
+    if records.len() > before
+        && let Some(record) = records.last()
+    {
+        for op in &record.ops {
+            let (verb, key, value) = match op {
+                Op::Read { key, value } => ("read ", key, value),
+                Op::Write { key, value } => ("wrote", key, value),
+            };
+            let value = value
+                .as_deref()
+                .map_or("(absent)".into(), |v| format!("\"{v}\""));
+            out.push_str(&format!("\n  {verb} {key} {value}"));
+        }
+    }
+    Ok(out)
 }
 
 /// A transaction operation's result: an abort ends the transaction.

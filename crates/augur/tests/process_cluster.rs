@@ -636,6 +636,14 @@ fn the_shell_works_on_a_real_terminal() {
     shell.expect("\"pear\"");
     shell.type_line("get nothing");
     shell.expect("(absent)");
+    // A registered procedure, one-shot: bank's accounts 0 and 1 open at 100.
+    shell.type_line(r#"exec bank/transfer {"from":"0/0","to":"1/1","amount":30,"initial":100}"#);
+    shell.expect("committed at");
+    shell.expect("wrote 1/1 \"130\"");
+    shell.type_line(r#"exec bank/scan {"accounts":2,"partitions":3}"#);
+    shell.expect("read  0/0 \"70\"");
+    shell.type_line(r#"exec bank/transfer {"from":"0/0"}"#);
+    shell.expect("missing field `to`");
     shell.type_line("quit");
     let status = shell.child.wait().unwrap();
     assert!(status.success());
