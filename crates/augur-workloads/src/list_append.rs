@@ -75,9 +75,11 @@ pub(crate) fn key_of(placement: &Placement, index: u64) -> Key {
     key_among(placement.partition_count() as u32, index)
 }
 
-/// [`key_of`] over `partitions` partitions, for procedures rebuilt from a call (which know the
-/// partition count but not the placement).
-pub(crate) fn key_among(partitions: u32, index: u64) -> Key {
+/// The key with index `index` among `partitions` partitions (its shard tag spreads keys
+/// round-robin): for procedures rebuilt from a call (which know the partition count but not the
+/// placement), and for whoever reads a run's keys afterwards (`augur nemesis`'s final reads;
+/// `bank` places its accounts the same way).
+pub fn key_among(partitions: u32, index: u64) -> Key {
     let partitions = u64::from(partitions.max(1));
     Key::numbered((index % partitions) as u32, index)
 }

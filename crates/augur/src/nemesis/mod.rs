@@ -42,6 +42,7 @@ use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome};
 use augur_types::{AbortReason, IsolationLevel, Key, NodeId, Placement, Timestamp};
 use augur_workloads::Workload;
+use augur_workloads::list_append::key_among;
 use network::Network;
 use processes::NodeProcesses;
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -371,6 +372,16 @@ struct Shared {
     aborted: AtomicU64,
     unknown: AtomicU64,
     reconnects: AtomicU64,
+}
+
+impl Shared {
+    /// A connection to `node`, or why there is none, in words.
+    async fn connect(&self, node: NodeId) -> Result<TcpTransport, String> {
+        self.cluster
+            .connect(&self.clients, node)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 impl Run<'_> {
@@ -713,7 +724,7 @@ async fn run_client(shared: Arc<Shared>, home: NodeId, seed: u64) {
     let mut away_since: Option<Instant> = None;
     let mut target = home;
     while !shared.stop.load(Ordering::SeqCst) {
-        let transport = match shared.cluster.connect(&shared.clients, target).await {
+        let transport = match shared.connect(target).await {
             Ok(t) => t,
             Err(_) => {
                 let since = *away_since.get_or_insert_with(Instant::now);
@@ -803,11 +814,7 @@ async fn recover(shared: &Shared, bound: Duration) -> Result<Duration, String> {
                 ));
             }
             let attempt = async {
-                let transport = shared
-                    .cluster
-                    .connect(&shared.clients, node)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let transport = shared.connect(node).await?;
                 let session = Session::new(transport);
                 let mut txn = session.begin(false).await.map_err(|e| e.to_string())?;
                 for p in 0..placement.partition_count() {
@@ -836,10 +843,8 @@ async fn recover(shared: &Shared, bound: Duration) -> Result<Duration, String> {
 fn workload_keys(name: &str, workload: &Arc<dyn Workload>, placement: &Placement) -> Vec<Key> {
     let setting = if name == "bank" { "accounts" } else { "keys" };
     let count = workload.settings()[setting].as_u64().unwrap_or(0);
-    let partitions = placement.partition_count().max(1) as u64;
-    (0..count)
-        .map(|i| Key::numbered((i % partitions) as u32, i))
-        .collect()
+    let partitions = placement.partition_count() as u32;
+    (0..count).map(|i| key_among(partitions, i)).collect()
 }
 
 /// A read-only transaction coordinated by `node` over every key, recorded in the history
@@ -855,11 +860,7 @@ async fn final_read(
     let mut last = String::new();
     for _ in 0..20 {
         let attempt = async {
-            let transport = shared
-                .cluster
-                .connect(&shared.clients, node)
-                .await
-                .map_err(|e| e.to_string())?;
+            let transport = shared.connect(node).await?;
             let session = Session::recorded(transport, shared.recorder.clone());
             wait_for_snapshot(shared, node, after).await?;
             let mut txn = session
@@ -890,11 +891,7 @@ async fn final_read(
 /// real-time recency: a node whose clock runs behind (the `clock` fault) may rightly not show a
 /// commit acknowledged a moment ago, which is not a lost commit.
 async fn wait_for_snapshot(shared: &Shared, node: NodeId, after: Timestamp) -> Result<(), String> {
-    let transport = shared
-        .cluster
-        .connect(&shared.clients, node)
-        .await
-        .map_err(|e| e.to_string())?;
+    let transport = shared.connect(node).await?;
     let session = Session::new(transport);
     let deadline = Instant::now() + SNAPSHOT_PATIENCE;
     loop {
