@@ -120,36 +120,36 @@ pub trait Proscribes: Copy {
 impl Proscribes for IsolationLevel {
     fn proscribes(self, kind: AnomalyKind) -> bool {
         use AnomalyKind::*;
+        use CycleKind::{G0, G1c, G2Item, GNonadjacent, GSingle};
+        use CycleOrder::{Dependencies, Process};
         let rc = matches!(
             kind,
             AbortedRead | IntermediateRead | Internal | GarbageRead
-        ) || matches!(
-            kind,
-            Cycle(CycleKind::G0 | CycleKind::G1c, CycleOrder::Dependencies)
-        );
-        let si =
-            rc || matches!(
+        ) || matches!(kind, Cycle(G0 | G1c, Dependencies));
+        // What every snapshot level adds to read committed: no two concurrent writers of a key
+        // (one order of its versions, no lost update) and atomic snapshots (the bank's
+        // invariants).
+        let snapshot = rc
+            || matches!(
                 kind,
                 LostUpdate | IncompatibleOrder | BankTotal | NegativeBalance
-            ) || matches!(
-                kind,
-                Cycle(
-                    CycleKind::GSingle | CycleKind::GNonadjacent,
-                    CycleOrder::Dependencies
-                )
             );
+        let si = snapshot || matches!(kind, Cycle(GSingle | GNonadjacent, Dependencies));
         match self {
             IsolationLevel::None => false,
             // Read committed allows the fractured observations and lost updates that break the
             // bank's invariants, so only the snapshot levels proscribe those.
             IsolationLevel::ReadCommitted => rc,
+            // Every cycle needs two rw edges, adjacent or not; session order counts as a
+            // dependency, real-time order does not (see the level's doc).
+            IsolationLevel::ParallelSnapshotIsolation => {
+                snapshot || matches!(kind, Cycle(G0 | G1c | GSingle, Dependencies | Process))
+            }
             IsolationLevel::SnapshotIsolation => si,
             IsolationLevel::Spsi => {
                 si || matches!(kind, FracturedRead | ConflictingWritersObserved)
             }
-            IsolationLevel::Serializable => {
-                si || matches!(kind, Cycle(CycleKind::G2Item, CycleOrder::Dependencies))
-            }
+            IsolationLevel::Serializable => si || matches!(kind, Cycle(G2Item, Dependencies)),
             IsolationLevel::StrictSerializable => si || matches!(kind, Cycle(..)),
         }
     }
@@ -239,5 +239,83 @@ impl CheckReport {
     /// check).
     pub fn merge(&mut self, other: CheckReport) {
         self.anomalies.extend(other.anomalies);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KINDS: [CycleKind; 5] = [
+        CycleKind::G0,
+        CycleKind::G1c,
+        CycleKind::GSingle,
+        CycleKind::GNonadjacent,
+        CycleKind::G2Item,
+    ];
+    const ORDERS: [CycleOrder; 3] = [
+        CycleOrder::Dependencies,
+        CycleOrder::Process,
+        CycleOrder::RealTime,
+    ];
+
+    /// The cycle search (`checker::cycles`) stops looking for a kind once a more severe kind, or
+    /// the same kind with fewer orders, is found. That is sound only if every level proscribes a
+    /// more severe kind, and a kind needing fewer orders, at least as strictly.
+    #[test]
+    fn every_level_is_monotone_in_cycle_severity_and_orders() {
+        for level in IsolationLevel::ALL {
+            for (i, &k) in KINDS.iter().enumerate() {
+                for (j, &o) in ORDERS.iter().enumerate() {
+                    let p = level.proscribes(AnomalyKind::Cycle(k, o));
+                    for &weaker in &KINDS[i..] {
+                        for &more in &ORDERS[j..] {
+                            let q = level.proscribes(AnomalyKind::Cycle(weaker, more));
+                            assert!(p || !q, "{level}: {k:?}/{o:?} vs {weaker:?}/{more:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_snapshot_isolation_needs_two_rw_edges_in_every_cycle() {
+        let psi = IsolationLevel::ParallelSnapshotIsolation;
+        for k in KINDS {
+            for o in ORDERS {
+                let expect = matches!(k, CycleKind::G0 | CycleKind::G1c | CycleKind::GSingle)
+                    && o != CycleOrder::RealTime;
+                assert_eq!(
+                    psi.proscribes(AnomalyKind::Cycle(k, o)),
+                    expect,
+                    "{k:?}/{o:?}"
+                );
+            }
+        }
+        use AnomalyKind::*;
+        for kind in [
+            AbortedRead,
+            IntermediateRead,
+            Internal,
+            GarbageRead,
+            LostUpdate,
+            IncompatibleOrder,
+            BankTotal,
+            NegativeBalance,
+        ] {
+            assert!(psi.proscribes(kind), "{kind}");
+        }
+        for kind in [FracturedRead, ConflictingWritersObserved] {
+            assert!(!psi.proscribes(kind), "{kind}");
+        }
+        assert!(!psi.constrains_aborted());
+        // Weaker than snapshot isolation in the cycles it allows, never in anything else.
+        let si = IsolationLevel::SnapshotIsolation;
+        let nonadjacent = Cycle(CycleKind::GNonadjacent, CycleOrder::Dependencies);
+        assert!(si.proscribes(nonadjacent) && !psi.proscribes(nonadjacent));
+        for kind in [LostUpdate, IncompatibleOrder, BankTotal, NegativeBalance] {
+            assert_eq!(psi.proscribes(kind), si.proscribes(kind), "{kind}");
+        }
     }
 }

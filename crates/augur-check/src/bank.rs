@@ -3,7 +3,7 @@
 //! `bank` moves money between `accounts` accounts that open with `initial_balance` each (an
 //! account never written reads as absent and holds its opening balance). Its values are not
 //! unique, so the dependency graph cannot be built from them; instead two invariants hold under
-//! snapshot isolation and everything stronger:
+//! parallel snapshot isolation, snapshot isolation and everything stronger:
 //!
 //! - **bank-total**: a `scan` that read every account sees the sum `accounts * initial_balance`.
 //!   Scans are checked when committed or of unknown outcome (a scan only reaches commit after all

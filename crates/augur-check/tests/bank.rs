@@ -117,6 +117,7 @@ fn a_valid_history_passes() {
     );
     for level in [
         IsolationLevel::ReadCommitted,
+        IsolationLevel::ParallelSnapshotIsolation,
         IsolationLevel::SnapshotIsolation,
         IsolationLevel::Spsi,
     ] {
@@ -148,6 +149,11 @@ fn a_scan_with_a_wrong_sum_is_reported() {
             .contains("0/0=6, 1/1=absent (10), 0/2=absent (10): sum 26, expected 30"),
         "{a}"
     );
+
+    // Parallel snapshot isolation's snapshots are atomic too.
+    let psi = check_bank(&h, IsolationLevel::ParallelSnapshotIsolation).unwrap();
+    assert_eq!(kinds(&psi), [AnomalyKind::BankTotal]);
+    assert!(!psi.is_valid());
 
     let rc = check_bank(&h, IsolationLevel::ReadCommitted).unwrap();
     assert_eq!(kinds(&rc), [AnomalyKind::BankTotal]);

@@ -769,3 +769,162 @@ fn anomalies_per_kind_are_bounded() {
             .contains("20 more lost-update anomalies")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Parallel snapshot isolation (Walter, SOSP 2011): every cycle needs two rw edges, adjacent or
+// not (Cerone and Gotsman); session order counts, real-time order does not.
+
+const PSI: IsolationLevel = IsolationLevel::ParallelSnapshotIsolation;
+
+/// The cycles among a report's anomalies.
+fn cycles(report: &augur_check::CheckReport) -> Vec<AnomalyKind> {
+    kinds(report)
+        .into_iter()
+        .filter(|k| matches!(k, Cycle(..)))
+        .collect()
+}
+
+#[test]
+fn psi_allows_the_long_fork_that_snapshot_isolation_proscribes() {
+    // Two sites each commit one write: T1 appends x at site A, T2 appends y at site B. Before
+    // either propagates, T0 at B sees y but not x, and T3 at A sees x but not y:
+    // T0 -rw(x)-> T1 -wr(x)-> T3 -rw(y)-> T2 -wr(y)-> T0.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("x", None), r("y", Some("2"))], ok(1));
+    b.concurrent(append("x", None, 1).into(), ok(2));
+    b.concurrent(append("y", None, 2).into(), ok(3));
+    b.concurrent(vec![r("x", Some("1")), r("y", None)], ok(4));
+    let kind = Cycle(GNonadjacent, Dependencies);
+    let report = check_at(&b, LA, PSI);
+    assert_eq!(cycles(&report), vec![kind]);
+    let fork = &report.anomalies[0];
+    assert!(!fork.proscribed, "{fork}");
+    let edges: Vec<_> = fork.edges.iter().map(|e| e.kind).collect();
+    assert_eq!(edges.iter().filter(|&&k| k == "rw").count(), 2, "{fork}");
+    assert!(
+        (0..edges.len()).all(|i| !(edges[i] == "rw" && edges[(i + 1) % edges.len()] == "rw")),
+        "{fork}"
+    );
+    assert!(report.is_valid(), "{:?}", report.anomalies);
+    for level in [
+        IsolationLevel::SnapshotIsolation,
+        IsolationLevel::Spsi,
+        IsolationLevel::Serializable,
+        IsolationLevel::StrictSerializable,
+    ] {
+        assert!(proscribed(&b, LA, level, kind), "{level}");
+    }
+
+    // The same with registers and blind writes.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("x", None), r("y", Some("2"))], ok(1));
+    b.concurrent(vec![w("x", "1")], ok(2));
+    b.concurrent(vec![w("y", "2")], ok(3));
+    b.concurrent(vec![r("x", Some("1")), r("y", None)], ok(4));
+    assert!(!proscribed(&b, RW, PSI, kind));
+    assert!(check_at(&b, RW, PSI).is_valid());
+    assert!(proscribed(&b, RW, IsolationLevel::SnapshotIsolation, kind));
+}
+
+#[test]
+fn psi_allows_write_skew() {
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![vec![r("y", None)], append("x", None, 1).into()]),
+        ok(1),
+    );
+    b.concurrent(
+        cat(vec![vec![r("x", None)], append("y", None, 2).into()]),
+        ok(2),
+    );
+    let kind = Cycle(G2Item, Dependencies);
+    let report = check_at(&b, LA, PSI);
+    assert_eq!(kinds(&report), vec![kind]);
+    assert!(!report.anomalies[0].proscribed);
+    assert!(report.is_valid());
+    assert!(proscribed(&b, LA, IsolationLevel::Serializable, kind));
+}
+
+#[test]
+fn psi_proscribes_lost_update() {
+    // Two concurrent writers of x: PSI never commits both.
+    let mut b = Builder::default();
+    b.concurrent(append("x", Some("5"), 1).into(), ok(1));
+    b.concurrent(append("x", Some("5"), 2).into(), ok(2));
+    b.concurrent(append("x", None, 5).into(), ok(0));
+    assert!(proscribed(&b, LA, PSI, AnomalyKind::LostUpdate));
+    assert!(!check_at(&b, LA, PSI).is_valid());
+
+    let mut b = Builder::default();
+    b.concurrent(vec![r("x", None), w("x", "1")], ok(1));
+    b.concurrent(vec![r("x", None), w("x", "2")], ok(2));
+    assert!(proscribed(&b, RW, PSI, AnomalyKind::LostUpdate));
+}
+
+#[test]
+fn psi_proscribes_read_skew() {
+    // T0 saw T1's y but not its x: a snapshot holding half a transaction, one rw edge.
+    let mut b = Builder::default();
+    b.concurrent(vec![r("x", None), r("y", Some("2"))], ok(1));
+    b.concurrent(
+        cat(vec![
+            append("x", None, 1).into(),
+            append("y", None, 2).into(),
+        ]),
+        ok(2),
+    );
+    let kind = Cycle(GSingle, Dependencies);
+    let report = check_at(&b, LA, PSI);
+    assert_eq!(cycles(&report), vec![kind]);
+    assert!(proscribed(&b, LA, PSI, kind));
+    assert!(!report.is_valid());
+    assert!(!proscribed(&b, LA, IsolationLevel::ReadCommitted, kind));
+}
+
+#[test]
+fn psi_checks_session_order_but_not_real_time_order() {
+    // A client's next transaction misses its own previous append: PSI's site snapshot holds
+    // every transaction committed at the client's site before it began.
+    let mut b = Builder::default();
+    b.txn(0, (0, 30), append("x", None, 1).into(), ok(5));
+    b.txn(0, (10, 40), vec![r("x", None)], ok(25));
+    assert!(proscribed(&b, LA, PSI, Cycle(GSingle, Process)));
+    // The checker's snapshot isolation leaves session order unchecked.
+    assert!(check_at(&b, LA, IsolationLevel::SnapshotIsolation).is_valid());
+
+    // Another client's transaction, begun after the append finished, may miss it: the append
+    // has not reached that client's site yet.
+    let mut b = Builder::default();
+    b.txn(0, (0, 10), append("x", None, 1).into(), ok(5));
+    b.txn(1, (20, 30), vec![r("x", None)], ok(25));
+    let report = check_at(&b, LA, PSI);
+    assert_eq!(kinds(&report), vec![Cycle(GSingle, RealTime)]);
+    assert!(report.is_valid());
+}
+
+#[test]
+fn psi_proscribes_aborted_and_intermediate_reads_and_g1c() {
+    let mut b = Builder::default();
+    b.concurrent(append("x", None, 1).into(), aborted());
+    b.concurrent(vec![r("x", Some("1"))], ok(1));
+    assert!(proscribed(&b, LA, PSI, AnomalyKind::AbortedRead));
+
+    let mut b = Builder::default();
+    b.concurrent(
+        vec![r("x", None), w("x", "1"), r("x", Some("1")), w("x", "1 2")],
+        ok(1),
+    );
+    b.concurrent(vec![r("x", Some("1"))], ok(2));
+    assert!(proscribed(&b, LA, PSI, AnomalyKind::IntermediateRead));
+
+    let mut b = Builder::default();
+    b.concurrent(
+        cat(vec![append("x", None, 1).into(), vec![r("y", Some("2"))]]),
+        ok(1),
+    );
+    b.concurrent(
+        cat(vec![append("y", None, 2).into(), vec![r("x", Some("1"))]]),
+        ok(2),
+    );
+    assert!(proscribed(&b, LA, PSI, Cycle(G1c, Dependencies)));
+}

@@ -62,8 +62,9 @@ const SEED: u64 = 1;
 const RUN_FOR: Duration = Duration::from_secs(5);
 
 /// The levels each scenario states an expectation for.
-const LEVELS: [IsolationLevel; 5] = [
+const LEVELS: [IsolationLevel; 6] = [
     IsolationLevel::ReadCommitted,
+    IsolationLevel::ParallelSnapshotIsolation,
     IsolationLevel::SnapshotIsolation,
     IsolationLevel::Spsi,
     IsolationLevel::Serializable,

@@ -11,7 +11,8 @@
 //! Experimental Observations*, VLDB 2020): list-append values spell out the order, registers
 //! reveal part of it. Elle's names are used, including G-nonadjacent and the `-process` and
 //! `-realtime` variants of each cycle that needs session or real-time order, which strict
-//! serializability proscribes too.
+//! serializability proscribes too (parallel snapshot isolation proscribes the `-process` variants
+//! of the cycles it forbids).
 //!
 //! The passes, all linear in the history or close to it:
 //!
@@ -122,7 +123,8 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
 
     if matches!(
         options.level,
-        IsolationLevel::SnapshotIsolation
+        IsolationLevel::ParallelSnapshotIsolation
+            | IsolationLevel::SnapshotIsolation
             | IsolationLevel::Spsi
             | IsolationLevel::Serializable
             | IsolationLevel::StrictSerializable
