@@ -11,6 +11,7 @@ pub mod common;
 pub mod nocc;
 pub mod planet;
 pub mod registry;
+pub mod sss;
 pub mod str;
 
 /// The 2PC family's participant side and durable records, now under [`common`]; kept here for

@@ -32,7 +32,8 @@ pub struct Inbound<'a> {
 }
 
 impl Inbound<'_> {
-    fn bad(&self, what: String) -> BadMessage {
+    /// A message from this sender that fails a protocol's own check, saying `what` is wrong.
+    pub fn bad(&self, what: String) -> BadMessage {
         BadMessage(what)
     }
 

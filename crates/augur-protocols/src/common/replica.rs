@@ -494,9 +494,7 @@ impl<M> Replica<M> {
         ids: &TxnIds,
         emit: &mut dyn FnMut(Record<D>),
     ) {
-        emit(Record::IdsReserved {
-            below: ids.reserved,
-        });
+        ids.checkpoint(emit);
         emit(Record::Served {
             up_to: self.lease.up_to.max(self.lease.recovered),
         });
@@ -531,15 +529,7 @@ impl<M> Replica<M> {
                 });
             }
         }
-        let mut decisions: Vec<_> = decided.decided.iter().collect();
-        decisions.sort_by_key(|(txn, _)| **txn);
-        for (txn, (decision, replicas)) in decisions {
-            emit(Record::Decided {
-                txn: *txn,
-                decision: decision.clone(),
-                replicas: replicas.clone(),
-            });
-        }
+        decided.checkpoint(emit);
     }
 }
 
@@ -668,7 +658,7 @@ impl<D> DecisionLog<D> {
 
     /// Decide to commit `txn`: persist the decision, so it is durable before anyone hears of
     /// it, and keep it until `replicas` acknowledge.
-    pub fn decide<P: Protocol<Record = Record<D>>>(
+    pub fn decide<P: Protocol>(
         &mut self,
         ctx: &mut Ctx<'_, P>,
         txn: TxnId,
@@ -676,13 +666,17 @@ impl<D> DecisionLog<D> {
         replicas: Vec<NodeId>,
     ) where
         D: Clone,
+        P::Record: From<Record<D>>,
     {
         if !replicas.is_empty() {
-            ctx.persist(Record::Decided {
-                txn,
-                decision: decision.clone(),
-                replicas: replicas.clone(),
-            });
+            ctx.persist(
+                Record::Decided {
+                    txn,
+                    decision: decision.clone(),
+                    replicas: replicas.clone(),
+                }
+                .into(),
+            );
         }
         self.record(txn, decision, replicas);
     }
@@ -691,19 +685,46 @@ impl<D> DecisionLog<D> {
         self.decided.get(txn).map(|(d, _)| d)
     }
 
+    /// Drop the decision about `txn` (replaying its [`Record::Forgotten`]).
+    pub fn forget(&mut self, txn: TxnId) {
+        self.decided.remove(&txn);
+    }
+
+    /// The decisions kept, as the records that rebuild them, in transaction order.
+    pub fn checkpoint<R: From<Record<D>>>(&self, emit: &mut dyn FnMut(R))
+    where
+        D: Clone,
+    {
+        let mut decisions: Vec<_> = self.decided.iter().collect();
+        decisions.sort_by_key(|(txn, _)| **txn);
+        for (txn, (decision, replicas)) in decisions {
+            emit(
+                Record::Decided {
+                    txn: *txn,
+                    decision: decision.clone(),
+                    replicas: replicas.clone(),
+                }
+                .into(),
+            );
+        }
+    }
+
+    /// The transactions whose decision is kept, with the replicas yet to acknowledge each.
+    pub fn iter(&self) -> impl Iterator<Item = (&TxnId, &D, &[NodeId])> {
+        self.decided.iter().map(|(t, (d, r))| (t, d, r.as_slice()))
+    }
+
     /// `replica` applied the commit of `txn`; once all have, the decision is forgotten (and
     /// that is logged, so a recovered log does not bring it back).
-    pub fn acknowledge<P: Protocol<Record = Record<D>>>(
-        &mut self,
-        ctx: &mut Ctx<'_, P>,
-        txn: TxnId,
-        replica: NodeId,
-    ) {
+    pub fn acknowledge<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, txn: TxnId, replica: NodeId)
+    where
+        P::Record: From<Record<D>>,
+    {
         if let Some((_, unacknowledged)) = self.decided.get_mut(&txn) {
             unacknowledged.retain(|n| *n != replica);
             if unacknowledged.is_empty() {
                 self.decided.remove(&txn);
-                ctx.persist(Record::Forgotten { txn });
+                ctx.persist(Record::Forgotten { txn }.into());
             }
         }
     }
@@ -789,19 +810,35 @@ impl TxnIds {
         }
     }
 
+    /// The record that rebuilds the reservation.
+    pub fn checkpoint<R: From<Record<D>>, D>(&self, emit: &mut dyn FnMut(R)) {
+        emit(
+            Record::IdsReserved {
+                below: self.reserved,
+            }
+            .into(),
+        );
+    }
+
     /// After a crash: continue above every reservation recovered.
-    fn resume_below(&mut self, below: u64) {
+    pub fn resume_below(&mut self, below: u64) {
         self.next = self.next.max(below);
         self.reserved = self.reserved.max(below);
     }
 
     /// A fresh id; reserves (persisting the reservation) a new block when the last one is used.
-    pub fn allocate<P: Protocol<Record = Record<D>>, D>(&mut self, ctx: &mut Ctx<'_, P>) -> TxnId {
+    pub fn allocate<P: Protocol, D>(&mut self, ctx: &mut Ctx<'_, P>) -> TxnId
+    where
+        P::Record: From<Record<D>>,
+    {
         if self.next >= self.reserved {
             self.reserved = self.next + ID_BLOCK;
-            ctx.persist(Record::IdsReserved {
-                below: self.reserved,
-            });
+            ctx.persist(
+                Record::IdsReserved {
+                    below: self.reserved,
+                }
+                .into(),
+            );
         }
         let id = TxnId::new(self.node, self.next);
         self.next += 1;

@@ -1,0 +1,1659 @@
+//! `sss`: external consistency with abort-free read-only transactions (Kishi, Peluso, Korth,
+//! Palmieri, "SSS: Scalable Key-Value Store with External Consistent and Abort-free Read-only
+//! Transactions", ICDCS 2019, §III, Algorithms 1–6).
+//!
+//! **Guarantee: strict serializability** ("external consistency": one serial order, consistent
+//! with the order in which clients were told of commits). Read-only transactions never abort
+//! because of concurrency: they take no locks, are never validated and never retried. (One
+//! exception, stated in [`NLog`]: a read-only transaction that outlives the garbage-collection
+//! retention may find the versions it needs gone and end with `SnapshotTooOld`.)
+//!
+//! # The protocol (§III)
+//!
+//! * **Vector clocks.** Each node `i` keeps `NodeVC`, whose entry `i` counts the commits it
+//!   took part in as a replica of a written key, and `NLog`, the commit vector clocks of the
+//!   transactions applied here in apply order ([`NLog`]). Every version carries its writer's
+//!   commit vector clock (here: its position in `NLog`).
+//! * **Update transactions** read the newest applied version of each key from the first replica
+//!   to answer (reads go to every replica: "the fastest replica"), buffer their writes, and commit
+//!   by two-phase commit ([`participant`]): every replica of a read or written key locks it
+//!   (exclusive for writes, shared for reads, waiting at most `lock_timeout`), validates that each
+//!   key read still has the version read, and votes with its clock (incremented by a replica of a
+//!   written key). The coordinator takes the entrywise maximum of the votes, gives every write
+//!   replica the same entry (`xactVN`, the largest of theirs) and decides. Write replicas apply
+//!   decided transactions in the order of their own entry (`CommitQ`); applying is the *internal
+//!   commit*: the versions become visible to update transactions and the vector clock enters
+//!   `NLog`.
+//! * **Snapshot-queues** ([`queue`]). Each key keeps, at each replica, the read-only transactions
+//!   that read it (R entries, with the snapshot they read at) and the update transactions that
+//!   wrote it and are *pre-committed* (W entries). After its internal commit a writer enters the
+//!   queues of its keys and waits there until no read-only transaction with a smaller snapshot is
+//!   left: those read an older version and are serialized before it, so the writer's client must
+//!   not hear of it before they finish. Then the replica acknowledges; with every write
+//!   replica's acknowledgement the coordinator answers the client: the *external commit*.
+//! * **Read-only transactions** ([`reads`]) take their coordinator's latest vector clock at
+//!   begin and, on their first read at a node, wait until everything in their causal past is
+//!   applied there, then read the newest version whose vector clock stays within what they
+//!   already observed at the nodes they read from, skipping writers held in the key's queue
+//!   (*exclusion*, §III-C: two read-only transactions never order two non-conflicting writers
+//!   differently). They enter the key's queue, and on commit send `Remove` to every replica
+//!   they read at, which releases the writers they held.
+//! * **Transitive anti-dependencies (`PropagatedSet`).** An update transaction that reads a key
+//!   takes the read-only transactions in that key's queue with it and, at its pre-commit, puts
+//!   them into the queues of the keys it writes: it read from a writer they hold, so it is held
+//!   too. `Remove` reaches those queues through the read-only transaction's coordinator, which
+//!   the holding replica subscribes to (the paper forwards `Remove` along the chain; see the
+//!   deviations below).
+//!
+//! # Deviations from the printed algorithms, each to close a hole
+//!
+//! The digest `../shared/papers/sss.md` §6.2 lists traps of the literal pseudo-code; this module
+//! resolves them as follows.
+//!
+//! * **T1, validation by identity.** A1:L35 validates a read by comparing vector clocks, which
+//!   lets a lost update through once a later read has raised the transaction's clock. A replica
+//!   validates that the newest version of each key read is still the one read (its writer), as
+//!   the prose says. The literal rule is the mutant `vc-validation`.
+//! * **T4, ties.** `CommitQ` is ordered by `(vc[i], transaction id)`, and a first read waits
+//!   until no transaction in `CommitQ` has an entry at or below its bound (pending ones by their
+//!   prepare value, which only grows), not merely until `NLog`'s entry reaches the bound.
+//! * **T6, propagated snapshots** are other nodes' counters and cannot be compared with this
+//!   node's: a propagated R entry holds every writer of its key (its snapshot is taken as 0).
+//! * **T7 and T5, `Remove` forwarding.** Channels may reorder and lose messages, so `Remove`
+//!   can overtake a read, and the paper does not say how a node forwards it. A replica remembers
+//!   the read-only transactions it has seen removed (tombstones, kept for the retention) and
+//!   never queues them again, and for every R entry it holds for a transaction coordinated
+//!   elsewhere — propagated entries at once, direct ones once they are older than
+//!   `participant_timeout` — it subscribes to that transaction's coordinator, which answers
+//!   with `Remove` when the transaction ends, or at once when it does not know it (finished,
+//!   or lost in a crash). That replaces multi-hop forwarding and also recovers lost `Remove`s.
+//! * **T8.** An update transaction with an empty write set still validates its reads by 2PC
+//!   (it is answered once every participant voted yes); only transactions begun read-only take
+//!   the read-only path.
+//! * **T9.** Replicas of keys a transaction only read release its shared locks at the decision;
+//!   a prepare arriving after its transaction's abort is ignored.
+//! * **T10.** The client hears of an update's commit only with the acknowledgement of every
+//!   write replica of every written key (the mutant `reply-at-internal-commit` does not wait).
+//! * **A6 reading.** "⇒" in the exclusion set is read as "∧"; the wait at a first read is
+//!   `≥`; `NLog.mostRecentVC` is the entrywise maximum of the applied clocks.
+//!
+//! # Failures
+//!
+//! Update transactions abort on a failed validation, a lock timeout or a participant that does
+//! not vote within `participant_timeout`. A read-only read that gets no answer is sent again. A
+//! node persists what it promised ([`Record`]): prepares it voted for, transactions applied,
+//! decisions it coordinates until every write replica acknowledged, and transaction-id
+//! reservations; after a crash, prepared transactions ask their coordinator for the outcome,
+//! which answers from its decision log or presumes abort. Snapshot-queues are not durable: a
+//! replica that crashes forgets the readers it held writers for (the paper disables recovery
+//! altogether, §III-E). Coordinators re-send a decision whose acknowledgements are missing, and
+//! a replica that already applied it pre-commits it again.
+
+mod nlog;
+mod queue;
+
+use crate::common::coordinator::Pending;
+use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
+use crate::common::replica::{DecisionLog, TxnIds, Writes};
+use crate::common::vclock::VClock;
+use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::SettingInfo;
+use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_storage::MvStore;
+use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{RequestError, Timestamp, TxnId, Value};
+use nlog::NLog;
+use queue::{EntryKind, KeyQueue};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// Keys examined per garbage-collection step.
+const GC_BATCH: usize = 2048;
+
+/// `sss`'s registry entry.
+pub const INFO: ProtocolInfo = ProtocolInfo {
+    name: "sss",
+    isolation: IsolationLevel::StrictSerializable,
+    paper: "SSS (ICDCS 2019) §III, Algorithms 1-6",
+    summary: "vector clocks + snapshot-queues: 2PC updates held until older readers finish; abort-free read-only transactions",
+    commit_order_evidence: false,
+    network: NetworkModel {
+        tolerates_loss: true,
+        tolerates_reordering: true,
+    },
+    mutants: MUTANTS,
+    settings: SETTINGS,
+    speculation: None,
+    forms: INTERACTIVE_AND_ONE_SHOT,
+};
+
+/// The name of the lock-acquisition timeout setting.
+pub const LOCK_TIMEOUT: &str = "lock_timeout";
+
+/// The protocol settings `sss` accepts.
+pub const SETTINGS: &[SettingInfo] = &[SettingInfo {
+    name: LOCK_TIMEOUT,
+    values: LOCK_TIMEOUT_VALUES,
+    default: "5ms",
+    doc: "how long a prepare waits for its locks before voting no (the paper's 1 ms is 50 one-way message delays; 5 ms is 50 of the lan profile's)",
+}];
+
+/// The lock timeouts accepted (shared with `2pc-baseline`).
+pub const LOCK_TIMEOUT_VALUES: &[&str] = &[
+    "0ms", "100us", "500us", "1ms", "2ms", "5ms", "10ms", "20ms", "50ms", "100ms",
+];
+
+/// The lock timeout a setting's value names; `None` for a value not in [`LOCK_TIMEOUT_VALUES`].
+pub fn parse_lock_timeout(value: &str) -> Option<Duration> {
+    if !LOCK_TIMEOUT_VALUES.iter().any(|v| v.eq_ignore_ascii_case(value)) {
+        return None;
+    }
+    let value = value.to_ascii_lowercase();
+    if let Some(us) = value.strip_suffix("us") {
+        return us.parse().ok().map(Duration::from_micros);
+    }
+    value
+        .strip_suffix("ms")
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
+}
+
+/// The mutants `sss` knows (`augur check --mutant`), with what each breaks.
+pub const MUTANTS: &[(&str, &str)] = &[
+    (
+        "no-reader-entries",
+        "read-only reads leave no R entry in the snapshot-queue, so no writer is ever held",
+    ),
+    (
+        "no-exclusion",
+        "read-only first reads do not skip writers held in the key's queue (Fig. 2's long fork)",
+    ),
+    (
+        "reply-at-internal-commit",
+        "the coordinator answers an update once 2PC decided, without waiting for the write replicas' acknowledgements",
+    ),
+    (
+        "no-propagated-set",
+        "update reads do not carry the key's readers, so writers that read from held writers are not held",
+    ),
+    (
+        "no-remove-forwarding",
+        "propagated R entries are never released: writers holding them stay held (a liveness failure)",
+    ),
+    (
+        "apply-out-of-order",
+        "a decided transaction is applied at once instead of in CommitQ order",
+    ),
+    (
+        "vc-validation",
+        "validation compares vector-clock entries as Algorithm 1 prints it, instead of the version read",
+    ),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mutant {
+    NoReaderEntries,
+    NoExclusion,
+    ReplyAtInternalCommit,
+    NoPropagatedSet,
+    NoRemoveForwarding,
+    ApplyOutOfOrder,
+    VcValidation,
+}
+
+impl Mutant {
+    fn named(name: &str) -> Option<Mutant> {
+        Some(match name {
+            "no-reader-entries" => Mutant::NoReaderEntries,
+            "no-exclusion" => Mutant::NoExclusion,
+            "reply-at-internal-commit" => Mutant::ReplyAtInternalCommit,
+            "no-propagated-set" => Mutant::NoPropagatedSet,
+            "no-remove-forwarding" => Mutant::NoRemoveForwarding,
+            "apply-out-of-order" => Mutant::ApplyOutOfOrder,
+            "vc-validation" => Mutant::VcValidation,
+            _ => return None,
+        })
+    }
+}
+
+/// What a coordinator decides for a committing update transaction, and what its write
+/// replicas need to apply and pre-commit it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The commit vector clock, every write replica's entry equal to `xactVN`.
+    pub vc: VClock,
+    /// The read-only transactions the update inherited through its reads (`PropagatedSet`).
+    pub propagated: Vec<TxnId>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// Coordinator → every replica of `key` (A5:L11).
+    Read {
+        txn: TxnId,
+        /// Tells this read from an earlier one of the transaction that got no answer.
+        seq: u32,
+        key: Key,
+        /// The reader's clock and the nodes it has read from (read-only readers only).
+        ro: Option<(VClock, Vec<u32>)>,
+    },
+    /// Replica → coordinator (A6:L28).
+    ReadReply {
+        txn: TxnId,
+        seq: u32,
+        value: Option<Value>,
+        /// The writer of the version returned; `None` when the key has no version.
+        version: Option<TxnId>,
+        /// `maxVC` (read-only) or the replica's latest clock (update).
+        vc: VClock,
+        /// Read-only transactions in the key's queue (update reads only).
+        propagated: Vec<TxnId>,
+        /// The versions the reader needs are garbage-collected.
+        too_old: bool,
+    },
+    /// Coordinator → every replica of a key read or written (A1:L13).
+    Prepare {
+        txn: TxnId,
+        vc: VClock,
+        reads: Vec<(Key, Option<TxnId>)>,
+        writes: Writes,
+    },
+    /// Participant → coordinator: yes with the participant's clock, or no with the reason.
+    Vote {
+        txn: TxnId,
+        vote: Result<VClock, AbortReason>,
+    },
+    /// Coordinator → participants: commit with the decision, or abort.
+    Decide {
+        txn: TxnId,
+        decision: Option<Decision>,
+    },
+    /// Write replica → coordinator: applied and no longer held by an older reader (A4:L5).
+    Ack { txn: TxnId, held_us: u64 },
+    /// A read-only transaction ended: release its R entries (coordinator → replicas).
+    Remove { ro: TxnId },
+    /// Replica → a read-only transaction's coordinator: send `Remove` when it ends.
+    Subscribe { ro: TxnId },
+    /// Participant → coordinator: what became of this prepared transaction?
+    QueryOutcome { txn: TxnId },
+}
+
+impl CheckMessage for Msg {
+    fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        let n = at.placement.node_count();
+        let clock = |vc: &VClock| {
+            if vc.len() == n {
+                Ok(())
+            } else {
+                Err(at.bad(format!("a vector clock of {} entries in a cluster of {n}", vc.len())))
+            }
+        };
+        match self {
+            Msg::Read { txn, key, ro, .. } => {
+                at.txn_of_sender(*txn)?;
+                at.key_here(key)?;
+                if let Some((vc, has_read)) = ro {
+                    clock(vc)?;
+                    if let Some(bad) = has_read.iter().find(|w| **w as usize >= n) {
+                        return Err(at.bad(format!("read from node {bad}, which does not exist")));
+                    }
+                }
+                Ok(())
+            }
+            Msg::ReadReply { txn, vc, .. } => {
+                at.txn_here(*txn)?;
+                clock(vc)
+            }
+            Msg::Prepare {
+                txn,
+                vc,
+                reads,
+                writes,
+            } => {
+                at.txn_of_sender(*txn)?;
+                clock(vc)?;
+                reads.iter().try_for_each(|(key, _)| at.key_here(key))?;
+                writes.iter().try_for_each(|(key, _)| at.key_here(key))
+            }
+            Msg::Vote { txn, vote } => {
+                at.txn_here(*txn)?;
+                vote.as_ref().map_or(Ok(()), clock)
+            }
+            Msg::Decide { txn, decision } => {
+                at.txn_of_sender(*txn)?;
+                match decision {
+                    Some(d) => {
+                        clock(&d.vc)?;
+                        d.propagated.iter().try_for_each(|ro| at.txn(*ro))
+                    }
+                    None => Ok(()),
+                }
+            }
+            Msg::Ack { txn, .. } | Msg::QueryOutcome { txn } => at.txn_here(*txn),
+            Msg::Remove { ro } => at.txn_of_sender(*ro),
+            Msg::Subscribe { ro } => at.txn_here(*ro),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Timer {
+    /// Periodic: termination queries, subscriptions, idle transactions, garbage collection.
+    Tick,
+    /// A coordinator's read `seq` of `txn` got no answer in time.
+    Read(TxnId, u32),
+    /// A coordinator's votes did not all arrive in time.
+    Votes(TxnId),
+    /// A participant's prepare did not get its locks in time.
+    Locks(TxnId),
+}
+
+/// What a node writes to its log and rebuilds from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Record {
+    /// Decisions and id reservations, as the 2PC kit keeps them.
+    Kit(crate::common::replica::Record<Decision>),
+    /// This node voted yes for `txn` (with clock `vc`): it holds the locks and, as a replica
+    /// of a written key, `txn`'s place in `CommitQ` until the decision.
+    Prepared {
+        txn: TxnId,
+        vc: VClock,
+        reads: Vec<Key>,
+        writes: Writes,
+        write_replica: bool,
+    },
+    /// `txn` was applied here with commit clock `vc` (its internal commit).
+    Applied { txn: TxnId, vc: VClock },
+    /// `txn` ended here without being applied (aborted, or only read here).
+    Finished { txn: TxnId },
+    /// Checkpoints only: the node's clock.
+    NodeClock(VClock),
+    /// Checkpoints only: `NLog` (see [`NLog::checkpoint`]).
+    Log(nlog::Checkpoint),
+    /// Checkpoints only: a key's versions, oldest first, by writer and `NLog` position.
+    Versions {
+        key: Key,
+        versions: Vec<(TxnId, u64, Option<Value>)>,
+    },
+}
+
+impl From<crate::common::replica::Record<Decision>> for Record {
+    fn from(record: crate::common::replica::Record<Decision>) -> Record {
+        Record::Kit(record)
+    }
+}
+
+/// Counters `augur bench` reads (see [`Protocol::counters`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    ro_first_reads_waited: u64,
+    ro_snapshot_too_old: u64,
+    ro_reads_resent: u64,
+    writers_held: u64,
+    updates_committed: u64,
+    /// Sum over committed updates of begin → external commit.
+    update_latency_us: u64,
+    /// Sum over committed updates of the longest pre-commit hold among their write replicas.
+    precommit_hold_us: u64,
+}
+
+/// A transaction this node coordinates.
+struct Coord {
+    read_only: bool,
+    /// `T.VC`.
+    vc: VClock,
+    /// `T.hasRead`.
+    has_read: Vec<bool>,
+    /// Update transactions: each key read and the writer of the version read.
+    reads: Vec<(Key, Option<TxnId>)>,
+    /// Update transactions: the read-only transactions inherited (`PropagatedSet`).
+    propagated: BTreeSet<TxnId>,
+    /// Read-only transactions: the nodes read from, and the nodes subscribed to its end.
+    notify: BTreeSet<NodeId>,
+    pending: Option<Pending>,
+    read_seq: u32,
+    /// The key being read (to send it again).
+    reading: Option<Key>,
+    begun: Timestamp,
+    last_active: Timestamp,
+    phase: Phase,
+}
+
+enum Phase {
+    Executing,
+    Voting {
+        participants: Vec<NodeId>,
+        waiting: BTreeSet<NodeId>,
+        write_replicas: Vec<NodeId>,
+        vc: VClock,
+    },
+    Committing {
+        unacknowledged: BTreeSet<NodeId>,
+        decision: Decision,
+        decided_at: Timestamp,
+        held_us: u64,
+    },
+}
+
+/// A transaction prepared (or preparing) at this node.
+struct Participant {
+    reads: Vec<(Key, Option<TxnId>)>,
+    writes: Writes,
+    vc: VClock,
+    write_replica: bool,
+    locks_missing: usize,
+    /// `None` while waiting for locks; the vote's `vc[i]` (its `CommitQ` position) once voted.
+    voted: Option<u64>,
+    decision: Option<Decision>,
+    last_query: Timestamp,
+}
+
+/// A pre-committed writer held at this node (A3–A4).
+struct HeldWriter {
+    snapshot: u64,
+    keys: Vec<Key>,
+    since: Timestamp,
+}
+
+/// A read-only transaction with R entries here.
+struct Reader {
+    keys: Vec<Key>,
+    since: Timestamp,
+    subscribed: Option<Timestamp>,
+}
+
+/// A read-only first read waiting for its causal past to be applied here (A6:L5).
+struct ParkedRead {
+    from: NodeId,
+    txn: TxnId,
+    seq: u32,
+    key: Key,
+    vc: VClock,
+    has_read: Vec<u32>,
+}
+
+/// One node running `sss`.
+pub struct Sss {
+    env: NodeEnv,
+    me: usize,
+    mutant: Option<Mutant>,
+    lock_timeout: Duration,
+    store: MvStore<KeyQueue>,
+    nlog: NLog,
+    node_vc: VClock,
+    /// `CommitQ`: `(vc[i], txn)` → ready.
+    commit_q: BTreeMap<(u64, TxnId), bool>,
+    participants: FxHashMap<TxnId, Participant>,
+    locks: LockManager,
+    /// Transactions aborted here, so that a late prepare is ignored (T9).
+    aborted: FxHashMap<TxnId, Timestamp>,
+    held: FxHashMap<TxnId, HeldWriter>,
+    readers: FxHashMap<TxnId, Reader>,
+    /// Read-only transactions removed here (T7), with when.
+    removed: FxHashMap<TxnId, Timestamp>,
+    parked: Vec<ParkedRead>,
+    coord: FxHashMap<TxnId, Coord>,
+    ids: TxnIds,
+    decided: DecisionLog<Decision>,
+    counters: Counters,
+}
+
+impl Sss {
+    fn id(&self) -> NodeId {
+        self.env.id
+    }
+
+    fn nodes(&self) -> usize {
+        self.env.placement.node_count()
+    }
+
+    fn is(&self, mutant: Mutant) -> bool {
+        self.mutant == Some(mutant)
+    }
+
+    fn empty(env: &NodeEnv) -> Sss {
+        let n = env.placement.node_count();
+        let settings = &env.options.settings;
+        Sss {
+            env: env.clone(),
+            me: env.id.0 as usize,
+            mutant: env.options.mutant.as_deref().and_then(Mutant::named),
+            lock_timeout: settings
+                .get(LOCK_TIMEOUT)
+                .and_then(|v| parse_lock_timeout(v))
+                .unwrap_or(Duration::from_millis(5)),
+            store: MvStore::new(),
+            nlog: NLog::new(n),
+            node_vc: VClock::new(n),
+            commit_q: BTreeMap::new(),
+            participants: FxHashMap::default(),
+            locks: LockManager::new(Policy::Wait),
+            aborted: FxHashMap::default(),
+            held: FxHashMap::default(),
+            readers: FxHashMap::default(),
+            removed: FxHashMap::default(),
+            parked: Vec::new(),
+            coord: FxHashMap::default(),
+            ids: TxnIds::new(env.id),
+            decided: DecisionLog::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    // ----- coordinator: client requests -----
+
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.ids.allocate(ctx);
+        let n = self.nodes();
+        self.coord.insert(
+            txn,
+            Coord {
+                read_only,
+                vc: self.nlog.most_recent().clone(),
+                has_read: vec![false; n],
+                reads: Vec::new(),
+                propagated: BTreeSet::new(),
+                notify: BTreeSet::new(),
+                pending: None,
+                read_seq: 0,
+                reading: None,
+                begun: ctx.now(),
+                last_active: ctx.now(),
+                phase: Phase::Executing,
+            },
+        );
+        let snapshot = Timestamp(self.nlog.most_recent().get(self.me));
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let err = RequestError::Invalid("a request of this transaction is in progress".into());
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        t.pending = Some(pending);
+        t.last_active = ctx.now();
+        t.reading = Some(key);
+        self.send_read(ctx, txn);
+    }
+
+    /// Send the transaction's current read to every replica of its key (again, if resent).
+    fn send_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let placement = self.env.placement.clone();
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return;
+        };
+        let Some(key) = t.reading.clone() else { return };
+        t.read_seq += 1;
+        let seq = t.read_seq;
+        let ro = t.read_only.then(|| {
+            let has_read = (0..t.has_read.len() as u32)
+                .filter(|w| t.has_read[*w as usize])
+                .collect();
+            (t.vc.clone(), has_read)
+        });
+        let replicas = placement.replicas(placement.partition_of(&key));
+        if t.read_only {
+            t.notify.extend(replicas.iter().copied());
+        }
+        for &replica in replicas {
+            let msg = Msg::Read {
+                txn,
+                seq,
+                key: key.clone(),
+                ro: ro.clone(),
+            };
+            ctx.send(replica, msg);
+        }
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Read(txn, seq));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read_reply(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        seq: u32,
+        value: Option<Value>,
+        version: Option<TxnId>,
+        vc: VClock,
+        propagated: Vec<TxnId>,
+        too_old: bool,
+    ) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return;
+        };
+        if seq != t.read_seq || t.pending.is_none() || !matches!(t.phase, Phase::Executing) {
+            return; // a slower replica, or an answer to a read sent again
+        }
+        let Some(key) = t.reading.take() else { return };
+        let pending = t.pending.take().expect("checked");
+        t.last_active = ctx.now();
+        if too_old {
+            self.counters.ro_snapshot_too_old += 1;
+            self.end_read_only(ctx, txn);
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::SnapshotTooOld));
+        }
+        t.vc.merge(&vc);
+        t.has_read[from.0 as usize] = true;
+        if !t.read_only {
+            t.reads.push((key, version));
+            t.propagated.extend(propagated);
+        }
+        pending.answer(ctx, ClientReply::Value(value));
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let err = RequestError::Invalid("a request of this transaction is in progress".into());
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        if t.read_only {
+            if !writes.is_empty() {
+                let err = RequestError::Invalid("a read-only transaction cannot write".into());
+                return pending.answer(ctx, ClientReply::Rejected(err));
+            }
+            let commit_ts = Timestamp(t.vc.get(self.me));
+            self.end_read_only(ctx, txn);
+            return pending.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+        // Every replica of every key read or written takes part (A1:L13).
+        let placement = self.env.placement.clone();
+        let mut parts: BTreeMap<NodeId, (Vec<(Key, Option<TxnId>)>, Writes)> = BTreeMap::new();
+        for (key, version) in &t.reads {
+            for &r in placement.replicas(placement.partition_of(key)) {
+                parts.entry(r).or_default().0.push((key.clone(), *version));
+            }
+        }
+        let mut write_replicas = BTreeSet::new();
+        for (key, value) in writes {
+            for &r in placement.replicas(placement.partition_of(&key)) {
+                parts.entry(r).or_default().1.push((key.clone(), value.clone()));
+                write_replicas.insert(r);
+            }
+        }
+        if parts.is_empty() {
+            let commit_ts = Timestamp(t.vc.get(self.me));
+            self.coord.remove(&txn);
+            return pending.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+        t.pending = Some(pending);
+        t.last_active = ctx.now();
+        let participants: Vec<NodeId> = parts.keys().copied().collect();
+        for (node, (reads, writes)) in parts {
+            let vc = t.vc.clone();
+            ctx.send(
+                node,
+                Msg::Prepare {
+                    txn,
+                    vc,
+                    reads,
+                    writes,
+                },
+            );
+        }
+        t.phase = Phase::Voting {
+            waiting: participants.iter().copied().collect(),
+            participants,
+            write_replicas: write_replicas.into_iter().collect(),
+            vc: t.vc.clone(),
+        };
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
+    }
+
+    /// A read-only transaction ends (commit, abort, idle, too old): release its readers.
+    fn end_read_only(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        if let Some(t) = self.coord.remove(&txn) {
+            for node in t.notify {
+                ctx.send(node, Msg::Remove { ro: txn });
+            }
+        }
+    }
+
+    fn abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        let Some(t) = self.coord.get(&txn) else { return };
+        if t.read_only {
+            let pending = self.coord.get_mut(&txn).and_then(|t| t.pending.take());
+            self.end_read_only(ctx, txn);
+            if let Some(p) = pending {
+                p.answer(ctx, ClientReply::Aborted(reason));
+            }
+            return;
+        }
+        let mut t = self.coord.remove(&txn).expect("present");
+        if let Phase::Voting { participants, .. } = &t.phase {
+            for &node in participants {
+                ctx.send(
+                    node,
+                    Msg::Decide {
+                        txn,
+                        decision: None,
+                    },
+                );
+            }
+        }
+        if let Some(p) = t.pending.take() {
+            p.answer(ctx, ClientReply::Aborted(reason));
+        }
+    }
+
+    fn vote(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        vote: Result<VClock, AbortReason>,
+    ) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return;
+        };
+        let Phase::Voting { waiting, vc, .. } = &mut t.phase else {
+            return;
+        };
+        match vote {
+            Err(reason) => return self.abort(ctx, txn, reason),
+            Ok(theirs) => {
+                if !waiting.remove(&from) {
+                    return;
+                }
+                vc.merge(&theirs);
+            }
+        }
+        if waiting.is_empty() {
+            self.decide(ctx, txn);
+        }
+    }
+
+    /// Every participant voted yes: fix the commit clock (A1:L21–28) and decide.
+    fn decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let t = self.coord.get_mut(&txn).expect("voting");
+        let Phase::Voting {
+            participants,
+            write_replicas,
+            vc,
+            ..
+        } = std::mem::replace(&mut t.phase, Phase::Executing)
+        else {
+            unreachable!("voting");
+        };
+        let mut vc = vc;
+        let xact_vn = write_replicas
+            .iter()
+            .map(|w| vc.get(w.0 as usize))
+            .max()
+            .unwrap_or(0);
+        for w in &write_replicas {
+            vc.set(w.0 as usize, xact_vn);
+        }
+        let decision = Decision {
+            vc,
+            propagated: t.propagated.iter().copied().collect(),
+        };
+        let commit_ts = Timestamp(xact_vn);
+        self.decided
+            .decide(ctx, txn, decision.clone(), write_replicas.clone());
+        for &node in &participants {
+            let decision = Some(decision.clone());
+            ctx.send(node, Msg::Decide { txn, decision });
+        }
+        let t = self.coord.get_mut(&txn).expect("voting");
+        if write_replicas.is_empty() || self.mutant == Some(Mutant::ReplyAtInternalCommit) {
+            if let Some(p) = t.pending.take() {
+                p.answer(ctx, ClientReply::Committed { commit_ts });
+            }
+            if write_replicas.is_empty() {
+                self.coord.remove(&txn);
+                return;
+            }
+        }
+        t.phase = Phase::Committing {
+            unacknowledged: write_replicas.into_iter().collect(),
+            decision,
+            decided_at: ctx.now(),
+            held_us: 0,
+        };
+    }
+
+    fn ack(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, held_us: u64) {
+        self.decided.acknowledge(ctx, txn, from);
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return;
+        };
+        let Phase::Committing {
+            unacknowledged,
+            decision,
+            held_us: longest,
+            ..
+        } = &mut t.phase
+        else {
+            return;
+        };
+        unacknowledged.remove(&from);
+        *longest = (*longest).max(held_us);
+        if !unacknowledged.is_empty() {
+            return;
+        }
+        let commit_ts = Timestamp(decision.vc.get(from.0 as usize));
+        let held = *longest;
+        let t = self.coord.remove(&txn).expect("present");
+        if let Some(p) = t.pending {
+            self.counters.updates_committed += 1;
+            self.counters.update_latency_us += ctx.now().since(t.begun).as_micros() as u64;
+            self.counters.precommit_hold_us += held;
+            p.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+    }
+
+    fn subscribe(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, ro: TxnId) {
+        match self.coord.get_mut(&ro) {
+            Some(t) if t.read_only => {
+                t.notify.insert(from);
+            }
+            _ => ctx.send(from, Msg::Remove { ro }),
+        }
+    }
+
+    fn query_outcome(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId) {
+        if let Some(d) = self.decided.get(&txn) {
+            let decision = Some(d.clone());
+            return ctx.send(from, Msg::Decide { txn, decision });
+        }
+        if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
+            return; // its decision (or its vote timeout's abort) will come
+        }
+        let decision = None;
+        ctx.send(from, Msg::Decide { txn, decision });
+    }
+
+    // ----- participant: 2PC (Algorithm 2) -----
+
+    fn prepare(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        vc: VClock,
+        reads: Vec<(Key, Option<TxnId>)>,
+        writes: Writes,
+    ) {
+        if self.participants.contains_key(&txn) || self.aborted.contains_key(&txn) {
+            return;
+        }
+        let mut missing = 0;
+        let mut lock = |key: &Key, mode| match self.locks.acquire(txn, (), key, mode) {
+            Acquire::Granted => {}
+            Acquire::Waiting { .. } => missing += 1,
+            Acquire::Refused(_) => unreachable!("the wait policy refuses nothing"),
+        };
+        for (key, _) in &writes {
+            lock(key, LockMode::Exclusive);
+        }
+        for (key, _) in &reads {
+            lock(key, LockMode::Shared);
+        }
+        let write_replica = !writes.is_empty();
+        self.participants.insert(
+            txn,
+            Participant {
+                reads,
+                writes,
+                vc,
+                write_replica,
+                locks_missing: missing,
+                voted: None,
+                decision: None,
+                last_query: ctx.now(),
+            },
+        );
+        if missing == 0 {
+            self.validate_and_vote(ctx, txn);
+        } else {
+            ctx.set_timer(self.lock_timeout, Timer::Locks(txn));
+        }
+    }
+
+    /// Locks granted by a release: prepares that now hold all theirs vote.
+    fn granted(&mut self, ctx: &mut Ctx<'_, Self>, grants: Vec<crate::common::locks::Grant>) {
+        for grant in grants {
+            let Some(p) = self.participants.get_mut(&grant.txn) else {
+                continue;
+            };
+            p.locks_missing = p.locks_missing.saturating_sub(1);
+            if p.locks_missing == 0 && p.voted.is_none() {
+                self.validate_and_vote(ctx, grant.txn);
+            }
+        }
+    }
+
+    fn release_locks(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let grants = self.locks.release_all(txn);
+        self.granted(ctx, grants);
+    }
+
+    /// Validate the reads (by identity, T1) and vote (A2:L2–13).
+    fn validate_and_vote(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let p = self.participants.get(&txn).expect("preparing");
+        ctx.charge(Work::reads(p.reads.len()));
+        let valid = p.reads.iter().all(|(key, version)| {
+            let latest = self.store.get(key).and_then(|e| e.latest_committed());
+            if self.mutant == Some(Mutant::VcValidation) {
+                // A1:L35 as printed: fails only if the latest version's own entry exceeds T.VC.
+                let entry = latest
+                    .and_then(|v| self.nlog.clock_of(v.ts.0))
+                    .map_or(0, |vc| vc.get(self.me));
+                entry <= p.vc.get(self.me)
+            } else {
+                latest.map(|v| v.writer) == *version
+            }
+        });
+        let coordinator = txn.coordinator();
+        if !valid {
+            self.participants.remove(&txn);
+            self.aborted.insert(txn, ctx.now());
+            self.release_locks(ctx, txn);
+            let vote = Err(AbortReason::ValidationFailed);
+            return ctx.send(coordinator, Msg::Vote { txn, vote });
+        }
+        let p = self.participants.get_mut(&txn).expect("preparing");
+        let vc = if p.write_replica {
+            self.node_vc.increment(self.me);
+            let vc = self.node_vc.clone();
+            self.commit_q.insert((vc.get(self.me), txn), false);
+            vc
+        } else {
+            self.nlog.most_recent().clone()
+        };
+        p.voted = Some(vc.get(self.me));
+        ctx.persist(Record::Prepared {
+            txn,
+            vc: vc.clone(),
+            reads: p.reads.iter().map(|(k, _)| k.clone()).collect(),
+            writes: p.writes.clone(),
+            write_replica: p.write_replica,
+        });
+        ctx.send(coordinator, Msg::Vote { txn, vote: Ok(vc) });
+    }
+
+    fn lock_timeout(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        match self.participants.get(&txn) {
+            Some(p) if p.voted.is_none() => {}
+            _ => return,
+        }
+        self.participants.remove(&txn);
+        self.aborted.insert(txn, ctx.now());
+        self.release_locks(ctx, txn);
+        let vote = Err(AbortReason::LockTimeout);
+        ctx.send(txn.coordinator(), Msg::Vote { txn, vote });
+    }
+
+    fn on_decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, decision: Option<Decision>) {
+        let Some(decision) = decision else {
+            return self.finish_aborted(ctx, txn);
+        };
+        self.node_vc.merge(&decision.vc);
+        let Some(p) = self.participants.get_mut(&txn) else {
+            // Decided again (a lost acknowledgement, or a restart lost the pre-commit):
+            // pre-commit once more if it was applied here and is not held.
+            if !self.held.contains_key(&txn) && self.nlog.position_of(txn).is_some() {
+                let writes = self.applied_keys(txn);
+                self.pre_commit(ctx, txn, &decision, writes);
+            }
+            return;
+        };
+        if p.voted.is_none() {
+            return; // cannot happen: a commit needs this node's yes
+        }
+        if !p.write_replica {
+            self.participants.remove(&txn);
+            ctx.persist(Record::Finished { txn });
+            return self.release_locks(ctx, txn);
+        }
+        let position = p.voted.expect("voted");
+        let mine = decision.vc.get(self.me);
+        p.decision = Some(decision);
+        self.commit_q.remove(&(position, txn));
+        self.commit_q.insert((mine, txn), true);
+        p.voted = Some(mine);
+        if self.is(Mutant::ApplyOutOfOrder) {
+            self.commit_q.remove(&(mine, txn));
+            self.apply(ctx, txn);
+        }
+        self.apply_ready(ctx);
+    }
+
+    fn finish_aborted(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        self.aborted.insert(txn, ctx.now());
+        let Some(p) = self.participants.remove(&txn) else {
+            return;
+        };
+        if let Some(position) = p.voted {
+            self.commit_q.remove(&(position, txn));
+            ctx.persist(Record::Finished { txn });
+        }
+        self.release_locks(ctx, txn);
+        self.wake_parked(ctx);
+    }
+
+    /// The keys `txn` wrote here, from the store (after a restart lost the participant).
+    fn applied_keys(&self, txn: TxnId) -> Vec<Key> {
+        let Some(position) = self.nlog.position_of(txn) else {
+            return Vec::new();
+        };
+        self.nlog.keys_of(position).to_vec()
+    }
+
+    /// Apply every ready transaction at the head of `CommitQ` (A2:L27–33).
+    fn apply_ready(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let mut applied = false;
+        while let Some((&(position, txn), &ready)) = self.commit_q.first_key_value() {
+            if !ready {
+                break;
+            }
+            self.commit_q.remove(&(position, txn));
+            self.apply(ctx, txn);
+            applied = true;
+        }
+        if applied {
+            self.wake_parked(ctx);
+        }
+    }
+
+    /// The internal commit of `txn` here, then its pre-commit.
+    fn apply(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let p = self.participants.remove(&txn).expect("ready");
+        let decision = p.decision.expect("decided");
+        let keys: Vec<Key> = p.writes.iter().map(|(k, _)| k.clone()).collect();
+        let position = self.nlog.append(txn, decision.vc.clone(), keys.clone(), ctx.now());
+        ctx.charge(Work::writes(p.writes.len()));
+        for (key, value) in p.writes {
+            self.store
+                .entry(&key)
+                .put_committed(txn, Timestamp(position), value);
+        }
+        ctx.persist(Record::Applied {
+            txn,
+            vc: decision.vc.clone(),
+        });
+        self.release_locks(ctx, txn);
+        self.pre_commit(ctx, txn, &decision, keys);
+    }
+
+    /// Enter the queues of the written keys with the inherited readers (A3), then leave at once
+    /// if no older reader holds the writer (A4).
+    fn pre_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, d: &Decision, keys: Vec<Key>) {
+        let snapshot = d.vc.get(self.me);
+        let now = ctx.now();
+        let propagate = !self.is(Mutant::NoPropagatedSet);
+        for key in &keys {
+            let queue = &mut self.store.entry(key).meta;
+            queue.insert(txn, snapshot, EntryKind::Writer);
+            if !propagate {
+                continue;
+            }
+            for &ro in &d.propagated {
+                if self.removed.contains_key(&ro) {
+                    continue;
+                }
+                queue.insert(ro, 0, EntryKind::Reader);
+                let reader = self.readers.entry(ro).or_insert(Reader {
+                    keys: Vec::new(),
+                    since: now,
+                    subscribed: None,
+                });
+                reader.keys.push(key.clone());
+            }
+        }
+        if propagate && !self.is(Mutant::NoRemoveForwarding) {
+            for &ro in &d.propagated {
+                self.subscribe_to(ctx, ro);
+            }
+        }
+        self.held.insert(
+            txn,
+            HeldWriter {
+                snapshot,
+                keys,
+                since: now,
+            },
+        );
+        self.release_if_unheld(ctx, txn);
+    }
+
+    /// Ask `ro`'s coordinator to tell this node when `ro` ends (once per `participant_timeout`).
+    fn subscribe_to(&mut self, ctx: &mut Ctx<'_, Self>, ro: TxnId) {
+        let now = ctx.now();
+        let patience = self.env.options.participant_timeout;
+        let Some(reader) = self.readers.get_mut(&ro) else {
+            return;
+        };
+        if reader.subscribed.is_some_and(|at| now.since(at) < patience) {
+            return;
+        }
+        reader.subscribed = Some(now);
+        if ro.coordinator() == self.id() {
+            if !self.coord.contains_key(&ro) {
+                self.remove_reader(ctx, ro);
+            }
+            return;
+        }
+        ctx.send(ro.coordinator(), Msg::Subscribe { ro });
+    }
+
+    /// Acknowledge `txn` if no reader with a smaller snapshot is left in its keys' queues.
+    fn release_if_unheld(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(w) = self.held.get(&txn) else { return };
+        let held = w.keys.iter().any(|key| {
+            self.store
+                .get(key)
+                .is_some_and(|e| e.meta.holds(txn, w.snapshot))
+        });
+        if held {
+            return;
+        }
+        let w = self.held.remove(&txn).expect("present");
+        for key in &w.keys {
+            if let Some(e) = self.store.get_mut(key) {
+                e.meta.remove(txn);
+            }
+        }
+        let held_us = ctx.now().since(w.since).as_micros() as u64;
+        if held_us > 0 {
+            self.counters.writers_held += 1;
+        }
+        ctx.send(txn.coordinator(), Msg::Ack { txn, held_us });
+    }
+
+    /// `ro` ended: drop its R entries here and release the writers they held.
+    fn remove_reader(&mut self, ctx: &mut Ctx<'_, Self>, ro: TxnId) {
+        self.removed.insert(ro, ctx.now());
+        let Some(reader) = self.readers.remove(&ro) else {
+            return;
+        };
+        let mut writers = BTreeSet::new();
+        for key in &reader.keys {
+            if let Some(e) = self.store.get_mut(key) {
+                e.meta.remove(ro);
+                writers.extend(e.meta.writers());
+            }
+        }
+        for w in writers {
+            self.release_if_unheld(ctx, w);
+        }
+    }
+
+    // ----- serving reads (Algorithm 6) -----
+
+    fn serve_read(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        ro: Option<(VClock, Vec<u32>)>,
+    ) {
+        ctx.charge(Work::reads(1));
+        let Some((vc, has_read)) = ro else {
+            return self.serve_update_read(ctx, from, txn, seq, key);
+        };
+        if self.removed.contains_key(&txn) {
+            return; // the reader already ended (T7): leave no entry behind
+        }
+        let first = !has_read.contains(&(self.me as u32));
+        if first && !self.caught_up(vc.get(self.me)) {
+            self.counters.ro_first_reads_waited += 1;
+            self.parked.push(ParkedRead {
+                from,
+                txn,
+                seq,
+                key,
+                vc,
+                has_read,
+            });
+            return;
+        }
+        self.serve_read_only(ctx, from, txn, seq, key, vc, &has_read);
+    }
+
+    /// Whether everything with `vc[i] <= bound` that will ever commit here has been applied
+    /// (A6:L5, with T4's tie rule).
+    fn caught_up(&self, bound: u64) -> bool {
+        self.nlog.most_recent().get(self.me) >= bound
+            && self
+                .commit_q
+                .first_key_value()
+                .is_none_or(|(&(position, _), _)| position > bound)
+    }
+
+    fn wake_parked(&mut self, ctx: &mut Ctx<'_, Self>) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let parked = std::mem::take(&mut self.parked);
+        for r in parked {
+            if self.caught_up(r.vc.get(self.me)) {
+                self.serve_read_only(ctx, r.from, r.txn, r.seq, r.key, r.vc, &r.has_read);
+            } else {
+                self.parked.push(r);
+            }
+        }
+    }
+
+    fn serve_update_read(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+    ) {
+        let entry = self.store.get(&key);
+        let latest = entry.and_then(|e| e.latest_committed());
+        let propagated = match entry {
+            Some(e) if !self.is(Mutant::NoPropagatedSet) => e.meta.readers().collect(),
+            _ => Vec::new(),
+        };
+        let reply = Msg::ReadReply {
+            txn,
+            seq,
+            value: latest.and_then(|v| v.value.clone()),
+            version: latest.map(|v| v.writer),
+            vc: self.nlog.most_recent().clone(),
+            propagated,
+            too_old: false,
+        };
+        ctx.send(from, reply);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn serve_read_only(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        vc: VClock,
+        has_read: &[u32],
+    ) {
+        if self.removed.contains_key(&txn) {
+            return;
+        }
+        let n = self.nodes();
+        let mut bounded = vec![false; n];
+        for &w in has_read {
+            bounded[w as usize] = true;
+        }
+        let first = !bounded[self.me];
+        let chosen = if first {
+            reads::first_read(self, &key, &vc, &bounded)
+        } else {
+            reads::repeat_read(self, &key, &vc, &bounded)
+        };
+        let Some((max_vc, version)) = chosen else {
+            let reply = Msg::ReadReply {
+                txn,
+                seq,
+                value: None,
+                version: None,
+                vc,
+                propagated: Vec::new(),
+                too_old: true,
+            };
+            return ctx.send(from, reply);
+        };
+        if !self.is(Mutant::NoReaderEntries) {
+            let snapshot = max_vc.get(self.me);
+            self.store
+                .entry(&key)
+                .meta
+                .insert(txn, snapshot, EntryKind::Reader);
+            let now = ctx.now();
+            let reader = self.readers.entry(txn).or_insert(Reader {
+                keys: Vec::new(),
+                since: now,
+                subscribed: None,
+            });
+            reader.keys.push(key);
+        }
+        let reply = Msg::ReadReply {
+            txn,
+            seq,
+            value: version.as_ref().and_then(|(_, v)| v.clone()),
+            version: version.map(|(w, _)| w),
+            vc: max_vc,
+            propagated: Vec::new(),
+            too_old: false,
+        };
+        ctx.send(from, reply);
+    }
+
+    // ----- the periodic tick -----
+
+    fn tick(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let patience = self.env.options.participant_timeout;
+        // Termination: prepared transactions whose decision is overdue ask their coordinator.
+        let mut overdue: Vec<TxnId> = self
+            .participants
+            .iter()
+            .filter(|(_, p)| p.voted.is_some() && p.decision.is_none())
+            .filter(|(_, p)| now.since(p.last_query) >= patience)
+            .map(|(t, _)| *t)
+            .collect();
+        overdue.sort();
+        for txn in overdue {
+            self.participants.get_mut(&txn).expect("listed").last_query = now;
+            ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
+        }
+        // Readers whose Remove may have been lost (or whose coordinator restarted): ask.
+        let mut stale: Vec<TxnId> = self
+            .readers
+            .iter()
+            .filter(|(_, r)| now.since(r.since) >= patience)
+            .map(|(t, _)| *t)
+            .collect();
+        stale.sort();
+        for ro in stale {
+            self.subscribe_to(ctx, ro);
+        }
+        // Coordinators: re-send decisions whose acknowledgements are overdue; end idle ones.
+        let idle_after = self.env.options.idle_txn_timeout;
+        let mut resend = Vec::new();
+        let mut idle = Vec::new();
+        for (txn, t) in &self.coord {
+            match &t.phase {
+                Phase::Committing {
+                    unacknowledged,
+                    decision,
+                    decided_at,
+                    ..
+                } if now.since(*decided_at) >= patience => {
+                    resend.push((*txn, unacknowledged.clone(), decision.clone()));
+                }
+                Phase::Executing
+                    if t.pending.is_none() && now.since(t.last_active) >= idle_after =>
+                {
+                    idle.push(*txn)
+                }
+                _ => {}
+            }
+        }
+        resend.sort_by_key(|(t, ..)| *t);
+        for (txn, nodes, decision) in resend {
+            for node in nodes {
+                let decision = Some(decision.clone());
+                ctx.send(node, Msg::Decide { txn, decision });
+            }
+            if let Some(Phase::Committing { decided_at, .. }) =
+                self.coord.get_mut(&txn).map(|t| &mut t.phase)
+            {
+                *decided_at = now;
+            }
+        }
+        idle.sort();
+        for txn in idle {
+            self.abort(ctx, txn, AbortReason::Timeout);
+        }
+        // Garbage: tombstones, then NLog and versions beyond the retention.
+        let retention = self.env.options.gc_retention;
+        let horizon = now.saturating_sub(retention);
+        self.removed.retain(|_, at| *at >= horizon);
+        self.aborted.retain(|_, at| *at >= horizon);
+        self.nlog.collapse_before(horizon);
+        self.store
+            .collect_garbage(Timestamp(self.nlog.first_position()), GC_BATCH);
+        ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
+    }
+}
+
+mod reads;
+
+impl Protocol for Sss {
+    type Msg = Msg;
+    type Timer = Timer;
+    type Record = Record;
+    const FORMS: &'static [augur_runtime::one_shot::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
+
+    fn new(env: &NodeEnv) -> Self {
+        Sss::empty(env)
+    }
+
+    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Record>) -> Self {
+        let mut s = Sss::empty(env);
+        for record in records {
+            s.replay(record);
+        }
+        s.node_vc.merge(s.nlog.most_recent());
+        s
+    }
+
+    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+        self.ids.checkpoint::<Record, Decision>(emit);
+        emit(Record::NodeClock(self.node_vc.clone()));
+        emit(Record::Log(self.nlog.checkpoint()));
+        for (key, entry) in self.store.iter() {
+            let versions: Vec<_> = entry
+                .versions()
+                .map(|v| (v.writer, v.ts.0, v.value.clone()))
+                .collect();
+            if !versions.is_empty() {
+                emit(Record::Versions {
+                    key: key.clone(),
+                    versions,
+                });
+            }
+        }
+        let mut prepared: Vec<_> = self
+            .participants
+            .iter()
+            .filter_map(|(txn, p)| p.voted.map(|_| (*txn, p)))
+            .collect();
+        prepared.sort_by_key(|(t, _)| *t);
+        for (txn, p) in prepared {
+            emit(Record::Prepared {
+                txn,
+                vc: p.vc.clone(),
+                reads: p.reads.iter().map(|(k, _)| k.clone()).collect(),
+                writes: p.writes.clone(),
+                write_replica: p.write_replica,
+            });
+        }
+        self.decided.checkpoint(emit);
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
+    }
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        let pending = Pending::of(&request);
+        match request.op {
+            ClientOp::Begin { read_only, .. } => self.begin(ctx, pending, read_only),
+            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
+            ClientOp::Commit { txn, writes, .. } => self.commit(ctx, pending, txn, writes),
+            ClientOp::Abort { txn } => {
+                let executing = self
+                    .coord
+                    .get(&txn)
+                    .is_some_and(|t| matches!(t.phase, Phase::Executing) && t.pending.is_none());
+                if executing {
+                    self.abort(ctx, txn, AbortReason::UserRollback);
+                }
+                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
+            }
+            ClientOp::AwaitOutcome { txn } => {
+                let err = RequestError::UnknownTransaction(txn);
+                pending.answer(ctx, ClientReply::Rejected(err));
+            }
+            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Read { txn, seq, key, ro } => self.serve_read(ctx, from, txn, seq, key, ro),
+            Msg::ReadReply {
+                txn,
+                seq,
+                value,
+                version,
+                vc,
+                propagated,
+                too_old,
+            } => self.read_reply(ctx, from, txn, seq, value, version, vc, propagated, too_old),
+            Msg::Prepare {
+                txn,
+                vc,
+                reads,
+                writes,
+            } => self.prepare(ctx, txn, vc, reads, writes),
+            Msg::Vote { txn, vote } => self.vote(ctx, from, txn, vote),
+            Msg::Decide { txn, decision } => self.on_decide(ctx, txn, decision),
+            Msg::Ack { txn, held_us } => self.ack(ctx, from, txn, held_us),
+            Msg::Remove { ro } => self.remove_reader(ctx, ro),
+            Msg::Subscribe { ro } => self.subscribe(ctx, from, ro),
+            Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
+        match timer {
+            Timer::Tick => self.tick(ctx),
+            Timer::Read(txn, seq) => {
+                let Some(t) = self.coord.get(&txn) else { return };
+                if t.read_seq != seq || t.pending.is_none() {
+                    return;
+                }
+                if t.read_only {
+                    // Read-only transactions never abort: ask again.
+                    self.counters.ro_reads_resent += 1;
+                    self.send_read(ctx, txn);
+                } else {
+                    self.abort(ctx, txn, AbortReason::Timeout);
+                }
+            }
+            Timer::Votes(txn) => {
+                if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
+                    self.abort(ctx, txn, AbortReason::Timeout);
+                }
+            }
+            Timer::Locks(txn) => self.lock_timeout(ctx, txn),
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.counters;
+        vec![
+            ("ro_first_reads_waited", c.ro_first_reads_waited),
+            ("ro_snapshot_too_old", c.ro_snapshot_too_old),
+            ("ro_reads_resent", c.ro_reads_resent),
+            ("writers_held", c.writers_held),
+            ("updates_committed", c.updates_committed),
+            ("update_latency_us", c.update_latency_us),
+            ("precommit_hold_us", c.precommit_hold_us),
+            ("held_writers_now", self.held.len() as u64),
+            ("commit_queue_now", self.commit_q.len() as u64),
+            ("queued_readers_now", self.readers.len() as u64),
+            (
+                "nonempty_queues_now",
+                self.store.iter().filter(|(_, e)| !e.meta.is_empty()).count() as u64,
+            ),
+        ]
+    }
+}
+
+impl Sss {
+    /// Rebuild state from one durable record (see [`Record`]).
+    fn replay(&mut self, record: Record) {
+        use crate::common::replica::Record as Kit;
+        match record {
+            Record::Kit(Kit::IdsReserved { below }) => self.ids.resume_below(below),
+            Record::Kit(Kit::Decided {
+                txn,
+                decision,
+                replicas,
+            }) => self.decided.record(txn, decision, replicas),
+            Record::Kit(Kit::Forgotten { txn }) => self.decided.forget(txn),
+            Record::Kit(_) => {}
+            Record::Prepared {
+                txn,
+                vc,
+                reads,
+                writes,
+                write_replica,
+            } => {
+                for (key, _) in &writes {
+                    let _ = self.locks.acquire(txn, (), key, LockMode::Exclusive);
+                }
+                for key in &reads {
+                    let _ = self.locks.acquire(txn, (), key, LockMode::Shared);
+                }
+                let position = vc.get(self.me);
+                if write_replica {
+                    self.commit_q.insert((position, txn), false);
+                }
+                self.node_vc.merge(&vc);
+                self.participants.insert(
+                    txn,
+                    Participant {
+                        reads: reads.into_iter().map(|k| (k, None)).collect(),
+                        writes,
+                        vc,
+                        write_replica,
+                        locks_missing: 0,
+                        voted: Some(position),
+                        decision: None,
+                        // Overdue from the start: ask the coordinator at once.
+                        last_query: Timestamp::ZERO,
+                    },
+                );
+            }
+            Record::Applied { txn, vc } => {
+                self.node_vc.merge(&vc);
+                let Some(p) = self.participants.remove(&txn) else {
+                    return;
+                };
+                if let Some(position) = p.voted {
+                    self.commit_q.remove(&(position, txn));
+                }
+                let keys = p.writes.iter().map(|(k, _)| k.clone()).collect();
+                let position = self.nlog.append(txn, vc, keys, Timestamp::ZERO);
+                for (key, value) in p.writes {
+                    self.store
+                        .entry(&key)
+                        .put_committed(txn, Timestamp(position), value);
+                }
+                let _ = self.locks.release_all(txn);
+            }
+            Record::Finished { txn } => {
+                if let Some(p) = self.participants.remove(&txn)
+                    && let Some(position) = p.voted
+                {
+                    self.commit_q.remove(&(position, txn));
+                }
+                let _ = self.locks.release_all(txn);
+            }
+            Record::NodeClock(vc) => self.node_vc.merge(&vc),
+            Record::Log(checkpoint) => self.nlog = NLog::restore(checkpoint),
+            Record::Versions { key, versions } => {
+                let entry = self.store.entry(&key);
+                for (writer, position, value) in versions {
+                    entry.put_committed(writer, Timestamp(position), value);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,233 @@
+//! `NLog` (SSS §III-A): the commit vector clocks of the transactions applied at this node, in
+//! apply order. A version's position in `NLog` is its timestamp in the store, so a version's
+//! clock is one index away.
+//!
+//! A read-only transaction's first read at a node needs the entrywise maximum of the entries
+//! within its bounds (A6:L6–9). Scanning the whole log for it would cost every read the log's
+//! length, so each entry also keeps the running maximum of the log up to it: walking back from
+//! the newest entry, the scan stops at the first entry whose running maximum is within the
+//! bounds (and older than every excluded writer), since everything before it is then visible.
+//!
+//! Entries older than the garbage-collection retention are collapsed into `base`, their
+//! entrywise maximum, and the versions they wrote lose their clocks (the store keeps only the
+//! newest of them). A reader whose bounds `base` exceeds could need one of the collapsed
+//! entries excluded, which can no longer be told: it gets `None` (`SnapshotTooOld`). That takes
+//! a read-only transaction older than the retention (5 s by default).
+
+use crate::common::vclock::VClock;
+use augur_types::{Key, Timestamp, TxnId};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+#[derive(Clone, Debug)]
+struct Entry {
+    txn: TxnId,
+    vc: VClock,
+    /// The entrywise maximum of `base` and every entry up to this one.
+    running_max: VClock,
+    /// The keys the transaction wrote here.
+    keys: Vec<Key>,
+    applied_at: Timestamp,
+}
+
+#[derive(Clone, Debug)]
+pub struct NLog {
+    /// The position of `entries[0]`; positions start at 1 (0: no version).
+    first: u64,
+    entries: VecDeque<Entry>,
+    base: VClock,
+    positions: FxHashMap<TxnId, u64>,
+}
+
+/// `NLog` as a checkpoint stores it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    first: u64,
+    base: VClock,
+    entries: Vec<(TxnId, VClock, Vec<Key>)>,
+}
+
+impl NLog {
+    pub fn new(nodes: usize) -> NLog {
+        NLog {
+            first: 1,
+            entries: VecDeque::new(),
+            base: VClock::new(nodes),
+            positions: FxHashMap::default(),
+        }
+    }
+
+    /// `NLog.mostRecentVC`: the entrywise maximum of every clock applied here.
+    pub fn most_recent(&self) -> &VClock {
+        self.entries.back().map_or(&self.base, |e| &e.running_max)
+    }
+
+    /// The position of the oldest entry still kept.
+    pub fn first_position(&self) -> u64 {
+        self.first
+    }
+
+    /// Append `txn`'s commit clock; returns its position.
+    pub fn append(&mut self, txn: TxnId, vc: VClock, keys: Vec<Key>, now: Timestamp) -> u64 {
+        let mut running_max = self.most_recent().clone();
+        running_max.merge(&vc);
+        let position = self.first + self.entries.len() as u64;
+        self.entries.push_back(Entry {
+            txn,
+            vc,
+            running_max,
+            keys,
+            applied_at: now,
+        });
+        self.positions.insert(txn, position);
+        position
+    }
+
+    fn entry(&self, position: u64) -> Option<&Entry> {
+        let index = position.checked_sub(self.first)?;
+        self.entries.get(usize::try_from(index).ok()?)
+    }
+
+    /// The commit clock of the version at `position`; `None` once collapsed (it is then
+    /// within [`NLog::base`]).
+    pub fn clock_of(&self, position: u64) -> Option<&VClock> {
+        self.entry(position).map(|e| &e.vc)
+    }
+
+    /// The entrywise maximum of the collapsed entries.
+    pub fn base(&self) -> &VClock {
+        &self.base
+    }
+
+    /// Where `txn` was applied, while its entry is kept.
+    pub fn position_of(&self, txn: TxnId) -> Option<u64> {
+        self.positions.get(&txn).copied()
+    }
+
+    /// The keys the transaction at `position` wrote here.
+    pub fn keys_of(&self, position: u64) -> &[Key] {
+        self.entry(position).map_or(&[], |e| &e.keys)
+    }
+
+    /// The entrywise maximum of every entry whose clock is within `bound` on the `bounded`
+    /// entries, leaving out the `excluded` writers (A6:L6–9); `None` when a collapsed entry
+    /// may be out of bounds.
+    pub fn max_visible(
+        &self,
+        bound: &VClock,
+        bounded: &[bool],
+        excluded: &[TxnId],
+    ) -> Option<VClock> {
+        let within = |vc: &VClock| {
+            bounded
+                .iter()
+                .enumerate()
+                .all(|(w, b)| !b || vc.get(w) <= bound.get(w))
+        };
+        let mut oldest_excluded = u64::MAX;
+        for txn in excluded {
+            // An excluded writer whose entry is collapsed can no longer be left out.
+            oldest_excluded = oldest_excluded.min(self.position_of(*txn)?);
+        }
+        let mut max = VClock::new(self.base.len());
+        for (index, e) in self.entries.iter().enumerate().rev() {
+            let position = self.first + index as u64;
+            if position < oldest_excluded && within(&e.running_max) {
+                max.merge(&e.running_max);
+                return Some(max);
+            }
+            if within(&e.vc) && !excluded.contains(&e.txn) {
+                max.merge(&e.vc);
+            }
+        }
+        if !within(&self.base) {
+            return None;
+        }
+        max.merge(&self.base);
+        Some(max)
+    }
+
+    /// Collapse the entries applied before `horizon` into `base` (keeping the newest entry).
+    pub fn collapse_before(&mut self, horizon: Timestamp) {
+        while self.entries.len() > 1 && self.entries[0].applied_at < horizon {
+            let e = self.entries.pop_front().expect("non-empty");
+            self.positions.remove(&e.txn);
+            self.base = e.running_max;
+            self.first += 1;
+        }
+    }
+
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            first: self.first,
+            base: self.base.clone(),
+            entries: self
+                .entries
+                .iter()
+                .map(|e| (e.txn, e.vc.clone(), e.keys.clone()))
+                .collect(),
+        }
+    }
+
+    /// The log a checkpoint stored (entries count as applied at time zero, so the first
+    /// garbage collection after a restart collapses them).
+    pub fn restore(c: Checkpoint) -> NLog {
+        let mut log = NLog {
+            first: c.first,
+            entries: VecDeque::new(),
+            base: c.base,
+            positions: FxHashMap::default(),
+        };
+        for (txn, vc, keys) in c.entries {
+            log.append(txn, vc, keys, Timestamp::ZERO);
+        }
+        log
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_types::NodeId;
+
+    fn t(n: u64) -> TxnId {
+        TxnId::new(NodeId(0), n)
+    }
+
+    fn vc(entries: &[u64]) -> VClock {
+        VClock::from(entries.to_vec())
+    }
+
+    #[test]
+    fn visible_maximum_respects_bounds_and_exclusions() {
+        let mut log = NLog::new(2);
+        log.append(t(1), vc(&[1, 0]), vec![], Timestamp(1));
+        log.append(t(2), vc(&[2, 5]), vec![], Timestamp(2));
+        log.append(t(3), vc(&[3, 1]), vec![], Timestamp(3));
+        assert_eq!(log.most_recent(), &vc(&[3, 5]));
+        // Unbounded: everything.
+        assert_eq!(log.max_visible(&vc(&[0, 0]), &[false, false], &[]), Some(vc(&[3, 5])));
+        // Bounded on node 1 at 1: t(2) is out.
+        assert_eq!(log.max_visible(&vc(&[0, 1]), &[false, true], &[]), Some(vc(&[3, 1])));
+        // t(3) excluded.
+        assert_eq!(log.max_visible(&vc(&[0, 9]), &[false, true], &[t(3)]), Some(vc(&[2, 5])));
+        assert_eq!(log.position_of(t(2)), Some(2));
+        assert_eq!(log.clock_of(3), Some(&vc(&[3, 1])));
+    }
+
+    #[test]
+    fn collapsed_entries_are_visible_only_within_bounds() {
+        let mut log = NLog::new(2);
+        log.append(t(1), vc(&[1, 4]), vec![], Timestamp(1));
+        log.append(t(2), vc(&[2, 0]), vec![], Timestamp(2));
+        log.collapse_before(Timestamp(2));
+        assert_eq!(log.first_position(), 2);
+        assert_eq!(log.clock_of(1), None);
+        assert_eq!(log.max_visible(&vc(&[0, 4]), &[false, true], &[]), Some(vc(&[2, 4])));
+        assert_eq!(log.max_visible(&vc(&[0, 3]), &[false, true], &[]), None);
+        let restored = NLog::restore(log.checkpoint());
+        assert_eq!(restored.most_recent(), log.most_recent());
+        assert_eq!(restored.position_of(t(2)), Some(2));
+    }
+}

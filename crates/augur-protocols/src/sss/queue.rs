@@ -1,0 +1,124 @@
+//! The snapshot-queue of one key at one replica (SSS §III-A): the read-only transactions that
+//! read the key here (R entries, with the snapshot they read at: `maxVC[i]` at their first read
+//! here, their frozen `T.VC[i]` on a repeat read, 0 for a reader inherited through a
+//! `PropagatedSet`) and the pre-committed writers of the key (W entries, with their commit
+//! clock's entry `i`). A writer is held while an R entry with a smaller snapshot is present.
+//!
+//! Queues are short (the readers in flight on one key), so a vector scanned linearly beats any
+//! ordered structure; the paper splits R and W entries for the same reason (§V).
+
+use augur_types::TxnId;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    Reader,
+    Writer,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    txn: TxnId,
+    snapshot: u64,
+    kind: EntryKind,
+}
+
+/// Per-key metadata of `sss`: the key's snapshot-queue at this replica.
+#[derive(Clone, Debug, Default)]
+pub struct KeyQueue {
+    entries: Vec<Entry>,
+}
+
+impl KeyQueue {
+    /// Add `txn`; a transaction already present keeps the smaller of its two snapshots (a
+    /// reader that read the key twice holds from its first read).
+    pub fn insert(&mut self, txn: TxnId, snapshot: u64, kind: EntryKind) {
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.txn == txn && e.kind == kind)
+        {
+            Some(e) => e.snapshot = e.snapshot.min(snapshot),
+            None => self.entries.push(Entry {
+                txn,
+                snapshot,
+                kind,
+            }),
+        }
+    }
+
+    /// Drop every entry of `txn`.
+    pub fn remove(&mut self, txn: TxnId) {
+        self.entries.retain(|e| e.txn != txn);
+    }
+
+    /// Whether a reader with a snapshot below `snapshot` holds the writer `writer` (A4:L3).
+    pub fn holds(&self, writer: TxnId, snapshot: u64) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.kind == EntryKind::Reader && e.txn != writer && e.snapshot < snapshot)
+    }
+
+    /// The pre-committed writers in the queue.
+    pub fn writers(&self) -> impl Iterator<Item = TxnId> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Writer)
+            .map(|e| e.txn)
+    }
+
+    /// The readers in the queue (an update read's `PropagatedSet`, A6:L25).
+    pub fn readers(&self) -> impl Iterator<Item = TxnId> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Reader)
+            .map(|e| e.txn)
+    }
+
+    /// The writers with a snapshot above `bound`: a first read's `ExcludedSet` (A6:L7).
+    pub fn writers_above(&self, bound: u64) -> Vec<TxnId> {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Writer && e.snapshot > bound)
+            .map(|e| e.txn)
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_types::NodeId;
+
+    fn t(n: u64) -> TxnId {
+        TxnId::new(NodeId(0), n)
+    }
+
+    #[test]
+    fn an_older_reader_holds_a_writer_until_it_is_removed() {
+        let mut q = KeyQueue::default();
+        q.insert(t(1), 7, EntryKind::Reader);
+        q.insert(t(2), 8, EntryKind::Writer);
+        assert!(q.holds(t(2), 8));
+        assert_eq!(q.writers_above(7), vec![t(2)]);
+        assert_eq!(q.writers_above(8), Vec::<TxnId>::new());
+        q.remove(t(1));
+        assert!(!q.holds(t(2), 8));
+        q.remove(t(2));
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_reader_keeps_its_smallest_snapshot_and_a_younger_one_holds_nothing() {
+        let mut q = KeyQueue::default();
+        q.insert(t(1), 9, EntryKind::Reader);
+        q.insert(t(1), 5, EntryKind::Reader);
+        q.insert(t(1), 12, EntryKind::Reader);
+        assert!(q.holds(t(2), 6));
+        assert!(!q.holds(t(2), 5));
+        assert_eq!(q.readers().collect::<Vec<_>>(), vec![t(1)]);
+    }
+}
