@@ -5,18 +5,18 @@
 //! **Guarantee: strict serializability** ("external consistency": one serial order, consistent
 //! with the order in which clients were told of commits). Read-only transactions never abort
 //! because of concurrency: they take no locks, are never validated and never retried. (One
-//! exception, stated in [`NLog`]: a read-only transaction that outlives the garbage-collection
+//! exception, stated in `NLog` (`sss/nlog.rs`): a read-only transaction that outlives the garbage-collection
 //! retention may find the versions it needs gone and end with `SnapshotTooOld`.)
 //!
 //! # The protocol (§III)
 //!
 //! * **Vector clocks.** Each node `i` keeps `NodeVC`, whose entry `i` counts the commits it
 //!   took part in as a replica of a written key, and `NLog`, the commit vector clocks of the
-//!   transactions applied here in apply order ([`NLog`]). Every version carries its writer's
+//!   transactions applied here in apply order (`NLog` (`sss/nlog.rs`)). Every version carries its writer's
 //!   commit vector clock (here: its position in `NLog`).
 //! * **Update transactions** read the newest applied version of each key from the first replica
 //!   to answer (reads go to every replica: "the fastest replica"), buffer their writes, and commit
-//!   by two-phase commit ([`participant`]): every replica of a read or written key locks it
+//!   by two-phase commit : every replica of a read or written key locks it
 //!   (exclusive for writes, shared for reads, waiting at most `lock_timeout`), validates that each
 //!   key read still has the version read, and votes with its clock (incremented by a replica of a
 //!   written key). The coordinator takes the entrywise maximum of the votes, gives every write
@@ -24,14 +24,14 @@
 //!   decided transactions in the order of their own entry (`CommitQ`); applying is the *internal
 //!   commit*: the versions become visible to update transactions and the vector clock enters
 //!   `NLog`.
-//! * **Snapshot-queues** ([`queue`]). Each key keeps, at each replica, the read-only transactions
+//! * **Snapshot-queues** (`sss/queue.rs`). Each key keeps, at each replica, the read-only transactions
 //!   that read it (R entries, with the snapshot they read at) and the update transactions that
 //!   wrote it and are *pre-committed* (W entries). After its internal commit a writer enters the
 //!   queues of its keys and waits there until no read-only transaction with a smaller snapshot is
 //!   left: those read an older version and are serialized before it, so the writer's client must
 //!   not hear of it before they finish. Then the replica acknowledges; with every write
 //!   replica's acknowledgement the coordinator answers the client: the *external commit*.
-//! * **Read-only transactions** ([`reads`]) take their coordinator's latest vector clock at
+//! * **Read-only transactions** (`sss/reads.rs`) take their coordinator's latest vector clock at
 //!   begin and, on their first read at a node, wait until everything in their causal past is
 //!   applied there, then read the newest version whose vector clock stays within what they
 //!   already observed at the nodes they read from, skipping writers held in the key's queue
@@ -45,6 +45,39 @@
 //!   the holding replica subscribes to (the paper forwards `Remove` along the chain; see the
 //!   deviations below).
 //!
+//! # Status: not registered yet
+//!
+//! `sss` is not in the protocol registry (so `augur check` and `augur bench` do not offer it):
+//! on `augur check`'s list-append sweep without faults (3 nodes, 3dc, 20 seeds) it passes 6
+//! seeds. Two problems remain, both found by the checker:
+//!
+//! * **Real time across read-only transactions.** A read-only transaction may read a held
+//!   writer's version that lies in its causal past, and answer its client; a read-only
+//!   transaction that begins afterwards on another node may exclude that same writer (it is
+//!   still held) and miss it: `R2 -rw-> W -wr-> R1 -realtime-> R2` (G-single-realtime). The
+//!   release rule below fixes the same shape for update transactions; applying it to read-only
+//!   commits would make them wait for writers' external commits, which the paper rules out, and
+//!   can deadlock two readers that each read a writer the other holds.
+//! * **Liveness.** In the last seconds of a run some update transactions never commit
+//!   externally (their clients time out while their versions are visible).
+//!
+//! # The release rule (not in the paper)
+//!
+//! The paper's vector clocks let a transaction's commit clock carry entries of transactions
+//! that are decided but not yet applied at their own nodes (the digest's T3), and of held
+//! writers. A reader that read such a node early is then bounded below the transaction and
+//! misses it, even when the transaction committed externally before the reader began — the
+//! checker showed it within one client's session (`G-single-process`). So an update
+//! transaction's coordinator, once every write replica acknowledged, asks every node whose
+//! entry in the commit clock it does not know to be settled to answer once nothing in the
+//! transaction's causal past (the transactions there whose clocks its clock dominates, and any
+//! pending `CommitQ` entry at or below its entry) is still waiting for its external commit
+//! there (`AwaitFrontier`). Coordinators tell write replicas when a transaction committed
+//! externally (`Released`); each node reports its *frontier* (the largest entry below which
+//! everything is released) on its answers, so most transactions need no extra message.
+//! Concurrent transactions never wait for each other, as neither's clock dominates the
+//! other's.
+//!
 //! # Deviations from the printed algorithms, each to close a hole
 //!
 //! The digest `../shared/papers/sss.md` §6.2 lists traps of the literal pseudo-code; this module
@@ -55,8 +88,10 @@
 //!   validates that the newest version of each key read is still the one read (its writer), as
 //!   the prose says. The literal rule is the mutant `vc-validation`.
 //! * **T4, ties.** `CommitQ` is ordered by `(vc[i], transaction id)`, and a first read waits
-//!   until no transaction in `CommitQ` has an entry at or below its bound (pending ones by their
-//!   prepare value, which only grows), not merely until `NLog`'s entry reaches the bound.
+//!   until no transaction in `CommitQ` has an entry at or below the bound it freezes (`maxVC[i]`,
+//!   pending ones by their prepare value, which only grows): `xactVN` can give two transactions
+//!   the same entry, and the checker found a non-repeatable read when a pending one was later
+//!   applied inside a bound already frozen.
 //! * **T6, propagated snapshots** are other nodes' counters and cannot be compared with this
 //!   node's: a propagated R entry holds every writer of its key (its snapshot is taken as 0).
 //! * **T7 and T5, `Remove` forwarding.** Channels may reorder and lose messages, so `Remove`
@@ -96,8 +131,8 @@ use crate::common::coordinator::Pending;
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
 use crate::common::vclock::VClock;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::registry::SettingInfo;
+use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
@@ -148,7 +183,10 @@ pub const LOCK_TIMEOUT_VALUES: &[&str] = &[
 
 /// The lock timeout a setting's value names; `None` for a value not in [`LOCK_TIMEOUT_VALUES`].
 pub fn parse_lock_timeout(value: &str) -> Option<Duration> {
-    if !LOCK_TIMEOUT_VALUES.iter().any(|v| v.eq_ignore_ascii_case(value)) {
+    if !LOCK_TIMEOUT_VALUES
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case(value))
+    {
         return None;
     }
     let value = value.to_ascii_lowercase();
@@ -219,6 +257,9 @@ impl Mutant {
     }
 }
 
+/// Keys read with the writer of the version read (`None`: the key had no version).
+type Reads = Vec<(Key, Option<TxnId>)>;
+
 /// What a coordinator decides for a committing update transaction, and what its write
 /// replicas need to apply and pre-commit it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,6 +294,8 @@ pub enum Msg {
         propagated: Vec<TxnId>,
         /// The versions the reader needs are garbage-collected.
         too_old: bool,
+        /// The replica's release frontier (the release rule).
+        frontier: u64,
     },
     /// Coordinator → every replica of a key read or written (A1:L13).
     Prepare {
@@ -271,8 +314,22 @@ pub enum Msg {
         txn: TxnId,
         decision: Option<Decision>,
     },
-    /// Write replica → coordinator: applied and no longer held by an older reader (A4:L5).
-    Ack { txn: TxnId, held_us: u64 },
+    /// Write replica → coordinator: applied and no longer held by an older reader (A4:L5),
+    /// with the replica's release frontier leaving `txn` out.
+    Ack {
+        txn: TxnId,
+        held_us: u64,
+        frontier: u64,
+    },
+    /// Coordinator → a node: answer once nothing in the causal past `vc` of `txn` is left
+    /// unreleased here (the release rule, see the module docs).
+    AwaitFrontier { txn: TxnId, vc: VClock },
+    /// Node → coordinator: `txn`'s past is released here; the node's frontier.
+    FrontierReached { txn: TxnId, frontier: u64 },
+    /// Coordinator → write replicas: `txn` committed externally.
+    Released { txn: TxnId },
+    /// Write replica → coordinator: has `txn` committed externally yet?
+    QueryReleased { txn: TxnId },
     /// A read-only transaction ended: release its R entries (coordinator → replicas).
     Remove { ro: TxnId },
     /// Replica → a read-only transaction's coordinator: send `Remove` when it ends.
@@ -288,7 +345,10 @@ impl CheckMessage for Msg {
             if vc.len() == n {
                 Ok(())
             } else {
-                Err(at.bad(format!("a vector clock of {} entries in a cluster of {n}", vc.len())))
+                Err(at.bad(format!(
+                    "a vector clock of {} entries in a cluster of {n}",
+                    vc.len()
+                )))
             }
         };
         match self {
@@ -332,7 +392,15 @@ impl CheckMessage for Msg {
                     None => Ok(()),
                 }
             }
-            Msg::Ack { txn, .. } | Msg::QueryOutcome { txn } => at.txn_here(*txn),
+            Msg::Ack { txn, .. }
+            | Msg::QueryOutcome { txn }
+            | Msg::FrontierReached { txn, .. }
+            | Msg::QueryReleased { txn } => at.txn_here(*txn),
+            Msg::AwaitFrontier { txn, vc } => {
+                at.txn_of_sender(*txn)?;
+                clock(vc)
+            }
+            Msg::Released { txn } => at.txn_of_sender(*txn),
             Msg::Remove { ro } => at.txn_of_sender(*ro),
             Msg::Subscribe { ro } => at.txn_here(*ro),
         }
@@ -371,7 +439,7 @@ pub enum Record {
     Finished { txn: TxnId },
     /// Checkpoints only: the node's clock.
     NodeClock(VClock),
-    /// Checkpoints only: `NLog` (see [`NLog::checkpoint`]).
+    /// Checkpoints only: `NLog`, its kept entries and the maximum of the collapsed ones.
     Log(nlog::Checkpoint),
     /// Checkpoints only: a key's versions, oldest first, by writer and `NLog` position.
     Versions {
@@ -435,6 +503,12 @@ enum Phase {
         decision: Decision,
         decided_at: Timestamp,
         held_us: u64,
+        /// Write replicas' frontiers leaving this transaction out, from their Acks.
+        frontiers: BTreeMap<NodeId, u64>,
+        /// Nodes asked to release this transaction's past, not answered yet; `None` until
+        /// every write replica acknowledged.
+        awaiting: Option<BTreeSet<NodeId>>,
+        write_replicas: Vec<NodeId>,
     },
 }
 
@@ -491,6 +565,13 @@ pub struct Sss {
     /// Transactions aborted here, so that a late prepare is ignored (T9).
     aborted: FxHashMap<TxnId, Timestamp>,
     held: FxHashMap<TxnId, HeldWriter>,
+    /// Transactions applied here whose external commit this node has not heard of yet, by
+    /// `(vc[i], txn)`, with their clock and since when (the release rule).
+    unreleased: BTreeMap<(u64, TxnId), (VClock, Timestamp)>,
+    /// Coordinators waiting for a transaction's past to be released here.
+    frontier_waiters: Vec<(TxnId, VClock)>,
+    /// Coordinator side: the latest release frontier each node reported.
+    known_frontier: Vec<u64>,
     readers: FxHashMap<TxnId, Reader>,
     /// Read-only transactions removed here (T7), with when.
     removed: FxHashMap<TxnId, Timestamp>,
@@ -533,6 +614,9 @@ impl Sss {
             locks: LockManager::new(Policy::Wait),
             aborted: FxHashMap::default(),
             held: FxHashMap::default(),
+            unreleased: BTreeMap::new(),
+            frontier_waiters: Vec::new(),
+            known_frontier: vec![0; n],
             readers: FxHashMap::default(),
             removed: FxHashMap::default(),
             parked: Vec::new(),
@@ -626,7 +710,10 @@ impl Sss {
         vc: VClock,
         propagated: Vec<TxnId>,
         too_old: bool,
+        frontier: u64,
     ) {
+        let known = &mut self.known_frontier[from.0 as usize];
+        *known = (*known).max(frontier);
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
@@ -669,7 +756,7 @@ impl Sss {
         }
         // Every replica of every key read or written takes part (A1:L13).
         let placement = self.env.placement.clone();
-        let mut parts: BTreeMap<NodeId, (Vec<(Key, Option<TxnId>)>, Writes)> = BTreeMap::new();
+        let mut parts: BTreeMap<NodeId, (Reads, Writes)> = BTreeMap::new();
         for (key, version) in &t.reads {
             for &r in placement.replicas(placement.partition_of(key)) {
                 parts.entry(r).or_default().0.push((key.clone(), *version));
@@ -678,7 +765,11 @@ impl Sss {
         let mut write_replicas = BTreeSet::new();
         for (key, value) in writes {
             for &r in placement.replicas(placement.partition_of(&key)) {
-                parts.entry(r).or_default().1.push((key.clone(), value.clone()));
+                parts
+                    .entry(r)
+                    .or_default()
+                    .1
+                    .push((key.clone(), value.clone()));
                 write_replicas.insert(r);
             }
         }
@@ -721,7 +812,9 @@ impl Sss {
     }
 
     fn abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
-        let Some(t) = self.coord.get(&txn) else { return };
+        let Some(t) = self.coord.get(&txn) else {
+            return;
+        };
         if t.read_only {
             let pending = self.coord.get_mut(&txn).and_then(|t| t.pending.take());
             self.end_read_only(ctx, txn);
@@ -807,49 +900,132 @@ impl Sss {
             ctx.send(node, Msg::Decide { txn, decision });
         }
         let t = self.coord.get_mut(&txn).expect("voting");
-        if write_replicas.is_empty() || self.mutant == Some(Mutant::ReplyAtInternalCommit) {
-            if let Some(p) = t.pending.take() {
-                p.answer(ctx, ClientReply::Committed { commit_ts });
-            }
-            if write_replicas.is_empty() {
-                self.coord.remove(&txn);
-                return;
-            }
+        if self.mutant == Some(Mutant::ReplyAtInternalCommit)
+            && let Some(p) = t.pending.take()
+        {
+            p.answer(ctx, ClientReply::Committed { commit_ts });
         }
+        let wrote_nothing = write_replicas.is_empty();
         t.phase = Phase::Committing {
-            unacknowledged: write_replicas.into_iter().collect(),
+            unacknowledged: write_replicas.iter().copied().collect(),
             decision,
             decided_at: ctx.now(),
             held_us: 0,
+            frontiers: BTreeMap::new(),
+            awaiting: None,
+            write_replicas,
         };
+        if wrote_nothing {
+            self.await_release(ctx, txn);
+        }
     }
 
-    fn ack(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, held_us: u64) {
+    fn ack(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, held_us: u64, f: u64) {
         self.decided.acknowledge(ctx, txn, from);
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
         let Phase::Committing {
             unacknowledged,
-            decision,
             held_us: longest,
+            frontiers,
             ..
         } = &mut t.phase
         else {
             return;
         };
-        unacknowledged.remove(&from);
-        *longest = (*longest).max(held_us);
-        if !unacknowledged.is_empty() {
+        if !unacknowledged.remove(&from) {
             return;
         }
-        let commit_ts = Timestamp(decision.vc.get(from.0 as usize));
-        let held = *longest;
+        *longest = (*longest).max(held_us);
+        frontiers.insert(from, f);
+        if unacknowledged.is_empty() {
+            self.await_release(ctx, txn);
+        }
+    }
+
+    /// Every write replica applied `txn` (or it wrote nothing). Now its causal past must be
+    /// released everywhere before the client hears of it (the release rule).
+    fn await_release(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let n = self.nodes();
+        let Some(Phase::Committing {
+            decision,
+            frontiers,
+            awaiting,
+            ..
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        else {
+            return;
+        };
+        let mut asked = BTreeSet::new();
+        for w in 0..n {
+            let node = NodeId(w as u32);
+            let needed = decision.vc.get(w);
+            let known = frontiers
+                .get(&node)
+                .copied()
+                .unwrap_or(self.known_frontier[w]);
+            if needed > known {
+                asked.insert(node);
+                let vc = decision.vc.clone();
+                ctx.send(node, Msg::AwaitFrontier { txn, vc });
+            }
+        }
+        *awaiting = Some(asked);
+        self.external_commit_if_released(ctx, txn);
+    }
+
+    fn frontier_reached(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, f: u64) {
+        let known = &mut self.known_frontier[from.0 as usize];
+        *known = (*known).max(f);
+        if let Some(Phase::Committing {
+            awaiting: Some(awaiting),
+            ..
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        {
+            awaiting.remove(&from);
+        }
+        self.external_commit_if_released(ctx, txn);
+    }
+
+    /// Answer the client once every node released the transaction's past (the external
+    /// commit), then tell its write replicas it is released.
+    fn external_commit_if_released(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(t) = self.coord.get(&txn) else {
+            return;
+        };
+        let Phase::Committing {
+            awaiting: Some(awaiting),
+            ..
+        } = &t.phase
+        else {
+            return;
+        };
+        if !awaiting.is_empty() {
+            return;
+        }
         let t = self.coord.remove(&txn).expect("present");
+        let Phase::Committing {
+            decision,
+            held_us,
+            write_replicas,
+            ..
+        } = t.phase
+        else {
+            unreachable!("committing");
+        };
+        for &node in &write_replicas {
+            ctx.send(node, Msg::Released { txn });
+        }
         if let Some(p) = t.pending {
+            let xact_vn = write_replicas
+                .iter()
+                .map(|w| decision.vc.get(w.0 as usize))
+                .max();
+            let commit_ts = Timestamp(xact_vn.unwrap_or(0));
             self.counters.updates_committed += 1;
             self.counters.update_latency_us += ctx.now().since(t.begun).as_micros() as u64;
-            self.counters.precommit_hold_us += held;
+            self.counters.precommit_hold_us += held_us;
             p.answer(ctx, ClientReply::Committed { commit_ts });
         }
     }
@@ -1028,6 +1204,8 @@ impl Sss {
             self.apply(ctx, txn);
         }
         self.apply_ready(ctx);
+        // A pending entry that became decided no longer blocks the pasts it is not in.
+        self.wake_frontier_waiters(ctx);
     }
 
     fn finish_aborted(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
@@ -1041,6 +1219,7 @@ impl Sss {
         }
         self.release_locks(ctx, txn);
         self.wake_parked(ctx);
+        self.wake_frontier_waiters(ctx);
     }
 
     /// The keys `txn` wrote here, from the store (after a restart lost the participant).
@@ -1072,7 +1251,9 @@ impl Sss {
         let p = self.participants.remove(&txn).expect("ready");
         let decision = p.decision.expect("decided");
         let keys: Vec<Key> = p.writes.iter().map(|(k, _)| k.clone()).collect();
-        let position = self.nlog.append(txn, decision.vc.clone(), keys.clone(), ctx.now());
+        let position = self
+            .nlog
+            .append(txn, decision.vc.clone(), keys.clone(), ctx.now());
         ctx.charge(Work::writes(p.writes.len()));
         for (key, value) in p.writes {
             self.store
@@ -1083,6 +1264,10 @@ impl Sss {
             txn,
             vc: decision.vc.clone(),
         });
+        self.unreleased.insert(
+            (decision.vc.get(self.me), txn),
+            (decision.vc.clone(), ctx.now()),
+        );
         self.release_locks(ctx, txn);
         self.pre_commit(ctx, txn, &decision, keys);
     }
@@ -1169,7 +1354,15 @@ impl Sss {
         if held_us > 0 {
             self.counters.writers_held += 1;
         }
-        ctx.send(txn.coordinator(), Msg::Ack { txn, held_us });
+        let frontier = self.frontier(Some(txn));
+        ctx.send(
+            txn.coordinator(),
+            Msg::Ack {
+                txn,
+                held_us,
+                frontier,
+            },
+        );
     }
 
     /// `ro` ended: drop its R entries here and release the writers they held.
@@ -1187,6 +1380,80 @@ impl Sss {
         }
         for w in writers {
             self.release_if_unheld(ctx, w);
+        }
+    }
+
+    // ----- the release rule -----
+
+    /// This node's release frontier, leaving `except` out: the largest `c` such that every
+    /// transaction with `vc[i] <= c` that is or will be applied here has committed externally
+    /// (at most `NodeVC[i]`: later prepares get larger values).
+    fn frontier(&self, except: Option<TxnId>) -> u64 {
+        let blocking = self
+            .commit_q
+            .keys()
+            .chain(self.unreleased.keys())
+            .filter(|(_, t)| Some(*t) != except)
+            .map(|(position, _)| *position)
+            .min();
+        let cap = self.node_vc.get(self.me);
+        blocking.map_or(cap, |b| b.saturating_sub(1).min(cap))
+    }
+
+    /// Whether nothing in the causal past `vc` of `txn` is unreleased here: no pending
+    /// `CommitQ` entry at or below `vc[i]` (it may still commit inside the past), and no
+    /// decided or applied transaction whose clock `vc` dominates and that has not committed
+    /// externally. Transactions concurrent with `txn` do not count, so two transactions never
+    /// wait for each other.
+    fn past_released(&self, txn: TxnId, vc: &VClock) -> bool {
+        let bound = vc.get(self.me);
+        let queued = self
+            .commit_q
+            .range(..=(bound, TxnId(u64::MAX)))
+            .filter(|((_, t), _)| *t != txn)
+            .any(|((_, t), ready)| {
+                !ready
+                    || self
+                        .participants
+                        .get(t)
+                        .and_then(|p| p.decision.as_ref())
+                        .is_none_or(|d| vc.dominates(&d.vc))
+            });
+        let applied = self
+            .unreleased
+            .range(..=(bound, TxnId(u64::MAX)))
+            .filter(|((_, t), _)| *t != txn)
+            .any(|(_, (theirs, _))| vc.dominates(theirs));
+        !queued && !applied
+    }
+
+    fn await_frontier(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, vc: VClock) {
+        if self.past_released(txn, &vc) {
+            let frontier = self.frontier(None);
+            return ctx.send(txn.coordinator(), Msg::FrontierReached { txn, frontier });
+        }
+        self.frontier_waiters.push((txn, vc));
+    }
+
+    fn wake_frontier_waiters(&mut self, ctx: &mut Ctx<'_, Self>) {
+        if self.frontier_waiters.is_empty() {
+            return;
+        }
+        let waiters = std::mem::take(&mut self.frontier_waiters);
+        for (txn, vc) in waiters {
+            self.await_frontier(ctx, txn, vc);
+        }
+    }
+
+    fn released(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let key = self
+            .unreleased
+            .iter()
+            .find(|((_, t), _)| *t == txn)
+            .map(|(k, _)| *k);
+        if let Some(key) = key {
+            self.unreleased.remove(&key);
+            self.wake_frontier_waiters(ctx);
         }
     }
 
@@ -1270,6 +1537,7 @@ impl Sss {
             vc: self.nlog.most_recent().clone(),
             propagated,
             too_old: false,
+            frontier: self.frontier(None),
         };
         ctx.send(from, reply);
     }
@@ -1299,6 +1567,26 @@ impl Sss {
         } else {
             reads::repeat_read(self, &key, &vc, &bounded)
         };
+        // T4: a pending or decided transaction at or below the bound this read freezes could
+        // still be applied inside it; wait until none is left.
+        if let Some((max_vc, _)) = &chosen
+            && first
+            && self
+                .commit_q
+                .first_key_value()
+                .is_some_and(|(&(position, _), _)| position <= max_vc.get(self.me))
+        {
+            let has_read = has_read.to_vec();
+            self.parked.push(ParkedRead {
+                from,
+                txn,
+                seq,
+                key,
+                vc,
+                has_read,
+            });
+            return;
+        }
         let Some((max_vc, version)) = chosen else {
             let reply = Msg::ReadReply {
                 txn,
@@ -1308,6 +1596,7 @@ impl Sss {
                 vc,
                 propagated: Vec::new(),
                 too_old: true,
+                frontier: self.frontier(None),
             };
             return ctx.send(from, reply);
         };
@@ -1333,6 +1622,7 @@ impl Sss {
             vc: max_vc,
             propagated: Vec::new(),
             too_old: false,
+            frontier: self.frontier(None),
         };
         ctx.send(from, reply);
     }
@@ -1354,6 +1644,17 @@ impl Sss {
         for txn in overdue {
             self.participants.get_mut(&txn).expect("listed").last_query = now;
             ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
+        }
+        // Applied transactions not heard of as released: ask their coordinators.
+        let mut unsettled = Vec::new();
+        for ((_, txn), (_, since)) in self.unreleased.iter_mut() {
+            if now.since(*since) >= patience {
+                *since = now;
+                unsettled.push(*txn);
+            }
+        }
+        for txn in unsettled {
+            ctx.send(txn.coordinator(), Msg::QueryReleased { txn });
         }
         // Readers whose Remove may have been lost (or whose coordinator restarted): ask.
         let mut stale: Vec<TxnId> = self
@@ -1510,7 +1811,10 @@ impl Protocol for Sss {
                 vc,
                 propagated,
                 too_old,
-            } => self.read_reply(ctx, from, txn, seq, value, version, vc, propagated, too_old),
+                frontier,
+            } => self.read_reply(
+                ctx, from, txn, seq, value, version, vc, propagated, too_old, frontier,
+            ),
             Msg::Prepare {
                 txn,
                 vc,
@@ -1519,7 +1823,21 @@ impl Protocol for Sss {
             } => self.prepare(ctx, txn, vc, reads, writes),
             Msg::Vote { txn, vote } => self.vote(ctx, from, txn, vote),
             Msg::Decide { txn, decision } => self.on_decide(ctx, txn, decision),
-            Msg::Ack { txn, held_us } => self.ack(ctx, from, txn, held_us),
+            Msg::Ack {
+                txn,
+                held_us,
+                frontier,
+            } => self.ack(ctx, from, txn, held_us, frontier),
+            Msg::AwaitFrontier { txn, vc } => self.await_frontier(ctx, txn, vc),
+            Msg::FrontierReached { txn, frontier } => {
+                self.frontier_reached(ctx, from, txn, frontier)
+            }
+            Msg::Released { txn } => self.released(ctx, txn),
+            Msg::QueryReleased { txn } => {
+                if !self.coord.contains_key(&txn) {
+                    ctx.send(from, Msg::Released { txn });
+                }
+            }
             Msg::Remove { ro } => self.remove_reader(ctx, ro),
             Msg::Subscribe { ro } => self.subscribe(ctx, from, ro),
             Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
@@ -1530,7 +1848,9 @@ impl Protocol for Sss {
         match timer {
             Timer::Tick => self.tick(ctx),
             Timer::Read(txn, seq) => {
-                let Some(t) = self.coord.get(&txn) else { return };
+                let Some(t) = self.coord.get(&txn) else {
+                    return;
+                };
                 if t.read_seq != seq || t.pending.is_none() {
                     return;
                 }
@@ -1563,10 +1883,14 @@ impl Protocol for Sss {
             ("precommit_hold_us", c.precommit_hold_us),
             ("held_writers_now", self.held.len() as u64),
             ("commit_queue_now", self.commit_q.len() as u64),
+            ("unreleased_now", self.unreleased.len() as u64),
             ("queued_readers_now", self.readers.len() as u64),
             (
                 "nonempty_queues_now",
-                self.store.iter().filter(|(_, e)| !e.meta.is_empty()).count() as u64,
+                self.store
+                    .iter()
+                    .filter(|(_, e)| !e.meta.is_empty())
+                    .count() as u64,
             ),
         ]
     }
@@ -1627,6 +1951,8 @@ impl Sss {
                     self.commit_q.remove(&(position, txn));
                 }
                 let keys = p.writes.iter().map(|(k, _)| k.clone()).collect();
+                self.unreleased
+                    .insert((vc.get(self.me), txn), (vc.clone(), Timestamp::ZERO));
                 let position = self.nlog.append(txn, vc, keys, Timestamp::ZERO);
                 for (key, value) in p.writes {
                     self.store

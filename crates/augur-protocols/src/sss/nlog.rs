@@ -207,11 +207,20 @@ mod tests {
         log.append(t(3), vc(&[3, 1]), vec![], Timestamp(3));
         assert_eq!(log.most_recent(), &vc(&[3, 5]));
         // Unbounded: everything.
-        assert_eq!(log.max_visible(&vc(&[0, 0]), &[false, false], &[]), Some(vc(&[3, 5])));
+        assert_eq!(
+            log.max_visible(&vc(&[0, 0]), &[false, false], &[]),
+            Some(vc(&[3, 5]))
+        );
         // Bounded on node 1 at 1: t(2) is out.
-        assert_eq!(log.max_visible(&vc(&[0, 1]), &[false, true], &[]), Some(vc(&[3, 1])));
+        assert_eq!(
+            log.max_visible(&vc(&[0, 1]), &[false, true], &[]),
+            Some(vc(&[3, 1]))
+        );
         // t(3) excluded.
-        assert_eq!(log.max_visible(&vc(&[0, 9]), &[false, true], &[t(3)]), Some(vc(&[2, 5])));
+        assert_eq!(
+            log.max_visible(&vc(&[0, 9]), &[false, true], &[t(3)]),
+            Some(vc(&[2, 5]))
+        );
         assert_eq!(log.position_of(t(2)), Some(2));
         assert_eq!(log.clock_of(3), Some(&vc(&[3, 1])));
     }
@@ -224,7 +233,10 @@ mod tests {
         log.collapse_before(Timestamp(2));
         assert_eq!(log.first_position(), 2);
         assert_eq!(log.clock_of(1), None);
-        assert_eq!(log.max_visible(&vc(&[0, 4]), &[false, true], &[]), Some(vc(&[2, 4])));
+        assert_eq!(
+            log.max_visible(&vc(&[0, 4]), &[false, true], &[]),
+            Some(vc(&[2, 4]))
+        );
         assert_eq!(log.max_visible(&vc(&[0, 3]), &[false, true], &[]), None);
         let restored = NLog::restore(log.checkpoint());
         assert_eq!(restored.most_recent(), log.most_recent());
