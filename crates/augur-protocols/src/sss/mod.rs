@@ -66,6 +66,12 @@
 //!   sticky exclusion (skip on every later read the writers excluded once, and the writers the
 //!   reader holds) is the next step there.
 //!
+//! The paper's two worked examples are scenario tests (`tests/sss_scenarios.rs`): Fig. 1 (a
+//! reader holds the reply of the update that overwrote what it read) and Fig. 2 (two readers
+//! on different nodes order two non-conflicting updates the same way) pass, and fail as they
+//! should under `no-reader-entries` (the update answers first) and `no-exclusion` (the long
+//! fork: each reader sees the update the other holds).
+//!
 //! Mutants, each over 20 list-append seeds against that baseline: `reply-at-internal-commit`
 //! and `vc-validation` (lost updates, G2-item) show anomalies the protocol does not;
 //! `apply-out-of-order` shows none; the others show only the baseline's G-single-realtime.

@@ -1,0 +1,220 @@
+//! Scenario tests for `sss` (SSS §III-D), run in the deterministic simulator on the "3dc"
+//! latency profile (VA, OR, IE) with a ring placement and no replication, as the paper's
+//! examples have it: key `Key::numbered(p, _)` lives on node `p` only.
+//!
+//! * Fig. 1: a read-only transaction that read `y` before an update overwrote it holds the
+//!   update's reply (the update commits internally, is pre-committed in `y`'s snapshot-queue,
+//!   and answers its client only after the reader's `Remove`).
+//! * Fig. 2: two read-only transactions on different nodes, each reading a key that a
+//!   different update overwrites while they run, both read the old versions, and both updates
+//!   answer only after both readers (no long fork).
+
+use augur_client::{Session, Transport};
+use augur_protocols::sss::Sss;
+use augur_runtime::ProtocolOptions;
+use augur_runtime::sim::{SimConfig, Simulation};
+use augur_types::{Key, LatencyProfile, NodeId, Placement};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// What a scripted transaction's client saw: the values read and when it learned its outcome.
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    reads: Vec<Option<String>>,
+    committed_at: Option<Duration>,
+}
+
+type Log = Arc<Mutex<BTreeMap<&'static str, Seen>>>;
+
+fn sim(nodes: usize, mutant: Option<&str>) -> Simulation<Sss> {
+    let profile = LatencyProfile::named("3dc")
+        .unwrap()
+        .truncated(nodes.min(3))
+        .unwrap();
+    let placement = Arc::new(Placement::ring(profile, nodes, 1).unwrap());
+    let options = Arc::new(ProtocolOptions {
+        mutant: mutant.map(str::to_string),
+        ..ProtocolOptions::default()
+    });
+    Simulation::new(placement, options, SimConfig::new(5))
+}
+
+/// A client on `home` that waits `start`, then runs one transaction: it reads `reads` (with
+/// `think` between the reads and before committing), writes `writes`, and commits.
+#[allow(clippy::too_many_arguments)]
+fn client(
+    s: &mut Simulation<Sss>,
+    log: &Log,
+    name: &'static str,
+    home: u32,
+    start: Duration,
+    reads: Vec<Key>,
+    writes: Vec<(Key, &'static str)>,
+    think: Duration,
+) {
+    let log = log.clone();
+    s.spawn_client(NodeId(home), move |t| async move {
+        t.sleep(start).await;
+        let session = Session::new(t);
+        let mut txn = session
+            .begin_named(name, writes.is_empty())
+            .await
+            .expect("begin");
+        let mut seen = Seen::default();
+        for key in &reads {
+            let value = txn.read(key).await.expect("read");
+            seen.reads
+                .push(value.map(|v| String::from_utf8_lossy(&v).into_owned()));
+            session.transport().sleep(think).await;
+        }
+        for (key, value) in writes {
+            txn.write(key, Some(Bytes::from_static(value.as_bytes())))
+                .unwrap();
+        }
+        txn.commit().await.expect("commit");
+        seen.committed_at = Some(session.transport().now());
+        log.lock().unwrap().insert(name, seen);
+    });
+}
+
+fn seen(log: &Log, name: &str) -> Seen {
+    log.lock()
+        .unwrap()
+        .get(name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} did not commit"))
+}
+
+/// Fig. 1 under `mutant`: what T1 read, and when T1 and T2 were answered.
+fn fig1(mutant: Option<&str>) -> (Seen, Seen) {
+    let mut s = sim(2, mutant);
+    let log = Log::default();
+    let y = Key::numbered(1, 1);
+    // T1, read-only on N0, reads y (on N1) at once and then thinks for 400 ms.
+    client(
+        &mut s,
+        &log,
+        "T1",
+        0,
+        ms(0),
+        vec![y.clone()],
+        vec![],
+        ms(400),
+    );
+    // T2, an update on N1, overwrites y after T1's read reached N1 (~33 ms).
+    client(
+        &mut s,
+        &log,
+        "T2",
+        1,
+        ms(100),
+        vec![],
+        vec![(y, "y1")],
+        ms(0),
+    );
+    s.run_until(ms(2000));
+    (seen(&log, "T1"), seen(&log, "T2"))
+}
+
+#[test]
+fn fig1_a_reader_holds_the_reply_of_the_update_that_overwrote_what_it_read() {
+    let (t1, t2) = fig1(None);
+    assert_eq!(t1.reads, vec![None], "T1 read y before T2 wrote it");
+    let (c1, c2) = (t1.committed_at.unwrap(), t2.committed_at.unwrap());
+    // T2 alone would commit at once on N1 (~100 ms); it is held in y's snapshot-queue until
+    // T1's Remove reaches N1.
+    assert!(
+        c2 > c1,
+        "T2 answered at {c2:?}, before the reader it must follow ({c1:?})"
+    );
+}
+
+#[test]
+fn fig1_without_reader_entries_the_update_answers_first() {
+    let (t1, t2) = fig1(Some("no-reader-entries"));
+    assert_eq!(t1.reads, vec![None]);
+    assert!(t2.committed_at.unwrap() < t1.committed_at.unwrap());
+}
+
+/// Fig. 2 under `mutant`: what T1 and T4 read, and when each of the four was answered.
+fn fig2(mutant: Option<&str>) -> BTreeMap<&'static str, Seen> {
+    let mut s = sim(4, mutant);
+    let log = Log::default();
+    let (x, y) = (Key::numbered(2, 1), Key::numbered(3, 1));
+    // T1 on N1 reads x (on N2), then y (on N3); T4 on N0 reads y, then x.
+    client(
+        &mut s,
+        &log,
+        "T1",
+        1,
+        ms(0),
+        vec![x.clone(), y.clone()],
+        vec![],
+        ms(300),
+    );
+    client(
+        &mut s,
+        &log,
+        "T4",
+        0,
+        ms(0),
+        vec![y.clone(), x.clone()],
+        vec![],
+        ms(300),
+    );
+    // T2 on N2 writes x, T3 on N3 writes y, after the first reads arrived.
+    client(
+        &mut s,
+        &log,
+        "T2",
+        2,
+        ms(150),
+        vec![],
+        vec![(x, "x1")],
+        ms(0),
+    );
+    client(
+        &mut s,
+        &log,
+        "T3",
+        3,
+        ms(150),
+        vec![],
+        vec![(y, "y1")],
+        ms(0),
+    );
+    s.run_until(ms(5000));
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "every transaction committed: {seen:?}");
+    seen
+}
+
+#[test]
+fn fig2_two_readers_order_two_non_conflicting_updates_the_same_way() {
+    let seen = fig2(None);
+    // Neither reader sees either update: both are serialized before both (no long fork).
+    assert_eq!(seen["T1"].reads, vec![None, None]);
+    assert_eq!(seen["T4"].reads, vec![None, None]);
+    let readers_done = seen["T1"].committed_at.max(seen["T4"].committed_at);
+    for writer in ["T2", "T3"] {
+        let at = seen[writer].committed_at;
+        assert!(
+            at > readers_done,
+            "{writer} answered at {at:?}, before both readers"
+        );
+    }
+}
+
+#[test]
+fn fig2_without_exclusion_the_readers_see_a_long_fork() {
+    let seen = fig2(Some("no-exclusion"));
+    // Each reader sees the update the other one holds: T1 x0 then y1, T4 y0 then x1.
+    assert_eq!(seen["T1"].reads, vec![None, Some("y1".to_string())]);
+    assert_eq!(seen["T4"].reads, vec![None, Some("x1".to_string())]);
+}
