@@ -218,13 +218,13 @@ struct Cluster {
 impl Cluster {
     async fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        // Free ports: bind port 0, note the port, release it for the node.
-        let addrs: Vec<SocketAddr> = (0..NODES)
-            .map(|_| {
-                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-                listener.local_addr().unwrap()
-            })
+        // Free ports: bind port 0 for every node at once (so no two get the same port), note
+        // the ports, release them for the nodes.
+        let listeners: Vec<TcpListener> = (0..NODES)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();
+        let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        drop(listeners);
         let mut text = format!(
             "protocol = \"{PROTOCOL}\"\nlatency = \"lan\"\nreplication = {NODES}\nseed = {SEED}\n\n\
              [security]\ntls = false\n\n[options]\nparticipant_timeout_ms = 300\n"

@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A loopback address that was free a moment ago.
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// `n` distinct loopback addresses that were free a moment ago. Every listener is held until
+/// all are bound: one bound and dropped at a time, the kernel may hand the same port out twice.
+fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
 }
 
 /// `GET /metrics` of the node whose metrics address is `addr`.
@@ -49,15 +50,9 @@ impl Cluster {
     /// every node accepts connections.
     fn start(n: usize, replication: usize) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        // Free ports: bind port 0, note the port, release it for the node.
-        let addrs: Vec<SocketAddr> = (0..n)
-            .map(|_| {
-                TcpListener::bind("127.0.0.1:0")
-                    .unwrap()
-                    .local_addr()
-                    .unwrap()
-            })
-            .collect();
+        // Free ports for every node's peer, metrics and gRPC addresses, all distinct.
+        let mut free = free_addrs(3 * n).into_iter();
+        let addrs: Vec<SocketAddr> = free.by_ref().take(n).collect();
         let status = Command::new(env!("CARGO_BIN_EXE_augur"))
             .args(["cluster", "init", "--nodes", &n.to_string()])
             .args(["--replication", &replication.to_string()])
@@ -74,8 +69,8 @@ impl Cluster {
             toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         for (node, addr) in file.nodes.iter_mut().zip(&addrs) {
             node.addr = addr.to_string();
-            node.metrics = Some(free_addr().to_string());
-            node.grpc = Some(free_addr().to_string());
+            node.metrics = free.next().map(|a| a.to_string());
+            node.grpc = free.next().map(|a| a.to_string());
         }
         file.options.participant_timeout_ms = Some(500);
         std::fs::write(&path, toml::to_string(&file).unwrap()).unwrap();

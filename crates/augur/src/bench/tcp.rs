@@ -163,8 +163,9 @@ pub(crate) fn node_threads(nodes: usize) -> usize {
     (cores / nodes.max(1)).max(1)
 }
 
-/// Addresses on loopback that were free a moment ago.
-fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
+/// Distinct addresses on loopback that were free a moment ago (every listener is held until
+/// all are bound, so no port is handed out twice).
+pub(crate) fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<Result<_, _>>()?;

@@ -580,6 +580,11 @@ impl Run<'_> {
             emulate_latency: true,
         })?;
         let mut file: ClusterFile = toml::from_str(&std::fs::read_to_string(&path)?)?;
+        let mut loopback = if hosts.is_empty() {
+            crate::bench::tcp::free_loopback_addrs(file.nodes.len())?.into_iter()
+        } else {
+            Vec::new().into_iter()
+        };
         for node in &mut file.nodes {
             // Clients only: no metrics or gRPC ports to collide with other runs.
             node.metrics = None;
@@ -587,10 +592,8 @@ impl Run<'_> {
             if args.sabotage.is_some() {
                 node.data_dir = None;
             }
-            if hosts.is_empty() {
-                node.addr = std::net::TcpListener::bind("127.0.0.1:0")?
-                    .local_addr()?
-                    .to_string();
+            if let Some(addr) = loopback.next() {
+                node.addr = addr.to_string();
             }
         }
         // A dead participant is given up on quickly, so that faults cost seconds, not minutes.
