@@ -64,15 +64,16 @@
 //!   experiment (with a round that keeps W entries until the external commit, one replica per
 //!   read, and propagation limited to older readers) is kept on the branch `sss-reader-rule`.
 //!   With sticky exclusion added there (a reader skips, on every later read, the writers it
-//!   excluded once and every version whose clock dominates one of theirs) and inherited readers
-//!   holding only the writers that enter a queue after them, the same sweep passes 40 of 40
-//!   seeds of list-append and rw-register and 39 of 40 of bank; but Fig. 2's scenario fails
-//!   there (an update answers before a reader it should follow), and the bank seed deadlocks in
-//!   the long-fork shape: two readers begin on the write replicas of two concurrent writers,
-//!   each has its own node's writer in its causal past (`NLog.mostRecentVC` at begin) and must
-//!   see it, and each excludes the other writer, held by some earlier reader. Exclusion
-//!   (A6:L7) cannot order the two writers the same way for both readers then: without the
-//!   reader rule that is a long fork (G-nonadjacent), with it a deadlock.
+//!   excluded once and every version whose clock dominates one of theirs), and readers
+//!   inherited through a `PropagatedSet` kept as their own kind of entry that holds only the
+//!   writers entering the queue after it, Fig. 1 and Fig. 2 pass and the same sweep passes 40
+//!   of 40 seeds of list-append, 38 of rw-register and 36 of bank. Every failure left is a
+//!   deadlock in the long-fork shape: two readers begin on the write replicas of two
+//!   concurrent writers, each has its own node's writer in its causal past
+//!   (`NLog.mostRecentVC` at begin) and must see it, and each excludes the other writer, held
+//!   by some earlier reader. Exclusion (A6:L7) cannot order the two writers the same way for
+//!   both readers then: without the reader rule that is a long fork (G-nonadjacent), with it
+//!   a deadlock.
 //!
 //! The paper's two worked examples are scenario tests (`tests/sss_scenarios.rs`): Fig. 1 (a
 //! reader holds the reply of the update that overwrote what it read) and Fig. 2 (two readers
