@@ -288,8 +288,8 @@ fn g1c_circular_information_flow() {
     );
 }
 
-#[test]
-fn g_single_read_skew() {
+/// T0 reads x before T1 appended to it and y after: read skew, one rw edge.
+fn read_skew() -> Builder {
     let mut b = Builder::default();
     b.concurrent(vec![r("x", None), r("y", Some("2"))], ok(1));
     b.concurrent(
@@ -299,6 +299,12 @@ fn g_single_read_skew() {
         ]),
         ok(2),
     );
+    b
+}
+
+#[test]
+fn g_single_read_skew() {
+    let b = read_skew();
     let kind = Cycle(GSingle, Dependencies);
     assert!(!proscribed(&b, LA, IsolationLevel::ReadCommitted, kind));
     assert!(proscribed(&b, LA, IsolationLevel::SnapshotIsolation, kind));
@@ -864,15 +870,7 @@ fn psi_proscribes_lost_update() {
 #[test]
 fn psi_proscribes_read_skew() {
     // T0 saw T1's y but not its x: a snapshot holding half a transaction, one rw edge.
-    let mut b = Builder::default();
-    b.concurrent(vec![r("x", None), r("y", Some("2"))], ok(1));
-    b.concurrent(
-        cat(vec![
-            append("x", None, 1).into(),
-            append("y", None, 2).into(),
-        ]),
-        ok(2),
-    );
+    let b = read_skew();
     let kind = Cycle(GSingle, Dependencies);
     let report = check_at(&b, LA, PSI);
     assert_eq!(cycles(&report), vec![kind]);

@@ -61,16 +61,6 @@ const SEED: u64 = 1;
 /// Long enough for every scenario, including a two-second participant timeout.
 const RUN_FOR: Duration = Duration::from_secs(5);
 
-/// The levels each scenario states an expectation for.
-const LEVELS: [IsolationLevel; 6] = [
-    IsolationLevel::ReadCommitted,
-    IsolationLevel::ParallelSnapshotIsolation,
-    IsolationLevel::SnapshotIsolation,
-    IsolationLevel::Spsi,
-    IsolationLevel::Serializable,
-    IsolationLevel::StrictSerializable,
-];
-
 const G0: AnomalyKind = AnomalyKind::Cycle(CycleKind::G0, CycleOrder::Dependencies);
 const G1C: AnomalyKind = AnomalyKind::Cycle(CycleKind::G1c, CycleOrder::Dependencies);
 const G_SINGLE: AnomalyKind = AnomalyKind::Cycle(CycleKind::GSingle, CycleOrder::Dependencies);
@@ -425,7 +415,12 @@ fn verdicts(kinds: &[AnomalyKind]) -> String {
             if proscribed { "proscribed" } else { "allowed" }
         )
     };
-    LEVELS.map(verdict).join("; ")
+    // Every level that proscribes anything: all but `None`.
+    IsolationLevel::ALL[1..]
+        .iter()
+        .map(|level| verdict(*level))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Run `build` against every registered protocol. The protocol must keep its claim (so an

@@ -281,6 +281,22 @@ impl Mutant {
     }
 }
 
+/// What a replica answers a read with (A6:L28).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadAnswer {
+    pub value: Option<Value>,
+    /// The writer of the version returned; `None` when the key has no version.
+    pub version: Option<TxnId>,
+    /// `maxVC` (read-only) or the replica's latest clock (update).
+    pub vc: VClock,
+    /// Read-only transactions in the key's queue (update reads only).
+    pub propagated: Vec<TxnId>,
+    /// The versions the reader needs are garbage-collected.
+    pub too_old: bool,
+    /// The replica's release frontier (the release rule).
+    pub frontier: u64,
+}
+
 /// Keys read with the writer of the version read (`None`: the key had no version).
 type Reads = Vec<(Key, Option<TxnId>)>;
 
@@ -309,17 +325,7 @@ pub enum Msg {
     ReadReply {
         txn: TxnId,
         seq: u32,
-        value: Option<Value>,
-        /// The writer of the version returned; `None` when the key has no version.
-        version: Option<TxnId>,
-        /// `maxVC` (read-only) or the replica's latest clock (update).
-        vc: VClock,
-        /// Read-only transactions in the key's queue (update reads only).
-        propagated: Vec<TxnId>,
-        /// The versions the reader needs are garbage-collected.
-        too_old: bool,
-        /// The replica's release frontier (the release rule).
-        frontier: u64,
+        answer: ReadAnswer,
     },
     /// Coordinator → every replica of a key read or written (A1:L13).
     Prepare {
@@ -387,9 +393,9 @@ impl CheckMessage for Msg {
                 }
                 Ok(())
             }
-            Msg::ReadReply { txn, vc, .. } => {
+            Msg::ReadReply { txn, answer, .. } => {
                 at.txn_here(*txn)?;
-                clock(vc)
+                clock(&answer.vc)
             }
             Msg::Prepare {
                 txn,
@@ -722,20 +728,22 @@ impl Sss {
         ctx.set_timer(self.env.options.participant_timeout, Timer::Read(txn, seq));
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn read_reply(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         from: NodeId,
         txn: TxnId,
         seq: u32,
-        value: Option<Value>,
-        version: Option<TxnId>,
-        vc: VClock,
-        propagated: Vec<TxnId>,
-        too_old: bool,
-        frontier: u64,
+        answer: ReadAnswer,
     ) {
+        let ReadAnswer {
+            value,
+            version,
+            vc,
+            propagated,
+            too_old,
+            frontier,
+        } = answer;
         let known = &mut self.known_frontier[from.0 as usize];
         *known = (*known).max(frontier);
         let Some(t) = self.coord.get_mut(&txn) else {
@@ -1561,9 +1569,7 @@ impl Sss {
             Some(e) if !self.is(Mutant::NoPropagatedSet) => e.meta.readers().collect(),
             _ => Vec::new(),
         };
-        let reply = Msg::ReadReply {
-            txn,
-            seq,
+        let answer = ReadAnswer {
             value: latest.and_then(|v| v.value.clone()),
             version: latest.map(|v| v.writer),
             vc: self.nlog.most_recent().clone(),
@@ -1571,7 +1577,7 @@ impl Sss {
             too_old: false,
             frontier: self.frontier(None),
         };
-        ctx.send(from, reply);
+        ctx.send(from, Msg::ReadReply { txn, seq, answer });
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1620,9 +1626,7 @@ impl Sss {
             return;
         }
         let Some((max_vc, version)) = chosen else {
-            let reply = Msg::ReadReply {
-                txn,
-                seq,
+            let answer = ReadAnswer {
                 value: None,
                 version: None,
                 vc,
@@ -1630,7 +1634,7 @@ impl Sss {
                 too_old: true,
                 frontier: self.frontier(None),
             };
-            return ctx.send(from, reply);
+            return ctx.send(from, Msg::ReadReply { txn, seq, answer });
         };
         if !self.is(Mutant::NoReaderEntries) {
             let snapshot = max_vc.get(self.me);
@@ -1646,9 +1650,7 @@ impl Sss {
             });
             reader.keys.push(key);
         }
-        let reply = Msg::ReadReply {
-            txn,
-            seq,
+        let answer = ReadAnswer {
             value: version.as_ref().and_then(|(_, v)| v.clone()),
             version: version.map(|(w, _)| w),
             vc: max_vc,
@@ -1656,7 +1658,7 @@ impl Sss {
             too_old: false,
             frontier: self.frontier(None),
         };
-        ctx.send(from, reply);
+        ctx.send(from, Msg::ReadReply { txn, seq, answer });
     }
 
     // ----- the periodic tick -----
@@ -1835,18 +1837,7 @@ impl Protocol for Sss {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Read { txn, seq, key, ro } => self.serve_read(ctx, from, txn, seq, key, ro),
-            Msg::ReadReply {
-                txn,
-                seq,
-                value,
-                version,
-                vc,
-                propagated,
-                too_old,
-                frontier,
-            } => self.read_reply(
-                ctx, from, txn, seq, value, version, vc, propagated, too_old, frontier,
-            ),
+            Msg::ReadReply { txn, seq, answer } => self.read_reply(ctx, from, txn, seq, answer),
             Msg::Prepare {
                 txn,
                 vc,
