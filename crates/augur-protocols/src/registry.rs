@@ -226,6 +226,7 @@ register! {
     AtCoordinator<crate::clocksi_rep::ClockSiRep> => crate::clocksi_rep::INFO,
     AtCoordinator<crate::str::Str> => crate::str::INFO,
     AtCoordinator<crate::planet::Planet> => crate::planet::INFO,
+    AtCoordinator<crate::sss::Sss> => crate::sss::INFO,
 }
 
 const _: () = assert!(
@@ -253,10 +254,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    (
-        "sss",
-        "SSS: external consistency, abort-free read-only transactions (in progress: crate::sss)",
-    ),
     ("2pc-baseline", "SSS §V baseline: single-version 2PC"),
     ("walter", "SSS §V baseline: Walter (PSI)"),
     ("rococo", "SSS §V baseline: ROCOCO"),

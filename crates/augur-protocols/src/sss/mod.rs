@@ -192,13 +192,33 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
 /// The name of the lock-acquisition timeout setting.
 pub const LOCK_TIMEOUT: &str = "lock_timeout";
 
+/// The name of the finalization timeout setting.
+pub const FINALIZE_TIMEOUT: &str = "finalize_timeout";
+
 /// The protocol settings `sss` accepts.
-pub const SETTINGS: &[SettingInfo] = &[SettingInfo {
-    name: LOCK_TIMEOUT,
-    values: LOCK_TIMEOUT_VALUES,
-    default: "5ms",
-    doc: "how long a prepare waits for its locks before voting no (the paper's 1 ms is 50 one-way message delays; 5 ms is 50 of the lan profile's)",
-}];
+pub const SETTINGS: &[SettingInfo] = &[
+    SettingInfo {
+        name: LOCK_TIMEOUT,
+        values: LOCK_TIMEOUT_VALUES,
+        default: "5ms",
+        doc: "how long a prepare waits for its locks before voting no (the paper's 1 ms is 50 one-way message delays; 5 ms is 50 of the lan profile's)",
+    },
+    SettingInfo {
+        name: FINALIZE_TIMEOUT,
+        values: LOCK_TIMEOUT_VALUES,
+        default: "100ms",
+        doc: "how long a committed update waits, after its first write replica acknowledged, for the others before withdrawing the round (doubling with each withdrawal); breaks waits between readers of different writers",
+    },
+    SettingInfo {
+        name: ADMISSION_THRESHOLD,
+        values: LOCK_TIMEOUT_VALUES,
+        default: "20ms",
+        doc: "starvation control (§III-E): once a writer has been held this long at a node, read-only transactions that have not read there yet wait until it is acknowledged before they read there",
+    },
+];
+
+/// The name of the admission-control threshold setting.
+pub const ADMISSION_THRESHOLD: &str = "admission_threshold";
 
 /// The lock timeouts accepted (shared with `2pc-baseline`).
 pub const LOCK_TIMEOUT_VALUES: &[&str] = &[
@@ -295,6 +315,20 @@ pub struct ReadAnswer {
     pub too_old: bool,
     /// The replica's release frontier (the release rule).
     pub frontier: u64,
+    /// Read-only reads: the writers this read excluded (not final here), with their clocks,
+    /// for the reader to skip everywhere from now on.
+    pub excluded: Vec<(TxnId, VClock)>,
+}
+
+/// What a read-only read tells the replica about its reader.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RoRead {
+    /// `T.VC`.
+    pub vc: VClock,
+    /// The nodes the reader has read from (`T.hasRead`).
+    pub has_read: Vec<u32>,
+    /// The writers the reader excluded so far, with their clocks (sticky exclusion).
+    pub excluded: Vec<(TxnId, VClock)>,
 }
 
 /// Keys read with the writer of the version read (`None`: the key had no version).
@@ -318,8 +352,8 @@ pub enum Msg {
         /// Tells this read from an earlier one of the transaction that got no answer.
         seq: u32,
         key: Key,
-        /// The reader's clock and the nodes it has read from (read-only readers only).
-        ro: Option<(VClock, Vec<u32>)>,
+        /// What the replica needs to know of a read-only reader (read-only readers only).
+        ro: Option<RoRead>,
     },
     /// Replica → coordinator (A6:L28).
     ReadReply {
@@ -334,29 +368,36 @@ pub enum Msg {
         reads: Vec<(Key, Option<TxnId>)>,
         writes: Writes,
     },
-    /// Participant → coordinator: yes with the participant's clock, or no with the reason.
+    /// Participant → coordinator: yes with the participant's clock and its release frontier
+    /// (leaving `txn` out), or no with the reason.
     Vote {
         txn: TxnId,
-        vote: Result<VClock, AbortReason>,
+        vote: Result<(VClock, u64), AbortReason>,
     },
-    /// Coordinator → participants: commit with the decision, or abort.
+    /// Coordinator → participants: commit with the decision, or abort. A commit carries the
+    /// finalization round write replicas acknowledge in.
     Decide {
         txn: TxnId,
         decision: Option<Decision>,
+        round: Round,
     },
-    /// Write replica → coordinator: applied and no longer held by an older reader (A4:L5),
-    /// with the replica's release frontier leaving `txn` out.
+    /// Coordinator → write replicas: the current finalization round of `txn` (a later round
+    /// withdraws every acknowledgement of the earlier ones; see "Finality" in the module docs).
+    Finalize { txn: TxnId, round: Round },
+    /// Write replica → coordinator: `txn` is applied, no reader holds it (A4:L5), and until
+    /// `round` is withdrawn no new reader will: read-only readers here see it. With the
+    /// replica's longest hold of it.
     Ack {
         txn: TxnId,
+        round: u64,
         held_us: u64,
-        frontier: u64,
     },
     /// Coordinator → a node: answer once nothing in the causal past `vc` of `txn` is left
     /// unreleased here (the release rule, see the module docs).
     AwaitFrontier { txn: TxnId, vc: VClock },
     /// Node → coordinator: `txn`'s past is released here; the node's frontier.
     FrontierReached { txn: TxnId, frontier: u64 },
-    /// Coordinator → write replicas: `txn` committed externally.
+    /// Coordinator → write replicas: `txn` committed externally (it is final).
     Released { txn: TxnId },
     /// Write replica → coordinator: has `txn` committed externally yet?
     QueryReleased { txn: TxnId },
@@ -385,17 +426,26 @@ impl CheckMessage for Msg {
             Msg::Read { txn, key, ro, .. } => {
                 at.txn_of_sender(*txn)?;
                 at.key_here(key)?;
-                if let Some((vc, has_read)) = ro {
-                    clock(vc)?;
-                    if let Some(bad) = has_read.iter().find(|w| **w as usize >= n) {
+                if let Some(ro) = ro {
+                    clock(&ro.vc)?;
+                    if let Some(bad) = ro.has_read.iter().find(|w| **w as usize >= n) {
                         return Err(at.bad(format!("read from node {bad}, which does not exist")));
+                    }
+                    for (writer, vc) in &ro.excluded {
+                        at.txn(*writer)?;
+                        clock(vc)?;
                     }
                 }
                 Ok(())
             }
             Msg::ReadReply { txn, answer, .. } => {
                 at.txn_here(*txn)?;
-                clock(&answer.vc)
+                clock(&answer.vc)?;
+                for (writer, vc) in &answer.excluded {
+                    at.txn(*writer)?;
+                    clock(vc)?;
+                }
+                Ok(())
             }
             Msg::Prepare {
                 txn,
@@ -410,9 +460,9 @@ impl CheckMessage for Msg {
             }
             Msg::Vote { txn, vote } => {
                 at.txn_here(*txn)?;
-                vote.as_ref().map_or(Ok(()), clock)
+                vote.as_ref().map_or(Ok(()), |(vc, _)| clock(vc))
             }
-            Msg::Decide { txn, decision } => {
+            Msg::Decide { txn, decision, .. } => {
                 at.txn_of_sender(*txn)?;
                 match decision {
                     Some(d) => {
@@ -430,7 +480,7 @@ impl CheckMessage for Msg {
                 at.txn_of_sender(*txn)?;
                 clock(vc)
             }
-            Msg::Released { txn } => at.txn_of_sender(*txn),
+            Msg::Released { txn } | Msg::Finalize { txn, .. } => at.txn_of_sender(*txn),
             Msg::Remove { ro } => at.txn_of_sender(*ro),
             Msg::Subscribe { ro } => at.txn_here(*ro),
         }
@@ -447,6 +497,21 @@ pub enum Timer {
     Votes(TxnId),
     /// A participant's prepare did not get its locks in time.
     Locks(TxnId),
+    /// A coordinator's finalization round (the second field) has not been acknowledged by
+    /// every write replica in time: withdraw it.
+    Finalize(TxnId, u64),
+    /// Reads delayed by starvation control are due.
+    Admission,
+}
+
+/// A finalization round of a committed update transaction (see "Finality" in the module
+/// docs): its number (rounds only grow, across restarts too: a round is numbered by the
+/// coordinator's clock) and whether the transaction's causal past is released everywhere, so
+/// that write replicas may acknowledge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Round {
+    pub number: u64,
+    pub past_released: bool,
 }
 
 /// What a node writes to its log and rebuilds from.
@@ -496,6 +561,12 @@ struct Counters {
     update_latency_us: u64,
     /// Sum over committed updates of the longest pre-commit hold among their write replicas.
     precommit_hold_us: u64,
+    /// Read-only reads that waited for a tentatively final writer to be final.
+    ro_reads_awaited_final: u64,
+    /// Read-only reads delayed by starvation control (§III-E).
+    ro_reads_admission_delayed: u64,
+    /// Finalization rounds withdrawn because a write replica did not acknowledge in time.
+    finalize_rounds_withdrawn: u64,
 }
 
 /// A transaction this node coordinates.
@@ -509,6 +580,8 @@ struct Coord {
     reads: Vec<(Key, Option<TxnId>)>,
     /// Update transactions: the read-only transactions inherited (`PropagatedSet`).
     propagated: BTreeSet<TxnId>,
+    /// Read-only transactions: the writers excluded so far, with their clocks.
+    excluded: Vec<(TxnId, VClock)>,
     /// Read-only transactions: the nodes read from, and the nodes subscribed to its end.
     notify: BTreeSet<NodeId>,
     pending: Option<Pending>,
@@ -527,18 +600,24 @@ enum Phase {
         waiting: BTreeSet<NodeId>,
         write_replicas: Vec<NodeId>,
         vc: VClock,
+        /// The voters' release frontiers, leaving this transaction out.
+        frontiers: BTreeMap<NodeId, u64>,
     },
     Committing {
-        unacknowledged: BTreeSet<NodeId>,
         decision: Decision,
-        decided_at: Timestamp,
-        held_us: u64,
-        /// Write replicas' frontiers leaving this transaction out, from their Acks.
-        frontiers: BTreeMap<NodeId, u64>,
-        /// Nodes asked to release this transaction's past, not answered yet; `None` until
-        /// every write replica acknowledged.
-        awaiting: Option<BTreeSet<NodeId>>,
         write_replicas: Vec<NodeId>,
+        /// The current finalization round.
+        round: Round,
+        /// The write replicas that acknowledged the current round.
+        acked: BTreeSet<NodeId>,
+        /// When the decision or the current round was last sent.
+        sent_at: Timestamp,
+        /// The longest pre-commit hold an acknowledgement reported.
+        held_us: u64,
+        /// Nodes asked to release this transaction's past, not answered yet.
+        awaiting: BTreeSet<NodeId>,
+        /// Rounds withdrawn so far (each doubles the next round's patience).
+        withdrawals: u32,
     },
 }
 
@@ -551,32 +630,43 @@ struct Participant {
     locks_missing: usize,
     /// `None` while waiting for locks; the vote's `vc[i]` (its `CommitQ` position) once voted.
     voted: Option<u64>,
-    decision: Option<Decision>,
+    decision: Option<(Decision, Round)>,
     last_query: Timestamp,
 }
 
-/// A pre-committed writer held at this node (A3–A4).
+/// A pre-committed writer at this node (A3–A4) that has not committed externally yet.
 struct HeldWriter {
+    /// Its commit clock's entry here.
     snapshot: u64,
     keys: Vec<Key>,
     since: Timestamp,
+    /// The latest finalization round heard of.
+    round: Round,
+    /// Whether this node acknowledged `round`: the writer is tentatively final here.
+    acked: bool,
 }
 
-/// A read-only transaction with R entries here.
+/// A read-only transaction that read here.
 struct Reader {
+    /// The keys it has R entries for.
     keys: Vec<Key>,
+    /// It holds every writer here whose commit clock's entry here is above this (see
+    /// "Finality" in the module docs); `None` for a reader only inherited here.
+    holds_above: Option<u64>,
     since: Timestamp,
     subscribed: Option<Timestamp>,
 }
 
-/// A read-only first read waiting for its causal past to be applied here (A6:L5).
+/// A read-only read waiting here: for its causal past to be applied (A6:L5, T4), or for a
+/// tentatively final writer it would read to become final or be withdrawn.
 struct ParkedRead {
     from: NodeId,
     txn: TxnId,
     seq: u32,
     key: Key,
-    vc: VClock,
-    has_read: Vec<u32>,
+    ro: RoRead,
+    /// Until when starvation control delays it, once it has been delayed.
+    delayed_until: Option<Timestamp>,
 }
 
 /// One node running `sss`.
@@ -585,6 +675,8 @@ pub struct Sss {
     me: usize,
     mutant: Option<Mutant>,
     lock_timeout: Duration,
+    finalize_timeout: Duration,
+    admission_threshold: Duration,
     store: MvStore<KeyQueue>,
     nlog: NLog,
     node_vc: VClock,
@@ -603,6 +695,8 @@ pub struct Sss {
     /// Coordinator side: the latest release frontier each node reported.
     known_frontier: Vec<u64>,
     readers: FxHashMap<TxnId, Reader>,
+    /// `(holds_above, reader)` of every reader here that holds writers.
+    holding: BTreeSet<(u64, TxnId)>,
     /// Read-only transactions removed here (T7), with when.
     removed: FxHashMap<TxnId, Timestamp>,
     parked: Vec<ParkedRead>,
@@ -636,6 +730,14 @@ impl Sss {
                 .get(LOCK_TIMEOUT)
                 .and_then(|v| parse_lock_timeout(v))
                 .unwrap_or(Duration::from_millis(5)),
+            finalize_timeout: settings
+                .get(FINALIZE_TIMEOUT)
+                .and_then(|v| parse_lock_timeout(v))
+                .unwrap_or(Duration::from_millis(100)),
+            admission_threshold: settings
+                .get(ADMISSION_THRESHOLD)
+                .and_then(|v| parse_lock_timeout(v))
+                .unwrap_or(Duration::from_millis(20)),
             store: MvStore::new(),
             nlog: NLog::new(n),
             node_vc: VClock::new(n),
@@ -648,6 +750,7 @@ impl Sss {
             frontier_waiters: Vec::new(),
             known_frontier: vec![0; n],
             readers: FxHashMap::default(),
+            holding: BTreeSet::new(),
             removed: FxHashMap::default(),
             parked: Vec::new(),
             coord: FxHashMap::default(),
@@ -670,6 +773,7 @@ impl Sss {
                 has_read: vec![false; n],
                 reads: Vec::new(),
                 propagated: BTreeSet::new(),
+                excluded: Vec::new(),
                 notify: BTreeSet::new(),
                 pending: None,
                 read_seq: 0,
@@ -706,11 +810,12 @@ impl Sss {
         let Some(key) = t.reading.clone() else { return };
         t.read_seq += 1;
         let seq = t.read_seq;
-        let ro = t.read_only.then(|| {
-            let has_read = (0..t.has_read.len() as u32)
+        let ro = t.read_only.then(|| RoRead {
+            vc: t.vc.clone(),
+            has_read: (0..t.has_read.len() as u32)
                 .filter(|w| t.has_read[*w as usize])
-                .collect();
-            (t.vc.clone(), has_read)
+                .collect(),
+            excluded: t.excluded.clone(),
         });
         let replicas = placement.replicas(placement.partition_of(&key));
         if t.read_only {
@@ -743,6 +848,7 @@ impl Sss {
             propagated,
             too_old,
             frontier,
+            excluded,
         } = answer;
         let known = &mut self.known_frontier[from.0 as usize];
         *known = (*known).max(frontier);
@@ -762,6 +868,11 @@ impl Sss {
         }
         t.vc.merge(&vc);
         t.has_read[from.0 as usize] = true;
+        for (writer, clock) in excluded {
+            if !t.excluded.iter().any(|(w, _)| *w == writer) {
+                t.excluded.push((writer, clock));
+            }
+        }
         if !t.read_only {
             t.reads.push((key, version));
             t.propagated.extend(propagated);
@@ -830,6 +941,7 @@ impl Sss {
             participants,
             write_replicas: write_replicas.into_iter().collect(),
             vc: t.vc.clone(),
+            frontiers: BTreeMap::new(),
         };
         ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
     }
@@ -858,11 +970,13 @@ impl Sss {
         let mut t = self.coord.remove(&txn).expect("present");
         if let Phase::Voting { participants, .. } = &t.phase {
             for &node in participants {
+                let round = Round::default();
                 ctx.send(
                     node,
                     Msg::Decide {
                         txn,
                         decision: None,
+                        round,
                     },
                 );
             }
@@ -877,21 +991,28 @@ impl Sss {
         ctx: &mut Ctx<'_, Self>,
         from: NodeId,
         txn: TxnId,
-        vote: Result<VClock, AbortReason>,
+        vote: Result<(VClock, u64), AbortReason>,
     ) {
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
-        let Phase::Voting { waiting, vc, .. } = &mut t.phase else {
+        let Phase::Voting {
+            waiting,
+            vc,
+            frontiers,
+            ..
+        } = &mut t.phase
+        else {
             return;
         };
         match vote {
             Err(reason) => return self.abort(ctx, txn, reason),
-            Ok(theirs) => {
+            Ok((theirs, frontier)) => {
                 if !waiting.remove(&from) {
                     return;
                 }
                 vc.merge(&theirs);
+                frontiers.insert(from, frontier);
             }
         }
         if waiting.is_empty() {
@@ -899,13 +1020,17 @@ impl Sss {
         }
     }
 
-    /// Every participant voted yes: fix the commit clock (A1:L21–28) and decide.
+    /// Every participant voted yes: fix the commit clock (A1:L21–28), decide, and ask the
+    /// nodes not known to have released the transaction's causal past to say when they have
+    /// (the release rule); write replicas acknowledge only once it is released everywhere.
     fn decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let n = self.nodes();
         let t = self.coord.get_mut(&txn).expect("voting");
         let Phase::Voting {
             participants,
             write_replicas,
             vc,
+            frontiers,
             ..
         } = std::mem::replace(&mut t.phase, Phase::Executing)
         else {
@@ -924,12 +1049,36 @@ impl Sss {
             vc,
             propagated: t.propagated.iter().copied().collect(),
         };
+        let mut awaiting = BTreeSet::new();
+        for w in 0..n {
+            let node = NodeId(w as u32);
+            let known = frontiers
+                .get(&node)
+                .copied()
+                .unwrap_or(self.known_frontier[w]);
+            if decision.vc.get(w) > known {
+                awaiting.insert(node);
+                let vc = decision.vc.clone();
+                ctx.send(node, Msg::AwaitFrontier { txn, vc });
+            }
+        }
+        let round = Round {
+            number: ctx.now().0,
+            past_released: awaiting.is_empty(),
+        };
         let commit_ts = Timestamp(xact_vn);
         self.decided
             .decide(ctx, txn, decision.clone(), write_replicas.clone());
         for &node in &participants {
             let decision = Some(decision.clone());
-            ctx.send(node, Msg::Decide { txn, decision });
+            ctx.send(
+                node,
+                Msg::Decide {
+                    txn,
+                    decision,
+                    round,
+                },
+            );
         }
         let t = self.coord.get_mut(&txn).expect("voting");
         if self.mutant == Some(Mutant::ReplyAtInternalCommit)
@@ -937,103 +1086,150 @@ impl Sss {
         {
             p.answer(ctx, ClientReply::Committed { commit_ts });
         }
-        let wrote_nothing = write_replicas.is_empty();
         t.phase = Phase::Committing {
-            unacknowledged: write_replicas.iter().copied().collect(),
             decision,
-            decided_at: ctx.now(),
-            held_us: 0,
-            frontiers: BTreeMap::new(),
-            awaiting: None,
             write_replicas,
+            round,
+            acked: BTreeSet::new(),
+            sent_at: ctx.now(),
+            held_us: 0,
+            awaiting,
+            withdrawals: 0,
         };
-        if wrote_nothing {
-            self.await_release(ctx, txn);
-        }
+        self.external_commit_if_final(ctx, txn);
     }
 
-    fn ack(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, held_us: u64, f: u64) {
-        self.decided.acknowledge(ctx, txn, from);
-        let Some(t) = self.coord.get_mut(&txn) else {
-            return;
-        };
-        let Phase::Committing {
-            unacknowledged,
+    fn ack(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        round: u64,
+        held_us: u64,
+    ) {
+        let Some(Phase::Committing {
+            round: current,
+            acked,
             held_us: longest,
-            frontiers,
+            withdrawals,
             ..
-        } = &mut t.phase
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
         else {
             return;
         };
-        if !unacknowledged.remove(&from) {
-            return;
+        let patience = self.finalize_timeout * (1 << (*withdrawals).min(6));
+        if round != current.number || !acked.insert(from) {
+            return; // an acknowledgement of a withdrawn round, or a repeated one
         }
         *longest = (*longest).max(held_us);
-        frontiers.insert(from, f);
-        if unacknowledged.is_empty() {
-            self.await_release(ctx, txn);
+        if acked.len() == 1 {
+            ctx.set_timer(patience, Timer::Finalize(txn, round));
         }
+        self.external_commit_if_final(ctx, txn);
     }
 
-    /// Every write replica applied `txn` (or it wrote nothing). Now its causal past must be
-    /// released everywhere before the client hears of it (the release rule).
-    fn await_release(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
-        let n = self.nodes();
+    /// A node released the transaction's causal past: once every node has, the write
+    /// replicas may acknowledge.
+    fn frontier_reached(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, f: u64) {
+        let known = &mut self.known_frontier[from.0 as usize];
+        *known = (*known).max(f);
+        let Some(Phase::Committing {
+            awaiting,
+            round,
+            write_replicas,
+            ..
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        else {
+            return;
+        };
+        if !awaiting.remove(&from) || !awaiting.is_empty() {
+            return;
+        }
+        round.past_released = true;
+        let round = *round;
+        for &node in write_replicas.iter() {
+            ctx.send(node, Msg::Finalize { txn, round });
+        }
+        self.external_commit_if_final(ctx, txn);
+    }
+
+    /// The current finalization round went unacknowledged for `finalize_timeout`: withdraw it
+    /// (a write replica held by a reader that waits for another tentatively final writer
+    /// would otherwise wait forever: see "Finality" in the module docs) and start another.
+    fn withdraw_round(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, number: u64) {
+        let Some(Phase::Committing {
+            round,
+            acked,
+            write_replicas,
+            sent_at,
+            withdrawals,
+            ..
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        else {
+            return;
+        };
+        if round.number != number || acked.len() == write_replicas.len() {
+            return;
+        }
+        round.number = ctx.now().0.max(number + 1);
+        *withdrawals += 1;
+        acked.clear();
+        *sent_at = ctx.now();
+        let round = *round;
+        for &node in write_replicas.iter() {
+            ctx.send(node, Msg::Finalize { txn, round });
+        }
+        self.counters.finalize_rounds_withdrawn += 1;
+    }
+
+    /// Send again what a committing transaction waits for: the decision and round to the
+    /// write replicas that did not acknowledge it, the release question to the nodes that did
+    /// not answer.
+    fn resend_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         let Some(Phase::Committing {
             decision,
-            frontiers,
+            write_replicas,
+            round,
+            acked,
+            sent_at,
             awaiting,
             ..
         }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
         else {
             return;
         };
-        let mut asked = BTreeSet::new();
-        for w in 0..n {
-            let node = NodeId(w as u32);
-            let needed = decision.vc.get(w);
-            let known = frontiers
-                .get(&node)
-                .copied()
-                .unwrap_or(self.known_frontier[w]);
-            if needed > known {
-                asked.insert(node);
-                let vc = decision.vc.clone();
-                ctx.send(node, Msg::AwaitFrontier { txn, vc });
-            }
+        *sent_at = ctx.now();
+        for &node in write_replicas.iter().filter(|n| !acked.contains(n)) {
+            let (decision, round) = (Some(decision.clone()), *round);
+            ctx.send(
+                node,
+                Msg::Decide {
+                    txn,
+                    decision,
+                    round,
+                },
+            );
         }
-        *awaiting = Some(asked);
-        self.external_commit_if_released(ctx, txn);
+        for &node in awaiting.iter() {
+            let vc = decision.vc.clone();
+            ctx.send(node, Msg::AwaitFrontier { txn, vc });
+        }
     }
 
-    fn frontier_reached(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, f: u64) {
-        let known = &mut self.known_frontier[from.0 as usize];
-        *known = (*known).max(f);
-        if let Some(Phase::Committing {
-            awaiting: Some(awaiting),
+    /// Answer the client once the transaction's past is released everywhere and every write
+    /// replica acknowledged one round (the external commit), then tell the write replicas it
+    /// is final.
+    fn external_commit_if_final(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(Phase::Committing {
+            awaiting,
+            acked,
+            write_replicas,
             ..
-        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
-        {
-            awaiting.remove(&from);
-        }
-        self.external_commit_if_released(ctx, txn);
-    }
-
-    /// Answer the client once every node released the transaction's past (the external
-    /// commit), then tell its write replicas it is released.
-    fn external_commit_if_released(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
-        let Some(t) = self.coord.get(&txn) else {
-            return;
-        };
-        let Phase::Committing {
-            awaiting: Some(awaiting),
-            ..
-        } = &t.phase
+        }) = self.coord.get(&txn).map(|t| &t.phase)
         else {
             return;
         };
-        if !awaiting.is_empty() {
+        if !awaiting.is_empty() || acked.len() < write_replicas.len() {
             return;
         }
         let t = self.coord.remove(&txn).expect("present");
@@ -1048,6 +1244,10 @@ impl Sss {
         };
         for &node in &write_replicas {
             ctx.send(node, Msg::Released { txn });
+            self.decided.acknowledge(ctx, txn, node);
+        }
+        if write_replicas.is_empty() {
+            self.decided.forget(txn);
         }
         if let Some(p) = t.pending {
             let xact_vn = write_replicas
@@ -1072,15 +1272,34 @@ impl Sss {
     }
 
     fn query_outcome(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId) {
+        let phase = self.coord.get(&txn).map(|t| &t.phase);
         if let Some(d) = self.decided.get(&txn) {
+            let round = match phase {
+                Some(Phase::Committing { round, .. }) => *round,
+                _ => Round::default(),
+            };
             let decision = Some(d.clone());
-            return ctx.send(from, Msg::Decide { txn, decision });
+            return ctx.send(
+                from,
+                Msg::Decide {
+                    txn,
+                    decision,
+                    round,
+                },
+            );
         }
-        if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
+        if let Some(Phase::Voting { .. }) = phase {
             return; // its decision (or its vote timeout's abort) will come
         }
-        let decision = None;
-        ctx.send(from, Msg::Decide { txn, decision });
+        let (decision, round) = (None, Round::default());
+        ctx.send(
+            from,
+            Msg::Decide {
+                txn,
+                decision,
+                round,
+            },
+        );
     }
 
     // ----- participant: 2PC (Algorithm 2) -----
@@ -1188,7 +1407,9 @@ impl Sss {
             writes: p.writes.clone(),
             write_replica: p.write_replica,
         });
-        ctx.send(coordinator, Msg::Vote { txn, vote: Ok(vc) });
+        let frontier = self.frontier(Some(txn));
+        let vote = Ok((vc, frontier));
+        ctx.send(coordinator, Msg::Vote { txn, vote });
     }
 
     fn lock_timeout(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
@@ -1203,17 +1424,26 @@ impl Sss {
         ctx.send(txn.coordinator(), Msg::Vote { txn, vote });
     }
 
-    fn on_decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, decision: Option<Decision>) {
+    fn on_decide(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        decision: Option<Decision>,
+        round: Round,
+    ) {
         let Some(decision) = decision else {
             return self.finish_aborted(ctx, txn);
         };
         self.node_vc.merge(&decision.vc);
         let Some(p) = self.participants.get_mut(&txn) else {
             // Decided again (a lost acknowledgement, or a restart lost the pre-commit):
-            // pre-commit once more if it was applied here and is not held.
-            if !self.held.contains_key(&txn) && self.nlog.position_of(txn).is_some() {
+            // pre-commit once more if it was applied here and is not final yet.
+            if self.held.contains_key(&txn) {
+                return self.on_finalize(ctx, txn, round);
+            }
+            if self.is_unreleased(txn) {
                 let writes = self.applied_keys(txn);
-                self.pre_commit(ctx, txn, &decision, writes);
+                self.pre_commit(ctx, txn, &decision, round, writes);
             }
             return;
         };
@@ -1227,7 +1457,7 @@ impl Sss {
         }
         let position = p.voted.expect("voted");
         let mine = decision.vc.get(self.me);
-        p.decision = Some(decision);
+        p.decision = Some((decision, round));
         self.commit_q.remove(&(position, txn));
         self.commit_q.insert((mine, txn), true);
         p.voted = Some(mine);
@@ -1238,6 +1468,37 @@ impl Sss {
         self.apply_ready(ctx);
         // A pending entry that became decided no longer blocks the pasts it is not in.
         self.wake_frontier_waiters(ctx);
+    }
+
+    /// The coordinator's current finalization round of `txn`: a later round withdraws this
+    /// node's acknowledgement of an earlier one (readers waiting to read `txn` read around it
+    /// instead); a round that says the past is released lets this node acknowledge.
+    fn on_finalize(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, round: Round) {
+        if let Some(p) = self.participants.get_mut(&txn) {
+            if let Some((_, r)) = &mut p.decision
+                && round.number >= r.number
+            {
+                *r = round;
+            }
+            return;
+        }
+        let Some(w) = self.held.get_mut(&txn) else {
+            return;
+        };
+        if round.number < w.round.number {
+            return;
+        }
+        if round.number == w.round.number && w.acked {
+            // The acknowledgement may have been lost.
+            return self.send_ack(ctx, txn);
+        }
+        let withdrawn = round.number > w.round.number && w.acked;
+        w.round = round;
+        w.acked = false;
+        if withdrawn {
+            self.wake_parked(ctx);
+        }
+        self.release_if_unheld(ctx, txn);
     }
 
     fn finish_aborted(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
@@ -1281,7 +1542,7 @@ impl Sss {
     /// The internal commit of `txn` here, then its pre-commit.
     fn apply(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         let p = self.participants.remove(&txn).expect("ready");
-        let decision = p.decision.expect("decided");
+        let (decision, round) = p.decision.expect("decided");
         let keys: Vec<Key> = p.writes.iter().map(|(k, _)| k.clone()).collect();
         let position = self
             .nlog
@@ -1301,12 +1562,19 @@ impl Sss {
             (decision.vc.clone(), ctx.now()),
         );
         self.release_locks(ctx, txn);
-        self.pre_commit(ctx, txn, &decision, keys);
+        self.pre_commit(ctx, txn, &decision, round, keys);
     }
 
-    /// Enter the queues of the written keys with the inherited readers (A3), then leave at once
-    /// if no older reader holds the writer (A4).
-    fn pre_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, d: &Decision, keys: Vec<Key>) {
+    /// Enter the queues of the written keys with the inherited readers (A3), then acknowledge
+    /// at once if no reader holds the writer (A4) and its past is released.
+    fn pre_commit(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        d: &Decision,
+        round: Round,
+        keys: Vec<Key>,
+    ) {
         let snapshot = d.vc.get(self.me);
         let now = ctx.now();
         let propagate = !self.is(Mutant::NoPropagatedSet);
@@ -1323,6 +1591,7 @@ impl Sss {
                 queue.insert(ro, 0, EntryKind::Reader);
                 let reader = self.readers.entry(ro).or_insert(Reader {
                     keys: Vec::new(),
+                    holds_above: None,
                     since: now,
                     subscribed: None,
                 });
@@ -1340,6 +1609,8 @@ impl Sss {
                 snapshot,
                 keys,
                 since: now,
+                round,
+                acked: false,
             },
         );
         self.release_if_unheld(ctx, txn);
@@ -1365,36 +1636,64 @@ impl Sss {
         ctx.send(ro.coordinator(), Msg::Subscribe { ro });
     }
 
-    /// Acknowledge `txn` if no reader with a smaller snapshot is left in its keys' queues.
+    /// Whether a reader holds the pre-committed writer `txn`: a reader that read here before
+    /// it was applied or excluded it (see "Finality" in the module docs), or an older reader
+    /// of one of its keys, inherited through a `PropagatedSet` (A4:L3).
+    fn is_held(&self, txn: TxnId, w: &HeldWriter) -> bool {
+        let by_reader_here = self
+            .holding
+            .first()
+            .is_some_and(|(above, _)| *above < w.snapshot);
+        by_reader_here
+            || w.keys.iter().any(|key| {
+                self.store
+                    .get(key)
+                    .is_some_and(|e| e.meta.holds(txn, w.snapshot))
+            })
+    }
+
+    /// Acknowledge `txn`'s current round (it becomes tentatively final here) if its past is
+    /// released and no reader holds it.
     fn release_if_unheld(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         let Some(w) = self.held.get(&txn) else { return };
-        let held = w.keys.iter().any(|key| {
-            self.store
-                .get(key)
-                .is_some_and(|e| e.meta.holds(txn, w.snapshot))
-        });
-        if held {
+        if w.acked || !w.round.past_released || self.is_held(txn, w) {
             return;
         }
-        let w = self.held.remove(&txn).expect("present");
-        for key in &w.keys {
-            if let Some(e) = self.store.get_mut(key) {
-                e.meta.remove(txn);
-            }
-        }
+        let w = self.held.get_mut(&txn).expect("present");
+        w.acked = true;
         let held_us = ctx.now().since(w.since).as_micros() as u64;
         if held_us > 0 {
             self.counters.writers_held += 1;
         }
-        let frontier = self.frontier(Some(txn));
+        self.send_ack(ctx, txn);
+    }
+
+    fn send_ack(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(w) = self.held.get(&txn) else { return };
+        let held_us = ctx.now().since(w.since).as_micros() as u64;
+        let round = w.round.number;
         ctx.send(
             txn.coordinator(),
             Msg::Ack {
                 txn,
+                round,
                 held_us,
-                frontier,
             },
         );
+    }
+
+    /// Acknowledge every writer no reader holds any more.
+    fn release_unheld(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let mut waiting: Vec<TxnId> = self
+            .held
+            .iter()
+            .filter(|(_, w)| !w.acked)
+            .map(|(t, _)| *t)
+            .collect();
+        waiting.sort();
+        for txn in waiting {
+            self.release_if_unheld(ctx, txn);
+        }
     }
 
     /// `ro` ended: drop its R entries here and release the writers they held.
@@ -1403,16 +1702,15 @@ impl Sss {
         let Some(reader) = self.readers.remove(&ro) else {
             return;
         };
-        let mut writers = BTreeSet::new();
+        if let Some(above) = reader.holds_above {
+            self.holding.remove(&(above, ro));
+        }
         for key in &reader.keys {
             if let Some(e) = self.store.get_mut(key) {
                 e.meta.remove(ro);
-                writers.extend(e.meta.writers());
             }
         }
-        for w in writers {
-            self.release_if_unheld(ctx, w);
-        }
+        self.release_unheld(ctx);
     }
 
     // ----- the release rule -----
@@ -1457,7 +1755,7 @@ impl Sss {
                         .participants
                         .get(t)
                         .and_then(|p| p.decision.as_ref())
-                        .is_none_or(|d| in_past(*t, &d.vc))
+                        .is_none_or(|(d, _)| in_past(*t, &d.vc))
             });
         let applied = self
             .unreleased
@@ -1485,7 +1783,15 @@ impl Sss {
         }
     }
 
+    /// `txn` committed externally: it is final here; its W entries leave the queues.
     fn released(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        if let Some(w) = self.held.remove(&txn) {
+            for key in &w.keys {
+                if let Some(e) = self.store.get_mut(key) {
+                    e.meta.remove(txn);
+                }
+            }
+        }
         let key = self
             .unreleased
             .iter()
@@ -1494,7 +1800,13 @@ impl Sss {
         if let Some(key) = key {
             self.unreleased.remove(&key);
             self.wake_frontier_waiters(ctx);
+            self.wake_parked(ctx);
         }
+    }
+
+    /// Whether `txn` was applied here and this node has not heard that it is final.
+    fn is_unreleased(&self, txn: TxnId) -> bool {
+        self.unreleased.keys().any(|(_, t)| *t == txn)
     }
 
     // ----- serving reads (Algorithm 6) -----
@@ -1506,29 +1818,26 @@ impl Sss {
         txn: TxnId,
         seq: u32,
         key: Key,
-        ro: Option<(VClock, Vec<u32>)>,
+        ro: Option<RoRead>,
     ) {
         ctx.charge(Work::reads(1));
-        let Some((vc, has_read)) = ro else {
+        let Some(ro) = ro else {
             return self.serve_update_read(ctx, from, txn, seq, key);
         };
         if self.removed.contains_key(&txn) {
             return; // the reader already ended (T7): leave no entry behind
         }
-        let first = !has_read.contains(&(self.me as u32));
-        if first && !self.caught_up(vc.get(self.me)) {
-            self.counters.ro_first_reads_waited += 1;
-            self.parked.push(ParkedRead {
-                from,
-                txn,
-                seq,
-                key,
-                vc,
-                has_read,
-            });
-            return;
-        }
-        self.serve_read_only(ctx, from, txn, seq, key, vc, &has_read);
+        // A read sent again replaces the copy of it that waits here.
+        self.parked.retain(|r| r.txn != txn);
+        let read = ParkedRead {
+            from,
+            txn,
+            seq,
+            key,
+            ro,
+            delayed_until: None,
+        };
+        self.serve_read_only(ctx, read);
     }
 
     /// Whether everything with `vc[i] <= bound` that will ever commit here has been applied
@@ -1541,18 +1850,36 @@ impl Sss {
                 .is_none_or(|(&(position, _), _)| position > bound)
     }
 
+    /// Serve again the reads waiting here (each waits again if it still must).
     fn wake_parked(&mut self, ctx: &mut Ctx<'_, Self>) {
         if self.parked.is_empty() {
             return;
         }
         let parked = std::mem::take(&mut self.parked);
-        for r in parked {
-            if self.caught_up(r.vc.get(self.me)) {
-                self.serve_read_only(ctx, r.from, r.txn, r.seq, r.key, r.vc, &r.has_read);
-            } else {
-                self.parked.push(r);
-            }
+        for read in parked {
+            self.serve_read_only(ctx, read);
         }
+    }
+
+    /// Whether a writer here has waited for its readers longer than the admission threshold.
+    fn starving_writer(&self, now: Timestamp) -> bool {
+        self.held.values().any(|w| {
+            !w.acked && now.since(w.since) >= self.admission_threshold
+        })
+    }
+
+    /// The writers applied here that are not final: a reader excludes them. A writer whose
+    /// round this node acknowledged is tentatively final, and read (the reply waits until it
+    /// is final or the round is withdrawn).
+    fn not_final(&self) -> Vec<(TxnId, VClock)> {
+        if self.is(Mutant::NoExclusion) {
+            return Vec::new();
+        }
+        self.unreleased
+            .iter()
+            .filter(|((_, t), _)| !self.held.get(t).is_some_and(|w| w.acked))
+            .map(|((_, t), (vc, _))| (*t, vc.clone()))
+            .collect()
     }
 
     fn serve_update_read(
@@ -1576,34 +1903,62 @@ impl Sss {
             propagated,
             too_old: false,
             frontier: self.frontier(None),
+            excluded: Vec::new(),
         };
         ctx.send(from, Msg::ReadReply { txn, seq, answer });
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn serve_read_only(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        from: NodeId,
-        txn: TxnId,
-        seq: u32,
-        key: Key,
-        vc: VClock,
-        has_read: &[u32],
-    ) {
-        if self.removed.contains_key(&txn) {
+    /// A read-only read (Algorithm 6): wait for the reader's causal past (A6:L5), choose the
+    /// version, wait while its writer is only tentatively final, then hold every writer the
+    /// reader did not see and answer.
+    fn serve_read_only(&mut self, ctx: &mut Ctx<'_, Self>, read: ParkedRead) {
+        if self.removed.contains_key(&read.txn) {
             return;
         }
         let n = self.nodes();
         let mut bounded = vec![false; n];
-        for &w in has_read {
+        for &w in &read.ro.has_read {
             bounded[w as usize] = true;
         }
         let first = !bounded[self.me];
+        if first && !self.caught_up(read.ro.vc.get(self.me)) {
+            self.counters.ro_first_reads_waited += 1;
+            self.parked.push(read);
+            return;
+        }
+        // Starvation control (§III-E): a reader that holds nothing here yet backs off for a
+        // while when a writer here has been held too long, instead of holding it longer
+        // still. The delay is bounded (it is not a wait for the writer): a delayed reader may
+        // hold, elsewhere, a writer that the starving one waits for.
+        let mut read = read;
+        if read.delayed_until.is_none()
+            && !self.admission_threshold.is_zero()
+            && self.starving_writer(ctx.now())
+            && !self
+                .readers
+                .get(&read.txn)
+                .is_some_and(|r| r.holds_above.is_some())
+        {
+            self.counters.ro_reads_admission_delayed += 1;
+            let until = ctx.now().0 + self.admission_threshold.as_micros() as u64;
+            read.delayed_until = Some(Timestamp(until));
+            ctx.set_timer(self.admission_threshold, Timer::Admission);
+        }
+        if read.delayed_until.is_some_and(|t| ctx.now() < t) {
+            self.parked.push(read);
+            return;
+        }
+        let not_final = self.not_final();
+        let mut excluded = read.ro.excluded.clone();
+        for (writer, vc) in &not_final {
+            if !excluded.iter().any(|(t, _)| t == writer) {
+                excluded.push((*writer, vc.clone()));
+            }
+        }
         let chosen = if first {
-            reads::first_read(self, &key, &vc, &bounded)
+            reads::first_read(self, &read.key, &read.ro.vc, &bounded, &excluded)
         } else {
-            reads::repeat_read(self, &key, &vc, &bounded)
+            reads::repeat_read(self, &read.key, &read.ro.vc, &bounded, &excluded)
         };
         // T4: a pending or decided transaction at or below the bound this read freezes could
         // still be applied inside it; wait until none is left.
@@ -1614,41 +1969,59 @@ impl Sss {
                 .first_key_value()
                 .is_some_and(|(&(position, _), _)| position <= max_vc.get(self.me))
         {
-            let has_read = has_read.to_vec();
-            self.parked.push(ParkedRead {
-                from,
-                txn,
-                seq,
-                key,
-                vc,
-                has_read,
-            });
+            self.parked.push(read);
             return;
         }
         let Some((max_vc, version)) = chosen else {
             let answer = ReadAnswer {
                 value: None,
                 version: None,
-                vc,
+                vc: read.ro.vc.clone(),
                 propagated: Vec::new(),
                 too_old: true,
                 frontier: self.frontier(None),
+                excluded: Vec::new(),
             };
-            return ctx.send(from, Msg::ReadReply { txn, seq, answer });
+            let (txn, seq) = (read.txn, read.seq);
+            return ctx.send(read.from, Msg::ReadReply { txn, seq, answer });
         };
+        // The version's writer is tentatively final here: wait until it is final, or its
+        // round is withdrawn and this read excludes it.
+        if let Some((writer, _)) = &version
+            && self.held.get(writer).is_some_and(|w| w.acked)
+        {
+            self.counters.ro_reads_awaited_final += 1;
+            self.parked.push(read);
+            return;
+        }
         if !self.is(Mutant::NoReaderEntries) {
-            let snapshot = max_vc.get(self.me);
-            self.store
-                .entry(&key)
-                .meta
-                .insert(txn, snapshot, EntryKind::Reader);
+            // Hold every writer here the reader did not see: those applied later (above its
+            // snapshot) and those it excluded.
+            let mut above = max_vc.get(self.me);
+            for (writer, vc) in &not_final {
+                if self.nlog.position_of(*writer).is_some() {
+                    above = above.min(vc.get(self.me).saturating_sub(1));
+                }
+            }
             let now = ctx.now();
-            let reader = self.readers.entry(txn).or_insert(Reader {
+            let reader = self.readers.entry(read.txn).or_insert(Reader {
                 keys: Vec::new(),
+                holds_above: None,
                 since: now,
                 subscribed: None,
             });
-            reader.keys.push(key);
+            if reader.holds_above.is_none_or(|h| above < h) {
+                if let Some(h) = reader.holds_above {
+                    self.holding.remove(&(h, read.txn));
+                }
+                reader.holds_above = Some(above);
+                self.holding.insert((above, read.txn));
+            }
+            reader.keys.push(read.key.clone());
+            self.store
+                .entry(&read.key)
+                .meta
+                .insert(read.txn, max_vc.get(self.me), EntryKind::Reader);
         }
         let answer = ReadAnswer {
             value: version.as_ref().and_then(|(_, v)| v.clone()),
@@ -1657,8 +2030,10 @@ impl Sss {
             propagated: Vec::new(),
             too_old: false,
             frontier: self.frontier(None),
+            excluded: not_final,
         };
-        ctx.send(from, Msg::ReadReply { txn, seq, answer });
+        let (txn, seq) = (read.txn, read.seq);
+        ctx.send(read.from, Msg::ReadReply { txn, seq, answer });
     }
 
     // ----- the periodic tick -----
@@ -1701,19 +2076,15 @@ impl Sss {
         for ro in stale {
             self.subscribe_to(ctx, ro);
         }
-        // Coordinators: re-send decisions whose acknowledgements are overdue; end idle ones.
+        // Coordinators: re-send decisions, rounds and release questions whose answers are
+        // overdue (lost, or lost in a restart); end idle transactions.
         let idle_after = self.env.options.idle_txn_timeout;
         let mut resend = Vec::new();
         let mut idle = Vec::new();
         for (txn, t) in &self.coord {
             match &t.phase {
-                Phase::Committing {
-                    unacknowledged,
-                    decision,
-                    decided_at,
-                    ..
-                } if now.since(*decided_at) >= patience => {
-                    resend.push((*txn, unacknowledged.clone(), decision.clone()));
+                Phase::Committing { sent_at, .. } if now.since(*sent_at) >= patience => {
+                    resend.push(*txn);
                 }
                 Phase::Executing
                     if t.pending.is_none() && now.since(t.last_active) >= idle_after =>
@@ -1723,17 +2094,9 @@ impl Sss {
                 _ => {}
             }
         }
-        resend.sort_by_key(|(t, ..)| *t);
-        for (txn, nodes, decision) in resend {
-            for node in nodes {
-                let decision = Some(decision.clone());
-                ctx.send(node, Msg::Decide { txn, decision });
-            }
-            if let Some(Phase::Committing { decided_at, .. }) =
-                self.coord.get_mut(&txn).map(|t| &mut t.phase)
-            {
-                *decided_at = now;
-            }
+        resend.sort();
+        for txn in resend {
+            self.resend_commit(ctx, txn);
         }
         idle.sort();
         for txn in idle {
@@ -1769,6 +2132,7 @@ impl Protocol for Sss {
             s.replay(record);
         }
         s.node_vc.merge(s.nlog.most_recent());
+        s.resume_committing();
         s
     }
 
@@ -1807,6 +2171,27 @@ impl Protocol for Sss {
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        // Transactions recovered committing start a fresh round (numbered by the clock, so
+        // above any round of before the crash) and ask every node about their past.
+        let mut recovered: Vec<TxnId> = self.coord.keys().copied().collect();
+        recovered.sort();
+        for txn in recovered {
+            if let Some(Phase::Committing {
+                decision,
+                round,
+                awaiting,
+                ..
+            }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+            {
+                round.number = ctx.now().0;
+                *awaiting = (0..decision.vc.len())
+                    .filter(|w| decision.vc.get(*w) > 0)
+                    .map(|w| NodeId(w as u32))
+                    .collect();
+                round.past_released = awaiting.is_empty();
+            }
+            self.resend_commit(ctx, txn);
+        }
         ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
     }
 
@@ -1845,12 +2230,17 @@ impl Protocol for Sss {
                 writes,
             } => self.prepare(ctx, txn, vc, reads, writes),
             Msg::Vote { txn, vote } => self.vote(ctx, from, txn, vote),
-            Msg::Decide { txn, decision } => self.on_decide(ctx, txn, decision),
+            Msg::Decide {
+                txn,
+                decision,
+                round,
+            } => self.on_decide(ctx, txn, decision, round),
+            Msg::Finalize { txn, round } => self.on_finalize(ctx, txn, round),
             Msg::Ack {
                 txn,
+                round,
                 held_us,
-                frontier,
-            } => self.ack(ctx, from, txn, held_us, frontier),
+            } => self.ack(ctx, from, txn, round, held_us),
             Msg::AwaitFrontier { txn, vc } => self.await_frontier(ctx, txn, vc),
             Msg::FrontierReached { txn, frontier } => {
                 self.frontier_reached(ctx, from, txn, frontier)
@@ -1891,6 +2281,8 @@ impl Protocol for Sss {
                 }
             }
             Timer::Locks(txn) => self.lock_timeout(ctx, txn),
+            Timer::Finalize(txn, round) => self.withdraw_round(ctx, txn, round),
+            Timer::Admission => self.wake_parked(ctx),
         }
     }
 
@@ -1900,6 +2292,9 @@ impl Protocol for Sss {
             ("ro_first_reads_waited", c.ro_first_reads_waited),
             ("ro_snapshot_too_old", c.ro_snapshot_too_old),
             ("ro_reads_resent", c.ro_reads_resent),
+            ("ro_reads_awaited_final", c.ro_reads_awaited_final),
+            ("ro_reads_admission_delayed", c.ro_reads_admission_delayed),
+            ("finalize_rounds_withdrawn", c.finalize_rounds_withdrawn),
             ("writers_held", c.writers_held),
             ("updates_committed", c.updates_committed),
             ("update_latency_us", c.update_latency_us),
@@ -1920,6 +2315,47 @@ impl Protocol for Sss {
 }
 
 impl Sss {
+    /// After a restart, take up coordinating the transactions decided here that had not
+    /// committed externally (their decisions are still in the log): they finish without a
+    /// client to answer.
+    fn resume_committing(&mut self) {
+        let n = self.nodes();
+        let decided: Vec<(TxnId, Decision, Vec<NodeId>)> = self
+            .decided
+            .iter()
+            .map(|(txn, d, replicas)| (*txn, d.clone(), replicas.to_vec()))
+            .collect();
+        for (txn, decision, write_replicas) in decided {
+            self.coord.insert(
+                txn,
+                Coord {
+                    read_only: false,
+                    vc: decision.vc.clone(),
+                    has_read: vec![false; n],
+                    reads: Vec::new(),
+                    propagated: BTreeSet::new(),
+                    excluded: Vec::new(),
+                    notify: BTreeSet::new(),
+                    pending: None,
+                    read_seq: 0,
+                    reading: None,
+                    begun: Timestamp::ZERO,
+                    last_active: Timestamp::ZERO,
+                    phase: Phase::Committing {
+                        decision,
+                        write_replicas,
+                        round: Round::default(),
+                        acked: BTreeSet::new(),
+                        sent_at: Timestamp::ZERO,
+                        held_us: 0,
+                        awaiting: BTreeSet::new(),
+                        withdrawals: 0,
+                    },
+                },
+            );
+        }
+    }
+
     /// Rebuild state from one durable record (see [`Record`]).
     fn replay(&mut self, record: Record) {
         use crate::common::replica::Record as Kit;

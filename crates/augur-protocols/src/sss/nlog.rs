@@ -14,7 +14,7 @@
 //! entries excluded, which can no longer be told: it gets `None` (`SnapshotTooOld`). That takes
 //! a read-only transaction older than the retention (5 s by default).
 
-use crate::common::vclock::VClock;
+use crate::common::vclock::{Causality, VClock};
 use augur_types::{Key, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -111,13 +111,14 @@ impl NLog {
     }
 
     /// The entrywise maximum of every entry whose clock is within `bound` on the `bounded`
-    /// entries, leaving out the `excluded` writers (A6:L6–9); `None` when a collapsed entry
-    /// may be out of bounds.
+    /// entries, leaving out the `excluded` writers and every entry whose clock is strictly
+    /// above one of theirs (A6:L6–9, with exclusion made sticky: see the module docs of
+    /// `sss`); `None` when a collapsed entry may be out of bounds or excluded.
     pub fn max_visible(
         &self,
         bound: &VClock,
         bounded: &[bool],
-        excluded: &[TxnId],
+        excluded: &[(TxnId, VClock)],
     ) -> Option<VClock> {
         let within = |vc: &VClock| {
             bounded
@@ -125,23 +126,36 @@ impl NLog {
                 .enumerate()
                 .all(|(w, b)| !b || vc.get(w) <= bound.get(w))
         };
-        let mut oldest_excluded = u64::MAX;
-        for txn in excluded {
-            // An excluded writer whose entry is collapsed can no longer be left out.
-            oldest_excluded = oldest_excluded.min(self.position_of(*txn)?);
-        }
+        let after_excluded = |vc: &VClock| {
+            excluded
+                .iter()
+                .any(|(_, theirs)| vc.compare(theirs) == Causality::After)
+        };
+        // Entries older than every excluded writer applied here are candidates for the
+        // running-maximum shortcut; excluded writers applied elsewhere have no position.
+        let oldest_excluded = excluded
+            .iter()
+            .filter_map(|(txn, _)| self.position_of(*txn))
+            .min()
+            .unwrap_or(u64::MAX);
         let mut max = VClock::new(self.base.len());
         for (index, e) in self.entries.iter().enumerate().rev() {
             let position = self.first + index as u64;
-            if position < oldest_excluded && within(&e.running_max) {
+            // Nothing up to here is out of bounds, excluded, or above an excluded writer (the
+            // running maximum is above every entry it covers): all of it is visible.
+            if position < oldest_excluded
+                && within(&e.running_max)
+                && !after_excluded(&e.running_max)
+            {
                 max.merge(&e.running_max);
                 return Some(max);
             }
-            if within(&e.vc) && !excluded.contains(&e.txn) {
+            let excluded_here = excluded.iter().any(|(t, _)| *t == e.txn);
+            if within(&e.vc) && !excluded_here && !after_excluded(&e.vc) {
                 max.merge(&e.vc);
             }
         }
-        if !within(&self.base) {
+        if !within(&self.base) || after_excluded(&self.base) {
             return None;
         }
         max.merge(&self.base);
@@ -218,7 +232,7 @@ mod tests {
         );
         // t(3) excluded.
         assert_eq!(
-            log.max_visible(&vc(&[0, 9]), &[false, true], &[t(3)]),
+            log.max_visible(&vc(&[0, 9]), &[false, true], &[(t(3), vc(&[3, 1]))]),
             Some(vc(&[2, 5]))
         );
         assert_eq!(log.position_of(t(2)), Some(2));

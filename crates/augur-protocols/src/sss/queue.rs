@@ -58,29 +58,12 @@ impl KeyQueue {
             .any(|e| e.kind == EntryKind::Reader && e.txn != writer && e.snapshot < snapshot)
     }
 
-    /// The pre-committed writers in the queue.
-    pub fn writers(&self) -> impl Iterator<Item = TxnId> + '_ {
-        self.entries
-            .iter()
-            .filter(|e| e.kind == EntryKind::Writer)
-            .map(|e| e.txn)
-    }
-
     /// The readers in the queue (an update read's `PropagatedSet`, A6:L25).
     pub fn readers(&self) -> impl Iterator<Item = TxnId> + '_ {
         self.entries
             .iter()
             .filter(|e| e.kind == EntryKind::Reader)
             .map(|e| e.txn)
-    }
-
-    /// The writers with a snapshot above `bound`: a first read's `ExcludedSet` (A6:L7).
-    pub fn writers_above(&self, bound: u64) -> Vec<TxnId> {
-        self.entries
-            .iter()
-            .filter(|e| e.kind == EntryKind::Writer && e.snapshot > bound)
-            .map(|e| e.txn)
-            .collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -103,8 +86,7 @@ mod tests {
         q.insert(t(1), 7, EntryKind::Reader);
         q.insert(t(2), 8, EntryKind::Writer);
         assert!(q.holds(t(2), 8));
-        assert_eq!(q.writers_above(7), vec![t(2)]);
-        assert_eq!(q.writers_above(8), Vec::<TxnId>::new());
+        assert!(!q.holds(t(2), 7));
         q.remove(t(1));
         assert!(!q.holds(t(2), 8));
         q.remove(t(2));

@@ -1,7 +1,8 @@
-//! Version selection for read-only reads at a replica (Algorithm 6).
+//! Version selection for read-only reads at a replica (Algorithm 6, with exclusion made
+//! sticky: see "Finality" in the module docs of `sss`).
 
-use super::{Mutant, Sss};
-use crate::common::vclock::VClock;
+use super::Sss;
+use crate::common::vclock::{Causality, VClock};
 use augur_types::{Key, TxnId, Value};
 
 /// What a read returns: the clock to merge into the reader's (`maxVC`) and the version read
@@ -9,34 +10,51 @@ use augur_types::{Key, TxnId, Value};
 /// versions the reader needs are garbage-collected.
 pub type Chosen = Option<(VClock, Option<(TxnId, Option<Value>)>)>;
 
+/// Whether a version with clock `clock` written by `writer` is one the reader excluded, or
+/// comes causally after one it excluded.
+fn excluded_by(excluded: &[(TxnId, VClock)], writer: TxnId, clock: &VClock) -> bool {
+    excluded
+        .iter()
+        .any(|(t, theirs)| *t == writer || clock.compare(theirs) == Causality::After)
+}
+
 /// A read-only transaction's first read at this node (A6:L4–14): `maxVC` over `NLog` within
-/// the reader's bounds, leaving out the writers held in the key's queue above its snapshot;
-/// then the newest version within `maxVC` that no excluded writer wrote.
-pub fn first_read(s: &Sss, key: &Key, vc: &VClock, bounded: &[bool]) -> Chosen {
+/// the reader's bounds, leaving out the `excluded` writers and those after them; then the
+/// newest version within `maxVC` that is not excluded.
+pub fn first_read(
+    s: &Sss,
+    key: &Key,
+    vc: &VClock,
+    bounded: &[bool],
+    excluded: &[(TxnId, VClock)],
+) -> Chosen {
     let i = s.me;
-    let excluded = match s.store.get(key) {
-        Some(e) if s.mutant != Some(Mutant::NoExclusion) => e.meta.writers_above(vc.get(i)),
-        _ => Vec::new(),
-    };
-    let max_vc = s.nlog.max_visible(vc, bounded, &excluded)?;
+    let max_vc = s.nlog.max_visible(vc, bounded, excluded)?;
     let version = newest(s, key, |writer, clock| {
         let out_of_bounds = bounded
             .iter()
             .enumerate()
             .any(|(w, b)| *b && clock.get(w) > max_vc.get(w));
-        out_of_bounds || (excluded.contains(&writer) && clock.get(i) > max_vc.get(i))
+        out_of_bounds || clock.get(i) > max_vc.get(i) || excluded_by(excluded, writer, clock)
     })?;
     Some((max_vc, version))
 }
 
 /// A repeat read at a node the reader has read from (A6:L15–21): the newest version within
-/// the reader's clock on every node it has read from.
-pub fn repeat_read(s: &Sss, key: &Key, vc: &VClock, bounded: &[bool]) -> Chosen {
-    let version = newest(s, key, |_, clock| {
-        bounded
+/// the reader's clock on every node it has read from that is not excluded.
+pub fn repeat_read(
+    s: &Sss,
+    key: &Key,
+    vc: &VClock,
+    bounded: &[bool],
+    excluded: &[(TxnId, VClock)],
+) -> Chosen {
+    let version = newest(s, key, |writer, clock| {
+        let out_of_bounds = bounded
             .iter()
             .enumerate()
-            .any(|(w, b)| *b && clock.get(w) > vc.get(w))
+            .any(|(w, b)| *b && clock.get(w) > vc.get(w));
+        out_of_bounds || excluded_by(excluded, writer, clock)
     })?;
     Some((vc.clone(), version))
 }
