@@ -218,3 +218,77 @@ fn fig2_without_exclusion_the_readers_see_a_long_fork() {
     assert_eq!(seen["T1"].reads, vec![None, Some("y1".to_string())]);
     assert_eq!(seen["T4"].reads, vec![None, Some("x1".to_string())]);
 }
+
+/// A reader that read at a node before an update was applied there, and reads the update's key
+/// there only later, must still hold the update: R reads `a` on N1, W (on N1) writes `b` on
+/// N1, W's client then has a client on N2 write `c` (X), and R reads `c`, then `b`. If W
+/// answered before R finished, R could see X but not W: `R -rw-> W -rt-> X -wr-> R`.
+fn late_read(mutant: Option<&str>) -> BTreeMap<&'static str, Seen> {
+    let mut s = sim(3, mutant);
+    let log = Log::default();
+    let (a, b, c) = (
+        Key::numbered(1, 1),
+        Key::numbered(1, 2),
+        Key::numbered(2, 1),
+    );
+    client(
+        &mut s,
+        &log,
+        "R",
+        0,
+        ms(0),
+        vec![a, c.clone(), b.clone()],
+        vec![],
+        ms(300),
+    );
+    client(
+        &mut s,
+        &log,
+        "W",
+        1,
+        ms(100),
+        vec![],
+        vec![(b, "b1")],
+        ms(0),
+    );
+    // X starts once W's client was answered (told out of band).
+    let (told, x_log) = (log.clone(), log.clone());
+    s.spawn_client(NodeId(2), move |t| async move {
+        while !told.lock().unwrap().contains_key("W") {
+            t.sleep(ms(1)).await;
+        }
+        let session = Session::new(t);
+        let mut txn = session.begin_named("X", false).await.expect("begin");
+        txn.write(c, Some(Bytes::from_static(b"c1"))).unwrap();
+        txn.commit().await.expect("commit");
+        let committed_at = Some(session.transport().now());
+        let seen = Seen {
+            reads: Vec::new(),
+            committed_at,
+        };
+        x_log.lock().unwrap().insert("X", seen);
+    });
+    s.run_until(ms(5000));
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "every transaction committed: {seen:?}");
+    seen
+}
+
+#[test]
+fn a_reader_holds_an_update_applied_where_it_read_before_it_reads_the_updates_key() {
+    let seen = late_read(None);
+    assert_eq!(seen["R"].reads, vec![None, None, None]);
+    assert!(seen["W"].committed_at > seen["R"].committed_at);
+}
+
+#[test]
+fn with_per_key_holding_the_late_read_misses_an_update_whose_successor_it_saw() {
+    let seen = late_read(Some("per-key-holding"));
+    // R sees X (which began after W answered) but not W.
+    assert_eq!(
+        seen["R"].reads,
+        vec![None, Some("c1".to_string()), None],
+        "{seen:?}"
+    );
+    assert!(seen["W"].committed_at < seen["R"].committed_at);
+}

@@ -270,6 +270,10 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "a decided transaction is applied at once instead of in CommitQ order",
     ),
     (
+        "per-key-holding",
+        "a read-only reader holds only the writers of the keys it read (the paper's scope), not every writer applied at the node after it read there",
+    ),
+    (
         "vc-validation",
         "validation compares vector-clock entries as Algorithm 1 prints it, instead of the version read",
     ),
@@ -283,6 +287,7 @@ enum Mutant {
     NoPropagatedSet,
     NoRemoveForwarding,
     ApplyOutOfOrder,
+    PerKeyHolding,
     VcValidation,
 }
 
@@ -295,6 +300,7 @@ impl Mutant {
             "no-propagated-set" => Mutant::NoPropagatedSet,
             "no-remove-forwarding" => Mutant::NoRemoveForwarding,
             "apply-out-of-order" => Mutant::ApplyOutOfOrder,
+            "per-key-holding" => Mutant::PerKeyHolding,
             "vc-validation" => Mutant::VcValidation,
             _ => return None,
         })
@@ -1099,14 +1105,7 @@ impl Sss {
         self.external_commit_if_final(ctx, txn);
     }
 
-    fn ack(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        from: NodeId,
-        txn: TxnId,
-        round: u64,
-        held_us: u64,
-    ) {
+    fn ack(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, round: u64, held_us: u64) {
         let Some(Phase::Committing {
             round: current,
             acked,
@@ -1863,9 +1862,9 @@ impl Sss {
 
     /// Whether a writer here has waited for its readers longer than the admission threshold.
     fn starving_writer(&self, now: Timestamp) -> bool {
-        self.held.values().any(|w| {
-            !w.acked && now.since(w.since) >= self.admission_threshold
-        })
+        self.held
+            .values()
+            .any(|w| !w.acked && now.since(w.since) >= self.admission_threshold)
     }
 
     /// The writers applied here that are not final: a reader excludes them. A writer whose
@@ -2004,13 +2003,14 @@ impl Sss {
                 }
             }
             let now = ctx.now();
+            let per_key = self.is(Mutant::PerKeyHolding);
             let reader = self.readers.entry(read.txn).or_insert(Reader {
                 keys: Vec::new(),
                 holds_above: None,
                 since: now,
                 subscribed: None,
             });
-            if reader.holds_above.is_none_or(|h| above < h) {
+            if reader.holds_above.is_none_or(|h| above < h) && !per_key {
                 if let Some(h) = reader.holds_above {
                     self.holding.remove(&(h, read.txn));
                 }
@@ -2018,10 +2018,11 @@ impl Sss {
                 self.holding.insert((above, read.txn));
             }
             reader.keys.push(read.key.clone());
-            self.store
-                .entry(&read.key)
-                .meta
-                .insert(read.txn, max_vc.get(self.me), EntryKind::Reader);
+            self.store.entry(&read.key).meta.insert(
+                read.txn,
+                max_vc.get(self.me),
+                EntryKind::Reader,
+            );
         }
         let answer = ReadAnswer {
             value: version.as_ref().and_then(|(_, v)| v.clone()),
