@@ -1971,6 +1971,20 @@ impl Sss {
             self.parked.push(read);
             return;
         }
+        if std::env::var("SSS_DEBUG").is_ok()
+            && let Some((max_vc, None)) = &chosen
+            && let Some(e) = self.store.get(&read.key)
+            && e.versions().next().is_some()
+        {
+            eprintln!("DBG absent node {} t={} txn {:?} key {:?} first={} bounded={:?} vc={:?} maxvc={:?}", self.me, ctx.now().0, read.txn, read.key, first, bounded, read.ro.vc, max_vc);
+            for v in e.versions() {
+                let clock = self.nlog.clock_of(v.ts.0);
+                eprintln!("   version writer {:?} pos {} clock {:?} unreleased={} held={:?}", v.writer, v.ts.0, clock, self.is_unreleased(v.writer), self.held.get(&v.writer).map(|w| (w.acked, w.round)));
+            }
+            for (w, vc) in &excluded {
+                eprintln!("   excluded {:?} {:?} local_unreleased={} held={:?}", w, vc, self.is_unreleased(*w), self.held.get(w).map(|h| (h.acked, h.round)));
+            }
+        }
         let Some((max_vc, version)) = chosen else {
             let answer = ReadAnswer {
                 value: None,
@@ -2108,9 +2122,18 @@ impl Sss {
         let horizon = now.saturating_sub(retention);
         self.removed.retain(|_, at| *at >= horizon);
         self.aborted.retain(|_, at| *at >= horizon);
-        self.nlog.collapse_before(horizon);
-        self.store
-            .collect_garbage(Timestamp(self.nlog.first_position()), GC_BATCH);
+        // A writer not final yet is excluded by readers, who then need what it overwrote:
+        // neither its `NLog` entry nor the versions before it may be collapsed.
+        let keep_from = self
+            .unreleased
+            .keys()
+            .filter_map(|(_, t)| self.nlog.position_of(*t))
+            .min()
+            .unwrap_or(u64::MAX);
+        self.nlog.collapse_before(horizon, keep_from);
+        // The store keeps the newest version at or below the watermark: the newest collapsed one.
+        let watermark = self.nlog.first_position().saturating_sub(1);
+        self.store.collect_garbage(Timestamp(watermark), GC_BATCH);
         ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
     }
 }

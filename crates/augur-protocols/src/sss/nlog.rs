@@ -162,9 +162,13 @@ impl NLog {
         Some(max)
     }
 
-    /// Collapse the entries applied before `horizon` into `base` (keeping the newest entry).
-    pub fn collapse_before(&mut self, horizon: Timestamp) {
-        while self.entries.len() > 1 && self.entries[0].applied_at < horizon {
+    /// Collapse the entries applied before `horizon` into `base` (keeping the newest entry),
+    /// stopping at position `keep_from` (the oldest entry a reader may still need to exclude).
+    pub fn collapse_before(&mut self, horizon: Timestamp, keep_from: u64) {
+        while self.entries.len() > 1
+            && self.entries[0].applied_at < horizon
+            && self.first < keep_from
+        {
             let e = self.entries.pop_front().expect("non-empty");
             self.positions.remove(&e.txn);
             self.base = e.running_max;
@@ -244,7 +248,7 @@ mod tests {
         let mut log = NLog::new(2);
         log.append(t(1), vc(&[1, 4]), vec![], Timestamp(1));
         log.append(t(2), vc(&[2, 0]), vec![], Timestamp(2));
-        log.collapse_before(Timestamp(2));
+        log.collapse_before(Timestamp(2), u64::MAX);
         assert_eq!(log.first_position(), 2);
         assert_eq!(log.clock_of(1), None);
         assert_eq!(
