@@ -540,6 +540,9 @@ pub enum Record {
     Finished { txn: TxnId },
     /// Checkpoints only: the node's clock.
     NodeClock(VClock),
+    /// Checkpoints only: `txn` was applied here (commit clock `vc`) and this node has not
+    /// heard that it is final.
+    Unreleased { txn: TxnId, vc: VClock },
     /// Checkpoints only: `NLog`, its kept entries and the maximum of the collapsed ones.
     Log(nlog::Checkpoint),
     /// Checkpoints only: a key's versions, oldest first, by writer and `NLog` position.
@@ -1443,6 +1446,7 @@ impl Sss {
             if self.is_unreleased(txn) {
                 let writes = self.applied_keys(txn);
                 self.pre_commit(ctx, txn, &decision, round, writes);
+                self.wake_parked(ctx); // reads waiting to learn its state
             }
             return;
         };
@@ -1947,6 +1951,16 @@ impl Sss {
             self.parked.push(read);
             return;
         }
+        // After a restart, a writer applied before it may be final, tentatively final or held
+        // elsewhere: until this node learns which, no read here can tell whether to exclude it.
+        if self
+            .unreleased
+            .keys()
+            .any(|(_, t)| !self.held.contains_key(t))
+        {
+            self.parked.push(read);
+            return;
+        }
         let not_final = self.not_final();
         let mut excluded = read.ro.excluded.clone();
         for (writer, vc) in &not_final {
@@ -2164,6 +2178,12 @@ impl Protocol for Sss {
         self.ids.checkpoint::<Record, Decision>(emit);
         emit(Record::NodeClock(self.node_vc.clone()));
         emit(Record::Log(self.nlog.checkpoint()));
+        for ((_, txn), (vc, _)) in &self.unreleased {
+            emit(Record::Unreleased {
+                txn: *txn,
+                vc: vc.clone(),
+            });
+        }
         for (key, entry) in self.store.iter() {
             let versions: Vec<_> = entry
                 .versions()
@@ -2215,6 +2235,13 @@ impl Protocol for Sss {
                 round.past_released = awaiting.is_empty();
             }
             self.resend_commit(ctx, txn);
+        }
+        // Writers applied here before the restart whose finality this node no longer knows:
+        // ask their coordinators at once (reads wait until each is known, see
+        // `serve_read_only`).
+        let unknown: Vec<TxnId> = self.unreleased.keys().map(|(_, t)| *t).collect();
+        for txn in unknown {
+            ctx.send(txn.coordinator(), Msg::QueryReleased { txn });
         }
         ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
     }
@@ -2271,7 +2298,9 @@ impl Protocol for Sss {
             }
             Msg::Released { txn } => self.released(ctx, txn),
             Msg::QueryReleased { txn } => {
-                if !self.coord.contains_key(&txn) {
+                if self.coord.contains_key(&txn) {
+                    self.resend_commit(ctx, txn);
+                } else {
                     ctx.send(from, Msg::Released { txn });
                 }
             }
@@ -2453,6 +2482,10 @@ impl Sss {
                 let _ = self.locks.release_all(txn);
             }
             Record::NodeClock(vc) => self.node_vc.merge(&vc),
+            Record::Unreleased { txn, vc } => {
+                self.unreleased
+                    .insert((vc.get(self.me), txn), (vc, Timestamp::ZERO));
+            }
             Record::Log(checkpoint) => self.nlog = NLog::restore(checkpoint),
             Record::Versions { key, versions } => {
                 let entry = self.store.entry(&key);
