@@ -226,6 +226,7 @@ register! {
     AtCoordinator<crate::clocksi_rep::ClockSiRep> => crate::clocksi_rep::INFO,
     AtCoordinator<crate::str::Str> => crate::str::INFO,
     AtCoordinator<crate::planet::Planet> => crate::planet::INFO,
+    AtCoordinator<crate::twopc_baseline::TwoPcBaseline> => crate::twopc_baseline::INFO,
 }
 
 const _: () = assert!(
@@ -257,7 +258,6 @@ pub const PLANNED: &[(&str, &str)] = &[
         "sss",
         "SSS: external consistency, abort-free read-only transactions (in progress: crate::sss)",
     ),
-    ("2pc-baseline", "SSS §V baseline: single-version 2PC"),
     ("walter", "SSS §V baseline: Walter (PSI)"),
     ("rococo", "SSS §V baseline: ROCOCO"),
     ("dst-occ", "DST over OCC"),
@@ -407,7 +407,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, 2pc-baseline"
         );
     }
 }
