@@ -91,7 +91,7 @@
 //!   without locks or validation — SSS's read-only shortcut (A1:L3) without the snapshot-queues
 //!   that make it safe (read skew).
 
-use crate::common::coordinator::Pending;
+use crate::common::coordinator::{ByReplica, Pending, Reads};
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::replica::{self, DecisionLog, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
@@ -105,7 +105,7 @@ use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// `2pc-baseline`'s registry entry.
@@ -163,9 +163,6 @@ impl Mutant {
         }
     }
 }
-
-/// Keys read, each with the writer of the version read (`None`: the key had no version).
-pub type Reads = Vec<(Key, Option<TxnId>)>;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -446,23 +443,9 @@ impl TwoPcBaseline {
         }
         let unvalidated = t.read_only && mutant == Some(Mutant::NoReadOnlyValidation);
         // Every replica of every key read or written takes part.
-        let mut parts: BTreeMap<NodeId, (Reads, Writes)> = BTreeMap::new();
-        if !unvalidated {
-            for (key, version) in &t.reads {
-                for &r in placement.replicas(placement.partition_of(key)) {
-                    parts.entry(r).or_default().0.push((key.clone(), *version));
-                }
-            }
-        }
-        let mut write_replicas = BTreeSet::new();
-        for (key, value) in writes {
-            for &r in placement.replicas(placement.partition_of(&key)) {
-                let part = &mut parts.entry(r).or_default().1;
-                part.push((key.clone(), value.clone()));
-                write_replicas.insert(r);
-            }
-        }
-        if parts.is_empty() {
+        let reads = if unvalidated { &[][..] } else { &t.reads[..] };
+        let by_replica = ByReplica::group(&placement, reads, writes);
+        if by_replica.parts.is_empty() {
             // Nothing read or written (or the mutant's unvalidated read-only transaction).
             let read_only = t.read_only;
             self.coord.remove(&txn);
@@ -471,17 +454,17 @@ impl TwoPcBaseline {
             }
             return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
         }
-        let participants: Vec<NodeId> = parts.keys().copied().collect();
+        let participants = by_replica.participants();
         t.pending = Some(pending);
         t.last_active = now;
         t.phase = Phase::Voting {
             waiting: participants.iter().copied().collect(),
             participants,
-            write_replicas: write_replicas.into_iter().collect(),
+            write_replicas: by_replica.write_replicas,
             commit_ts: Timestamp::ZERO,
         };
         ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
-        for (node, (reads, writes)) in parts {
+        for (node, (reads, writes)) in by_replica.parts {
             self.deliver(ctx, node, Msg::Prepare { txn, reads, writes });
         }
     }
@@ -571,14 +554,12 @@ impl TwoPcBaseline {
 
     /// A participant asks what became of `txn` (see the module docs, "Termination").
     fn query_outcome(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId) {
-        if let Some(&ts) = self.decided.get(&txn) {
-            let commit = Some(ts);
-            return self.deliver(ctx, from, Msg::Decide { txn, commit });
+        // Still collecting votes: its decision, or its vote timeout's abort, will come.
+        let voting =
+            matches!(self.coord.get(&txn), Some(t) if matches!(t.phase, Phase::Voting { .. }));
+        if let Some(commit) = replica::outcome(&self.decided, txn, voting) {
+            self.deliver(ctx, from, Msg::Decide { txn, commit });
         }
-        if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
-            return; // its decision, or its vote timeout's abort, will come
-        }
-        self.deliver(ctx, from, Msg::Decide { txn, commit: None });
     }
 
     // ----- participant -----
