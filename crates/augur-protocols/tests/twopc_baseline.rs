@@ -76,6 +76,43 @@ struct Script {
     think: Duration,
 }
 
+impl Script {
+    /// A read-only transaction on `home` at `start_ms` reading `reads`, `think_ms` after each.
+    fn reader(
+        name: &'static str,
+        home: u32,
+        start_ms: u64,
+        reads: Vec<Key>,
+        think_ms: u64,
+    ) -> Script {
+        Script {
+            name,
+            home,
+            start: ms(start_ms),
+            reads,
+            writes: vec![],
+            think: ms(think_ms),
+        }
+    }
+
+    /// An update on `home` at `start_ms` writing `writes` without reading.
+    fn writer(
+        name: &'static str,
+        home: u32,
+        start_ms: u64,
+        writes: Vec<(Key, &'static str)>,
+    ) -> Script {
+        Script {
+            name,
+            home,
+            start: ms(start_ms),
+            reads: vec![],
+            writes,
+            think: ms(0),
+        }
+    }
+}
+
 /// A client on `script.home` that waits until `script.start`, then runs `script` once and logs
 /// what it saw, however it ended.
 fn client<P: Protocol>(s: &mut Simulation<P>, log: &Log, script: Script) {
@@ -133,23 +170,8 @@ fn y() -> Key {
 fn reader_and_writer<P: Protocol>(reads: Vec<Key>, mutant: Option<&str>) -> (Seen, Seen) {
     let mut s = sim::<P>(&[], mutant);
     let log = Log::default();
-    let t1 = Script {
-        name: "T1",
-        home: 0,
-        start: ms(0),
-        reads,
-        writes: vec![],
-        think: ms(400),
-    };
-    let t2 = Script {
-        name: "T2",
-        home: 1,
-        start: ms(100),
-        reads: vec![],
-        writes: vec![(x(), "x1"), (y(), "y1")],
-        think: ms(0),
-    };
-    client(&mut s, &log, t1);
+    client(&mut s, &log, Script::reader("T1", 0, 0, reads, 400));
+    let t2 = Script::writer("T2", 1, 100, vec![(x(), "x1"), (y(), "y1")]);
     client(&mut s, &log, t2);
     s.run_until(ms(5000));
     (seen(&log, "T1"), seen(&log, "T2"))
@@ -200,25 +222,13 @@ fn lock_wait(lock_timeout: Option<&str>) -> (Seen, Seen, Seen) {
     let mut s = sim::<TwoPcBaseline>(&settings, None);
     let log = Log::default();
     for (name, home, start, value) in [("T1", 0, 0, "y1"), ("T2", 1, 50, "y2")] {
-        let script = Script {
-            name,
-            home,
-            start: ms(start),
-            reads: vec![],
-            writes: vec![(y(), value)],
-            think: ms(0),
-        };
-        client(&mut s, &log, script);
+        client(
+            &mut s,
+            &log,
+            Script::writer(name, home, start, vec![(y(), value)]),
+        );
     }
-    let t3 = Script {
-        name: "T3",
-        home: 0,
-        start: ms(1000),
-        reads: vec![y()],
-        writes: vec![],
-        think: ms(0),
-    };
-    client(&mut s, &log, t3);
+    client(&mut s, &log, Script::reader("T3", 0, 1000, vec![y()], 0));
     s.run_until(ms(5000));
     (seen(&log, "T1"), seen(&log, "T2"), seen(&log, "T3"))
 }
@@ -254,32 +264,11 @@ fn a_yes_vote_survives_a_crash_with_its_locks() {
     // T1 on N0 writes y (on N1). N1 votes yes at ~33.5 ms, N0 decides when the vote arrives
     // (~67 ms), and N1 crashes at 80 ms, before the decision reaches it (~101 ms; lost with
     // the crash); it restarts at 200 ms.
-    let t1 = Script {
-        name: "T1",
-        home: 0,
-        start: ms(0),
-        reads: vec![],
-        writes: vec![(y(), "y1")],
-        think: ms(0),
-    };
+    let t1 = Script::writer("T1", 0, 0, vec![(y(), "y1")]);
     // T2 on N0 writes y at 205 ms: its prepare meets the lock N1 took again from its log, held
     // until N1 learns T1's outcome from N0 (after its first tick).
-    let t2 = Script {
-        name: "T2",
-        home: 0,
-        start: ms(205),
-        reads: vec![],
-        writes: vec![(y(), "y2")],
-        think: ms(0),
-    };
-    let t3 = Script {
-        name: "T3",
-        home: 0,
-        start: ms(1000),
-        reads: vec![y()],
-        writes: vec![],
-        think: ms(0),
-    };
+    let t2 = Script::writer("T2", 0, 205, vec![(y(), "y2")]);
+    let t3 = Script::reader("T3", 0, 1000, vec![y()], 0);
     for script in [t1, t2, t3] {
         client(&mut s, &log, script);
     }
