@@ -187,6 +187,33 @@ fn aborted_scans_count_only_where_aborted_transactions_are_constrained() {
 }
 
 #[test]
+fn scans_of_unknown_outcome_count_only_where_aborted_transactions_are_constrained() {
+    // The scan may have aborted: a protocol that validates reads at commit can read the debit
+    // without the credit and then abort, and its client may never hear of the abort.
+    let h = history(
+        SMALL,
+        vec![
+            transfer(0),
+            scan(1, [Some("6"), None, None], RecordedOutcome::Unknown),
+        ],
+    );
+    for level in [
+        IsolationLevel::SnapshotIsolation,
+        IsolationLevel::StrictSerializable,
+    ] {
+        let report = check_bank(&h, level).unwrap();
+        assert!(
+            report.anomalies.is_empty(),
+            "{level}: {:?}",
+            report.anomalies
+        );
+    }
+    let spsi = check_bank(&h, IsolationLevel::Spsi).unwrap();
+    assert_eq!(kinds(&spsi), [AnomalyKind::BankTotal]);
+    assert!(spsi.anomalies[0].explanation.contains("outcome unknown"));
+}
+
+#[test]
 fn incomplete_scans_are_not_summed() {
     let partial = txn(
         1,

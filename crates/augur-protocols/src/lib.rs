@@ -13,6 +13,7 @@ pub mod planet;
 pub mod registry;
 pub mod sss;
 pub mod str;
+pub mod twopc_baseline;
 
 /// The 2PC family's participant side and durable records, now under [`common`]; kept here for
 /// callers outside the crate (benches, recovery tools).

@@ -227,6 +227,7 @@ register! {
     AtCoordinator<crate::str::Str> => crate::str::INFO,
     AtCoordinator<crate::planet::Planet> => crate::planet::INFO,
     AtCoordinator<crate::sss::Sss> => crate::sss::INFO,
+    AtCoordinator<crate::twopc_baseline::TwoPcBaseline> => crate::twopc_baseline::INFO,
 }
 
 const _: () = assert!(
@@ -254,7 +255,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("2pc-baseline", "SSS §V baseline: single-version 2PC"),
     ("walter", "SSS §V baseline: Walter (PSI)"),
     ("rococo", "SSS §V baseline: ROCOCO"),
     ("dst-occ", "DST over OCC"),
@@ -404,7 +404,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline"
         );
     }
 }

@@ -4,7 +4,7 @@
 //! simulator's forgery runs (`crates/augur/tests/forgery.rs`) take what passes on to the
 //! handlers themselves.
 
-use augur_protocols::{clocksi_rep, nocc, str as str_protocol};
+use augur_protocols::{clocksi_rep, nocc, str as str_protocol, twopc_baseline};
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
 use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
 use augur_types::{
@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 10;
+const CORPUS_LEN: usize = 11;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -92,6 +92,11 @@ fn corpus() -> Vec<Vec<u8>> {
             ts,
             writes: writes.clone(),
         }),
+        frame(twopc_baseline::Msg::Prepare {
+            txn,
+            reads: vec![(key.clone(), Some(txn))],
+            writes: writes.clone(),
+        }),
         encode_frame(&Body::<()>::Request(ClientRequest {
             client: ClientId(3),
             id: RequestId(9),
@@ -126,6 +131,7 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<clocksi_rep::Msg>(frame, placement);
     take_off_the_wire::<str_protocol::Msg>(frame, placement);
     take_off_the_wire::<nocc::Msg>(frame, placement);
+    take_off_the_wire::<twopc_baseline::Msg>(frame, placement);
 }
 
 proptest! {

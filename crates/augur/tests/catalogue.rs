@@ -14,7 +14,9 @@
 //!    that level proscribes the scenario's anomaly, the checker does not find it.
 //! 2. **The mechanism.** What the protocol's design makes happen: which transaction commits, which
 //!    aborts and why, what each read returned (`clocksi-rep` aborts the second writer of a key;
-//!    `nocc` installs whatever it is sent and so shows the anomaly). Where the mechanism differs
+//!    `2pc-baseline` validates every transaction's reads at commit, read-only ones too, and so
+//!    aborts a reader that the snapshot protocols let commit; `nocc` installs whatever it is sent
+//!    and so shows the anomaly). Where the mechanism differs
 //!    between protocols, a scenario states it for each registered protocol by name, and a
 //!    protocol it does not name fails the test ("no expectation for protocol X: add one"): a
 //!    newly registered protocol cannot pass by falling through.
@@ -58,8 +60,9 @@ use std::time::Duration;
 
 const SEED: u64 = 1;
 
-/// Long enough for every scenario, including a two-second participant timeout.
-const RUN_FOR: Duration = Duration::from_secs(5);
+/// Long enough for every scenario, including two-second participant timeouts (the aborted-read
+/// scenario's T4, under `2pc-baseline`, starts at 3 s and waits for a crashed replica's vote).
+const RUN_FOR: Duration = Duration::from_secs(6);
 
 const G0: AnomalyKind = AnomalyKind::Cycle(CycleKind::G0, CycleOrder::Dependencies);
 const G1C: AnomalyKind = AnomalyKind::Cycle(CycleKind::G1c, CycleOrder::Dependencies);
@@ -515,6 +518,19 @@ fn g0_dirty_write() {
                     assert_eq!(o.read(reader, &y()), [2, 6]);
                 }
             }
+            "2pc-baseline" => {
+                // Each coordinator's own replica locks its transaction's keys first (T1's x on
+                // node 0, T2's y on node 2), so each waits for the other at the other's node:
+                // a deadlock that the lock timeout breaks, aborting both.
+                assert_eq!(o.abort_reason("T1"), Some("lock_timeout"));
+                assert_eq!(o.abort_reason("T2"), Some("lock_timeout"));
+                for reader in ["T3", "T4"] {
+                    assert!(o.committed(reader));
+                    assert_eq!(o.read(reader, &x()), [1]);
+                    assert_eq!(o.read(reader, &y()), [2]);
+                }
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             "nocc" => {
                 // Both commit, stamped with the same clock reading, and every replica keeps the
                 // version that reached it last. T1's coordinator (node 0) applies T1 at once and
@@ -589,6 +605,13 @@ fn g1a_aborted_read() {
             // The abort removes T3's prepared (for str and planet, first local-committed)
             // version everywhere it was installed.
             "clocksi-rep" | "str" | "planet" => assert_eq!(o.read("T4", &x()), [1]),
+            "2pc-baseline" => {
+                // T3's prepare held x's lock at the master until the abort released it. T4 reads
+                // x, but as a read-only transaction it still validates at every replica of x,
+                // and the crashed slave never votes: it aborts too.
+                assert_eq!(o.read("T4", &x()), [1]);
+                assert_eq!(o.abort_reason("T4"), Some("timeout"));
+            }
             "nocc" => {
                 // nocc applied T3's write at the master and has nothing to undo it with: the
                 // abort the client was told about is a lie, and T4 reads the aborted write.
@@ -691,6 +714,12 @@ fn g1c_circular_information_flow() {
                 assert!(o.shows(G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
+            "2pc-baseline" => {
+                // T1 reads the latest y, T2's (committed before the read), and nothing it read
+                // changed before its prepare: the serial order is T0, T2, T1.
+                assert_eq!(o.read("T1", &y()), [2, 4]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             "nocc" => {
                 // T1 reads the latest y, T2's: information flows one way only, and the
                 // history is serializable (T0, T2, T1).
@@ -745,6 +774,11 @@ fn expect_lost_update(o: &Observed) {
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
+        "2pc-baseline" => {
+            // T2's validation finds x's newest version written by T1, not the one T2 read.
+            assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
+            assert_eq!(o.read("T3", &x()), [1, 2]);
+        }
         "nocc" => {
             // T2 overwrites T1's append with a list that never had it.
             assert!(o.committed("T2"));
@@ -787,15 +821,25 @@ fn read_skew() -> Scenario {
 #[test]
 fn g_single_read_skew() {
     catalogue(&[G_SINGLE], read_skew, |o| {
-        assert!(o.committed("T1") && o.committed("T2"));
+        assert!(o.committed("T2"));
         assert_eq!(o.read("T1", &x()), [1]);
         match o.info.name {
             // T1 reads y in the snapshot it began with.
             "clocksi-rep" | "str" | "planet" => {
+                assert!(o.committed("T1"));
                 assert_eq!(o.read("T1", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
+            "2pc-baseline" => {
+                // T1 reads the latest y, T2's, so it did read a skewed state; but read-only
+                // transactions validate too, x's newest version is no longer the one T1 read,
+                // and T1 aborts (where the snapshot protocols commit it).
+                assert_eq!(o.read("T1", &y()), [2, 4]);
+                assert_eq!(o.abort_reason("T1"), Some("validation_failed"));
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             "nocc" => {
+                assert!(o.committed("T1"));
                 // T1 sees T2's y but not T2's x: T1 -rw-> T2 -wr-> T1.
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert!(o.shows(G_SINGLE));
@@ -845,15 +889,27 @@ fn write_skew() -> Scenario {
 #[test]
 fn g2_item_write_skew() {
     catalogue(&[G2_ITEM], write_skew, |o| {
-        // Disjoint write sets: nothing for snapshot isolation (or nocc) to refuse.
-        assert!(o.committed("T1") && o.committed("T2"));
+        assert!(o.committed("T1"));
         assert_eq!(o.read("T1", &y()), [2]);
         assert_eq!(o.read("T2", &x()), [1]);
         assert_eq!(o.read("T3", &x()), [1, 3]);
-        assert_eq!(o.read("T3", &y()), [2, 4]);
-        assert!(o.shows(G2_ITEM));
-        assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
-        assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
+        match o.info.name {
+            // Disjoint write sets: nothing for snapshot isolation (or nocc) to refuse.
+            "clocksi-rep" | "str" | "planet" | "nocc" => {
+                assert!(o.committed("T2"));
+                assert_eq!(o.read("T3", &y()), [2, 4]);
+                assert!(o.shows(G2_ITEM));
+                assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
+                assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
+            }
+            "2pc-baseline" => {
+                // T2 also validates the key it only read: x's newest version is T1's.
+                assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
+                assert_eq!(o.read("T3", &y()), [2]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
+            other => no_expectation(other),
+        }
     });
 }
 
@@ -897,7 +953,7 @@ fn observed_transaction_vanishes() {
         assert!(o.committed("T1") && o.committed("T3"));
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
-            "clocksi-rep" | "str" | "planet" => {
+            "clocksi-rep" | "str" | "planet" | "2pc-baseline" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);

@@ -1,13 +1,15 @@
 //! Bookkeeping every coordinator needs, whatever its protocol: the client request a transaction is
-//! waiting to answer, the garbage-collection watermark, and grouping a write set by partition.
+//! waiting to answer, the garbage-collection watermark, grouping a write set by partition, and
+//! grouping what a transaction read and wrote by the replicas that validate and apply it.
 
+use super::replica::Writes;
 use augur_runtime::Ctx;
 use augur_runtime::Protocol;
 use augur_types::{
-    ClientId, ClientReply, ClientRequest, ClientResponse, Key, PartitionId, Placement,
+    ClientId, ClientReply, ClientRequest, ClientResponse, Key, NodeId, PartitionId, Placement,
 };
-use augur_types::{RequestId, Timestamp, Value};
-use std::collections::BTreeMap;
+use augur_types::{RequestId, Timestamp, TxnId, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A write set grouped by partition, in partition order (so message order is deterministic).
 pub type PartitionWrites = BTreeMap<PartitionId, Vec<(Key, Option<Value>)>>;
@@ -24,6 +26,60 @@ pub fn group_by_partition(
             .push((key, value));
     }
     grouped
+}
+
+/// Keys read, each with the version read: the transaction that wrote it (`None`: the key had
+/// no version).
+pub type Reads = Vec<(Key, Option<TxnId>)>;
+
+/// What one participant of a [`ByReplica`] commit gets: the reads it validates, the writes it
+/// applies.
+pub type Part = (Reads, Writes);
+
+/// The participants of a commit that validates its reads at every replica of every key read and
+/// writes at every replica of every key written (SSS's update transactions, `2pc-baseline`):
+/// for each node, in node order, the reads it validates and the writes it applies.
+#[derive(Debug, Default)]
+pub struct ByReplica {
+    pub parts: BTreeMap<NodeId, Part>,
+    /// The nodes with writes to apply, in node order.
+    pub write_replicas: Vec<NodeId>,
+}
+
+impl ByReplica {
+    /// Group `reads` and `writes` by the replicas of their keys.
+    pub fn group(
+        placement: &Placement,
+        reads: &[(Key, Option<TxnId>)],
+        writes: Writes,
+    ) -> ByReplica {
+        let mut parts: BTreeMap<NodeId, Part> = BTreeMap::new();
+        for (key, version) in reads {
+            for &r in placement.replicas(placement.partition_of(key)) {
+                parts.entry(r).or_default().0.push((key.clone(), *version));
+            }
+        }
+        let mut write_replicas = BTreeSet::new();
+        for (key, value) in writes {
+            for &r in placement.replicas(placement.partition_of(&key)) {
+                parts
+                    .entry(r)
+                    .or_default()
+                    .1
+                    .push((key.clone(), value.clone()));
+                write_replicas.insert(r);
+            }
+        }
+        ByReplica {
+            parts,
+            write_replicas: write_replicas.into_iter().collect(),
+        }
+    }
+
+    /// Every participant, in node order.
+    pub fn participants(&self) -> Vec<NodeId> {
+        self.parts.keys().copied().collect()
+    }
 }
 
 /// The client request a transaction owes an answer to.

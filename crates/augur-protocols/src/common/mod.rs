@@ -9,11 +9,15 @@
 //! * [`two_phase`]: the 2PC machinery of that family (reads, prepares, commits and aborts,
 //!   termination, garbage collection, message and timer dispatch) behind the hooks of
 //!   [`two_phase::Rules`], which each protocol fills in with its paper's rules.
+//! * [`lock_sets`]: the participant side of lock-based 2PC with read validation (SSS's
+//!   participant, `2pc-baseline`): a transaction's whole lock set acquired at once, and validation
+//!   of its reads by the identity of the version read.
 //! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
 //!   grouped by partition, the garbage-collection watermark).
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
 
 pub mod coordinator;
+pub mod lock_sets;
 pub mod locks;
 pub mod replica;
 pub mod two_phase;

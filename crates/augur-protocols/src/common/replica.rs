@@ -542,13 +542,19 @@ pub fn outcome_for<D: Clone, R>(
     txn: TxnId,
     running: bool,
 ) -> Option<Msg<D, R>> {
+    outcome(decided, txn, running).map(|decision| match decision {
+        Some(decision) => Msg::Commit { txn, decision },
+        None => Msg::Abort { txn },
+    })
+}
+
+/// The outcome [`outcome_for`] answers with, whatever a protocol's messages: `Some(Some(d))`
+/// commit with decision `d`, `Some(None)` abort, `None` nothing yet (`txn` is still `running`).
+pub fn outcome<D: Clone>(decided: &DecisionLog<D>, txn: TxnId, running: bool) -> Option<Option<D>> {
     if let Some(decision) = decided.get(&txn) {
-        return Some(Msg::Commit {
-            txn,
-            decision: decision.clone(),
-        });
+        return Some(Some(decision.clone()));
     }
-    (!running).then_some(Msg::Abort { txn })
+    (!running).then_some(None)
 }
 
 /// A replica's durable bound on the snapshots it has served (see the module docs).
