@@ -27,7 +27,10 @@ pub struct ProtocolInfo {
     pub commit_order_evidence: bool,
     /// What the protocol assumes of the network, hence which faults `augur check` may inject.
     pub network: NetworkModel,
-    /// Deliberately broken variants (`augur check --mutant NAME`) and what each breaks.
+    /// Deliberately broken variants (`augur check --mutant NAME`) and what each breaks. A
+    /// description starting with [`SCENARIO_ONLY`] names a mutant whose anomaly needs a timing
+    /// the randomized `augur check` workloads do not reach: the protocol's scenario tests show
+    /// it instead.
     pub mutants: &'static [(&'static str, &'static str)],
     /// The protocol-specific settings it accepts (`--set protocol.NAME=VALUE`, or
     /// `[options.settings]` in a cluster file).
@@ -40,6 +43,9 @@ pub struct ProtocolInfo {
 
 /// The request forms, defined with the runtime that refuses a form a protocol does not serve.
 pub use augur_runtime::one_shot::{INTERACTIVE_AND_ONE_SHOT, INTERACTIVE_ONLY, RequestForm};
+
+/// How a mutant's description starts when only scenario tests show its anomaly.
+pub const SCENARIO_ONLY: &str = "[scenario]";
 
 /// The speculation a protocol offers its clients (see `augur_client::Degree`).
 #[derive(Clone, Copy, Debug, Serialize)]
