@@ -15,7 +15,8 @@
 //! 2. **The mechanism.** What the protocol's design makes happen: which transaction commits, which
 //!    aborts and why, what each read returned (`clocksi-rep` aborts the second writer of a key;
 //!    `2pc-baseline` validates every transaction's reads at commit, read-only ones too, and so
-//!    aborts a reader that the snapshot protocols let commit; `nocc` installs whatever it is sent
+//!    aborts a reader that the snapshot protocols let commit; `sss` commits updates by the same
+//!    2PC but never validates a read-only transaction; `nocc` installs whatever it is sent
 //!    and so shows the anomaly). Where the mechanism differs
 //!    between protocols, a scenario states it for each registered protocol by name, and a
 //!    protocol it does not name fails the test ("no expectation for protocol X: add one"): a
@@ -518,10 +519,11 @@ fn g0_dirty_write() {
                     assert_eq!(o.read(reader, &y()), [2, 6]);
                 }
             }
-            "2pc-baseline" => {
-                // Each coordinator's own replica locks its transaction's keys first (T1's x on
-                // node 0, T2's y on node 2), so each waits for the other at the other's node:
-                // a deadlock that the lock timeout breaks, aborting both.
+            "2pc-baseline" | "sss" => {
+                // (sss commits updates by the same 2PC.) Each coordinator's own replica locks its
+                // transaction's keys first (T1's x on node 0, T2's y on node 2), so each waits
+                // for the other at the other's node: a deadlock that the lock timeout breaks,
+                // aborting both.
                 assert_eq!(o.abort_reason("T1"), Some("lock_timeout"));
                 assert_eq!(o.abort_reason("T2"), Some("lock_timeout"));
                 for reader in ["T3", "T4"] {
@@ -611,6 +613,12 @@ fn g1a_aborted_read() {
                 // and the crashed slave never votes: it aborts too.
                 assert_eq!(o.read("T4", &x()), [1]);
                 assert_eq!(o.abort_reason("T4"), Some("timeout"));
+            }
+            "sss" => {
+                // T3 was never applied anywhere; T4, read-only, reads x from the first replica
+                // to answer (the crashed one never does) and, validating nothing, commits.
+                assert_eq!(o.read("T4", &x()), [1]);
+                assert!(o.committed("T4"));
             }
             "nocc" => {
                 // nocc applied T3's write at the master and has nothing to undo it with: the
@@ -714,7 +722,7 @@ fn g1c_circular_information_flow() {
                 assert!(o.shows(G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
-            "2pc-baseline" => {
+            "2pc-baseline" | "sss" => {
                 // T1 reads the latest y, T2's (committed before the read), and nothing it read
                 // changed before its prepare: the serial order is T0, T2, T1.
                 assert_eq!(o.read("T1", &y()), [2, 4]);
@@ -774,7 +782,7 @@ fn expect_lost_update(o: &Observed) {
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
-        "2pc-baseline" => {
+        "2pc-baseline" | "sss" => {
             // T2's validation finds x's newest version written by T1, not the one T2 read.
             assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
@@ -787,6 +795,7 @@ fn expect_lost_update(o: &Observed) {
             assert!(o.proscribed_at(IsolationLevel::SnapshotIsolation, AnomalyKind::LostUpdate));
             assert!(!o.proscribed_at(IsolationLevel::ReadCommitted, AnomalyKind::LostUpdate));
         }
+        "sss" => eprintln!("SSSCAT {}", o.summary()),
         other => no_expectation(other),
     }
 }
@@ -836,6 +845,14 @@ fn g_single_read_skew() {
                 // and T1 aborts (where the snapshot protocols commit it).
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert_eq!(o.abort_reason("T1"), Some("validation_failed"));
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
+            "sss" => {
+                // T1, read-only, read x at node 0 before T2 was applied there, so it holds T2
+                // (T2 answers only after T1 ends) and excludes it everywhere: it reads the old
+                // y and commits, serialized before T2.
+                assert!(o.committed("T1"));
+                assert_eq!(o.read("T1", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
             "nocc" => {
@@ -902,7 +919,7 @@ fn g2_item_write_skew() {
                 assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
-            "2pc-baseline" => {
+            "2pc-baseline" | "sss" => {
                 // T2 also validates the key it only read: x's newest version is T1's.
                 assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
                 assert_eq!(o.read("T3", &y()), [2]);
@@ -953,7 +970,7 @@ fn observed_transaction_vanishes() {
         assert!(o.committed("T1") && o.committed("T3"));
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
-            "clocksi-rep" | "str" | "planet" | "2pc-baseline" => {
+            "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);
