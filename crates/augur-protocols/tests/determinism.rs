@@ -108,8 +108,9 @@ fn the_same_seed_replays_the_same_history() {
         let a = history(info, 42);
         let b = history(info, 42);
         let events = a.lines().count();
+        // (`sss` commits the fewest: its updates wait for each other, see its module docs.)
         assert!(
-            events > 1000,
+            events > 500,
             "{name}: a substantial history ({events} events)"
         );
         // Contention makes every protocol with concurrency control abort something.

@@ -795,7 +795,6 @@ fn expect_lost_update(o: &Observed) {
             assert!(o.proscribed_at(IsolationLevel::SnapshotIsolation, AnomalyKind::LostUpdate));
             assert!(!o.proscribed_at(IsolationLevel::ReadCommitted, AnomalyKind::LostUpdate));
         }
-        "sss" => eprintln!("SSSCAT {}", o.summary()),
         other => no_expectation(other),
     }
 }

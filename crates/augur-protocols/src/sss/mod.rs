@@ -446,6 +446,7 @@ impl CheckMessage for Msg {
             Msg::ReadReply { txn, answer, .. } => {
                 at.txn_here(*txn)?;
                 clock(&answer.vc)?;
+                answer.propagated.iter().try_for_each(|ro| at.txn(*ro))?;
                 for (writer, vc) in &answer.excluded {
                     at.txn(*writer)?;
                     clock(vc)?;
@@ -599,6 +600,26 @@ struct Coord {
     begun: Timestamp,
     last_active: Timestamp,
     phase: Phase,
+}
+
+impl Coord {
+    fn new(read_only: bool, vc: VClock, now: Timestamp, phase: Phase) -> Coord {
+        Coord {
+            read_only,
+            has_read: vec![false; vc.len()],
+            vc,
+            reads: Vec::new(),
+            propagated: BTreeSet::new(),
+            excluded: Vec::new(),
+            notify: BTreeSet::new(),
+            pending: None,
+            read_seq: 0,
+            reading: None,
+            begun: now,
+            last_active: now,
+            phase,
+        }
+    }
 }
 
 enum Phase {
@@ -772,25 +793,9 @@ impl Sss {
 
     fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
         let txn = self.ids.allocate(ctx);
-        let n = self.nodes();
-        self.coord.insert(
-            txn,
-            Coord {
-                read_only,
-                vc: self.nlog.most_recent().clone(),
-                has_read: vec![false; n],
-                reads: Vec::new(),
-                propagated: BTreeSet::new(),
-                excluded: Vec::new(),
-                notify: BTreeSet::new(),
-                pending: None,
-                read_seq: 0,
-                reading: None,
-                begun: ctx.now(),
-                last_active: ctx.now(),
-                phase: Phase::Executing,
-            },
-        );
+        let vc = self.nlog.most_recent().clone();
+        let t = Coord::new(read_only, vc, ctx.now(), Phase::Executing);
+        self.coord.insert(txn, t);
         let snapshot = Timestamp(self.nlog.most_recent().get(self.me));
         pending.answer(ctx, ClientReply::Begun { txn, snapshot });
     }
@@ -2347,29 +2352,20 @@ impl Sss {
     /// committed externally (their decisions are still in the log): they finish without a
     /// client to answer.
     fn resume_committing(&mut self) {
-        let n = self.nodes();
         let decided: Vec<(TxnId, Decision, Vec<NodeId>)> = self
             .decided
             .iter()
             .map(|(txn, d, replicas)| (*txn, d.clone(), replicas.to_vec()))
             .collect();
         for (txn, decision, write_replicas) in decided {
+            let vc = decision.vc.clone();
             self.coord.insert(
                 txn,
-                Coord {
-                    read_only: false,
-                    vc: decision.vc.clone(),
-                    has_read: vec![false; n],
-                    reads: Vec::new(),
-                    propagated: BTreeSet::new(),
-                    excluded: Vec::new(),
-                    notify: BTreeSet::new(),
-                    pending: None,
-                    read_seq: 0,
-                    reading: None,
-                    begun: Timestamp::ZERO,
-                    last_active: Timestamp::ZERO,
-                    phase: Phase::Committing {
+                Coord::new(
+                    false,
+                    vc,
+                    Timestamp::ZERO,
+                    Phase::Committing {
                         decision,
                         write_replicas,
                         round: Round::default(),
@@ -2379,7 +2375,7 @@ impl Sss {
                         awaiting: BTreeSet::new(),
                         withdrawals: 0,
                     },
-                },
+                ),
             );
         }
     }
