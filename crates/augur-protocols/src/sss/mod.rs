@@ -168,7 +168,7 @@
 mod nlog;
 mod queue;
 
-use crate::common::coordinator::Pending;
+use crate::common::coordinator::{ByReplica, Pending};
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
 use crate::common::vclock::{Causality, VClock};
@@ -335,9 +335,6 @@ pub struct RoRead {
     /// The writers the reader excluded so far, with their clocks (sticky exclusion).
     pub excluded: Vec<(TxnId, VClock)>,
 }
-
-/// Keys read with the writer of the version read (`None`: the key had no version).
-type Reads = Vec<(Key, Option<TxnId>)>;
 
 /// What a coordinator decides for a committing update transaction, and what its write
 /// replicas need to apply and pre-commit it.
@@ -911,24 +908,10 @@ impl Sss {
             return pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
         // Every replica of every key read or written takes part (A1:L13).
-        let placement = self.env.placement.clone();
-        let mut parts: BTreeMap<NodeId, (Reads, Writes)> = BTreeMap::new();
-        for (key, version) in &t.reads {
-            for &r in placement.replicas(placement.partition_of(key)) {
-                parts.entry(r).or_default().0.push((key.clone(), *version));
-            }
-        }
-        let mut write_replicas = BTreeSet::new();
-        for (key, value) in writes {
-            for &r in placement.replicas(placement.partition_of(&key)) {
-                parts
-                    .entry(r)
-                    .or_default()
-                    .1
-                    .push((key.clone(), value.clone()));
-                write_replicas.insert(r);
-            }
-        }
+        let ByReplica {
+            parts,
+            write_replicas,
+        } = ByReplica::group(&self.env.placement, &t.reads, writes);
         if parts.is_empty() {
             let commit_ts = Timestamp(t.vc.get(self.me));
             self.coord.remove(&txn);
@@ -952,7 +935,7 @@ impl Sss {
         t.phase = Phase::Voting {
             waiting: participants.iter().copied().collect(),
             participants,
-            write_replicas: write_replicas.into_iter().collect(),
+            write_replicas,
             vc: t.vc.clone(),
             frontiers: BTreeMap::new(),
         };
