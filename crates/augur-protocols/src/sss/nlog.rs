@@ -20,6 +20,14 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
+/// Whether `vc` is at most `bound` on every entry `bounded` marks (a reader's `hasRead`).
+pub fn within_bounds(vc: &VClock, bound: &VClock, bounded: &[bool]) -> bool {
+    bounded
+        .iter()
+        .enumerate()
+        .all(|(w, b)| !b || vc.get(w) <= bound.get(w))
+}
+
 #[derive(Clone, Debug)]
 struct Entry {
     txn: TxnId,
@@ -120,12 +128,7 @@ impl NLog {
         bounded: &[bool],
         excluded: &[(TxnId, VClock)],
     ) -> Option<VClock> {
-        let within = |vc: &VClock| {
-            bounded
-                .iter()
-                .enumerate()
-                .all(|(w, b)| !b || vc.get(w) <= bound.get(w))
-        };
+        let within = |vc: &VClock| within_bounds(vc, bound, bounded);
         let after_excluded = |vc: &VClock| {
             excluded
                 .iter()

@@ -2,6 +2,7 @@
 //! sticky: see "Finality" in the module docs of `sss`).
 
 use super::Sss;
+use super::nlog::within_bounds;
 use crate::common::vclock::{Causality, VClock};
 use augur_types::{Key, TxnId, Value};
 
@@ -31,11 +32,9 @@ pub fn first_read(
     let i = s.me;
     let max_vc = s.nlog.max_visible(vc, bounded, excluded)?;
     let version = newest(s, key, |writer, clock| {
-        let out_of_bounds = bounded
-            .iter()
-            .enumerate()
-            .any(|(w, b)| *b && clock.get(w) > max_vc.get(w));
-        out_of_bounds || clock.get(i) > max_vc.get(i) || excluded_by(excluded, writer, clock)
+        !within_bounds(clock, &max_vc, bounded)
+            || clock.get(i) > max_vc.get(i)
+            || excluded_by(excluded, writer, clock)
     })?;
     Some((max_vc, version))
 }
@@ -50,11 +49,7 @@ pub fn repeat_read(
     excluded: &[(TxnId, VClock)],
 ) -> Chosen {
     let version = newest(s, key, |writer, clock| {
-        let out_of_bounds = bounded
-            .iter()
-            .enumerate()
-            .any(|(w, b)| *b && clock.get(w) > vc.get(w));
-        out_of_bounds || excluded_by(excluded, writer, clock)
+        !within_bounds(clock, vc, bounded) || excluded_by(excluded, writer, clock)
     })?;
     Some((vc.clone(), version))
 }
