@@ -25,6 +25,11 @@ pub struct ProtocolInfo {
     /// Whether commit timestamps order each key's versions, so the checker may use them as
     /// (white-box) evidence of version order.
     pub commit_order_evidence: bool,
+    /// Whether the protocol promises that read-only transactions never abort because of other
+    /// transactions: `augur check` fails a seed whose history shows a read-only attempt
+    /// aborted for any reason but a failure (`Timeout`, `TransactionLost`) or an outlived
+    /// snapshot (`SnapshotTooOld`).
+    pub abort_free_read_only: bool,
     /// What the protocol assumes of the network, hence which faults `augur check` may inject.
     pub network: NetworkModel,
     /// Deliberately broken variants (`augur check --mutant NAME`) and what each breaks. A

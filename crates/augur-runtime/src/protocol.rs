@@ -116,6 +116,16 @@ pub trait Protocol: Send + Sized + 'static {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// What the node still keeps for transactions that should have ended, by a stable
+    /// snake_case name: once every client has stopped and the network has been calm for long
+    /// enough that every retry and timeout has fired, each count must be zero. `augur check`
+    /// asserts that after its liveness phase (its *quiescence* check), so a protocol whose
+    /// bookkeeping can leak (an entry nobody removes, a writer held for a reader that ended)
+    /// says here what to look at. The default keeps nothing that could leak.
+    fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Hand a client request to `protocol`, answering [`ClientOp::NodeStats`] on its behalf and

@@ -4,8 +4,12 @@
 //! Each seed runs two phases. In the *safety* phase clients run the workload while faults are
 //! injected; every attempt is recorded. In the *liveness* phase every fault is lifted (partitions
 //! healed, crashed nodes restarted, links reliable again) and every client must commit once more
-//! within [`LIVENESS_DEADLINE`]. The recorded history is then checked: the dependency-graph
-//! checker for `list-append` and `rw-register`, the invariants for `bank`.
+//! within [`LIVENESS_DEADLINE`]. Then, with the clients gone, the cluster is left alone for
+//! [`QUIESCENCE`] and every node must have let go of everything it kept for transactions
+//! ([`Protocol::leftovers`]: a writer still held, a queue entry nobody removes). The recorded
+//! history is then checked: the dependency-graph checker for `list-append` and `rw-register`,
+//! the invariants for `bank`; and a protocol whose read-only transactions never abort
+//! ([`ProtocolInfo::abort_free_read_only`]) must show no aborted read-only attempt.
 
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
@@ -15,7 +19,7 @@ use augur_client::{RunObserver, Runner, Session, Transport};
 use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
-use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
+use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader, RecordedOutcome};
 use augur_types::{AbortReason, LatencyProfile, NodeId, Placement, RequestForm};
 use augur_workloads::Workload;
 use clap::Args;
@@ -32,6 +36,10 @@ pub const CHECK_WORKLOADS: &[&str] = &["list-append", "rw-register", "bank"];
 
 /// How long after the faults end every client must have committed again.
 pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long the cluster runs on its own after the liveness phase before the quiescence check:
+/// long enough for every retry, re-subscription and doubled timeout of the protocols to fire.
+pub const QUIESCENCE: Duration = Duration::from_secs(20);
 
 /// How much a checked client speculates: every client reads speculatively and commits
 /// speculatively where the protocol allows, so the histories exercise dependencies, flow
@@ -386,14 +394,18 @@ pub struct SeedOutcome {
     pub seed: u64,
     pub history: History,
     pub report: CheckReport,
-    /// `Err` names the clients that did not commit after the faults ended.
+    /// `Err` names the clients that did not commit after the faults ended, or what a node
+    /// still kept once the cluster was left alone ([`QUIESCENCE`]).
     pub liveness: Result<(), String>,
+    /// `Err` names a read-only attempt aborted because of concurrency, in a protocol that
+    /// promises none ([`ProtocolInfo::abort_free_read_only`]).
+    pub read_only_aborts: Result<(), String>,
     pub messages_lost: u64,
 }
 
 impl SeedOutcome {
     pub fn passed(&self) -> bool {
-        self.report.is_valid() && self.liveness.is_ok()
+        self.report.is_valid() && self.liveness.is_ok() && self.read_only_aborts.is_ok()
     }
 }
 
@@ -408,11 +420,17 @@ impl CheckConfig {
         let (history, liveness, messages_lost, _) =
             registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
         let report = self.check_history(&history)?;
+        let read_only_aborts = if self.info.abort_free_read_only {
+            no_read_only_aborts(&history)
+        } else {
+            Ok(())
+        };
         Ok(SeedOutcome {
             seed,
             history,
             report,
             liveness,
+            read_only_aborts,
             messages_lost,
         })
     }
@@ -566,7 +584,8 @@ impl ProtocolVisitor for RunSeed<'_> {
         liveness.store(true, Ordering::SeqCst);
         let deadline = config.safety + LIVENESS_DEADLINE;
         let live = if sim.run_until_clients_done(deadline, Duration::from_millis(500)) {
-            Ok(())
+            sim.run_for(QUIESCENCE);
+            quiescent(&sim, &config.placement)
         } else {
             let stuck = clients - done.load(Ordering::SeqCst);
             Err(format!(
@@ -586,6 +605,62 @@ impl ProtocolVisitor for RunSeed<'_> {
             txns: recorder.records(),
         };
         (history, live, sim.messages_lost(), sim.forgery_counts())
+    }
+}
+
+/// `Err` names the first read-only attempt in `history` that aborted because of concurrency,
+/// and how many did. SSS's promise (§III) is that read-only transactions never abort because
+/// of other transactions; the injected faults may still end one: a client that gave up on an
+/// unreachable node (`Timeout`), a coordinator that crashed (`TransactionLost`), or a reader
+/// that outlived the versions kept (`SnapshotTooOld`).
+fn no_read_only_aborts(history: &History) -> Result<(), String> {
+    let failures = [
+        AbortReason::Timeout,
+        AbortReason::TransactionLost,
+        AbortReason::SnapshotTooOld,
+    ]
+    .map(AbortReason::name);
+    let mut aborted = history.txns.iter().filter(|t| {
+        t.read_only
+            && matches!(&t.outcome,
+                RecordedOutcome::Aborted { reason } if !failures.contains(&reason.as_str()))
+    });
+    let Some(first) = aborted.next() else {
+        return Ok(());
+    };
+    Err(format!(
+        "{} read-only attempts aborted because of concurrency, the first #{} ({}) of client {}: {:?}",
+        1 + aborted.count(),
+        first.index,
+        first.name,
+        first.client,
+        first.outcome
+    ))
+}
+
+/// `Err` names, per node, what the protocol still keeps for transactions ([`Protocol::leftovers`])
+/// once the cluster has been left alone after its clients stopped.
+fn quiescent<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Result<(), String> {
+    let left: Vec<String> = placement
+        .nodes()
+        .filter_map(|node| {
+            let kept: Vec<String> = sim
+                .node(node)
+                .leftovers()
+                .into_iter()
+                .filter(|(_, count)| *count > 0)
+                .map(|(what, count)| format!("{what} {count}"))
+                .collect();
+            (!kept.is_empty()).then(|| format!("node {}: {}", node.0, kept.join(", ")))
+        })
+        .collect();
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "not quiescent {QUIESCENCE:?} after the clients stopped: {}",
+            left.join("; ")
+        ))
     }
 }
 
@@ -779,6 +854,9 @@ fn report_failure(config: &CheckConfig, outcome: &SeedOutcome, level: IsolationL
     }
     if let Err(why) = &outcome.liveness {
         println!("seed {}: liveness: {why}", outcome.seed);
+    }
+    if let Err(why) = &outcome.read_only_aborts {
+        println!("seed {}: abort-free read-only transactions: {why}", outcome.seed);
     }
     let path = config
         .history_path(outcome.seed)

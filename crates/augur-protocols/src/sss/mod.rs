@@ -196,6 +196,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "SSS (ICDCS 2019) §III, Algorithms 1-6",
     summary: "vector clocks + snapshot-queues: 2PC updates held until older readers finish; abort-free read-only transactions",
     commit_order_evidence: false,
+    abort_free_read_only: true,
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -275,6 +276,18 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "the coordinator answers an update once 2PC decided, without waiting for the write replicas' acknowledgements",
     ),
     (
+        "no-propagated-set",
+        "update reads do not carry the key's readers, so writers that read from held writers are not held (A3)",
+    ),
+    (
+        "no-remove-forwarding",
+        "a replica never asks the coordinator of a reader it only inherited whether the reader ended, so that reader's R entries stay forever (a liveness failure the quiescence check flags)",
+    ),
+    (
+        "apply-out-of-order",
+        "a decided transaction is applied as soon as it is decided instead of in CommitQ order",
+    ),
+    (
         "per-key-holding",
         "[scenario] a read-only reader holds only the writers of the keys it read (the paper's scope), not every writer applied at the node after it read there",
     ),
@@ -289,6 +302,9 @@ enum Mutant {
     NoReaderEntries,
     NoExclusion,
     ReplyAtInternalCommit,
+    NoPropagatedSet,
+    NoRemoveForwarding,
+    ApplyOutOfOrder,
     PerKeyHolding,
     VcValidation,
 }
@@ -299,6 +315,9 @@ impl Mutant {
             "no-reader-entries" => Mutant::NoReaderEntries,
             "no-exclusion" => Mutant::NoExclusion,
             "reply-at-internal-commit" => Mutant::ReplyAtInternalCommit,
+            "no-propagated-set" => Mutant::NoPropagatedSet,
+            "no-remove-forwarding" => Mutant::NoRemoveForwarding,
+            "apply-out-of-order" => Mutant::ApplyOutOfOrder,
             "per-key-holding" => Mutant::PerKeyHolding,
             "vc-validation" => Mutant::VcValidation,
             _ => return None,
@@ -1451,6 +1470,10 @@ impl Sss {
         self.commit_q.remove(&(position, txn));
         self.commit_q.insert((mine, txn), true);
         p.voted = Some(mine);
+        if self.is(Mutant::ApplyOutOfOrder) {
+            self.commit_q.remove(&(mine, txn));
+            self.apply(ctx, txn);
+        }
         self.apply_ready(ctx);
         // A pending entry that became decided no longer blocks the pasts it is not in.
         self.wake_frontier_waiters(ctx);
@@ -1600,9 +1623,13 @@ impl Sss {
     fn subscribe_to(&mut self, ctx: &mut Ctx<'_, Self>, ro: TxnId) {
         let now = ctx.now();
         let patience = self.env.options.participant_timeout;
+        let forwarding = !self.is(Mutant::NoRemoveForwarding);
         let Some(reader) = self.readers.get_mut(&ro) else {
             return;
         };
+        if !forwarding && reader.holds_above.is_none() {
+            return; // the mutant: an inherited reader's end is never asked for
+        }
         if reader.subscribed.is_some_and(|at| now.since(at) < patience) {
             return;
         }
@@ -1873,7 +1900,7 @@ impl Sss {
         let entry = self.store.get(&key);
         let latest = entry.and_then(|e| e.latest_committed());
         let propagated = match entry {
-            Some(e) => e.meta.readers().collect(),
+            Some(e) if !self.is(Mutant::NoPropagatedSet) => e.meta.readers().collect(),
             _ => Vec::new(),
         };
         let answer = ReadAnswer {
@@ -2304,7 +2331,7 @@ impl Protocol for Sss {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
-        vec![
+        let mut counters = vec![
             ("ro_first_reads_waited", c.ro_first_reads_waited),
             ("ro_snapshot_too_old", c.ro_snapshot_too_old),
             ("ro_reads_resent", c.ro_reads_resent),
@@ -2315,12 +2342,27 @@ impl Protocol for Sss {
             ("updates_committed", c.updates_committed),
             ("update_latency_us", c.update_latency_us),
             ("precommit_hold_us", c.precommit_hold_us),
-            ("held_writers_now", self.held.len() as u64),
-            ("commit_queue_now", self.commit_q.len() as u64),
-            ("unreleased_now", self.unreleased.len() as u64),
-            ("queued_readers_now", self.readers.len() as u64),
+        ];
+        counters.extend(self.leftovers());
+        counters
+    }
+
+    fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        // Tombstones (`aborted`, `removed`) are not here: they are kept for the retention on
+        // purpose and collected by time.
+        vec![
+            ("held_writers", self.held.len() as u64),
+            ("commit_queue", self.commit_q.len() as u64),
+            ("unreleased_writers", self.unreleased.len() as u64),
+            ("frontier_waiters", self.frontier_waiters.len() as u64),
+            ("queued_readers", self.readers.len() as u64),
+            ("holding_readers", self.holding.len() as u64),
+            ("parked_reads", self.parked.len() as u64),
+            ("prepared_participants", self.participants.len() as u64),
+            ("coordinated_transactions", self.coord.len() as u64),
+            ("decisions_kept", self.decided.iter().count() as u64),
             (
-                "nonempty_queues_now",
+                "nonempty_snapshot_queues",
                 self.store
                     .iter()
                     .filter(|(_, e)| !e.meta.is_empty())
