@@ -35,7 +35,9 @@ pub struct ProtocolInfo {
     /// Deliberately broken variants (`augur check --mutant NAME`) and what each breaks. A
     /// description starting with [`SCENARIO_ONLY`] names a mutant whose anomaly needs a timing
     /// the randomized `augur check` workloads do not reach: the protocol's scenario tests show
-    /// it instead.
+    /// it instead. One starting with [`MASKED`] names a mechanism of the paper whose hole
+    /// another mechanism of the implementation also closes, so that nothing fails without it;
+    /// its description says which, and the protocol's docs say why.
     pub mutants: &'static [(&'static str, &'static str)],
     /// The protocol-specific settings it accepts (`--set protocol.NAME=VALUE`, or
     /// `[options.settings]` in a cluster file).
@@ -51,6 +53,9 @@ pub use augur_runtime::one_shot::{INTERACTIVE_AND_ONE_SHOT, INTERACTIVE_ONLY, Re
 
 /// How a mutant's description starts when only scenario tests show its anomaly.
 pub const SCENARIO_ONLY: &str = "[scenario]";
+
+/// How a mutant's description starts when another mechanism masks what it removes.
+pub const MASKED: &str = "[masked]";
 
 /// The speculation a protocol offers its clients (see `augur_client::Degree`).
 #[derive(Clone, Copy, Debug, Serialize)]

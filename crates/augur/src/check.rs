@@ -856,7 +856,10 @@ fn report_failure(config: &CheckConfig, outcome: &SeedOutcome, level: IsolationL
         println!("seed {}: liveness: {why}", outcome.seed);
     }
     if let Err(why) = &outcome.read_only_aborts {
-        println!("seed {}: abort-free read-only transactions: {why}", outcome.seed);
+        println!(
+            "seed {}: abort-free read-only transactions: {why}",
+            outcome.seed
+        );
     }
     let path = config
         .history_path(outcome.seed)
