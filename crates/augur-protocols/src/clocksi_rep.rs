@@ -106,7 +106,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "STR §6.1 (Clock-SI with synchronous master-slave replication)",
     summary: "physical-clock snapshots, 2PC certification at masters, replicated prepares",
     commit_order_evidence: true,
-    abort_free_read_only: false,
+    promises: &[],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

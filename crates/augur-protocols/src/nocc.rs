@@ -29,7 +29,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "baseline (upper bound for overhead ratios)",
     summary: "no concurrency control: reads the latest version, writes blindly; incorrect by design",
     commit_order_evidence: false,
-    abort_free_read_only: false,
+    promises: &[],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

@@ -40,7 +40,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "STR §8 baseline (PLANET-style speculative commit over ClockSI-Rep)",
     summary: "clocksi-rep plus the speculative commit of at most one transaction per client; no speculative reads",
     commit_order_evidence: true,
-    abort_free_read_only: false,
+    promises: &[],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

@@ -25,11 +25,9 @@ pub struct ProtocolInfo {
     /// Whether commit timestamps order each key's versions, so the checker may use them as
     /// (white-box) evidence of version order.
     pub commit_order_evidence: bool,
-    /// Whether the protocol promises that read-only transactions never abort because of other
-    /// transactions: `augur check` fails a seed whose history shows a read-only attempt
-    /// aborted for any reason but a failure (`Timeout`, `TransactionLost`) or an outlived
-    /// snapshot (`SnapshotTooOld`).
-    pub abort_free_read_only: bool,
+    /// What the protocol promises beyond its isolation level, each checked by `augur check`
+    /// on every recorded history ([`Promise`]).
+    pub promises: &'static [Promise],
     /// What the protocol assumes of the network, hence which faults `augur check` may inject.
     pub network: NetworkModel,
     /// Deliberately broken variants (`augur check --mutant NAME`) and what each breaks. A
@@ -50,6 +48,21 @@ pub struct ProtocolInfo {
 
 /// The request forms, defined with the runtime that refuses a form a protocol does not serve.
 pub use augur_runtime::one_shot::{INTERACTIVE_AND_ONE_SHOT, INTERACTIVE_ONLY, RequestForm};
+
+/// A property a protocol promises beyond its isolation level, which `augur check` verifies on
+/// every history it records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Promise {
+    /// Read-only transactions never abort because of other transactions: no read-only attempt
+    /// aborts for any reason but a failure (`Timeout`, `TransactionLost`) or an outlived
+    /// snapshot (`SnapshotTooOld`) (SSS §III, DST).
+    AbortFreeReadOnly,
+    /// An update that a read-only transaction did not see (it overwrote a version the reader
+    /// read) is acknowledged to its client no earlier than the reader is (SSS §III-B's
+    /// snapshot-queues). Checked on `list-append`, where a read shows which appends it missed.
+    MissedWriterRepliesAfterReader,
+}
 
 /// How a mutant's description starts when only scenario tests show its anomaly.
 pub const SCENARIO_ONLY: &str = "[scenario]";

@@ -110,7 +110,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "STR §5-6, Algorithms 1-2 (speculative snapshot isolation)",
     summary: "clocksi-rep plus local commit, speculative reads of same-node local-committed versions, speculative commits, PreciseClock",
     commit_order_evidence: true,
-    abort_free_read_only: false,
+    promises: &[],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

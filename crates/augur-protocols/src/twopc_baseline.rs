@@ -115,7 +115,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "SSS (ICDCS 2019) §V baseline",
     summary: "single version; every transaction, read-only too, locks, validates its reads and commits by 2PC at every replica",
     commit_order_evidence: true,
-    abort_free_read_only: false,
+    promises: &[],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

@@ -8,18 +8,21 @@
 //! [`QUIESCENCE`] and every node must have let go of everything it kept for transactions
 //! ([`Protocol::leftovers`]: a writer still held, a queue entry nobody removes). The recorded
 //! history is then checked: the dependency-graph checker for `list-append` and `rw-register`,
-//! the invariants for `bank`; and a protocol whose read-only transactions never abort
-//! ([`ProtocolInfo::abort_free_read_only`]) must show no aborted read-only attempt.
+//! the invariants for `bank`; and what the protocol promises beyond its level
+//! ([`ProtocolInfo::promises`]: read-only transactions that never abort, updates acknowledged
+//! only after the readers that missed them) must hold in the history.
 
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
 use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
-use augur_protocols::registry::{self, IsolationLevel, ProtocolInfo, ProtocolVisitor};
+use augur_protocols::registry::{self, IsolationLevel, Promise, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
-use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader, RecordedOutcome};
+use augur_types::history::{
+    HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome, TxnRecord,
+};
 use augur_types::{AbortReason, LatencyProfile, NodeId, Placement, RequestForm};
 use augur_workloads::Workload;
 use clap::Args;
@@ -397,15 +400,15 @@ pub struct SeedOutcome {
     /// `Err` names the clients that did not commit after the faults ended, or what a node
     /// still kept once the cluster was left alone ([`QUIESCENCE`]).
     pub liveness: Result<(), String>,
-    /// `Err` names a read-only attempt aborted because of concurrency, in a protocol that
-    /// promises none ([`ProtocolInfo::abort_free_read_only`]).
-    pub read_only_aborts: Result<(), String>,
+    /// `Err` names a promise of the protocol ([`ProtocolInfo::promises`]) that the history
+    /// breaks, and where.
+    pub promises: Result<(), String>,
     pub messages_lost: u64,
 }
 
 impl SeedOutcome {
     pub fn passed(&self) -> bool {
-        self.report.is_valid() && self.liveness.is_ok() && self.read_only_aborts.is_ok()
+        self.report.is_valid() && self.liveness.is_ok() && self.promises.is_ok()
     }
 }
 
@@ -420,17 +423,23 @@ impl CheckConfig {
         let (history, liveness, messages_lost, _) =
             registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
         let report = self.check_history(&history)?;
-        let read_only_aborts = if self.info.abort_free_read_only {
-            no_read_only_aborts(&history)
-        } else {
-            Ok(())
-        };
+        let promises = self
+            .info
+            .promises
+            .iter()
+            .try_for_each(|promise| match promise {
+                Promise::AbortFreeReadOnly => no_read_only_aborts(&history),
+                Promise::MissedWriterRepliesAfterReader if self.workload == "list-append" => {
+                    missed_writers_reply_after_readers(&history)
+                }
+                Promise::MissedWriterRepliesAfterReader => Ok(()),
+            });
         Ok(SeedOutcome {
             seed,
             history,
             report,
             liveness,
-            read_only_aborts,
+            promises,
             messages_lost,
         })
     }
@@ -636,6 +645,59 @@ fn no_read_only_aborts(history: &History) -> Result<(), String> {
         first.client,
         first.outcome
     ))
+}
+
+/// `Err` names a committed update that a committed read-only transaction missed (on
+/// `list-append`: the reader's read of a key lacks the element the update appended there, so
+/// the reader is serialized before it) and whose client heard of its commit before the
+/// reader's did.
+fn missed_writers_reply_after_readers(history: &History) -> Result<(), String> {
+    use std::collections::HashMap;
+    // Per key, each committed update's appended element (the last of the list it wrote), with
+    // when its client heard of the commit.
+    let mut appended: HashMap<&str, Vec<(&str, &TxnRecord)>> = HashMap::new();
+    for t in history
+        .txns
+        .iter()
+        .filter(|t| !t.read_only && t.is_committed())
+    {
+        for op in &t.ops {
+            if let Op::Write {
+                key,
+                value: Some(list),
+            } = op
+                && let Some(element) = list.split_ascii_whitespace().next_back()
+            {
+                appended.entry(key).or_default().push((element, t));
+            }
+        }
+    }
+    for r in history
+        .txns
+        .iter()
+        .filter(|t| t.read_only && t.is_committed())
+    {
+        for op in &r.ops {
+            let Op::Read { key, value } = op else {
+                continue;
+            };
+            let seen: Vec<&str> = value
+                .as_deref()
+                .map(|v| v.split_ascii_whitespace().collect())
+                .unwrap_or_default();
+            for (element, w) in appended.get(key.as_str()).into_iter().flatten() {
+                if !seen.contains(element) && w.complete_us < r.complete_us {
+                    return Err(format!(
+                        "update #{} ({} of client {}) appended {element} to {key}, which read-only \
+                         #{} (client {}) did not see, yet its client heard of its commit at {} µs, \
+                         before the reader's did at {} µs",
+                        w.index, w.name, w.client, r.index, r.client, w.complete_us, r.complete_us
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `Err` names, per node, what the protocol still keeps for transactions ([`Protocol::leftovers`])
@@ -855,11 +917,8 @@ fn report_failure(config: &CheckConfig, outcome: &SeedOutcome, level: IsolationL
     if let Err(why) = &outcome.liveness {
         println!("seed {}: liveness: {why}", outcome.seed);
     }
-    if let Err(why) = &outcome.read_only_aborts {
-        println!(
-            "seed {}: abort-free read-only transactions: {why}",
-            outcome.seed
-        );
+    if let Err(why) = &outcome.promises {
+        println!("seed {}: broken promise: {why}", outcome.seed);
     }
     let path = config
         .history_path(outcome.seed)

@@ -31,8 +31,8 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Run a protocol in the deterministic simulator under faults and check every seed's
     /// history against the isolation level it claims. Exit status: 0 every seed passed, 1 an
-    /// anomaly, a liveness or quiescence failure, or a broken promise (an aborted read-only
-    /// transaction of a protocol that promises none) was found, 2 bad input.
+    /// anomaly, a liveness or quiescence failure, or a broken promise of the protocol (an
+    /// aborted read-only transaction where none may abort...) was found, 2 bad input.
     Check(Box<augur::check::CheckArgs>),
     /// Fault injection over real processes: start a cluster of node processes (each in a
     /// network namespace where possible), run `bank` and `list-append` with recorded histories

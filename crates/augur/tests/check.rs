@@ -39,7 +39,7 @@ fn first_failure(config: &CheckConfig) -> Option<(u64, String)> {
                 .next()
                 .map(|a| a.to_string())
                 .or_else(|| outcome.liveness.clone().err())
-                .or_else(|| outcome.read_only_aborts.clone().err())
+                .or_else(|| outcome.promises.clone().err())
                 .unwrap_or_default();
             return Some((seed, why));
         }

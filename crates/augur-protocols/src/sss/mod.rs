@@ -178,8 +178,8 @@ use crate::common::coordinator::{ByReplica, Pending};
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
 use crate::common::vclock::{Causality, VClock};
-use crate::registry::SettingInfo;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::{Promise, SettingInfo};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
@@ -202,7 +202,10 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "SSS (ICDCS 2019) §III, Algorithms 1-6",
     summary: "vector clocks + snapshot-queues: 2PC updates held until older readers finish; abort-free read-only transactions",
     commit_order_evidence: false,
-    abort_free_read_only: true,
+    promises: &[
+        Promise::AbortFreeReadOnly,
+        Promise::MissedWriterRepliesAfterReader,
+    ],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -271,7 +274,7 @@ pub fn parse_lock_timeout(value: &str) -> Option<Duration> {
 pub const MUTANTS: &[(&str, &str)] = &[
     (
         "no-reader-entries",
-        "[scenario] read-only reads leave no R entry in the snapshot-queue, so no writer is ever held",
+        "read-only reads leave no R entry in the snapshot-queue, so no writer is ever held (updates a reader missed answer before it: the reply-order promise)",
     ),
     (
         "no-exclusion",
@@ -295,7 +298,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "per-key-holding",
-        "[scenario] a read-only reader holds only the writers of the keys it read (the paper's scope), not every writer applied at the node after it read there",
+        "a read-only reader holds only the writers of the keys it read (the paper's scope), not every writer applied at the node after it read there (the reply-order promise, and the scenario tests)",
     ),
     (
         "vc-validation",

@@ -11,7 +11,7 @@ pub const PEERS: &[ProtocolInfo] = &[
         paper: "reference peer: PostgreSQL SERIALIZABLE (serializable snapshot isolation)",
         summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
         commit_order_evidence: false,
-        abort_free_read_only: false,
+        promises: &[],
         network: NetworkModel {
             tolerates_loss: false,
             tolerates_reordering: false,
@@ -27,7 +27,7 @@ pub const PEERS: &[ProtocolInfo] = &[
         paper: "reference peer: PostgreSQL REPEATABLE READ (snapshot isolation)",
         summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
         commit_order_evidence: false,
-        abort_free_read_only: false,
+        promises: &[],
         network: NetworkModel {
             tolerates_loss: false,
             tolerates_reordering: false,
