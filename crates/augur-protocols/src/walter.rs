@@ -84,7 +84,7 @@
 //!   reuses a sequence number that left it (output leaves only once durable).
 //! * **Propagation retries.** A coordinator keeps each of its committed transactions (its
 //!   outbox) until every node reported (`Status`) having applied it, and resends it to a node
-//!   that has not once a round trip and a status interval have passed.
+//!   that has not once a round trip and two status intervals have passed.
 //! * **Termination.** A preferred site holding a transaction's locks for `participant_timeout`
 //!   asks its coordinator (at once after a restart), which resends the transaction if it
 //!   committed (still in its outbox, since that site has not applied it), says nothing while
@@ -984,8 +984,9 @@ impl Walter {
         // Statuses may arrive out of order: keep the newest (both only grow).
         self.applied_at[i].merge(&applied);
         self.low_at[i].merge(&low);
-        // Resend this node's transactions `from` has not applied, once a round trip and a
-        // status interval have passed since they were last sent.
+        // Resend this node's transactions `from` has not applied, once a round trip and two
+        // status intervals have passed since they were last sent (the status itself may be
+        // one interval old).
         let me = self.id();
         let patience = 2 * self.env.placement.one_way(me, from) + 2 * self.env.options.gc_interval;
         let now = ctx.now();
