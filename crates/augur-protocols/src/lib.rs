@@ -14,6 +14,7 @@ pub mod registry;
 pub mod sss;
 pub mod str;
 pub mod twopc_baseline;
+pub mod walter;
 
 /// The 2PC family's participant side and durable records, now under [`common`]; kept here for
 /// callers outside the crate (benches, recovery tools).

@@ -257,6 +257,7 @@ register! {
     AtCoordinator<crate::planet::Planet> => crate::planet::INFO,
     AtCoordinator<crate::sss::Sss> => crate::sss::INFO,
     AtCoordinator<crate::twopc_baseline::TwoPcBaseline> => crate::twopc_baseline::INFO,
+    AtCoordinator<crate::walter::Walter> => crate::walter::INFO,
 }
 
 const _: () = assert!(
@@ -284,7 +285,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("walter", "SSS §V baseline: Walter (PSI)"),
     ("rococo", "SSS §V baseline: ROCOCO"),
     ("dst-occ", "DST over OCC"),
     ("dst-2pl", "DST over 2PL"),
@@ -433,7 +433,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, walter"
         );
     }
 }

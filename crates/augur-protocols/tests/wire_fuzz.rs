@@ -4,7 +4,8 @@
 //! simulator's forgery runs (`crates/augur/tests/forgery.rs`) take what passes on to the
 //! handlers themselves.
 
-use augur_protocols::{clocksi_rep, nocc, str as str_protocol, twopc_baseline};
+use augur_protocols::common::vclock::VClock;
+use augur_protocols::{clocksi_rep, nocc, str as str_protocol, twopc_baseline, walter};
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
 use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
 use augur_types::{
@@ -17,7 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 11;
+const CORPUS_LEN: usize = 13;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -97,6 +98,17 @@ fn corpus() -> Vec<Vec<u8>> {
             reads: vec![(key.clone(), Some(txn))],
             writes: writes.clone(),
         }),
+        // Vector timestamps: an altered length byte must be refused, not compared.
+        frame(walter::Msg::Propagate {
+            txn,
+            seq: 3,
+            start: VClock::from(vec![1, 0, 2]),
+            writes: writes.clone(),
+        }),
+        frame(walter::Msg::Status {
+            applied: VClock::from(vec![4, 1, 2]),
+            low: VClock::from(vec![3, 1, 2]),
+        }),
         encode_frame(&Body::<()>::Request(ClientRequest {
             client: ClientId(3),
             id: RequestId(9),
@@ -132,6 +144,7 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<str_protocol::Msg>(frame, placement);
     take_off_the_wire::<nocc::Msg>(frame, placement);
     take_off_the_wire::<twopc_baseline::Msg>(frame, placement);
+    take_off_the_wire::<walter::Msg>(frame, placement);
 }
 
 proptest! {

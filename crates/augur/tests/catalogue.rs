@@ -16,7 +16,8 @@
 //!    aborts and why, what each read returned (`clocksi-rep` aborts the second writer of a key;
 //!    `2pc-baseline` validates every transaction's reads at commit, read-only ones too, and so
 //!    aborts a reader that the snapshot protocols let commit; `sss` commits updates by the same
-//!    2PC but never validates a read-only transaction; `nocc` installs whatever it is sent
+//!    2PC but never validates a read-only transaction; `walter` commits at the keys' preferred
+//!    sites (their masters) alone and never waits for a lock; `nocc` installs whatever it is sent
 //!    and so shows the anomaly). Where the mechanism differs
 //!    between protocols, a scenario states it for each registered protocol by name, and a
 //!    protocol it does not name fails the test ("no expectation for protocol X: add one"): a
@@ -533,6 +534,20 @@ fn g0_dirty_write() {
                 }
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
+            "walter" => {
+                // Both commit slowly (x's preferred site is node 0, y's node 1). T1's own node
+                // locks x at once, before T2's prepare arrives; T2's prepare reaches node 1
+                // before T1's and locks y. A Walter preferred site never waits for a lock: each
+                // gets a no vote where the other holds the lock, and both abort.
+                assert_eq!(o.abort_reason("T1"), Some("write_write_conflict"));
+                assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
+                for reader in ["T3", "T4"] {
+                    assert!(o.committed(reader));
+                    assert_eq!(o.read(reader, &x()), [1]);
+                    assert_eq!(o.read(reader, &y()), [2]);
+                }
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             "nocc" => {
                 // Both commit, stamped with the same clock reading, and every replica keeps the
                 // version that reached it last. T1's coordinator (node 0) applies T1 at once and
@@ -601,8 +616,10 @@ fn g1a_aborted_read() {
         // A rollback never ships its writes: nobody can see T1's element.
         assert_eq!(o.abort_reason("T1"), Some("user_rollback"));
         assert_eq!(o.read("T2", &x()), [1]);
-        // T3's commit was shipped, but a replica never acknowledged it.
-        assert_eq!(o.abort_reason("T3"), Some("timeout"));
+        if o.info.name != "walter" {
+            // T3's commit was shipped, but a replica never acknowledged it.
+            assert_eq!(o.abort_reason("T3"), Some("timeout"));
+        }
         match o.info.name {
             // The abort removes T3's prepared (for str and planet, first local-committed)
             // version everywhere it was installed.
@@ -613,6 +630,14 @@ fn g1a_aborted_read() {
                 // and the crashed slave never votes: it aborts too.
                 assert_eq!(o.read("T4", &x()), [1]);
                 assert_eq!(o.abort_reason("T4"), Some("timeout"));
+            }
+            "walter" => {
+                // x's master alone decides T3 (a fast commit at its coordinator, node 0);
+                // the crashed slave gets it by propagation when it is back. Nothing aborted,
+                // so there is nothing to read wrongly: T4 reads T3's append.
+                assert!(o.committed("T3") && o.committed("T4"));
+                assert_eq!(o.read("T4", &x()), [1, 3]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
             "sss" => {
                 // T3 was never applied anywhere; T4, read-only, reads x from the first replica
@@ -715,9 +740,10 @@ fn g1c_circular_information_flow() {
         assert_eq!(o.read("T2", &x()), [1]);
         assert!(!o.shows_cycle(CycleKind::G1c));
         match o.info.name {
-            "clocksi-rep" | "str" | "planet" => {
+            "clocksi-rep" | "str" | "planet" | "walter" => {
                 // T1's snapshot predates T2's commit: each missed the other's write, a write
-                // skew (allowed by snapshot isolation, and by SPSI) instead of a circular flow.
+                // skew (allowed by snapshot isolation, by SPSI and by PSI) instead of a
+                // circular flow.
                 assert_eq!(o.read("T1", &y()), [2]);
                 assert!(o.shows(G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
@@ -777,8 +803,9 @@ fn lost_update_anomaly() {
 fn expect_lost_update(o: &Observed) {
     assert!(o.committed("T1"));
     match o.info.name {
-        "clocksi-rep" | "str" | "planet" => {
-            // First committer wins: T1's version is newer than T2's snapshot.
+        "clocksi-rep" | "str" | "planet" | "walter" => {
+            // First committer wins: T1's version is newer than T2's snapshot (walter: T1's
+            // version at x's preferred site is not in T2's start vector timestamp).
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
@@ -833,7 +860,7 @@ fn g_single_read_skew() {
         assert_eq!(o.read("T1", &x()), [1]);
         match o.info.name {
             // T1 reads y in the snapshot it began with.
-            "clocksi-rep" | "str" | "planet" => {
+            "clocksi-rep" | "str" | "planet" | "walter" => {
                 assert!(o.committed("T1"));
                 assert_eq!(o.read("T1", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
@@ -910,8 +937,8 @@ fn g2_item_write_skew() {
         assert_eq!(o.read("T2", &x()), [1]);
         assert_eq!(o.read("T3", &x()), [1, 3]);
         match o.info.name {
-            // Disjoint write sets: nothing for snapshot isolation (or nocc) to refuse.
-            "clocksi-rep" | "str" | "planet" | "nocc" => {
+            // Disjoint write sets: nothing for snapshot isolation, PSI (or nocc) to refuse.
+            "clocksi-rep" | "str" | "planet" | "walter" | "nocc" => {
                 assert!(o.committed("T2"));
                 assert_eq!(o.read("T3", &y()), [2, 4]);
                 assert!(o.shows(G2_ITEM));
@@ -969,7 +996,7 @@ fn observed_transaction_vanishes() {
         assert!(o.committed("T1") && o.committed("T3"));
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
-            "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" => {
+            "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);

@@ -35,7 +35,7 @@
 
 pub mod scenarios;
 
-use augur_client::{CommitProgress, Outcome, Session, Transport};
+use augur_client::{CommitProgress, HistoryRecorder, Outcome, Session, Transport};
 use augur_runtime::sim::{SimConfig, Simulation, Trace};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::{Key, LatencyProfile, NodeId, Placement};
@@ -195,10 +195,25 @@ pub fn spawn_client<P: Protocol>(
     txns: Vec<Txn>,
     observed: &Observed,
 ) {
+    spawn_client_recorded(sim, home, start, txns, observed, None);
+}
+
+/// [`spawn_client`], also recording the client's history in `recorder` (for the checker).
+pub fn spawn_client_recorded<P: Protocol>(
+    sim: &mut Simulation<P>,
+    home: u32,
+    start: Duration,
+    txns: Vec<Txn>,
+    observed: &Observed,
+    recorder: Option<HistoryRecorder>,
+) {
     let observed = observed.clone();
     sim.spawn_client(NodeId(home), move |t| async move {
         t.sleep(start).await;
-        let session = Session::new(t);
+        let session = match recorder {
+            Some(recorder) => Session::recorded(t, recorder),
+            None => Session::new(t),
+        };
         let mut speculative = Vec::new();
         'txns: for txn in txns {
             let name = txn.name;
