@@ -81,6 +81,12 @@ struct Point {
     misspeculation_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     final_degree: Option<String>,
+    /// For SSS: the share of update latency spent in the snapshot-queue (Fig. 5), and the
+    /// mean update latency to external commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    snapshot_queue_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean_update_latency_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -372,6 +378,8 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                         .speculation_stats
                         .as_ref()
                         .and_then(|s| s.degree_timeline.last().map(|(_, d)| d.clone())),
+                    snapshot_queue_share: r.update_split.as_ref().map(|u| u.snapshot_queue_share),
+                    mean_update_latency_ms: r.update_split.as_ref().map(|u| u.mean_latency_ms),
                 });
             }
         }

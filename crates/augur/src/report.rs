@@ -199,6 +199,14 @@ pub struct ProtocolResult {
     /// What the speculation did, for protocols that speculate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculation_stats: Option<SpeculationStats>,
+    /// The nodes' protocol counters over the measurement window, summed (what each protocol
+    /// reports as `Protocol::counters`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub protocol_counters: BTreeMap<String, u64>,
+    /// For a protocol that answers an update only after an internal commit (SSS's external
+    /// commit): where its update transactions' latency went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_split: Option<UpdateSplit>,
     /// With `--runtime sim`: the CPU model's accounts over the measurement window (per kind of
     /// input: how many, the work they reported, modelled and measured time) and each node's
     /// modelled busy fraction. Absent with `sim.cores=unlimited`, where work takes no time
@@ -212,6 +220,35 @@ pub struct ProtocolResult {
     /// which the rates are computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_after_s: Option<f64>,
+}
+
+/// SSS Fig. 5's split of update latency, from the coordinators' counters over the window:
+/// `updates_committed`, `update_latency_us` (begin to external commit, summed) and
+/// `precommit_hold_us` (internal commit to acknowledgement at the slowest write replica, summed:
+/// the time in the snapshot-queue).
+#[derive(Clone, Debug, Serialize)]
+pub struct UpdateSplit {
+    pub updates: u64,
+    /// Mean begin → external commit.
+    pub mean_latency_ms: f64,
+    /// Mean internal commit → acknowledgement (snapshot-queue wait).
+    pub mean_snapshot_queue_ms: f64,
+    /// The snapshot-queue wait as a fraction of the whole.
+    pub snapshot_queue_share: f64,
+}
+
+impl UpdateSplit {
+    fn new(counters: &BTreeMap<String, u64>) -> Option<UpdateSplit> {
+        let updates = *counters.get("updates_committed").filter(|n| **n > 0)?;
+        let latency = *counters.get("update_latency_us")? as f64;
+        let held = *counters.get("precommit_hold_us")? as f64;
+        Some(UpdateSplit {
+            updates,
+            mean_latency_ms: latency / updates as f64 / 1000.0,
+            mean_snapshot_queue_ms: held / updates as f64 / 1000.0,
+            snapshot_queue_share: if latency > 0.0 { held / latency } else { 0.0 },
+        })
+    }
 }
 
 /// STR §8's metrics of speculation over the measurement window.
@@ -336,6 +373,7 @@ impl ProtocolResult {
             })
             .collect();
         let speculation_stats = info.speculation.map(|_| SpeculationStats::new(&stats));
+        let update_split = UpdateSplit::new(&stats.protocol_counters);
         let interrupted_after_s = stats.interrupted_after.map(|d| d.as_secs_f64());
         let measured_s = interrupted_after_s.unwrap_or(config.duration_s);
         ProtocolResult {
@@ -373,6 +411,8 @@ impl ProtocolResult {
                 .collect(),
             latency_cdf_ms: cdf_of(&latency_us),
             speculation_stats,
+            update_split,
+            protocol_counters: stats.protocol_counters,
             modelled_cpu: stats.cpu,
             samples,
             interrupted_after_s,
@@ -462,6 +502,19 @@ pub fn finish(config: &BenchConfig, mut results: Vec<ProtocolResult>) -> anyhow:
                 "{:<26} modelled CPU: busiest node {:.0}% busy",
                 r.protocol,
                 busiest * 100.0
+            );
+        }
+    }
+    for r in &results {
+        if let Some(u) = &r.update_split {
+            println!(
+                "{:<26} updates: mean {:.2} ms to external commit, {:.2} ms of it in the \
+                 snapshot-queue ({:.0}%), over {} updates",
+                r.protocol,
+                u.mean_latency_ms,
+                u.mean_snapshot_queue_ms,
+                u.snapshot_queue_share * 100.0,
+                u.updates
             );
         }
     }

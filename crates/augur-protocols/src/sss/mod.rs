@@ -2343,7 +2343,7 @@ impl Protocol for Sss {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
-        let mut counters = vec![
+        vec![
             ("ro_first_reads_waited", c.ro_first_reads_waited),
             ("ro_snapshot_too_old", c.ro_snapshot_too_old),
             ("ro_reads_resent", c.ro_reads_resent),
@@ -2354,9 +2354,7 @@ impl Protocol for Sss {
             ("updates_committed", c.updates_committed),
             ("update_latency_us", c.update_latency_us),
             ("precommit_hold_us", c.precommit_hold_us),
-        ];
-        counters.extend(self.leftovers());
-        counters
+        ]
     }
 
     fn leftovers(&self) -> Vec<(&'static str, u64)> {
