@@ -87,14 +87,15 @@
 //! replication, applying outcomes, termination and garbage collection are the family's shared
 //! machinery ([`crate::common::two_phase`]).
 
-use crate::common::coordinator::{PartitionWrites, Pending, group_by_partition};
+use crate::common::coordinator::{InteractiveCoordinator, PartitionWrites, Pending};
+use crate::common::coordinator::{group_by_partition, serve_interactive};
 use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_of};
 use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
-use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use std::convert::Infallible;
@@ -222,101 +223,6 @@ impl ClockSiRep {
 
     fn id(&self) -> NodeId {
         self.core.env.id
-    }
-
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.core.ids.allocate(ctx);
-        let floor = self
-            .session_floor
-            .get(&pending.client)
-            .copied()
-            .unwrap_or_default();
-        let snapshot = ctx.now().max(floor);
-        self.coordinated.insert(
-            txn,
-            CoordTxn {
-                client: pending.client,
-                snapshot,
-                read_only,
-                phase: Phase::Executing,
-                pending: None,
-                read_seq: 0,
-                last_active: ctx.now(),
-            },
-        );
-        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
-    }
-
-    /// Reads go to the coordinator's own replica when it has one, else to the nearest.
-    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
-        let Some(t) = self.coordinated.get_mut(&txn) else {
-            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
-        };
-        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
-            let why = format!("transaction {txn:?} already has a request in flight");
-            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
-        }
-        t.pending = Some(pending);
-        t.read_seq += 1;
-        t.last_active = ctx.now();
-        let read = ReadRequest {
-            txn,
-            seq: t.read_seq,
-            key,
-            snapshot: t.snapshot,
-            speculative: false,
-        };
-        let partition = self.core.env.placement.partition_of(&read.key);
-        if self.core.env.placement.replicates(self.id(), partition) {
-            self.serve_read(ctx, read);
-        } else {
-            self.read_remotely(ctx, read, partition);
-        }
-    }
-
-    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
-        let Some(t) = self.coordinated.get(&txn) else {
-            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
-        };
-        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
-            let why = format!("transaction {txn:?} already has a request in flight");
-            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
-        }
-        if t.read_only && !writes.is_empty() {
-            let err = RequestError::WriteInReadOnly(txn);
-            return pending.answer(ctx, ClientReply::Rejected(err));
-        }
-        let snapshot = t.snapshot;
-        if writes.is_empty() {
-            // Read-only transactions commit as soon as they finish executing (§6.1).
-            self.coordinated.remove(&txn);
-            return pending.answer(
-                ctx,
-                ClientReply::Committed {
-                    commit_ts: snapshot,
-                },
-            );
-        }
-        let placement = self.core.env.placement.clone();
-        let grouped = group_by_partition(&placement, writes);
-        if let Err(reason) = self.certify_locally(txn, snapshot, &grouped) {
-            self.coordinated.remove(&txn);
-            return pending.answer(ctx, ClientReply::Aborted(reason));
-        }
-        let acks_needed = grouped.keys().map(|p| placement.replicas(*p).len()).sum();
-        let partitions: Vec<PartitionId> = grouped.keys().copied().collect();
-        let t = self.coordinated.get_mut(&txn).expect("checked above");
-        t.pending = Some(pending);
-        t.phase = Phase::Committing {
-            acks_needed,
-            commit_ts: snapshot.next(),
-            partitions,
-        };
-        ctx.set_timer(
-            self.core.env.options.participant_timeout,
-            Timer::CommitTimeout(txn),
-        );
-        self.send_prepares(ctx, txn, snapshot, grouped);
     }
 
     /// Local certification (§6.1): only against keys this node replicates but does not master,
@@ -583,6 +489,113 @@ fn precise_clock_setting(env: &NodeEnv) -> bool {
     }
 }
 
+impl InteractiveCoordinator for ClockSiRep {
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.core.ids.allocate(ctx);
+        let floor = self
+            .session_floor
+            .get(&pending.client)
+            .copied()
+            .unwrap_or_default();
+        let snapshot = ctx.now().max(floor);
+        self.coordinated.insert(
+            txn,
+            CoordTxn {
+                client: pending.client,
+                snapshot,
+                read_only,
+                phase: Phase::Executing,
+                pending: None,
+                read_seq: 0,
+                last_active: ctx.now(),
+            },
+        );
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    /// Reads go to the coordinator's own replica when it has one, else to the nearest.
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let Some(t) = self.coordinated.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+        }
+        t.pending = Some(pending);
+        t.read_seq += 1;
+        t.last_active = ctx.now();
+        let read = ReadRequest {
+            txn,
+            seq: t.read_seq,
+            key,
+            snapshot: t.snapshot,
+            speculative: false,
+        };
+        let partition = self.core.env.placement.partition_of(&read.key);
+        if self.core.env.placement.replicates(self.id(), partition) {
+            self.serve_read(ctx, read);
+        } else {
+            self.read_remotely(ctx, read, partition);
+        }
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let Some(t) = self.coordinated.get(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
+        }
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        let snapshot = t.snapshot;
+        if writes.is_empty() {
+            // Read-only transactions commit as soon as they finish executing (§6.1).
+            self.coordinated.remove(&txn);
+            return pending.answer(
+                ctx,
+                ClientReply::Committed {
+                    commit_ts: snapshot,
+                },
+            );
+        }
+        let placement = self.core.env.placement.clone();
+        let grouped = group_by_partition(&placement, writes);
+        if let Err(reason) = self.certify_locally(txn, snapshot, &grouped) {
+            self.coordinated.remove(&txn);
+            return pending.answer(ctx, ClientReply::Aborted(reason));
+        }
+        let acks_needed = grouped.keys().map(|p| placement.replicas(*p).len()).sum();
+        let partitions: Vec<PartitionId> = grouped.keys().copied().collect();
+        let t = self.coordinated.get_mut(&txn).expect("checked above");
+        t.pending = Some(pending);
+        t.phase = Phase::Committing {
+            acks_needed,
+            commit_ts: snapshot.next(),
+            partitions,
+        };
+        ctx.set_timer(
+            self.core.env.options.participant_timeout,
+            Timer::CommitTimeout(txn),
+        );
+        self.send_prepares(ctx, txn, snapshot, grouped);
+    }
+
+    fn abort_asked(&mut self, _ctx: &mut Ctx<'_, Self>, txn: TxnId) -> Result<(), String> {
+        if let Some(t) = self.coordinated.get(&txn)
+            && matches!(t.phase, Phase::Committing { .. })
+        {
+            return Err(format!("transaction {txn:?} is already committing"));
+        }
+        self.coordinated.remove(&txn);
+        Ok(())
+    }
+}
+
 impl Protocol for ClockSiRep {
     type Msg = Msg;
     type Timer = Timer;
@@ -616,30 +629,7 @@ impl Protocol for ClockSiRep {
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending::of(&request);
-        match request.op {
-            ClientOp::Begin { read_only, .. } => self.begin(ctx, pending, read_only),
-            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
-            ClientOp::Commit { txn, writes, .. } => self.commit(ctx, pending, txn, writes),
-            ClientOp::Abort { txn } => {
-                if let Some(t) = self.coordinated.get(&txn)
-                    && matches!(t.phase, Phase::Committing { .. })
-                {
-                    let why = format!("transaction {txn:?} is already committing");
-                    return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
-                }
-                self.coordinated.remove(&txn);
-                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
-            }
-            // Never committed speculatively here, so there is no outcome to wait for.
-            ClientOp::AwaitOutcome { txn } => {
-                let err = RequestError::UnknownTransaction(txn);
-                pending.answer(ctx, ClientReply::Rejected(err));
-            }
-            // The runtime answers the first (`deliver_client`); the one-shot wrapper
-            // (`AtCoordinator`) runs the second as interactive requests.
-            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
-        }
+        serve_interactive(self, ctx, request);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {

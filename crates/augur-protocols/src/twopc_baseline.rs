@@ -91,7 +91,9 @@
 //!   without locks or validation — SSS's read-only shortcut (A1:L3) without the snapshot-queues
 //!   that make it safe (read skew).
 
-use crate::common::coordinator::{ByReplica, Pending, Reads};
+use crate::common::coordinator::{
+    ByReplica, InteractiveCoordinator, Pending, Reads, serve_interactive,
+};
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::replica::{self, DecisionLog, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
@@ -101,7 +103,7 @@ use crate::sss::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES, parse_lock_timeout};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
-use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -356,25 +358,6 @@ impl TwoPcBaseline {
 
     // ----- coordinator: client requests -----
 
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.ids.allocate(ctx);
-        self.coord.insert(
-            txn,
-            Coord {
-                read_only,
-                reads: Vec::new(),
-                pending: None,
-                read_seq: 0,
-                reading: None,
-                last_active: ctx.now(),
-                phase: Phase::Executing,
-            },
-        );
-        // Single version: there is no snapshot; the begin time stands in.
-        let snapshot = ctx.now();
-        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
-    }
-
     /// The coordinator of a transaction that is executing with no request in flight, or the
     /// answer owed to a request that cannot proceed.
     fn executing(&mut self, txn: TxnId) -> Result<&mut Coord, ClientReply> {
@@ -386,26 +369,6 @@ impl TwoPcBaseline {
             return Err(ClientReply::Rejected(RequestError::Invalid(why)));
         }
         Ok(t)
-    }
-
-    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
-        let now = ctx.now();
-        let t = match self.executing(txn) {
-            Ok(t) => t,
-            Err(reply) => return pending.answer(ctx, reply),
-        };
-        t.pending = Some(pending);
-        t.last_active = now;
-        t.read_seq += 1;
-        let seq = t.read_seq;
-        t.reading = Some(key.clone());
-        let placement = &self.env.placement;
-        let replica = placement.closest_replica(self.id(), placement.partition_of(&key));
-        if replica != self.id() {
-            let timeout = self.env.options.participant_timeout;
-            ctx.set_timer(timeout, Timer::Read(txn, seq));
-        }
-        self.deliver(ctx, replica, Msg::Read { txn, seq, key });
     }
 
     fn read_reply(
@@ -428,46 +391,6 @@ impl TwoPcBaseline {
         t.last_active = ctx.now();
         t.reads.push((key, version));
         pending.answer(ctx, ClientReply::Value(value));
-    }
-
-    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
-        let now = ctx.now();
-        let mutant = self.mutant;
-        let placement = self.env.placement.clone();
-        let t = match self.executing(txn) {
-            Ok(t) => t,
-            Err(reply) => return pending.answer(ctx, reply),
-        };
-        if t.read_only && !writes.is_empty() {
-            let err = RequestError::WriteInReadOnly(txn);
-            return pending.answer(ctx, ClientReply::Rejected(err));
-        }
-        let unvalidated = t.read_only && mutant == Some(Mutant::NoReadOnlyValidation);
-        // Every replica of every key read or written takes part.
-        let reads = if unvalidated { &[][..] } else { &t.reads[..] };
-        let by_replica = ByReplica::group(&placement, reads, writes);
-        if by_replica.parts.is_empty() {
-            // Nothing read or written (or the mutant's unvalidated read-only transaction).
-            let read_only = t.read_only;
-            self.coord.remove(&txn);
-            if read_only {
-                self.counters.read_only_committed += 1;
-            }
-            return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
-        }
-        let participants = by_replica.participants();
-        t.pending = Some(pending);
-        t.last_active = now;
-        t.phase = Phase::Voting {
-            waiting: participants.iter().copied().collect(),
-            participants,
-            write_replicas: by_replica.write_replicas,
-            commit_ts: Timestamp::ZERO,
-        };
-        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
-        for (node, (reads, writes)) in by_replica.parts {
-            self.deliver(ctx, node, Msg::Prepare { txn, reads, writes });
-        }
     }
 
     /// Abort `txn`, coordinated here: tell the participants if it was committing, answer the
@@ -775,6 +698,96 @@ impl TwoPcBaseline {
     }
 }
 
+impl InteractiveCoordinator for TwoPcBaseline {
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.ids.allocate(ctx);
+        self.coord.insert(
+            txn,
+            Coord {
+                read_only,
+                reads: Vec::new(),
+                pending: None,
+                read_seq: 0,
+                reading: None,
+                last_active: ctx.now(),
+                phase: Phase::Executing,
+            },
+        );
+        // Single version: there is no snapshot; the begin time stands in.
+        let snapshot = ctx.now();
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let now = ctx.now();
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        t.pending = Some(pending);
+        t.last_active = now;
+        t.read_seq += 1;
+        let seq = t.read_seq;
+        t.reading = Some(key.clone());
+        let placement = &self.env.placement;
+        let replica = placement.closest_replica(self.id(), placement.partition_of(&key));
+        if replica != self.id() {
+            let timeout = self.env.options.participant_timeout;
+            ctx.set_timer(timeout, Timer::Read(txn, seq));
+        }
+        self.deliver(ctx, replica, Msg::Read { txn, seq, key });
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let now = ctx.now();
+        let mutant = self.mutant;
+        let placement = self.env.placement.clone();
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        let unvalidated = t.read_only && mutant == Some(Mutant::NoReadOnlyValidation);
+        // Every replica of every key read or written takes part.
+        let reads = if unvalidated { &[][..] } else { &t.reads[..] };
+        let by_replica = ByReplica::group(&placement, reads, writes);
+        if by_replica.parts.is_empty() {
+            // Nothing read or written (or the mutant's unvalidated read-only transaction).
+            let read_only = t.read_only;
+            self.coord.remove(&txn);
+            if read_only {
+                self.counters.read_only_committed += 1;
+            }
+            return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
+        }
+        let participants = by_replica.participants();
+        t.pending = Some(pending);
+        t.last_active = now;
+        t.phase = Phase::Voting {
+            waiting: participants.iter().copied().collect(),
+            participants,
+            write_replicas: by_replica.write_replicas,
+            commit_ts: Timestamp::ZERO,
+        };
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
+        for (node, (reads, writes)) in by_replica.parts {
+            self.deliver(ctx, node, Msg::Prepare { txn, reads, writes });
+        }
+    }
+
+    fn abort_asked(&mut self, _ctx: &mut Ctx<'_, Self>, txn: TxnId) -> Result<(), String> {
+        if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
+            return Err(format!("transaction {txn:?} is already committing"));
+        }
+        // Nothing of an executing transaction is anywhere but here.
+        self.coord.remove(&txn);
+        Ok(())
+    }
+}
+
 impl Protocol for TwoPcBaseline {
     type Msg = Msg;
     type Timer = Timer;
@@ -840,29 +853,7 @@ impl Protocol for TwoPcBaseline {
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending::of(&request);
-        match request.op {
-            ClientOp::Begin { read_only, .. } => self.begin(ctx, pending, read_only),
-            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
-            ClientOp::Commit { txn, writes, .. } => self.commit(ctx, pending, txn, writes),
-            ClientOp::Abort { txn } => {
-                if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
-                    let why = format!("transaction {txn:?} is already committing");
-                    return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
-                }
-                // Nothing of an executing transaction is anywhere but here.
-                self.coord.remove(&txn);
-                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
-            }
-            // Never committed speculatively here, so there is no outcome to wait for.
-            ClientOp::AwaitOutcome { txn } => {
-                let err = RequestError::UnknownTransaction(txn);
-                pending.answer(ctx, ClientReply::Rejected(err));
-            }
-            // The runtime answers the first (`deliver_client`); the one-shot wrapper
-            // (`AtCoordinator`) runs the second as interactive requests.
-            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
-        }
+        serve_interactive(self, ctx, request);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {

@@ -101,7 +101,7 @@
 //!   waiting for the ones its snapshot included: a snapshot taken there may miss a
 //!   transaction's causal past while it sees the transaction.
 
-use crate::common::coordinator::Pending;
+use crate::common::coordinator::{InteractiveCoordinator, Pending, serve_interactive};
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
@@ -112,7 +112,7 @@ use crate::registry::{
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
-use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -600,26 +600,6 @@ impl Walter {
 
     // ----- coordinator: client requests -----
 
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.ids.allocate(ctx);
-        self.coord.insert(
-            txn,
-            Coord {
-                read_only,
-                // Walter §4.3: the start vector timestamp is the site's current one.
-                start: self.cur.clone(),
-                pending: None,
-                read_seq: 0,
-                reading: false,
-                last_active: ctx.now(),
-                phase: Phase::Executing,
-            },
-        );
-        // The snapshot is a vector; the begin time stands in for the client.
-        let snapshot = ctx.now();
-        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
-    }
-
     /// The coordinator of a transaction that is executing with no request in flight, or the
     /// answer owed to a request that cannot proceed.
     fn executing(&mut self, txn: TxnId) -> Result<&mut Coord, ClientReply> {
@@ -631,40 +611,6 @@ impl Walter {
             return Err(ClientReply::Rejected(RequestError::Invalid(why)));
         }
         Ok(t)
-    }
-
-    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
-        let now = ctx.now();
-        let me = self.id();
-        let placement = self.env.placement.clone();
-        let t = match self.executing(txn) {
-            Ok(t) => t,
-            Err(reply) => return pending.answer(ctx, reply),
-        };
-        t.pending = Some(pending);
-        t.last_active = now;
-        t.read_seq += 1;
-        t.reading = true;
-        let seq = t.read_seq;
-        let start = t.start.clone();
-        // This node has applied its own snapshot: serve here whenever the key is stored here.
-        let p = placement.partition_of(&key);
-        let replica = if placement.replicates(me, p) {
-            me
-        } else {
-            placement.closest_replica(me, p)
-        };
-        if replica != me {
-            let timeout = self.env.options.participant_timeout;
-            ctx.set_timer(timeout, Timer::Read(txn, seq));
-        }
-        let msg = Msg::Read {
-            txn,
-            seq,
-            key,
-            start,
-        };
-        self.deliver(ctx, replica, msg);
     }
 
     fn read_reply(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32, value: Option<Value>) {
@@ -680,54 +626,6 @@ impl Walter {
         t.reading = false;
         t.last_active = ctx.now();
         pending.answer(ctx, ClientReply::Value(value));
-    }
-
-    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
-        let now = ctx.now();
-        let me = self.id();
-        let placement = self.env.placement.clone();
-        let t = match self.executing(txn) {
-            Ok(t) => t,
-            Err(reply) => return pending.answer(ctx, reply),
-        };
-        if t.read_only && !writes.is_empty() {
-            let err = RequestError::WriteInReadOnly(txn);
-            return pending.answer(ctx, ClientReply::Rejected(err));
-        }
-        if writes.is_empty() {
-            // A read-only transaction read a snapshot; there is nothing to check.
-            self.coord.remove(&txn);
-            return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
-        }
-        // The preferred site of each written key is its partition's master.
-        let mut by_site: BTreeMap<NodeId, Vec<Key>> = BTreeMap::new();
-        for (key, _) in &writes {
-            let site = placement.master(placement.partition_of(key));
-            by_site.entry(site).or_default().push(key.clone());
-        }
-        if by_site.keys().all(|site| *site == me) {
-            let start = t.start.clone();
-            self.coord.remove(&txn);
-            return self.fast_commit(ctx, pending, txn, start, writes, &by_site[&me]);
-        }
-        let sites: Vec<NodeId> = by_site.keys().copied().collect();
-        t.pending = Some(pending);
-        t.last_active = now;
-        let start = t.start.clone();
-        t.phase = Phase::Voting {
-            waiting: sites.iter().copied().collect(),
-            sites,
-            writes,
-        };
-        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
-        for (site, keys) in by_site {
-            let msg = Msg::Prepare {
-                txn,
-                start: start.clone(),
-                keys,
-            };
-            self.deliver(ctx, site, msg);
-        }
     }
 
     /// Walter §4.4: every written key is preferred here; check and commit in this handler.
@@ -1166,6 +1064,119 @@ impl Walter {
 /// The most transactions resent to one node per status.
 const RESEND_BATCH: usize = 256;
 
+impl InteractiveCoordinator for Walter {
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.ids.allocate(ctx);
+        self.coord.insert(
+            txn,
+            Coord {
+                read_only,
+                // Walter §4.3: the start vector timestamp is the site's current one.
+                start: self.cur.clone(),
+                pending: None,
+                read_seq: 0,
+                reading: false,
+                last_active: ctx.now(),
+                phase: Phase::Executing,
+            },
+        );
+        // The snapshot is a vector; the begin time stands in for the client.
+        let snapshot = ctx.now();
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let now = ctx.now();
+        let me = self.id();
+        let placement = self.env.placement.clone();
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        t.pending = Some(pending);
+        t.last_active = now;
+        t.read_seq += 1;
+        t.reading = true;
+        let seq = t.read_seq;
+        let start = t.start.clone();
+        // This node has applied its own snapshot: serve here whenever the key is stored here.
+        let p = placement.partition_of(&key);
+        let replica = if placement.replicates(me, p) {
+            me
+        } else {
+            placement.closest_replica(me, p)
+        };
+        if replica != me {
+            let timeout = self.env.options.participant_timeout;
+            ctx.set_timer(timeout, Timer::Read(txn, seq));
+        }
+        let msg = Msg::Read {
+            txn,
+            seq,
+            key,
+            start,
+        };
+        self.deliver(ctx, replica, msg);
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let now = ctx.now();
+        let me = self.id();
+        let placement = self.env.placement.clone();
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        if writes.is_empty() {
+            // A read-only transaction read a snapshot; there is nothing to check.
+            self.coord.remove(&txn);
+            return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
+        }
+        // The preferred site of each written key is its partition's master.
+        let mut by_site: BTreeMap<NodeId, Vec<Key>> = BTreeMap::new();
+        for (key, _) in &writes {
+            let site = placement.master(placement.partition_of(key));
+            by_site.entry(site).or_default().push(key.clone());
+        }
+        if by_site.keys().all(|site| *site == me) {
+            let start = t.start.clone();
+            self.coord.remove(&txn);
+            return self.fast_commit(ctx, pending, txn, start, writes, &by_site[&me]);
+        }
+        let sites: Vec<NodeId> = by_site.keys().copied().collect();
+        t.pending = Some(pending);
+        t.last_active = now;
+        let start = t.start.clone();
+        t.phase = Phase::Voting {
+            waiting: sites.iter().copied().collect(),
+            sites,
+            writes,
+        };
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
+        for (site, keys) in by_site {
+            let msg = Msg::Prepare {
+                txn,
+                start: start.clone(),
+                keys,
+            };
+            self.deliver(ctx, site, msg);
+        }
+    }
+
+    fn abort_asked(&mut self, _ctx: &mut Ctx<'_, Self>, txn: TxnId) -> Result<(), String> {
+        if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
+            return Err(format!("transaction {txn:?} is already committing"));
+        }
+        // Nothing of an executing transaction is anywhere but here.
+        self.coord.remove(&txn);
+        Ok(())
+    }
+}
+
 impl Protocol for Walter {
     type Msg = Msg;
     type Timer = Timer;
@@ -1252,29 +1263,7 @@ impl Protocol for Walter {
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending::of(&request);
-        match request.op {
-            ClientOp::Begin { read_only, .. } => self.begin(ctx, pending, read_only),
-            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
-            ClientOp::Commit { txn, writes, .. } => self.commit(ctx, pending, txn, writes),
-            ClientOp::Abort { txn } => {
-                if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
-                    let why = format!("transaction {txn:?} is already committing");
-                    return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
-                }
-                // Nothing of an executing transaction is anywhere but here.
-                self.coord.remove(&txn);
-                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
-            }
-            // Never committed speculatively here, so there is no outcome to wait for.
-            ClientOp::AwaitOutcome { txn } => {
-                let err = RequestError::UnknownTransaction(txn);
-                pending.answer(ctx, ClientReply::Rejected(err));
-            }
-            // The runtime answers the first (`deliver_client`); the one-shot wrapper
-            // (`AtCoordinator`) runs the second as interactive requests.
-            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
-        }
+        serve_interactive(self, ctx, request);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {

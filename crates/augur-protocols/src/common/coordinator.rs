@@ -5,10 +5,10 @@
 use super::replica::Writes;
 use augur_runtime::Ctx;
 use augur_runtime::Protocol;
+use augur_types::{AbortReason, ClientOp, RequestError, RequestId, Timestamp, TxnId, Value};
 use augur_types::{
     ClientId, ClientReply, ClientRequest, ClientResponse, Key, NodeId, PartitionId, Placement,
 };
-use augur_types::{RequestId, Timestamp, TxnId, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A write set grouped by partition, in partition order (so message order is deterministic).
@@ -113,4 +113,51 @@ impl Pending {
 /// when none is older: the garbage-collection watermark.
 pub fn watermark(floor: Timestamp, snapshots: impl Iterator<Item = Timestamp>) -> Timestamp {
     snapshots.fold(floor, Timestamp::min)
+}
+
+/// A coordinator of interactive transactions that executes first and commits at the end
+/// (deferred update): begin, reads one at a time, buffered writes shipped with the commit. Every
+/// such protocol routes the client's requests the same way ([`serve_interactive`]); what it
+/// does with each is its own.
+pub trait InteractiveCoordinator: Protocol {
+    /// Begin a transaction and answer `Begun`.
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool);
+    /// Read `key` for `txn` and answer with its value (or an abort).
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key);
+    /// Commit `txn` with its buffered `writes`, answering with the outcome.
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes);
+    /// The client asked to abort `txn`: forget it if it is still executing. `Err` says why it
+    /// can no longer be aborted (its commit is under way), which the client is told instead of
+    /// an abort.
+    fn abort_asked(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) -> Result<(), String>;
+}
+
+/// Hand a client request to an [`InteractiveCoordinator`]. A transaction of such a protocol
+/// never commits speculatively, so there is no outcome to wait for (`AwaitOutcome` names a
+/// transaction it does not know); the runtime answers `NodeStats` itself
+/// (`augur_runtime::deliver_client`), and the one-shot wrapper (`AtCoordinator`) turns
+/// `Execute` into interactive requests before they get here.
+pub fn serve_interactive<P: InteractiveCoordinator>(
+    protocol: &mut P,
+    ctx: &mut Ctx<'_, P>,
+    request: ClientRequest,
+) {
+    let pending = Pending::of(&request);
+    match request.op {
+        ClientOp::Begin { read_only, .. } => protocol.begin(ctx, pending, read_only),
+        ClientOp::Read { txn, key } => protocol.read(ctx, pending, txn, key),
+        ClientOp::Commit { txn, writes, .. } => protocol.commit(ctx, pending, txn, writes),
+        ClientOp::Abort { txn } => {
+            let reply = match protocol.abort_asked(ctx, txn) {
+                Ok(()) => ClientReply::Aborted(AbortReason::UserRollback),
+                Err(why) => ClientReply::Rejected(RequestError::Invalid(why)),
+            };
+            pending.answer(ctx, reply);
+        }
+        ClientOp::AwaitOutcome { txn } => {
+            let err = RequestError::UnknownTransaction(txn);
+            pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        ClientOp::NodeStats | ClientOp::Execute { .. } => {}
+    }
 }

@@ -174,7 +174,7 @@
 mod nlog;
 mod queue;
 
-use crate::common::coordinator::{ByReplica, Pending};
+use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, serve_interactive};
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
 use crate::common::vclock::{Causality, VClock};
@@ -183,7 +183,7 @@ use crate::registry::{Promise, SettingInfo};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
-use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use nlog::NLog;
 use queue::{EntryKind, KeyQueue};
@@ -816,29 +816,6 @@ impl Sss {
 
     // ----- coordinator: client requests -----
 
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.ids.allocate(ctx);
-        let vc = self.nlog.most_recent().clone();
-        let t = Coord::new(read_only, vc, ctx.now(), Phase::Executing);
-        self.coord.insert(txn, t);
-        let snapshot = Timestamp(self.nlog.most_recent().get(self.me));
-        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
-    }
-
-    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
-        let Some(t) = self.coord.get_mut(&txn) else {
-            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
-        };
-        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
-            let err = RequestError::Invalid("a request of this transaction is in progress".into());
-            return pending.answer(ctx, ClientReply::Rejected(err));
-        }
-        t.pending = Some(pending);
-        t.last_active = ctx.now();
-        t.reading = Some(key);
-        self.send_read(ctx, txn);
-    }
-
     /// Send the transaction's current read to every replica of its key (again, if resent).
     fn send_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         let placement = self.env.placement.clone();
@@ -916,58 +893,6 @@ impl Sss {
             t.propagated.extend(propagated);
         }
         pending.answer(ctx, ClientReply::Value(value));
-    }
-
-    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
-        let Some(t) = self.coord.get_mut(&txn) else {
-            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
-        };
-        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
-            let err = RequestError::Invalid("a request of this transaction is in progress".into());
-            return pending.answer(ctx, ClientReply::Rejected(err));
-        }
-        if t.read_only {
-            if !writes.is_empty() {
-                let err = RequestError::Invalid("a read-only transaction cannot write".into());
-                return pending.answer(ctx, ClientReply::Rejected(err));
-            }
-            let commit_ts = Timestamp(t.vc.get(self.me));
-            self.end_read_only(ctx, txn);
-            return pending.answer(ctx, ClientReply::Committed { commit_ts });
-        }
-        // Every replica of every key read or written takes part (A1:L13).
-        let ByReplica {
-            parts,
-            write_replicas,
-        } = ByReplica::group(&self.env.placement, &t.reads, writes);
-        if parts.is_empty() {
-            let commit_ts = Timestamp(t.vc.get(self.me));
-            self.coord.remove(&txn);
-            return pending.answer(ctx, ClientReply::Committed { commit_ts });
-        }
-        t.pending = Some(pending);
-        t.last_active = ctx.now();
-        let participants: Vec<NodeId> = parts.keys().copied().collect();
-        for (node, (reads, writes)) in parts {
-            let vc = t.vc.clone();
-            ctx.send(
-                node,
-                Msg::Prepare {
-                    txn,
-                    vc,
-                    reads,
-                    writes,
-                },
-            );
-        }
-        t.phase = Phase::Voting {
-            waiting: participants.iter().copied().collect(),
-            participants,
-            write_replicas,
-            vc: t.vc.clone(),
-            frontiers: BTreeMap::new(),
-        };
-        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
     }
 
     /// A read-only transaction ends (commit, abort, idle, too old): release its readers.
@@ -2156,6 +2081,97 @@ impl Sss {
 
 mod reads;
 
+impl InteractiveCoordinator for Sss {
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.ids.allocate(ctx);
+        let vc = self.nlog.most_recent().clone();
+        let t = Coord::new(read_only, vc, ctx.now(), Phase::Executing);
+        self.coord.insert(txn, t);
+        let snapshot = Timestamp(self.nlog.most_recent().get(self.me));
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let err = RequestError::Invalid("a request of this transaction is in progress".into());
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        t.pending = Some(pending);
+        t.last_active = ctx.now();
+        t.reading = Some(key);
+        self.send_read(ctx, txn);
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return pending.answer(ctx, ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let err = RequestError::Invalid("a request of this transaction is in progress".into());
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        if t.read_only {
+            if !writes.is_empty() {
+                let err = RequestError::Invalid("a read-only transaction cannot write".into());
+                return pending.answer(ctx, ClientReply::Rejected(err));
+            }
+            let commit_ts = Timestamp(t.vc.get(self.me));
+            self.end_read_only(ctx, txn);
+            return pending.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+        // Every replica of every key read or written takes part (A1:L13).
+        let ByReplica {
+            parts,
+            write_replicas,
+        } = ByReplica::group(&self.env.placement, &t.reads, writes);
+        if parts.is_empty() {
+            let commit_ts = Timestamp(t.vc.get(self.me));
+            self.coord.remove(&txn);
+            return pending.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+        t.pending = Some(pending);
+        t.last_active = ctx.now();
+        let participants: Vec<NodeId> = parts.keys().copied().collect();
+        for (node, (reads, writes)) in parts {
+            let vc = t.vc.clone();
+            ctx.send(
+                node,
+                Msg::Prepare {
+                    txn,
+                    vc,
+                    reads,
+                    writes,
+                },
+            );
+        }
+        t.phase = Phase::Voting {
+            waiting: participants.iter().copied().collect(),
+            participants,
+            write_replicas,
+            vc: t.vc.clone(),
+            frontiers: BTreeMap::new(),
+        };
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
+    }
+
+    /// An update still executing ends here; once it asked to commit, or for a read-only
+    /// transaction (which never aborts), the request changes nothing but is still answered as
+    /// the client asked.
+    fn abort_asked(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) -> Result<(), String> {
+        let executing = self
+            .coord
+            .get(&txn)
+            .is_some_and(|t| matches!(t.phase, Phase::Executing) && t.pending.is_none());
+        if executing {
+            self.abort(ctx, txn, AbortReason::UserRollback);
+        }
+        Ok(())
+    }
+}
+
 impl Protocol for Sss {
     type Msg = Msg;
     type Timer = Timer;
@@ -2249,27 +2265,7 @@ impl Protocol for Sss {
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending::of(&request);
-        match request.op {
-            ClientOp::Begin { read_only, .. } => self.begin(ctx, pending, read_only),
-            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
-            ClientOp::Commit { txn, writes, .. } => self.commit(ctx, pending, txn, writes),
-            ClientOp::Abort { txn } => {
-                let executing = self
-                    .coord
-                    .get(&txn)
-                    .is_some_and(|t| matches!(t.phase, Phase::Executing) && t.pending.is_none());
-                if executing {
-                    self.abort(ctx, txn, AbortReason::UserRollback);
-                }
-                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
-            }
-            ClientOp::AwaitOutcome { txn } => {
-                let err = RequestError::UnknownTransaction(txn);
-                pending.answer(ctx, ClientReply::Rejected(err));
-            }
-            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
-        }
+        serve_interactive(self, ctx, request);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
