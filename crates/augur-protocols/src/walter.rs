@@ -1290,6 +1290,18 @@ impl Protocol for Walter {
         }
     }
 
+    fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        // The version stamps (`stamps`, `unstable`) are not here: they go with the snapshot
+        // statuses, which keep flowing whether or not transactions do.
+        vec![
+            ("remote_commits_waiting", self.inbox.len() as u64),
+            ("commits_not_applied_everywhere", self.outbox.len() as u64),
+            ("preferred_site_locks", self.held.len() as u64),
+            ("parked_reads", self.parked.len() as u64),
+            ("coordinated_transactions", self.coord.len() as u64),
+        ]
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
         vec![
