@@ -413,7 +413,9 @@ impl Rococo {
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Read { txn, seq, key } => self.park_or_serve(ctx, txn, ParkedOp::Read { seq, key }),
+            Msg::Read { txn, seq, key } => {
+                self.park_or_serve(ctx, txn, ParkedOp::Read { seq, key })
+            }
             Msg::ReadReply {
                 txn,
                 seq,
@@ -503,7 +505,14 @@ impl Rococo {
         if let Some(piece) = self.pieces.get(&txn) {
             // A repeated start: the same answer.
             let deps = piece.deps.iter().copied().collect();
-            return self.deliver(ctx, txn.coordinator(), Msg::Started { txn, deps: Ok(deps) });
+            return self.deliver(
+                ctx,
+                txn.coordinator(),
+                Msg::Started {
+                    txn,
+                    deps: Ok(deps),
+                },
+            );
         }
         ctx.charge(Work::reads(reads.len() + writes.len()));
         let refusal = self.refusal(txn, &reads, &writes);
@@ -527,7 +536,14 @@ impl Rococo {
         });
         self.register(txn, read_keys, writes, ctx.now());
         let deps = self.pieces[&txn].deps.iter().copied().collect();
-        self.deliver(ctx, txn.coordinator(), Msg::Started { txn, deps: Ok(deps) });
+        self.deliver(
+            ctx,
+            txn.coordinator(),
+            Msg::Started {
+                txn,
+                deps: Ok(deps),
+            },
+        );
     }
 
     /// Why `txn`'s piece cannot be accepted here, if it cannot (see the module docs).

@@ -86,7 +86,13 @@ fn dependent_writers(mutant: Option<&str>) -> (Observed, Simulation<Rococo>) {
     let o = Observed::default();
     let t1 = Txn::new("T1").write(&x(), "x1").write(&y(), "y1");
     spawn_client(&mut s, 0, ms(0), vec![t1], &o);
-    spawn_client(&mut s, 1, ms(40), vec![Txn::new("T2").write(&y(), "y2")], &o);
+    spawn_client(
+        &mut s,
+        1,
+        ms(40),
+        vec![Txn::new("T2").write(&y(), "y2")],
+        &o,
+    );
     spawn_client(&mut s, 1, ms(400), vec![Txn::new("T3").read(&y())], &o);
     s.run_until(ms(2_000));
     assert!(s.clients_done());
@@ -162,7 +168,11 @@ fn strictly_serializable(history: &History) -> bool {
 #[test]
 fn a_read_only_transaction_whose_second_round_disagrees_aborts() {
     let (o, s, history) = fractured(None);
-    assert!(committed(&o, "Tinit") && committed(&o, "W"), "{}", o.render());
+    assert!(
+        committed(&o, "Tinit") && committed(&o, "W"),
+        "{}",
+        o.render()
+    );
     assert_eq!(reads(&o, "R"), vec![some("x0"), some("y1")]);
     assert!(o.of("R").contains("ValidationFailed"), "R: {}", o.of("R"));
     assert_eq!(counter(&s, 0, "read_only_aborts"), 1);
@@ -196,7 +206,11 @@ fn read_modify_writes(mutant: Option<&str>) -> Observed {
 fn the_start_phase_refuses_a_piece_whose_read_is_stale() {
     let o = read_modify_writes(None);
     assert!(committed(&o, "T1"));
-    assert!(o.of("T2").contains("ValidationFailed"), "T2: {}", o.of("T2"));
+    assert!(
+        o.of("T2").contains("ValidationFailed"),
+        "T2: {}",
+        o.of("T2")
+    );
     assert_eq!(reads(&o, "T3"), vec![some("a")]);
 }
 
