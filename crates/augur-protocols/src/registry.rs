@@ -433,7 +433,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, walter"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, walter, rococo"
         );
     }
 }
