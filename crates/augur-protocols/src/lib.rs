@@ -11,6 +11,7 @@ pub mod common;
 pub mod nocc;
 pub mod planet;
 pub mod registry;
+pub mod rococo;
 pub mod sss;
 pub mod str;
 pub mod twopc_baseline;

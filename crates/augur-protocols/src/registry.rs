@@ -258,6 +258,7 @@ register! {
     AtCoordinator<crate::sss::Sss> => crate::sss::INFO,
     AtCoordinator<crate::twopc_baseline::TwoPcBaseline> => crate::twopc_baseline::INFO,
     AtCoordinator<crate::walter::Walter> => crate::walter::INFO,
+    AtCoordinator<crate::rococo::Rococo> => crate::rococo::INFO,
 }
 
 const _: () = assert!(
@@ -285,7 +286,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("rococo", "SSS §V baseline: ROCOCO"),
     ("dst-occ", "DST over OCC"),
     ("dst-2pl", "DST over 2PL"),
     ("gts", "DST baseline: timestamp oracle"),
@@ -433,7 +433,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, walter"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, walter, rococo"
         );
     }
 }

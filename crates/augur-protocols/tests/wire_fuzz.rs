@@ -5,7 +5,7 @@
 //! handlers themselves.
 
 use augur_protocols::common::vclock::VClock;
-use augur_protocols::{clocksi_rep, nocc, str as str_protocol, twopc_baseline, walter};
+use augur_protocols::{clocksi_rep, nocc, rococo, str as str_protocol, twopc_baseline, walter};
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
 use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
 use augur_types::{
@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 13;
+const CORPUS_LEN: usize = 15;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -105,6 +105,16 @@ fn corpus() -> Vec<Vec<u8>> {
             start: VClock::from(vec![1, 0, 2]),
             writes: writes.clone(),
         }),
+        // A piece with reads, writes and a commit with dependencies.
+        frame(rococo::Msg::Start {
+            txn,
+            reads: vec![(key.clone(), Some(txn))],
+            writes: writes.clone(),
+        }),
+        frame(rococo::Msg::Commit {
+            txn,
+            deps: vec![txn, TxnId::new(NodeId(2), 9)],
+        }),
         frame(walter::Msg::Status {
             applied: VClock::from(vec![4, 1, 2]),
             low: VClock::from(vec![3, 1, 2]),
@@ -145,6 +155,7 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<nocc::Msg>(frame, placement);
     take_off_the_wire::<twopc_baseline::Msg>(frame, placement);
     take_off_the_wire::<walter::Msg>(frame, placement);
+    take_off_the_wire::<rococo::Msg>(frame, placement);
 }
 
 proptest! {

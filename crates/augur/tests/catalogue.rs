@@ -17,7 +17,9 @@
 //!    `2pc-baseline` validates every transaction's reads at commit, read-only ones too, and so
 //!    aborts a reader that the snapshot protocols let commit; `sss` commits updates by the same
 //!    2PC but never validates a read-only transaction; `walter` commits at the keys' preferred
-//!    sites (their masters) alone and never waits for a lock; `nocc` installs whatever it is sent
+//!    sites (their masters) alone and never waits for a lock; `rococo` refuses a piece whose reads
+//!    are stale or that conflicts by read and write with a pending piece, and confirms a
+//!    read-only transaction's reads in a second round; `nocc` installs whatever it is sent
 //!    and so shows the anomaly). Where the mechanism differs
 //!    between protocols, a scenario states it for each registered protocol by name, and a
 //!    protocol it does not name fails the test ("no expectation for protocol X: add one"): a
@@ -548,6 +550,20 @@ fn g0_dirty_write() {
                 }
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
+            "rococo" => {
+                // Each append reads the key it writes, so each piece is a pending reader of
+                // its keys at the nodes it reached first; the other transaction's piece, which
+                // writes those keys, is refused there (a read-write conflict between pending
+                // pieces), and both abort before anything executes.
+                assert_eq!(o.abort_reason("T1"), Some("validation_failed"));
+                assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
+                for reader in ["T3", "T4"] {
+                    assert!(o.committed(reader));
+                    assert_eq!(o.read(reader, &x()), [1]);
+                    assert_eq!(o.read(reader, &y()), [2]);
+                }
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             "nocc" => {
                 // Both commit, stamped with the same clock reading, and every replica keeps the
                 // version that reached it last. T1's coordinator (node 0) applies T1 at once and
@@ -637,6 +653,14 @@ fn g1a_aborted_read() {
                 // so there is nothing to read wrongly: T4 reads T3's append.
                 assert!(o.committed("T3") && o.committed("T4"));
                 assert_eq!(o.read("T4", &x()), [1, 3]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
+            "rococo" => {
+                // T3's start phase never completes (the crashed slave never answers): its
+                // coordinator aborts it and its pieces are dropped before executing anywhere.
+                // T4 reads x after that and, reading one key, needs no second round.
+                assert_eq!(o.read("T4", &x()), [1]);
+                assert!(o.committed("T4"));
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
             "sss" => {
@@ -754,6 +778,12 @@ fn g1c_circular_information_flow() {
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
+            "rococo" => {
+                // T2 executed everywhere before answering, so T1 reads its y; nothing T1 read
+                // changed before its start phase validated it: the serial order is T0, T2, T1.
+                assert_eq!(o.read("T1", &y()), [2, 4]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             "nocc" => {
                 // T1 reads the latest y, T2's: information flows one way only, and the
                 // history is serializable (T0, T2, T1).
@@ -809,8 +839,9 @@ fn expect_lost_update(o: &Observed) {
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
-        "2pc-baseline" | "sss" => {
-            // T2's validation finds x's newest version written by T1, not the one T2 read.
+        "2pc-baseline" | "sss" | "rococo" => {
+            // T2's validation (rococo: in its start phase) finds x's newest version written
+            // by T1, not the one T2 read.
             assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
@@ -869,6 +900,14 @@ fn g_single_read_skew() {
                 // T1 reads the latest y, T2's, so it did read a skewed state; but read-only
                 // transactions validate too, x's newest version is no longer the one T1 read,
                 // and T1 aborts (where the snapshot protocols commit it).
+                assert_eq!(o.read("T1", &y()), [2, 4]);
+                assert_eq!(o.abort_reason("T1"), Some("validation_failed"));
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
+            "rococo" => {
+                // T1 reads the latest y, T2's (executed everywhere before T2 answered); its
+                // second round at commit finds x's newest version is T2's, not the one the
+                // first round read, so it aborts.
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert_eq!(o.abort_reason("T1"), Some("validation_failed"));
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
@@ -945,8 +984,9 @@ fn g2_item_write_skew() {
                 assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
-            "2pc-baseline" | "sss" => {
-                // T2 also validates the key it only read: x's newest version is T1's.
+            "2pc-baseline" | "sss" | "rococo" => {
+                // T2 also validates the key it only read (rococo: in its start phase at x's
+                // replicas): x's newest version is T1's.
                 assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
                 assert_eq!(o.read("T3", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
@@ -996,7 +1036,7 @@ fn observed_transaction_vanishes() {
         assert!(o.committed("T1") && o.committed("T3"));
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
-            "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" => {
+            "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" | "rococo" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);
