@@ -101,14 +101,15 @@
 //! * `single-round-reads`: read-only transactions commit after their reads, without the
 //!   confirming second round: a reader may see one key before and another after a writer.
 
-use crate::common::coordinator::{ByReplica, Pending, Reads};
+use crate::common::coordinator::serve_interactive;
+use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, Reads};
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
-use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -693,24 +694,6 @@ impl Rococo {
 
     // ----- coordinator: client requests -----
 
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.ids.allocate(ctx);
-        self.coord.insert(
-            txn,
-            Coord {
-                read_only,
-                pending: None,
-                read_seq: 0,
-                reading: None,
-                reads: Vec::new(),
-                last_active: ctx.now(),
-                phase: Phase::Executing,
-            },
-        );
-        let snapshot = ctx.now();
-        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
-    }
-
     /// The coordinator of a transaction that is executing with no request in flight, or the
     /// answer owed to a request that cannot proceed.
     fn executing(&mut self, txn: TxnId) -> Result<&mut Coord, ClientReply> {
@@ -722,25 +705,6 @@ impl Rococo {
             return Err(ClientReply::Rejected(RequestError::Invalid(why)));
         }
         Ok(t)
-    }
-
-    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
-        let now = ctx.now();
-        let me = self.id();
-        let placement = self.env.placement.clone();
-        let t = match self.executing(txn) {
-            Ok(t) => t,
-            Err(reply) => return pending.answer(ctx, reply),
-        };
-        let replica = placement.closest_replica(me, placement.partition_of(&key));
-        t.pending = Some(pending);
-        t.last_active = now;
-        t.read_seq += 1;
-        t.reading = Some((replica, key.clone()));
-        let seq = t.read_seq;
-        // Reads park behind pending writers, which may wait for a silent coordinator.
-        ctx.set_timer(self.env.options.participant_timeout, Timer::Read(txn, seq));
-        self.deliver(ctx, replica, Msg::Read { txn, seq, key });
     }
 
     fn read_reply(
@@ -766,56 +730,6 @@ impl Rococo {
         t.reads.push(ReadDone { key, version, node });
         t.last_active = ctx.now();
         pending.answer(ctx, ClientReply::Value(value));
-    }
-
-    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
-        let now = ctx.now();
-        let placement = self.env.placement.clone();
-        let single_round = self.mutant == Some(Mutant::SingleRoundReads);
-        let t = match self.executing(txn) {
-            Ok(t) => t,
-            Err(reply) => return pending.answer(ctx, reply),
-        };
-        if t.read_only && !writes.is_empty() {
-            let err = RequestError::WriteInReadOnly(txn);
-            return pending.answer(ctx, ClientReply::Rejected(err));
-        }
-        t.last_active = now;
-        if writes.is_empty() {
-            if t.reads.len() <= 1 || single_round {
-                // One key read after its pending writers: nothing to confirm.
-                self.coord.remove(&txn);
-                self.counters.read_only_commits += 1;
-                return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
-            }
-            // ROCOCO §3.4: a second round, to compare with the first.
-            let mut keys: BTreeMap<NodeId, Vec<Key>> = BTreeMap::new();
-            let mut expected: BTreeMap<NodeId, Vec<Option<TxnId>>> = BTreeMap::new();
-            for r in &t.reads {
-                keys.entry(r.node).or_default().push(r.key.clone());
-                expected.entry(r.node).or_default().push(r.version);
-            }
-            t.pending = Some(pending);
-            t.phase = Phase::Confirming { expected };
-            ctx.set_timer(self.env.options.participant_timeout, Timer::Phase(txn));
-            for (node, keys) in keys {
-                self.deliver(ctx, node, Msg::Confirm { txn, keys });
-            }
-            return;
-        }
-        let reads: Reads = t.reads.iter().map(|r| (r.key.clone(), r.version)).collect();
-        let by = ByReplica::group(&placement, &reads, writes);
-        let nodes = by.participants();
-        t.pending = Some(pending);
-        t.phase = Phase::Starting {
-            waiting: nodes.iter().copied().collect(),
-            nodes,
-            deps: BTreeSet::new(),
-        };
-        ctx.set_timer(self.env.options.participant_timeout, Timer::Phase(txn));
-        for (node, (reads, writes)) in by.parts {
-            self.deliver(ctx, node, Msg::Start { txn, reads, writes });
-        }
     }
 
     fn started(
@@ -1051,6 +965,109 @@ impl Rococo {
     }
 }
 
+impl InteractiveCoordinator for Rococo {
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.ids.allocate(ctx);
+        self.coord.insert(
+            txn,
+            Coord {
+                read_only,
+                pending: None,
+                read_seq: 0,
+                reading: None,
+                reads: Vec::new(),
+                last_active: ctx.now(),
+                phase: Phase::Executing,
+            },
+        );
+        let snapshot = ctx.now();
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let now = ctx.now();
+        let me = self.id();
+        let placement = self.env.placement.clone();
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        let replica = placement.closest_replica(me, placement.partition_of(&key));
+        t.pending = Some(pending);
+        t.last_active = now;
+        t.read_seq += 1;
+        t.reading = Some((replica, key.clone()));
+        let seq = t.read_seq;
+        // Reads park behind pending writers, which may wait for a silent coordinator.
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Read(txn, seq));
+        self.deliver(ctx, replica, Msg::Read { txn, seq, key });
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let now = ctx.now();
+        let placement = self.env.placement.clone();
+        let single_round = self.mutant == Some(Mutant::SingleRoundReads);
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        t.last_active = now;
+        if writes.is_empty() {
+            if t.reads.len() <= 1 || single_round {
+                // One key read after its pending writers: nothing to confirm.
+                self.coord.remove(&txn);
+                self.counters.read_only_commits += 1;
+                return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
+            }
+            // ROCOCO §3.4: a second round, to compare with the first.
+            let mut keys: BTreeMap<NodeId, Vec<Key>> = BTreeMap::new();
+            let mut expected: BTreeMap<NodeId, Vec<Option<TxnId>>> = BTreeMap::new();
+            for r in &t.reads {
+                keys.entry(r.node).or_default().push(r.key.clone());
+                expected.entry(r.node).or_default().push(r.version);
+            }
+            t.pending = Some(pending);
+            t.phase = Phase::Confirming { expected };
+            ctx.set_timer(self.env.options.participant_timeout, Timer::Phase(txn));
+            for (node, keys) in keys {
+                self.deliver(ctx, node, Msg::Confirm { txn, keys });
+            }
+            return;
+        }
+        let reads: Reads = t.reads.iter().map(|r| (r.key.clone(), r.version)).collect();
+        let by = ByReplica::group(&placement, &reads, writes);
+        let nodes = by.participants();
+        t.pending = Some(pending);
+        t.phase = Phase::Starting {
+            waiting: nodes.iter().copied().collect(),
+            nodes,
+            deps: BTreeSet::new(),
+        };
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Phase(txn));
+        for (node, (reads, writes)) in by.parts {
+            self.deliver(ctx, node, Msg::Start { txn, reads, writes });
+        }
+    }
+
+    fn abort_asked(&mut self, _ctx: &mut Ctx<'_, Self>, txn: TxnId) -> Result<(), String> {
+        let committing = self.decisions.contains_key(&txn)
+            || self
+                .coord
+                .get(&txn)
+                .is_some_and(|t| !matches!(t.phase, Phase::Executing));
+        if committing {
+            return Err(format!("transaction {txn:?} is already committing"));
+        }
+        // Nothing of an executing transaction is anywhere but here.
+        self.coord.remove(&txn);
+        Ok(())
+    }
+}
+
 impl Protocol for Rococo {
     type Msg = Msg;
     type Timer = Timer;
@@ -1125,34 +1142,7 @@ impl Protocol for Rococo {
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending::of(&request);
-        match request.op {
-            ClientOp::Begin { read_only, .. } => self.begin(ctx, pending, read_only),
-            ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
-            ClientOp::Commit { txn, writes, .. } => self.commit(ctx, pending, txn, writes),
-            ClientOp::Abort { txn } => {
-                if self.decisions.contains_key(&txn)
-                    || self
-                        .coord
-                        .get(&txn)
-                        .is_some_and(|t| !matches!(t.phase, Phase::Executing))
-                {
-                    let why = format!("transaction {txn:?} is already committing");
-                    return pending.answer(ctx, ClientReply::Rejected(RequestError::Invalid(why)));
-                }
-                // Nothing of an executing transaction is anywhere but here.
-                self.coord.remove(&txn);
-                pending.answer(ctx, ClientReply::Aborted(AbortReason::UserRollback));
-            }
-            // Never committed speculatively here, so there is no outcome to wait for.
-            ClientOp::AwaitOutcome { txn } => {
-                let err = RequestError::UnknownTransaction(txn);
-                pending.answer(ctx, ClientReply::Rejected(err));
-            }
-            // The runtime answers the first (`deliver_client`); the one-shot wrapper
-            // (`AtCoordinator`) runs the second as interactive requests.
-            ClientOp::NodeStats | ClientOp::Execute { .. } => {}
-        }
+        serve_interactive(self, ctx, request);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
