@@ -177,7 +177,7 @@ mod queue;
 use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, serve_interactive};
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
-use crate::common::vclock::{Causality, VClock};
+use crate::common::vclock::VClock;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::registry::{Promise, SettingInfo};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
@@ -297,8 +297,12 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "[masked] a decided transaction is applied as soon as it is decided instead of in CommitQ order; a first read's wait for every CommitQ entry within its bound (T4) and reading only final writers keep a reader from missing the one passed over (200 seeds pass)",
     ),
     (
-        "per-key-holding",
-        "a read-only reader holds only the writers of the keys it read (the paper's scope), not every writer applied at the node after it read there (the reply-order promise, and the scenario tests)",
+        "no-dependency-wait",
+        "a committed update's write replicas acknowledge it without waiting for the transactions it depends on to be final, so a reader can see it and skip one of them",
+    ),
+    (
+        "no-anti-dependencies",
+        "a writer does not depend on the update transactions that read the version it overwrote, so it can become final before them and a reader can see it and skip one of them",
     ),
     (
         "vc-validation",
@@ -314,7 +318,8 @@ enum Mutant {
     NoPropagatedSet,
     NoRemoveForwarding,
     ApplyOutOfOrder,
-    PerKeyHolding,
+    NoDependencyWait,
+    NoAntiDependencies,
     VcValidation,
 }
 
@@ -327,7 +332,8 @@ impl Mutant {
             "no-propagated-set" => Mutant::NoPropagatedSet,
             "no-remove-forwarding" => Mutant::NoRemoveForwarding,
             "apply-out-of-order" => Mutant::ApplyOutOfOrder,
-            "per-key-holding" => Mutant::PerKeyHolding,
+            "no-dependency-wait" => Mutant::NoDependencyWait,
+            "no-anti-dependencies" => Mutant::NoAntiDependencies,
             "vc-validation" => Mutant::VcValidation,
             _ => return None,
         })
@@ -346,22 +352,17 @@ pub struct ReadAnswer {
     pub propagated: Vec<TxnId>,
     /// The versions the reader needs are garbage-collected.
     pub too_old: bool,
-    /// The replica's release frontier (the release rule).
-    pub frontier: u64,
-    /// Read-only reads: the writers this read excluded (not final here), with their clocks,
-    /// for the reader to skip everywhere from now on.
-    pub excluded: Vec<(TxnId, VClock)>,
+    /// Read-only reads: the writers of the key this read skipped (not final here); the reader
+    /// holds them here, and skips them everywhere from now on.
+    pub excluded: Vec<TxnId>,
 }
 
 /// What a read-only read tells the replica about its reader.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RoRead {
-    /// `T.VC`.
-    pub vc: VClock,
-    /// The nodes the reader has read from (`T.hasRead`).
-    pub has_read: Vec<u32>,
-    /// The writers the reader excluded so far, with their clocks (sticky exclusion).
-    pub excluded: Vec<(TxnId, VClock)>,
+    /// The writers the reader excluded so far (it holds each of them where it excluded it,
+    /// so none of them can become final before it ends).
+    pub excluded: Vec<TxnId>,
 }
 
 /// What a coordinator decides for a committing update transaction, and what its write
@@ -372,6 +373,10 @@ pub struct Decision {
     pub vc: VClock,
     /// The read-only transactions the update inherited through its reads (`PropagatedSet`).
     pub propagated: Vec<TxnId>,
+    /// The committed update transactions it depends on that were not known final when the
+    /// participants voted (see "The release rule" in the module docs): it becomes final only
+    /// after each of them.
+    pub after: Vec<TxnId>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -395,14 +400,16 @@ pub enum Msg {
     Prepare {
         txn: TxnId,
         vc: VClock,
+        /// When the transaction began, on its coordinator's clock: its age for wait-die.
+        begun: Timestamp,
         reads: Vec<(Key, Option<TxnId>)>,
         writes: Writes,
     },
-    /// Participant → coordinator: yes with the participant's clock and its release frontier
-    /// (leaving `txn` out), or no with the reason.
+    /// Participant → coordinator: yes with the participant's clock and the transactions
+    /// `txn` depends on that this node does not know final, or no with the reason.
     Vote {
         txn: TxnId,
-        vote: Result<(VClock, u64), AbortReason>,
+        vote: Result<(VClock, Vec<TxnId>), AbortReason>,
     },
     /// Coordinator → participants: commit with the decision, or abort. A commit carries the
     /// finalization round write replicas acknowledge in.
@@ -422,12 +429,13 @@ pub enum Msg {
         round: u64,
         held_us: u64,
     },
-    /// Coordinator → a node: answer once nothing in the causal past `vc` of `txn` is left
-    /// unreleased here (the release rule, see the module docs).
-    AwaitFrontier { txn: TxnId, vc: VClock },
-    /// Node → coordinator: `txn`'s past is released here; the node's frontier.
-    FrontierReached { txn: TxnId, frontier: u64 },
-    /// Coordinator → write replicas: `txn` committed externally (it is final).
+    /// `txn`'s coordinator → `dep`'s coordinator: answer once `dep` is final (the release
+    /// rule, see the module docs).
+    AwaitFinal { txn: TxnId, dep: TxnId },
+    /// `dep`'s coordinator → `txn`'s coordinator: `dep` committed externally (or is not a
+    /// committed transaction: it cannot hold `txn` back).
+    Final { txn: TxnId, dep: TxnId },
+    /// Coordinator → participants: `txn` committed externally (it is final).
     Released { txn: TxnId },
     /// Write replica → coordinator: has `txn` committed externally yet?
     QueryReleased { txn: TxnId },
@@ -457,14 +465,7 @@ impl CheckMessage for Msg {
                 at.txn_of_sender(*txn)?;
                 at.key_here(key)?;
                 if let Some(ro) = ro {
-                    clock(&ro.vc)?;
-                    if let Some(bad) = ro.has_read.iter().find(|w| **w as usize >= n) {
-                        return Err(at.bad(format!("read from node {bad}, which does not exist")));
-                    }
-                    for (writer, vc) in &ro.excluded {
-                        at.txn(*writer)?;
-                        clock(vc)?;
-                    }
+                    ro.excluded.iter().try_for_each(|writer| at.txn(*writer))?;
                 }
                 Ok(())
             }
@@ -472,17 +473,14 @@ impl CheckMessage for Msg {
                 at.txn_here(*txn)?;
                 clock(&answer.vc)?;
                 answer.propagated.iter().try_for_each(|ro| at.txn(*ro))?;
-                for (writer, vc) in &answer.excluded {
-                    at.txn(*writer)?;
-                    clock(vc)?;
-                }
-                Ok(())
+                answer.excluded.iter().try_for_each(|writer| at.txn(*writer))
             }
             Msg::Prepare {
                 txn,
                 vc,
                 reads,
                 writes,
+                ..
             } => {
                 at.txn_of_sender(*txn)?;
                 clock(vc)?;
@@ -491,25 +489,35 @@ impl CheckMessage for Msg {
             }
             Msg::Vote { txn, vote } => {
                 at.txn_here(*txn)?;
-                vote.as_ref().map_or(Ok(()), |(vc, _)| clock(vc))
+                match vote {
+                    Ok((vc, after)) => {
+                        clock(vc)?;
+                        after.iter().try_for_each(|dep| at.txn(*dep))
+                    }
+                    Err(_) => Ok(()),
+                }
             }
             Msg::Decide { txn, decision, .. } => {
                 at.txn_of_sender(*txn)?;
                 match decision {
                     Some(d) => {
                         clock(&d.vc)?;
-                        d.propagated.iter().try_for_each(|ro| at.txn(*ro))
+                        d.propagated.iter().try_for_each(|ro| at.txn(*ro))?;
+                        d.after.iter().try_for_each(|dep| at.txn(*dep))
                     }
                     None => Ok(()),
                 }
             }
-            Msg::Ack { txn, .. }
-            | Msg::QueryOutcome { txn }
-            | Msg::FrontierReached { txn, .. }
-            | Msg::QueryReleased { txn } => at.txn_here(*txn),
-            Msg::AwaitFrontier { txn, vc } => {
+            Msg::Ack { txn, .. } | Msg::QueryOutcome { txn } | Msg::QueryReleased { txn } => {
+                at.txn_here(*txn)
+            }
+            Msg::AwaitFinal { txn, dep } => {
                 at.txn_of_sender(*txn)?;
-                clock(vc)
+                at.txn_here(*dep)
+            }
+            Msg::Final { txn, dep } => {
+                at.txn_here(*txn)?;
+                at.txn_of_sender(*dep)
             }
             Msg::Released { txn } | Msg::Finalize { txn, .. } => at.txn_of_sender(*txn),
             Msg::Remove { ro } => at.txn_of_sender(*ro),
@@ -537,8 +545,8 @@ pub enum Timer {
 
 /// A finalization round of a committed update transaction (see "Finality" in the module
 /// docs): its number (rounds only grow, across restarts too: a round is numbered by the
-/// coordinator's clock) and whether the transaction's causal past is released everywhere, so
-/// that write replicas may acknowledge.
+/// coordinator's clock) and whether every transaction it depends on is final (the release
+/// rule), so that write replicas may acknowledge.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Round {
     pub number: u64,
@@ -561,6 +569,12 @@ pub enum Record {
     },
     /// `txn` was applied here with commit clock `vc` (its internal commit).
     Applied { txn: TxnId, vc: VClock },
+    /// `txn` committed after reading `keys` here (keys it did not write here): until it is
+    /// final, a writer that overwrites what it read depends on it (the release rule).
+    ReadsCommitted { txn: TxnId, keys: Vec<Key> },
+    /// The read-only transaction `ro` read `key` here and holds its writers above `snapshot`
+    /// (an R entry): a restart must not let them become final while `ro` runs.
+    ReaderEntered { ro: TxnId, key: Key, snapshot: u64 },
     /// `txn` ended here without being applied (aborted, or only read here).
     Finished { txn: TxnId },
     /// Checkpoints only: the node's clock.
@@ -586,7 +600,6 @@ impl From<crate::common::replica::Record<Decision>> for Record {
 /// Counters `augur bench` reads (see [`Protocol::counters`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct Counters {
-    ro_first_reads_waited: u64,
     ro_snapshot_too_old: u64,
     ro_reads_resent: u64,
     writers_held: u64,
@@ -601,6 +614,8 @@ struct Counters {
     ro_reads_admission_delayed: u64,
     /// Finalization rounds withdrawn because a write replica did not acknowledge in time.
     finalize_rounds_withdrawn: u64,
+    /// Committed updates that had to wait for a transaction they depend on to be final.
+    updates_awaited_dependencies: u64,
 }
 
 /// A transaction this node coordinates.
@@ -608,14 +623,12 @@ struct Coord {
     read_only: bool,
     /// `T.VC`.
     vc: VClock,
-    /// `T.hasRead`.
-    has_read: Vec<bool>,
     /// Update transactions: each key read and the writer of the version read.
     reads: Vec<(Key, Option<TxnId>)>,
     /// Update transactions: the read-only transactions inherited (`PropagatedSet`).
     propagated: BTreeSet<TxnId>,
-    /// Read-only transactions: the writers excluded so far, with their clocks.
-    excluded: Vec<(TxnId, VClock)>,
+    /// Read-only transactions: the writers excluded so far.
+    excluded: Vec<TxnId>,
     /// Read-only transactions: the nodes read from, and the nodes subscribed to its end.
     notify: BTreeSet<NodeId>,
     pending: Option<Pending>,
@@ -631,7 +644,6 @@ impl Coord {
     fn new(read_only: bool, vc: VClock, now: Timestamp, phase: Phase) -> Coord {
         Coord {
             read_only,
-            has_read: vec![false; vc.len()],
             vc,
             reads: Vec::new(),
             propagated: BTreeSet::new(),
@@ -654,11 +666,13 @@ enum Phase {
         waiting: BTreeSet<NodeId>,
         write_replicas: Vec<NodeId>,
         vc: VClock,
-        /// The voters' release frontiers, leaving this transaction out.
-        frontiers: BTreeMap<NodeId, u64>,
+        /// The transactions it depends on that some voter did not know final.
+        after: BTreeSet<TxnId>,
     },
     Committing {
         decision: Decision,
+        /// Every participant (told when the transaction is final).
+        participants: Vec<NodeId>,
         write_replicas: Vec<NodeId>,
         /// The current finalization round.
         round: Round,
@@ -668,8 +682,8 @@ enum Phase {
         sent_at: Timestamp,
         /// The longest pre-commit hold an acknowledgement reported.
         held_us: u64,
-        /// Nodes asked to release this transaction's past, not answered yet.
-        awaiting: BTreeSet<NodeId>,
+        /// The transactions it depends on whose coordinators have not said they are final.
+        awaiting: BTreeSet<TxnId>,
         /// Rounds withdrawn so far (each doubles the next round's patience).
         withdrawals: u32,
     },
@@ -690,7 +704,8 @@ struct Participant {
 
 /// A pre-committed writer at this node (A3–A4) that has not committed externally yet.
 struct HeldWriter {
-    /// Its commit clock's entry here.
+    /// Its position in `NLog` (a reader whose entry in one of its keys' queues has a smaller
+    /// snapshot holds it).
     snapshot: u64,
     keys: Vec<Key>,
     since: Timestamp,
@@ -704,15 +719,15 @@ struct HeldWriter {
 struct Reader {
     /// The keys it has R entries for.
     keys: Vec<Key>,
-    /// It holds every writer here whose commit clock's entry here is above this (see
-    /// "Finality" in the module docs); `None` for a reader only inherited here.
-    holds_above: Option<u64>,
+    /// Whether it read here (rather than only being inherited through a `PropagatedSet`).
+    direct: bool,
     since: Timestamp,
     subscribed: Option<Timestamp>,
 }
 
-/// A read-only read waiting here: for its causal past to be applied (A6:L5, T4), or for a
-/// tentatively final writer it would read to become final or be withdrawn.
+/// A read-only read waiting here: for a tentatively final writer it would read to become
+/// final or be withdrawn, for starvation control's back-off, or (after a restart) for this
+/// node to learn which writers are final.
 struct ParkedRead {
     from: NodeId,
     txn: TxnId,
@@ -737,20 +752,22 @@ pub struct Sss {
     /// `CommitQ`: `(vc[i], txn)` → ready.
     commit_q: BTreeMap<(u64, TxnId), bool>,
     participants: FxHashMap<TxnId, Participant>,
-    locks: LockManager,
+    /// Locks by the holder's begin time (wait-die).
+    locks: LockManager<Timestamp>,
     /// Transactions aborted here, so that a late prepare is ignored (T9).
     aborted: FxHashMap<TxnId, Timestamp>,
     held: FxHashMap<TxnId, HeldWriter>,
-    /// Transactions applied here whose external commit this node has not heard of yet, by
-    /// `(vc[i], txn)`, with their clock and since when (the release rule).
-    unreleased: BTreeMap<(u64, TxnId), (VClock, Timestamp)>,
-    /// Coordinators waiting for a transaction's past to be released here.
-    frontier_waiters: Vec<(TxnId, VClock)>,
-    /// Coordinator side: the latest release frontier each node reported.
-    known_frontier: Vec<u64>,
+    /// Transactions applied here whose external commit this node has not heard of yet, with
+    /// their commit clock and since when (or when this node last asked about them).
+    unreleased: FxHashMap<TxnId, (VClock, Timestamp)>,
+    /// Coordinator side: for a transaction coordinated here that is not final yet, the
+    /// committing transactions (and their coordinators) waiting for it to be final.
+    final_waiters: FxHashMap<TxnId, Vec<(NodeId, TxnId)>>,
+    /// Update transactions that committed after reading keys here and are not known final,
+    /// with those keys (each key's queue lists them as readers of its current version).
+    /// (And since when, or when this node last asked their coordinators about them.)
+    update_reads: FxHashMap<TxnId, (Vec<Key>, Timestamp)>,
     readers: FxHashMap<TxnId, Reader>,
-    /// `(holds_above, reader)` of every reader here that holds writers.
-    holding: BTreeSet<(u64, TxnId)>,
     /// Read-only transactions removed here (T7), with when.
     removed: FxHashMap<TxnId, Timestamp>,
     parked: Vec<ParkedRead>,
@@ -797,14 +814,13 @@ impl Sss {
             node_vc: VClock::new(n),
             commit_q: BTreeMap::new(),
             participants: FxHashMap::default(),
-            locks: LockManager::new(Policy::Wait),
+            locks: LockManager::new(Policy::WaitDie),
             aborted: FxHashMap::default(),
             held: FxHashMap::default(),
-            unreleased: BTreeMap::new(),
-            frontier_waiters: Vec::new(),
-            known_frontier: vec![0; n],
+            unreleased: FxHashMap::default(),
+            final_waiters: FxHashMap::default(),
+            update_reads: FxHashMap::default(),
             readers: FxHashMap::default(),
-            holding: BTreeSet::new(),
             removed: FxHashMap::default(),
             parked: Vec::new(),
             coord: FxHashMap::default(),
@@ -826,10 +842,6 @@ impl Sss {
         t.read_seq += 1;
         let seq = t.read_seq;
         let ro = t.read_only.then(|| RoRead {
-            vc: t.vc.clone(),
-            has_read: (0..t.has_read.len() as u32)
-                .filter(|w| t.has_read[*w as usize])
-                .collect(),
             excluded: t.excluded.clone(),
         });
         let replicas = placement.replicas(placement.partition_of(&key));
@@ -851,7 +863,6 @@ impl Sss {
     fn read_reply(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
-        from: NodeId,
         txn: TxnId,
         seq: u32,
         answer: ReadAnswer,
@@ -862,11 +873,8 @@ impl Sss {
             vc,
             propagated,
             too_old,
-            frontier,
             excluded,
         } = answer;
-        let known = &mut self.known_frontier[from.0 as usize];
-        *known = (*known).max(frontier);
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
@@ -882,10 +890,9 @@ impl Sss {
             return pending.answer(ctx, ClientReply::Aborted(AbortReason::SnapshotTooOld));
         }
         t.vc.merge(&vc);
-        t.has_read[from.0 as usize] = true;
-        for (writer, clock) in excluded {
-            if !t.excluded.iter().any(|(w, _)| *w == writer) {
-                t.excluded.push((writer, clock));
+        for writer in excluded {
+            if !t.excluded.contains(&writer) {
+                t.excluded.push(writer);
             }
         }
         if !t.read_only {
@@ -933,6 +940,8 @@ impl Sss {
         if let Some(p) = t.pending.take() {
             p.answer(ctx, ClientReply::Aborted(reason));
         }
+        // An aborted transaction holds nobody back.
+        self.wake_final_waiters(ctx, txn);
     }
 
     fn vote(
@@ -940,28 +949,25 @@ impl Sss {
         ctx: &mut Ctx<'_, Self>,
         from: NodeId,
         txn: TxnId,
-        vote: Result<(VClock, u64), AbortReason>,
+        vote: Result<(VClock, Vec<TxnId>), AbortReason>,
     ) {
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
         let Phase::Voting {
-            waiting,
-            vc,
-            frontiers,
-            ..
+            waiting, vc, after, ..
         } = &mut t.phase
         else {
             return;
         };
         match vote {
             Err(reason) => return self.abort(ctx, txn, reason),
-            Ok((theirs, frontier)) => {
+            Ok((theirs, deps)) => {
                 if !waiting.remove(&from) {
                     return;
                 }
                 vc.merge(&theirs);
-                frontiers.insert(from, frontier);
+                after.extend(deps.into_iter().filter(|dep| *dep != txn));
             }
         }
         if waiting.is_empty() {
@@ -970,16 +976,15 @@ impl Sss {
     }
 
     /// Every participant voted yes: fix the commit clock (A1:L21–28), decide, and ask the
-    /// nodes not known to have released the transaction's causal past to say when they have
-    /// (the release rule); write replicas acknowledge only once it is released everywhere.
+    /// coordinators of the transactions it depends on that are not known final to say when
+    /// they are (the release rule); write replicas acknowledge only once every one is.
     fn decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
-        let n = self.nodes();
         let t = self.coord.get_mut(&txn).expect("voting");
         let Phase::Voting {
             participants,
             write_replicas,
             vc,
-            frontiers,
+            after,
             ..
         } = std::mem::replace(&mut t.phase, Phase::Executing)
         else {
@@ -997,19 +1002,18 @@ impl Sss {
         let decision = Decision {
             vc,
             propagated: t.propagated.iter().copied().collect(),
+            after: after.iter().copied().collect(),
         };
-        let mut awaiting = BTreeSet::new();
-        for w in 0..n {
-            let node = NodeId(w as u32);
-            let known = frontiers
-                .get(&node)
-                .copied()
-                .unwrap_or(self.known_frontier[w]);
-            if decision.vc.get(w) > known {
-                awaiting.insert(node);
-                let vc = decision.vc.clone();
-                ctx.send(node, Msg::AwaitFrontier { txn, vc });
-            }
+        let awaiting = if self.is(Mutant::NoDependencyWait) {
+            BTreeSet::new()
+        } else {
+            after
+        };
+        if !awaiting.is_empty() {
+            self.counters.updates_awaited_dependencies += 1;
+        }
+        for &dep in &awaiting {
+            ctx.send(dep.coordinator(), Msg::AwaitFinal { txn, dep });
         }
         let round = Round {
             number: ctx.now().0,
@@ -1037,6 +1041,7 @@ impl Sss {
         }
         t.phase = Phase::Committing {
             decision,
+            participants,
             write_replicas,
             round,
             acked: BTreeSet::new(),
@@ -1070,11 +1075,26 @@ impl Sss {
         self.external_commit_if_final(ctx, txn);
     }
 
-    /// A node released the transaction's causal past: once every node has, the write
-    /// replicas may acknowledge.
-    fn frontier_reached(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, f: u64) {
-        let known = &mut self.known_frontier[from.0 as usize];
-        *known = (*known).max(f);
+    /// Another coordinator asks to hear when `dep`, coordinated here, is final: answer now if
+    /// it is (or if it is not a transaction still committing here: finished, aborted, or
+    /// unknown), else once it commits externally.
+    fn await_final(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, dep: TxnId) {
+        let committing = self
+            .coord
+            .get(&dep)
+            .is_some_and(|t| !t.read_only && !matches!(t.phase, Phase::Executing));
+        if !committing {
+            return ctx.send(from, Msg::Final { txn, dep });
+        }
+        let waiters = self.final_waiters.entry(dep).or_default();
+        if !waiters.contains(&(from, txn)) {
+            waiters.push((from, txn));
+        }
+    }
+
+    /// `dep`, a transaction `txn` depends on, is final: once every one is, the write replicas
+    /// may acknowledge.
+    fn dep_final(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, dep: TxnId) {
         let Some(Phase::Committing {
             awaiting,
             round,
@@ -1084,7 +1104,7 @@ impl Sss {
         else {
             return;
         };
-        if !awaiting.remove(&from) || !awaiting.is_empty() {
+        if !awaiting.remove(&dep) || !awaiting.is_empty() {
             return;
         }
         round.past_released = true;
@@ -1093,6 +1113,13 @@ impl Sss {
             ctx.send(node, Msg::Finalize { txn, round });
         }
         self.external_commit_if_final(ctx, txn);
+    }
+
+    /// `txn`, coordinated here, is final (or aborted): tell whoever waits for it.
+    fn wake_final_waiters(&mut self, ctx: &mut Ctx<'_, Self>, dep: TxnId) {
+        for (node, txn) in self.final_waiters.remove(&dep).unwrap_or_default() {
+            ctx.send(node, Msg::Final { txn, dep });
+        }
     }
 
     /// The current finalization round went unacknowledged for `finalize_timeout`: withdraw it
@@ -1125,8 +1152,8 @@ impl Sss {
     }
 
     /// Send again what a committing transaction waits for: the decision and round to the
-    /// write replicas that did not acknowledge it, the release question to the nodes that did
-    /// not answer.
+    /// write replicas that did not acknowledge it, the question to the coordinators of the
+    /// transactions it depends on that did not answer.
     fn resend_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         let Some(Phase::Committing {
             decision,
@@ -1152,15 +1179,14 @@ impl Sss {
                 },
             );
         }
-        for &node in awaiting.iter() {
-            let vc = decision.vc.clone();
-            ctx.send(node, Msg::AwaitFrontier { txn, vc });
+        for &dep in awaiting.iter() {
+            ctx.send(dep.coordinator(), Msg::AwaitFinal { txn, dep });
         }
     }
 
-    /// Answer the client once the transaction's past is released everywhere and every write
-    /// replica acknowledged one round (the external commit), then tell the write replicas it
-    /// is final.
+    /// Answer the client once every transaction it depends on is final and every write
+    /// replica acknowledged one round (the external commit), then tell the participants and
+    /// the transactions waiting for it that it is final.
     fn external_commit_if_final(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         let Some(Phase::Committing {
             awaiting,
@@ -1178,16 +1204,20 @@ impl Sss {
         let Phase::Committing {
             decision,
             held_us,
+            participants,
             write_replicas,
             ..
         } = t.phase
         else {
             unreachable!("committing");
         };
-        for &node in &write_replicas {
+        for &node in &participants {
             ctx.send(node, Msg::Released { txn });
+        }
+        for &node in &write_replicas {
             self.decided.acknowledge(ctx, txn, node);
         }
+        self.wake_final_waiters(ctx, txn);
         if write_replicas.is_empty() {
             self.decided.forget(txn);
         }
@@ -1246,11 +1276,14 @@ impl Sss {
 
     // ----- participant: 2PC (Algorithm 2) -----
 
+    /// Lock the keys (A2:L2–6) and vote once every lock is held. Deadlocks between
+    /// transactions that lock the replicas of the same keys in different orders are prevented
+    /// by wait-die on the transactions' begin times (a deviation: see the module docs).
     fn prepare(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
-        vc: VClock,
+        (vc, begun): (VClock, Timestamp),
         reads: Vec<(Key, Option<TxnId>)>,
         writes: Writes,
     ) {
@@ -1258,16 +1291,26 @@ impl Sss {
             return;
         }
         let mut missing = 0;
-        let mut lock = |key: &Key, mode| match self.locks.acquire(txn, (), key, mode) {
-            Acquire::Granted => {}
-            Acquire::Waiting { .. } => missing += 1,
-            Acquire::Refused(_) => unreachable!("the wait policy refuses nothing"),
-        };
-        for (key, _) in &writes {
-            lock(key, LockMode::Exclusive);
+        let mut refused = None;
+        let wanted = writes
+            .iter()
+            .map(|(key, _)| (key, LockMode::Exclusive))
+            .chain(reads.iter().map(|(key, _)| (key, LockMode::Shared)));
+        for (key, mode) in wanted {
+            match self.locks.acquire(txn, begun, key, mode) {
+                Acquire::Granted => {}
+                Acquire::Waiting { .. } => missing += 1,
+                Acquire::Refused(refusal) => {
+                    refused = Some(refusal.abort_reason());
+                    break;
+                }
+            }
         }
-        for (key, _) in &reads {
-            lock(key, LockMode::Shared);
+        if let Some(reason) = refused {
+            self.aborted.insert(txn, ctx.now());
+            self.release_locks(ctx, txn);
+            let vote = Err(reason);
+            return ctx.send(txn.coordinator(), Msg::Vote { txn, vote });
         }
         let write_replica = !writes.is_empty();
         self.participants.insert(
@@ -1349,9 +1392,40 @@ impl Sss {
             writes: p.writes.clone(),
             write_replica: p.write_replica,
         });
-        let frontier = self.frontier(Some(txn));
-        let vote = Ok((vc, frontier));
+        let after = self.dependencies(txn);
+        let vote = Ok((vc, after));
         ctx.send(coordinator, Msg::Vote { txn, vote });
+    }
+
+    /// The committed transactions the prepared `txn` depends on that this node does not know
+    /// final (the release rule): the writers of the versions it read and of the versions it
+    /// overwrites, and the update transactions that read the versions it overwrites. The locks
+    /// it holds keep the set from growing until it is decided.
+    fn dependencies(&self, txn: TxnId) -> Vec<TxnId> {
+        let p = self.participants.get(&txn).expect("preparing");
+        let mut after: Vec<TxnId> = p
+            .reads
+            .iter()
+            .filter_map(|(_, version)| *version)
+            .filter(|writer| self.unreleased.contains_key(writer))
+            .collect();
+        for (key, _) in &p.writes {
+            let Some(entry) = self.store.get(key) else {
+                continue;
+            };
+            if let Some(v) = entry.latest_committed()
+                && self.unreleased.contains_key(&v.writer)
+            {
+                after.push(v.writer);
+            }
+            if !self.is(Mutant::NoAntiDependencies) {
+                after.extend(entry.meta.update_readers());
+            }
+        }
+        after.sort();
+        after.dedup();
+        after.retain(|dep| *dep != txn);
+        after
     }
 
     fn lock_timeout(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
@@ -1383,9 +1457,11 @@ impl Sss {
             if self.held.contains_key(&txn) {
                 return self.on_finalize(ctx, txn, round);
             }
-            if self.is_unreleased(txn) {
-                let writes = self.applied_keys(txn);
-                self.pre_commit(ctx, txn, &decision, round, writes);
+            if self.unreleased.contains_key(&txn)
+                && let Some(position) = self.nlog.position_of(txn)
+            {
+                let writes = self.nlog.keys_of(position).to_vec();
+                self.pre_commit(ctx, txn, &decision, round, position, writes);
                 self.wake_parked(ctx); // reads waiting to learn its state
             }
             return;
@@ -1393,6 +1469,8 @@ impl Sss {
         if p.voted.is_none() {
             return; // cannot happen: a commit needs this node's yes
         }
+        self.record_update_reads(ctx, txn);
+        let p = self.participants.get_mut(&txn).expect("present");
         if !p.write_replica {
             self.participants.remove(&txn);
             ctx.persist(Record::Finished { txn });
@@ -1409,8 +1487,33 @@ impl Sss {
             self.apply(ctx, txn);
         }
         self.apply_ready(ctx);
-        // A pending entry that became decided no longer blocks the pasts it is not in.
-        self.wake_frontier_waiters(ctx);
+    }
+
+    /// The committed `txn` read keys here that it does not write here: until it is final, a
+    /// writer that overwrites one of them depends on it (the release rule).
+    fn record_update_reads(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let p = self.participants.get(&txn).expect("present");
+        let keys: Vec<Key> = p
+            .reads
+            .iter()
+            .map(|(k, _)| k.clone())
+            .filter(|k| !p.writes.iter().any(|(w, _)| w == k))
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        ctx.persist(Record::ReadsCommitted {
+            txn,
+            keys: keys.clone(),
+        });
+        self.note_update_reads(txn, keys, ctx.now());
+    }
+
+    fn note_update_reads(&mut self, txn: TxnId, keys: Vec<Key>, since: Timestamp) {
+        for key in &keys {
+            self.store.entry(key).meta.add_update_reader(txn);
+        }
+        self.update_reads.insert(txn, (keys, since));
     }
 
     /// The coordinator's current finalization round of `txn`: a later round withdraws this
@@ -1454,16 +1557,9 @@ impl Sss {
             ctx.persist(Record::Finished { txn });
         }
         self.release_locks(ctx, txn);
+        // It may have been the pending head of `CommitQ`, holding decided ones back.
+        self.apply_ready(ctx);
         self.wake_parked(ctx);
-        self.wake_frontier_waiters(ctx);
-    }
-
-    /// The keys `txn` wrote here, from the store (after a restart lost the participant).
-    fn applied_keys(&self, txn: TxnId) -> Vec<Key> {
-        let Some(position) = self.nlog.position_of(txn) else {
-            return Vec::new();
-        };
-        self.nlog.keys_of(position).to_vec()
     }
 
     /// Apply every ready transaction at the head of `CommitQ` (A2:L27–33).
@@ -1491,34 +1587,39 @@ impl Sss {
             .nlog
             .append(txn, decision.vc.clone(), keys.clone(), ctx.now());
         ctx.charge(Work::writes(p.writes.len()));
-        for (key, value) in p.writes {
-            self.store
-                .entry(&key)
-                .put_committed(txn, Timestamp(position), value);
-        }
+        self.install(txn, position, p.writes);
         ctx.persist(Record::Applied {
             txn,
             vc: decision.vc.clone(),
         });
-        self.unreleased.insert(
-            (decision.vc.get(self.me), txn),
-            (decision.vc.clone(), ctx.now()),
-        );
+        self.unreleased
+            .insert(txn, (decision.vc.clone(), ctx.now()));
         self.release_locks(ctx, txn);
-        self.pre_commit(ctx, txn, &decision, round, keys);
+        self.pre_commit(ctx, txn, &decision, round, position, keys);
+    }
+
+    /// Install `txn`'s versions at `NLog` position `position`; the update transactions that
+    /// read the versions it overwrites are its dependencies now, not the new versions'.
+    fn install(&mut self, txn: TxnId, position: u64, writes: Writes) {
+        for (key, value) in writes {
+            let entry = self.store.entry(&key);
+            entry.put_committed(txn, Timestamp(position), value);
+            entry.meta.clear_update_readers();
+        }
     }
 
     /// Enter the queues of the written keys with the inherited readers (A3), then acknowledge
-    /// at once if no reader holds the writer (A4) and its past is released.
+    /// at once if no reader holds the writer (A4) and every transaction it depends on is final.
     fn pre_commit(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         d: &Decision,
         round: Round,
+        position: u64,
         keys: Vec<Key>,
     ) {
-        let snapshot = d.vc.get(self.me);
+        let snapshot = position;
         let now = ctx.now();
         for key in &keys {
             let queue = &mut self.store.entry(key).meta;
@@ -1530,7 +1631,7 @@ impl Sss {
                 queue.insert(ro, 0, EntryKind::Reader);
                 let reader = self.readers.entry(ro).or_insert(Reader {
                     keys: Vec::new(),
-                    holds_above: None,
+                    direct: false,
                     since: now,
                     subscribed: None,
                 });
@@ -1553,6 +1654,23 @@ impl Sss {
         self.release_if_unheld(ctx, txn);
     }
 
+    /// The read-only `ro` read `key` here: its R entry holds the key's writers above
+    /// `snapshot`.
+    fn enter_reader(&mut self, ro: TxnId, key: Key, snapshot: u64, now: Timestamp) {
+        let reader = self.readers.entry(ro).or_insert(Reader {
+            keys: Vec::new(),
+            direct: true,
+            since: now,
+            subscribed: None,
+        });
+        reader.direct = true;
+        reader.keys.push(key.clone());
+        self.store
+            .entry(&key)
+            .meta
+            .insert(ro, snapshot, EntryKind::Reader);
+    }
+
     /// Ask `ro`'s coordinator to tell this node when `ro` ends (once per `participant_timeout`).
     fn subscribe_to(&mut self, ctx: &mut Ctx<'_, Self>, ro: TxnId) {
         let now = ctx.now();
@@ -1561,7 +1679,7 @@ impl Sss {
         let Some(reader) = self.readers.get_mut(&ro) else {
             return;
         };
-        if !forwarding && reader.holds_above.is_none() {
+        if !forwarding && !reader.direct {
             return; // the mutant: an inherited reader's end is never asked for
         }
         if reader.subscribed.is_some_and(|at| now.since(at) < patience) {
@@ -1577,20 +1695,15 @@ impl Sss {
         ctx.send(ro.coordinator(), Msg::Subscribe { ro });
     }
 
-    /// Whether a reader holds the pre-committed writer `txn`: a reader that read here before
-    /// it was applied or excluded it (see "Finality" in the module docs), or an older reader
-    /// of one of its keys, inherited through a `PropagatedSet` (A4:L3).
+    /// Whether a reader holds the pre-committed writer `txn` (A4:L3): a reader of one of its
+    /// keys that read before it was applied here or excluded it, or one inherited through a
+    /// `PropagatedSet`.
     fn is_held(&self, txn: TxnId, w: &HeldWriter) -> bool {
-        let by_reader_here = self
-            .holding
-            .first()
-            .is_some_and(|(above, _)| *above < w.snapshot);
-        by_reader_here
-            || w.keys.iter().any(|key| {
-                self.store
-                    .get(key)
-                    .is_some_and(|e| e.meta.holds(txn, w.snapshot))
-            })
+        w.keys.iter().any(|key| {
+            self.store
+                .get(key)
+                .is_some_and(|e| e.meta.holds(txn, w.snapshot))
+        })
     }
 
     /// Acknowledge `txn`'s current round (it becomes tentatively final here) if its past is
@@ -1643,9 +1756,6 @@ impl Sss {
         let Some(reader) = self.readers.remove(&ro) else {
             return;
         };
-        if let Some(above) = reader.holds_above {
-            self.holding.remove(&(above, ro));
-        }
         for key in &reader.keys {
             if let Some(e) = self.store.get_mut(key) {
                 e.meta.remove(ro);
@@ -1654,77 +1764,8 @@ impl Sss {
         self.release_unheld(ctx);
     }
 
-    // ----- the release rule -----
-
-    /// This node's release frontier, leaving `except` out: the largest `c` such that every
-    /// transaction with `vc[i] <= c` that is or will be applied here has committed externally
-    /// (at most `NodeVC[i]`: later prepares get larger values).
-    fn frontier(&self, except: Option<TxnId>) -> u64 {
-        let blocking = self
-            .commit_q
-            .keys()
-            .chain(self.unreleased.keys())
-            .filter(|(_, t)| Some(*t) != except)
-            .map(|(position, _)| *position)
-            .min();
-        let cap = self.node_vc.get(self.me);
-        blocking.map_or(cap, |b| b.saturating_sub(1).min(cap))
-    }
-
-    /// Whether nothing in the causal past `vc` of `txn` is unreleased here: no pending
-    /// `CommitQ` entry at or below `vc[i]` (it may still commit inside the past), and no
-    /// decided or applied transaction whose clock `vc` dominates and that has not committed
-    /// externally. Transactions concurrent with `txn` do not count, so two transactions never
-    /// wait for each other.
-    fn past_released(&self, txn: TxnId, vc: &VClock) -> bool {
-        let bound = vc.get(self.me);
-        // `other` is in the past of `txn`: its clock is dominated, or equal (`xactVN` can make
-        // two clocks equal) and it comes first by id, so two transactions never wait for each
-        // other.
-        let in_past = |other: TxnId, theirs: &VClock| match vc.compare(theirs) {
-            Causality::After => true,
-            Causality::Equal => other < txn,
-            Causality::Before | Causality::Concurrent => false,
-        };
-        let queued = self
-            .commit_q
-            .range(..=(bound, TxnId(u64::MAX)))
-            .filter(|((_, t), _)| *t != txn)
-            .any(|((_, t), ready)| {
-                !ready
-                    || self
-                        .participants
-                        .get(t)
-                        .and_then(|p| p.decision.as_ref())
-                        .is_none_or(|(d, _)| in_past(*t, &d.vc))
-            });
-        let applied = self
-            .unreleased
-            .range(..=(bound, TxnId(u64::MAX)))
-            .filter(|((_, t), _)| *t != txn)
-            .any(|((_, t), (theirs, _))| in_past(*t, theirs));
-        !queued && !applied
-    }
-
-    fn await_frontier(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, vc: VClock) {
-        if self.past_released(txn, &vc) {
-            let frontier = self.frontier(None);
-            return ctx.send(txn.coordinator(), Msg::FrontierReached { txn, frontier });
-        }
-        self.frontier_waiters.push((txn, vc));
-    }
-
-    fn wake_frontier_waiters(&mut self, ctx: &mut Ctx<'_, Self>) {
-        if self.frontier_waiters.is_empty() {
-            return;
-        }
-        let waiters = std::mem::take(&mut self.frontier_waiters);
-        for (txn, vc) in waiters {
-            self.await_frontier(ctx, txn, vc);
-        }
-    }
-
-    /// `txn` committed externally: it is final here; its W entries leave the queues.
+    /// `txn` committed externally: it is final here; its W entries leave the queues, and it
+    /// no longer holds back writers that overwrite what it read.
     fn released(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
         if let Some(w) = self.held.remove(&txn) {
             for key in &w.keys {
@@ -1733,21 +1774,16 @@ impl Sss {
                 }
             }
         }
-        let key = self
-            .unreleased
-            .iter()
-            .find(|((_, t), _)| *t == txn)
-            .map(|(k, _)| *k);
-        if let Some(key) = key {
-            self.unreleased.remove(&key);
-            self.wake_frontier_waiters(ctx);
+        if let Some((keys, _)) = self.update_reads.remove(&txn) {
+            for key in &keys {
+                if let Some(e) = self.store.get_mut(key) {
+                    e.meta.remove_update_reader(txn);
+                }
+            }
+        }
+        if self.unreleased.remove(&txn).is_some() {
             self.wake_parked(ctx);
         }
-    }
-
-    /// Whether `txn` was applied here and this node has not heard that it is final.
-    fn is_unreleased(&self, txn: TxnId) -> bool {
-        self.unreleased.keys().any(|(_, t)| *t == txn)
     }
 
     // ----- serving reads (Algorithm 6) -----
@@ -1781,22 +1817,6 @@ impl Sss {
         self.serve_read_only(ctx, read);
     }
 
-    /// Whether everything with `vc[i] <= bound` that will ever commit here has been applied
-    /// (A6:L5, with T4's tie rule).
-    fn caught_up(&self, bound: u64) -> bool {
-        self.nlog.most_recent().get(self.me) >= bound && self.none_pending_within(bound)
-    }
-
-    /// Whether no transaction in `CommitQ` has an entry at or below `bound`. Applying in
-    /// `CommitQ` order makes this follow from `NodeVC[i] >= bound` except for ties (T4), and
-    /// it is what keeps a transaction applied out of that order (the mutant
-    /// `apply-out-of-order`) from being missed inside a frozen bound.
-    fn none_pending_within(&self, bound: u64) -> bool {
-        self.commit_q
-            .first_key_value()
-            .is_none_or(|(&(position, _), _)| position > bound)
-    }
-
     /// Serve again the reads waiting here (each waits again if it still must).
     fn wake_parked(&mut self, ctx: &mut Ctx<'_, Self>) {
         if self.parked.is_empty() {
@@ -1808,25 +1828,26 @@ impl Sss {
         }
     }
 
-    /// Whether a writer here has waited for its readers longer than the admission threshold.
-    fn starving_writer(&self, now: Timestamp) -> bool {
-        self.held
-            .values()
-            .any(|w| !w.acked && now.since(w.since) >= self.admission_threshold)
+    /// Whether a writer of `key` here has waited for its readers longer than the admission
+    /// threshold (§III-E).
+    fn starving_writer_of(&self, key: &Key, now: Timestamp) -> bool {
+        let Some(entry) = self.store.get(key) else {
+            return false;
+        };
+        entry.meta.writers().any(|writer| {
+            self.held
+                .get(&writer)
+                .is_some_and(|w| !w.acked && now.since(w.since) >= self.admission_threshold)
+        })
     }
 
-    /// The writers applied here that are not final: a reader excludes them. A writer whose
-    /// round this node acknowledged is tentatively final, and read (the reply waits until it
-    /// is final or the round is withdrawn).
-    fn not_final(&self) -> Vec<(TxnId, VClock)> {
-        if self.is(Mutant::NoExclusion) {
-            return Vec::new();
-        }
-        self.unreleased
-            .iter()
-            .filter(|((_, t), _)| !self.held.get(t).is_some_and(|w| w.acked))
-            .map(|((_, t), (vc, _))| (*t, vc.clone()))
-            .collect()
+    /// Whether a reader skips `writer`'s versions here: it is not final, and this node has
+    /// not acknowledged its round (a writer whose round this node acknowledged is tentatively
+    /// final and read: the reply waits until it is final or the round is withdrawn).
+    fn excludes(&self, writer: TxnId) -> bool {
+        !self.is(Mutant::NoExclusion)
+            && self.unreleased.contains_key(&writer)
+            && !self.held.get(&writer).is_some_and(|w| w.acked)
     }
 
     fn serve_update_read(
@@ -1849,42 +1870,31 @@ impl Sss {
             vc: self.nlog.most_recent().clone(),
             propagated,
             too_old: false,
-            frontier: self.frontier(None),
             excluded: Vec::new(),
         };
         ctx.send(from, Msg::ReadReply { txn, seq, answer });
     }
 
-    /// A read-only read (Algorithm 6): wait for the reader's causal past (A6:L5), choose the
-    /// version, wait while its writer is only tentatively final, then hold every writer the
-    /// reader did not see and answer.
+    /// A read-only read (Algorithm 6, with versions chosen by finality: see the module docs):
+    /// the newest version of the key whose writer the reader does not exclude; wait while that
+    /// writer is only tentatively final; then enter the key's queue, holding every writer of
+    /// the key the reader did not see, and answer.
     fn serve_read_only(&mut self, ctx: &mut Ctx<'_, Self>, read: ParkedRead) {
         if self.removed.contains_key(&read.txn) {
             return;
         }
-        let n = self.nodes();
-        let mut bounded = vec![false; n];
-        for &w in &read.ro.has_read {
-            bounded[w as usize] = true;
-        }
-        let first = !bounded[self.me];
-        if first && !self.caught_up(read.ro.vc.get(self.me)) {
-            self.counters.ro_first_reads_waited += 1;
-            self.parked.push(read);
-            return;
-        }
-        // Starvation control (§III-E): a reader that holds nothing here yet backs off for a
-        // while when a writer here has been held too long, instead of holding it longer
+        // Starvation control (§III-E): a reader not yet in the key's queue backs off for a
+        // while when a writer of the key has been held too long, instead of holding it longer
         // still. The delay is bounded (it is not a wait for the writer): a delayed reader may
         // hold, elsewhere, a writer that the starving one waits for.
         let mut read = read;
         if read.delayed_until.is_none()
             && !self.admission_threshold.is_zero()
-            && self.starving_writer(ctx.now())
+            && self.starving_writer_of(&read.key, ctx.now())
             && self
                 .readers
                 .get(&read.txn)
-                .is_none_or(|r| r.holds_above.is_none())
+                .is_none_or(|r| !r.keys.contains(&read.key))
         {
             self.counters.ro_reads_admission_delayed += 1;
             let until = ctx.now().0 + self.admission_threshold.as_micros() as u64;
@@ -1897,43 +1907,18 @@ impl Sss {
         }
         // After a restart, a writer applied before it may be final, tentatively final or held
         // elsewhere: until this node learns which, no read here can tell whether to exclude it.
-        if self
-            .unreleased
-            .keys()
-            .any(|(_, t)| !self.held.contains_key(t))
-        {
+        if self.unreleased.keys().any(|t| !self.held.contains_key(t)) {
             self.parked.push(read);
             return;
         }
-        let not_final = self.not_final();
-        let mut excluded = read.ro.excluded.clone();
-        for (writer, vc) in &not_final {
-            if !excluded.iter().any(|(t, _)| t == writer) {
-                excluded.push((*writer, vc.clone()));
-            }
-        }
-        let chosen = if first {
-            reads::first_read(self, &read.key, &read.ro.vc, &bounded, &excluded)
-        } else {
-            reads::repeat_read(self, &read.key, &read.ro.vc, &bounded, &excluded)
-        };
-        // T4: a pending or decided transaction at or below the bound this read freezes could
-        // still be applied inside it; wait until none is left.
-        if let Some((max_vc, _)) = &chosen
-            && first
-            && !self.none_pending_within(max_vc.get(self.me))
-        {
-            self.parked.push(read);
-            return;
-        }
-        let Some((max_vc, version)) = chosen else {
+        let skip = |writer: TxnId| read.ro.excluded.contains(&writer) || self.excludes(writer);
+        let Some(chosen) = reads::newest_visible(self, &read.key, skip) else {
             let answer = ReadAnswer {
                 value: None,
                 version: None,
-                vc: read.ro.vc.clone(),
+                vc: self.nlog.most_recent().clone(),
                 propagated: Vec::new(),
                 too_old: true,
-                frontier: self.frontier(None),
                 excluded: Vec::new(),
             };
             let (txn, seq) = (read.txn, read.seq);
@@ -1941,7 +1926,7 @@ impl Sss {
         };
         // The version's writer is tentatively final here: wait until it is final, or its
         // round is withdrawn and this read excludes it.
-        if let Some((writer, _)) = &version
+        if let Some((writer, _)) = &chosen.version
             && self.held.get(writer).is_some_and(|w| w.acked)
         {
             self.counters.ro_reads_awaited_final += 1;
@@ -1949,44 +1934,27 @@ impl Sss {
             return;
         }
         if !self.is(Mutant::NoReaderEntries) {
-            // Hold every writer here the reader did not see: those applied later (above its
-            // snapshot) and those it excluded.
-            let mut above = max_vc.get(self.me);
-            for (writer, vc) in &not_final {
-                if self.nlog.position_of(*writer).is_some() {
-                    above = above.min(vc.get(self.me).saturating_sub(1));
-                }
-            }
-            let now = ctx.now();
-            let per_key = self.is(Mutant::PerKeyHolding);
-            let reader = self.readers.entry(read.txn).or_insert(Reader {
-                keys: Vec::new(),
-                holds_above: None,
-                since: now,
-                subscribed: None,
+            // Hold every writer of the key the reader did not see: those applied later (above
+            // the log's newest position) and those it skipped.
+            let snapshot = chosen
+                .skipped
+                .iter()
+                .map(|(_, position)| position.saturating_sub(1))
+                .fold(self.nlog.last_position(), u64::min);
+            ctx.persist(Record::ReaderEntered {
+                ro: read.txn,
+                key: read.key.clone(),
+                snapshot,
             });
-            if reader.holds_above.is_none_or(|h| above < h) && !per_key {
-                if let Some(h) = reader.holds_above {
-                    self.holding.remove(&(h, read.txn));
-                }
-                reader.holds_above = Some(above);
-                self.holding.insert((above, read.txn));
-            }
-            reader.keys.push(read.key.clone());
-            self.store.entry(&read.key).meta.insert(
-                read.txn,
-                max_vc.get(self.me),
-                EntryKind::Reader,
-            );
+            self.enter_reader(read.txn, read.key.clone(), snapshot, ctx.now());
         }
         let answer = ReadAnswer {
-            value: version.as_ref().and_then(|(_, v)| v.clone()),
-            version: version.map(|(w, _)| w),
-            vc: max_vc,
+            value: chosen.version.as_ref().and_then(|(_, v)| v.clone()),
+            version: chosen.version.map(|(w, _)| w),
+            vc: self.nlog.most_recent().clone(),
             propagated: Vec::new(),
             too_old: false,
-            frontier: self.frontier(None),
-            excluded: not_final,
+            excluded: chosen.skipped.into_iter().map(|(w, _)| w).collect(),
         };
         let (txn, seq) = (read.txn, read.seq);
         ctx.send(read.from, Msg::ReadReply { txn, seq, answer });
@@ -2011,13 +1979,18 @@ impl Sss {
             ctx.send(txn.coordinator(), Msg::QueryOutcome { txn });
         }
         // Applied transactions not heard of as released: ask their coordinators.
+        // So are update transactions that read here.
         let mut unsettled = Vec::new();
-        for ((_, txn), (_, since)) in self.unreleased.iter_mut() {
+        let sinces = self.unreleased.iter_mut().map(|(t, (_, since))| (t, since));
+        let read_sinces = self.update_reads.iter_mut().map(|(t, (_, since))| (t, since));
+        for (txn, since) in sinces.chain(read_sinces) {
             if now.since(*since) >= patience {
                 *since = now;
                 unsettled.push(*txn);
             }
         }
+        unsettled.sort();
+        unsettled.dedup();
         for txn in unsettled {
             ctx.send(txn.coordinator(), Msg::QueryReleased { txn });
         }
@@ -2068,7 +2041,7 @@ impl Sss {
         let keep_from = self
             .unreleased
             .keys()
-            .filter_map(|(_, t)| self.nlog.position_of(*t))
+            .filter_map(|t| self.nlog.position_of(*t))
             .min()
             .unwrap_or(u64::MAX);
         self.nlog.collapse_before(horizon, keep_from);
@@ -2142,6 +2115,7 @@ impl InteractiveCoordinator for Sss {
                 Msg::Prepare {
                     txn,
                     vc,
+                    begun: t.begun,
                     reads,
                     writes,
                 },
@@ -2152,7 +2126,7 @@ impl InteractiveCoordinator for Sss {
             participants,
             write_replicas,
             vc: t.vc.clone(),
-            frontiers: BTreeMap::new(),
+            after: BTreeSet::new(),
         };
         ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
     }
@@ -2196,13 +2170,29 @@ impl Protocol for Sss {
         self.ids.checkpoint::<Record, Decision>(emit);
         emit(Record::NodeClock(self.node_vc.clone()));
         emit(Record::Log(self.nlog.checkpoint()));
-        for ((_, txn), (vc, _)) in &self.unreleased {
+        let mut unreleased: Vec<_> = self.unreleased.iter().collect();
+        unreleased.sort_by_key(|(t, _)| **t);
+        for (txn, (vc, _)) in unreleased {
             emit(Record::Unreleased {
                 txn: *txn,
                 vc: vc.clone(),
             });
         }
+        let mut update_reads: Vec<_> = self.update_reads.iter().collect();
+        update_reads.sort_by_key(|(t, _)| **t);
+        for (txn, (keys, _)) in update_reads {
+            emit(Record::ReadsCommitted {
+                txn: *txn,
+                keys: keys.clone(),
+            });
+        }
         for (key, entry) in self.store.iter() {
+            for (ro, snapshot) in entry.meta.reader_entries() {
+                if self.readers.get(&ro).is_some_and(|r| r.direct) {
+                    let key = key.clone();
+                    emit(Record::ReaderEntered { ro, key, snapshot });
+                }
+            }
             let versions: Vec<_> = entry
                 .versions()
                 .map(|v| (v.writer, v.ts.0, v.value.clone()))
@@ -2234,7 +2224,8 @@ impl Protocol for Sss {
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
         // Transactions recovered committing start a fresh round (numbered by the clock, so
-        // above any round of before the crash) and ask every node about their past.
+        // above any round of before the crash) and ask again about every transaction they
+        // depend on.
         let mut recovered: Vec<TxnId> = self.coord.keys().copied().collect();
         recovered.sort();
         for txn in recovered {
@@ -2246,10 +2237,11 @@ impl Protocol for Sss {
             }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
             {
                 round.number = ctx.now().0;
-                *awaiting = (0..decision.vc.len())
-                    .filter(|w| decision.vc.get(*w) > 0)
-                    .map(|w| NodeId(w as u32))
-                    .collect();
+                *awaiting = if self.mutant == Some(Mutant::NoDependencyWait) {
+                    BTreeSet::new()
+                } else {
+                    decision.after.iter().copied().collect()
+                };
                 round.past_released = awaiting.is_empty();
             }
             self.resend_commit(ctx, txn);
@@ -2257,7 +2249,14 @@ impl Protocol for Sss {
         // Writers applied here before the restart whose finality this node no longer knows:
         // ask their coordinators at once (reads wait until each is known, see
         // `serve_read_only`).
-        let unknown: Vec<TxnId> = self.unreleased.keys().map(|(_, t)| *t).collect();
+        let mut unknown: Vec<TxnId> = self
+            .unreleased
+            .keys()
+            .chain(self.update_reads.keys())
+            .copied()
+            .collect();
+        unknown.sort();
+        unknown.dedup();
         for txn in unknown {
             ctx.send(txn.coordinator(), Msg::QueryReleased { txn });
         }
@@ -2271,13 +2270,14 @@ impl Protocol for Sss {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Read { txn, seq, key, ro } => self.serve_read(ctx, from, txn, seq, key, ro),
-            Msg::ReadReply { txn, seq, answer } => self.read_reply(ctx, from, txn, seq, answer),
+            Msg::ReadReply { txn, seq, answer } => self.read_reply(ctx, txn, seq, answer),
             Msg::Prepare {
                 txn,
                 vc,
+                begun,
                 reads,
                 writes,
-            } => self.prepare(ctx, txn, vc, reads, writes),
+            } => self.prepare(ctx, txn, (vc, begun), reads, writes),
             Msg::Vote { txn, vote } => self.vote(ctx, from, txn, vote),
             Msg::Decide {
                 txn,
@@ -2290,10 +2290,8 @@ impl Protocol for Sss {
                 round,
                 held_us,
             } => self.ack(ctx, from, txn, round, held_us),
-            Msg::AwaitFrontier { txn, vc } => self.await_frontier(ctx, txn, vc),
-            Msg::FrontierReached { txn, frontier } => {
-                self.frontier_reached(ctx, from, txn, frontier)
-            }
+            Msg::AwaitFinal { txn, dep } => self.await_final(ctx, from, txn, dep),
+            Msg::Final { txn, dep } => self.dep_final(ctx, txn, dep),
             Msg::Released { txn } => self.released(ctx, txn),
             Msg::QueryReleased { txn } => {
                 if self.coord.contains_key(&txn) {
@@ -2340,12 +2338,15 @@ impl Protocol for Sss {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
         vec![
-            ("ro_first_reads_waited", c.ro_first_reads_waited),
             ("ro_snapshot_too_old", c.ro_snapshot_too_old),
             ("ro_reads_resent", c.ro_reads_resent),
             ("ro_reads_awaited_final", c.ro_reads_awaited_final),
             ("ro_reads_admission_delayed", c.ro_reads_admission_delayed),
             ("finalize_rounds_withdrawn", c.finalize_rounds_withdrawn),
+            (
+                "updates_awaited_dependencies",
+                c.updates_awaited_dependencies,
+            ),
             ("writers_held", c.writers_held),
             ("updates_committed", c.updates_committed),
             ("update_latency_us", c.update_latency_us),
@@ -2360,9 +2361,9 @@ impl Protocol for Sss {
             ("held_writers", self.held.len() as u64),
             ("commit_queue", self.commit_q.len() as u64),
             ("unreleased_writers", self.unreleased.len() as u64),
-            ("frontier_waiters", self.frontier_waiters.len() as u64),
+            ("final_waiters", self.final_waiters.len() as u64),
+            ("update_readers_not_final", self.update_reads.len() as u64),
             ("queued_readers", self.readers.len() as u64),
-            ("holding_readers", self.holding.len() as u64),
             ("parked_reads", self.parked.len() as u64),
             ("prepared_participants", self.participants.len() as u64),
             ("coordinated_transactions", self.coord.len() as u64),
@@ -2390,6 +2391,8 @@ impl Sss {
             .collect();
         for (txn, decision, write_replicas) in decided {
             let vc = decision.vc.clone();
+            // Who only read is not in the log: every node hears that it is final.
+            let participants = (0..self.nodes() as u32).map(NodeId).collect();
             self.coord.insert(
                 txn,
                 Coord::new(
@@ -2398,6 +2401,7 @@ impl Sss {
                     Timestamp::ZERO,
                     Phase::Committing {
                         decision,
+                        participants,
                         write_replicas,
                         round: Round::default(),
                         acked: BTreeSet::new(),
@@ -2431,10 +2435,10 @@ impl Sss {
                 write_replica,
             } => {
                 for (key, _) in &writes {
-                    let _ = self.locks.acquire(txn, (), key, LockMode::Exclusive);
+                    let _ = self.locks.acquire(txn, Timestamp::ZERO, key, LockMode::Exclusive);
                 }
                 for key in &reads {
-                    let _ = self.locks.acquire(txn, (), key, LockMode::Shared);
+                    let _ = self.locks.acquire(txn, Timestamp::ZERO, key, LockMode::Shared);
                 }
                 let position = vc.get(self.me);
                 if write_replica {
@@ -2465,14 +2469,9 @@ impl Sss {
                     self.commit_q.remove(&(position, txn));
                 }
                 let keys = p.writes.iter().map(|(k, _)| k.clone()).collect();
-                self.unreleased
-                    .insert((vc.get(self.me), txn), (vc.clone(), Timestamp::ZERO));
+                self.unreleased.insert(txn, (vc.clone(), Timestamp::ZERO));
                 let position = self.nlog.append(txn, vc, keys, Timestamp::ZERO);
-                for (key, value) in p.writes {
-                    self.store
-                        .entry(&key)
-                        .put_committed(txn, Timestamp(position), value);
-                }
+                self.install(txn, position, p.writes);
                 let _ = self.locks.release_all(txn);
             }
             Record::Finished { txn } => {
@@ -2485,8 +2484,15 @@ impl Sss {
             }
             Record::NodeClock(vc) => self.node_vc.merge(&vc),
             Record::Unreleased { txn, vc } => {
-                self.unreleased
-                    .insert((vc.get(self.me), txn), (vc, Timestamp::ZERO));
+                self.unreleased.insert(txn, (vc, Timestamp::ZERO));
+            }
+            Record::ReadsCommitted { txn, keys } => {
+                self.note_update_reads(txn, keys, Timestamp::ZERO)
+            }
+            // A reader that ended before the restart is removed once its coordinator answers
+            // the subscription the next tick sends (it is overdue from the start).
+            Record::ReaderEntered { ro, key, snapshot } => {
+                self.enter_reader(ro, key, snapshot, Timestamp::ZERO)
             }
             Record::Log(checkpoint) => self.nlog = NLog::restore(checkpoint),
             Record::Versions { key, versions } => {

@@ -2,31 +2,20 @@
 //! apply order. A version's position in `NLog` is its timestamp in the store, so a version's
 //! clock is one index away.
 //!
-//! A read-only transaction's first read at a node needs the entrywise maximum of the entries
-//! within its bounds (A6:L6–9). Scanning the whole log for it would cost every read the log's
-//! length, so each entry also keeps the running maximum of the log up to it: walking back from
-//! the newest entry, the scan stops at the first entry whose running maximum is within the
-//! bounds (and older than every excluded writer), since everything before it is then visible.
+//! Each entry also keeps the running maximum of the log up to it, so that `NLog.mostRecentVC`
+//! (the clock a transaction begins with, and an update read returns) costs nothing.
 //!
 //! Entries older than the garbage-collection retention are collapsed into `base`, their
-//! entrywise maximum, and the versions they wrote lose their clocks (the store keeps only the
-//! newest of them). A reader whose bounds `base` exceeds could need one of the collapsed
-//! entries excluded, which can no longer be told: it gets `None` (`SnapshotTooOld`). That takes
-//! a read-only transaction older than the retention (5 s by default).
+//! entrywise maximum, and the store keeps only the newest of the versions they wrote. Entries
+//! of writers not final here are never collapsed (a reader may skip them and need the version
+//! before), so a read-only read finds the version it needs unless it skips a writer that is
+//! final here, which no reader does (it would have to hold that writer elsewhere).
 
-use crate::common::vclock::{Causality, VClock};
+use crate::common::vclock::VClock;
 use augur_types::{Key, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-
-/// Whether `vc` is at most `bound` on every entry `bounded` marks (a reader's `hasRead`).
-pub fn within_bounds(vc: &VClock, bound: &VClock, bounded: &[bool]) -> bool {
-    bounded
-        .iter()
-        .enumerate()
-        .all(|(w, b)| !b || vc.get(w) <= bound.get(w))
-}
 
 #[derive(Clone, Debug)]
 struct Entry {
@@ -76,6 +65,11 @@ impl NLog {
         self.first
     }
 
+    /// The position of the newest entry (`first_position() - 1` when none is kept).
+    pub fn last_position(&self) -> u64 {
+        self.first + self.entries.len() as u64 - 1
+    }
+
     /// Append `txn`'s commit clock; returns its position.
     pub fn append(&mut self, txn: TxnId, vc: VClock, keys: Vec<Key>, now: Timestamp) -> u64 {
         let mut running_max = self.most_recent().clone();
@@ -103,11 +97,6 @@ impl NLog {
         self.entry(position).map(|e| &e.vc)
     }
 
-    /// The entrywise maximum of the collapsed entries.
-    pub fn base(&self) -> &VClock {
-        &self.base
-    }
-
     /// Where `txn` was applied, while its entry is kept.
     pub fn position_of(&self, txn: TxnId) -> Option<u64> {
         self.positions.get(&txn).copied()
@@ -116,53 +105,6 @@ impl NLog {
     /// The keys the transaction at `position` wrote here.
     pub fn keys_of(&self, position: u64) -> &[Key] {
         self.entry(position).map_or(&[], |e| &e.keys)
-    }
-
-    /// The entrywise maximum of every entry whose clock is within `bound` on the `bounded`
-    /// entries, leaving out the `excluded` writers and every entry whose clock is strictly
-    /// above one of theirs (A6:L6–9, with exclusion made sticky: see the module docs of
-    /// `sss`); `None` when a collapsed entry may be out of bounds or excluded.
-    pub fn max_visible(
-        &self,
-        bound: &VClock,
-        bounded: &[bool],
-        excluded: &[(TxnId, VClock)],
-    ) -> Option<VClock> {
-        let within = |vc: &VClock| within_bounds(vc, bound, bounded);
-        let after_excluded = |vc: &VClock| {
-            excluded
-                .iter()
-                .any(|(_, theirs)| vc.compare(theirs) == Causality::After)
-        };
-        // Entries older than every excluded writer applied here are candidates for the
-        // running-maximum shortcut; excluded writers applied elsewhere have no position.
-        let oldest_excluded = excluded
-            .iter()
-            .filter_map(|(txn, _)| self.position_of(*txn))
-            .min()
-            .unwrap_or(u64::MAX);
-        let mut max = VClock::new(self.base.len());
-        for (index, e) in self.entries.iter().enumerate().rev() {
-            let position = self.first + index as u64;
-            // Nothing up to here is out of bounds, excluded, or above an excluded writer (the
-            // running maximum is above every entry it covers): all of it is visible.
-            if position < oldest_excluded
-                && within(&e.running_max)
-                && !after_excluded(&e.running_max)
-            {
-                max.merge(&e.running_max);
-                return Some(max);
-            }
-            let excluded_here = excluded.iter().any(|(t, _)| *t == e.txn);
-            if within(&e.vc) && !excluded_here && !after_excluded(&e.vc) {
-                max.merge(&e.vc);
-            }
-        }
-        if !within(&self.base) || after_excluded(&self.base) {
-            return None;
-        }
-        max.merge(&self.base);
-        Some(max)
     }
 
     /// Collapse the entries applied before `horizon` into `base` (keeping the newest entry),

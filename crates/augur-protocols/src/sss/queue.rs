@@ -1,8 +1,8 @@
 //! The snapshot-queue of one key at one replica (SSS §III-A): the read-only transactions that
-//! read the key here (R entries, with the snapshot they read at: `maxVC[i]` at their first read
-//! here, their frozen `T.VC[i]` on a repeat read, 0 for a reader inherited through a
-//! `PropagatedSet`) and the pre-committed writers of the key (W entries, with their commit
-//! clock's entry `i`). A writer is held while an R entry with a smaller snapshot is present.
+//! read the key here (R entries, with the snapshot they read at: the newest `NLog` position
+//! they did not hold, 0 for a reader inherited through a `PropagatedSet`) and the
+//! pre-committed writers of the key (W entries, with their `NLog` position). A writer is held
+//! while an R entry with a smaller snapshot is present.
 //!
 //! Queues are short (the readers in flight on one key), so a vector scanned linearly beats any
 //! ordered structure; the paper splits R and W entries for the same reason (§V).
@@ -22,10 +22,13 @@ struct Entry {
     kind: EntryKind,
 }
 
-/// Per-key metadata of `sss`: the key's snapshot-queue at this replica.
+/// Per-key metadata of `sss`: the key's snapshot-queue at this replica, and the update
+/// transactions that read the key's current version here and are not known final (a writer
+/// that overwrites the version depends on them: the release rule in the module docs of `sss`).
 #[derive(Clone, Debug, Default)]
 pub struct KeyQueue {
     entries: Vec<Entry>,
+    update_readers: Vec<TxnId>,
 }
 
 impl KeyQueue {
@@ -66,8 +69,47 @@ impl KeyQueue {
             .map(|e| e.txn)
     }
 
+    /// The readers in the queue with their snapshots (R entries).
+    pub fn reader_entries(&self) -> impl Iterator<Item = (TxnId, u64)> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Reader)
+            .map(|e| (e.txn, e.snapshot))
+    }
+
+    /// The writers in the queue (W entries).
+    pub fn writers(&self) -> impl Iterator<Item = TxnId> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Writer)
+            .map(|e| e.txn)
+    }
+
+    /// Whether the queue has no entry (update readers are not queue entries).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// A committed update transaction read the current version.
+    pub fn add_update_reader(&mut self, txn: TxnId) {
+        if !self.update_readers.contains(&txn) {
+            self.update_readers.push(txn);
+        }
+    }
+
+    /// The update transactions that read the current version and are not known final.
+    pub fn update_readers(&self) -> impl Iterator<Item = TxnId> + '_ {
+        self.update_readers.iter().copied()
+    }
+
+    /// `txn` is final.
+    pub fn remove_update_reader(&mut self, txn: TxnId) {
+        self.update_readers.retain(|t| *t != txn);
+    }
+
+    /// A new version was installed: its overwriter took the readers of the old one.
+    pub fn clear_update_readers(&mut self) {
+        self.update_readers.clear();
     }
 }
 
