@@ -104,8 +104,8 @@
 mod graph;
 mod procedure;
 
-use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, Reads};
 use crate::common::coordinator::serve_interactive;
+use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, Reads};
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
@@ -311,7 +311,10 @@ impl CheckMessage for Msg {
             }
             Msg::StartDeferred { txn, reads, writes } => {
                 at.txn_of_sender(*txn)?;
-                reads.iter().chain(writes).try_for_each(|key| at.key_here(key))
+                reads
+                    .iter()
+                    .chain(writes)
+                    .try_for_each(|key| at.key_here(key))
             }
             Msg::Install { txn, writes } => {
                 at.txn_of_sender(*txn)?;
@@ -668,7 +671,14 @@ impl Rococo {
 
     /// Record `txn`'s accepted piece as pending; its local dependencies are the pending pieces
     /// it conflicts with.
-    fn register(&mut self, txn: TxnId, reads: Vec<Key>, write_keys: Vec<Key>, form: Form, now: Timestamp) {
+    fn register(
+        &mut self,
+        txn: TxnId,
+        reads: Vec<Key>,
+        write_keys: Vec<Key>,
+        form: Form,
+        now: Timestamp,
+    ) {
         let local = self.conflicting(txn, &reads, &write_keys);
         for key in &write_keys {
             let list = self.writers.entry(key.clone()).or_default();
@@ -762,14 +772,26 @@ impl Rococo {
             writes: writes.clone(),
         });
         let write_keys = writes.iter().map(|(k, _)| k.clone()).collect();
-        self.register(txn, read_keys, write_keys, Form::Interactive { writes }, ctx.now());
+        self.register(
+            txn,
+            read_keys,
+            write_keys,
+            Form::Interactive { writes },
+            ctx.now(),
+        );
         let deps = Ok(self.pieces[&txn].local.iter().copied().collect());
         self.deliver(ctx, txn.coordinator(), Msg::Started { txn, deps });
     }
 
     /// ROCOCO §3.2's start phase for a deferrable piece: never refused; its dependencies are
     /// every pending piece it conflicts with.
-    fn start_deferred(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reads: Vec<Key>, writes: Vec<Key>) {
+    fn start_deferred(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        reads: Vec<Key>,
+        writes: Vec<Key>,
+    ) {
         if self.started_again(ctx, txn) {
             return;
         }
@@ -902,12 +924,10 @@ impl Rococo {
             (Some(found), _) => found.clone(),
             // No cycle passes through an interactive piece.
             (None, Form::Interactive { .. }) => vec![txn],
-            (None, Form::Deferred { .. }) => {
-                match graph::component(txn, deps, |t| self.known(t)) {
-                    Ok(members) => members,
-                    Err(unknown) => return Readiness::Unknown(unknown),
-                }
-            }
+            (None, Form::Deferred { .. }) => match graph::component(txn, deps, |t| self.known(t)) {
+                Ok(members) => members,
+                Err(unknown) => return Readiness::Unknown(unknown),
+            },
         };
         let arrival_order = self.mutant == Some(Mutant::NoSccOrder);
         let before = |q: &TxnId| {
@@ -933,7 +953,15 @@ impl Rococo {
                 .pieces
                 .iter()
                 .filter(|(_, p)| p.deps.is_some())
-                .filter(|(_, p)| !matches!(p.form, Form::Deferred { begun: Some(_), install: None }))
+                .filter(|(_, p)| {
+                    !matches!(
+                        p.form,
+                        Form::Deferred {
+                            begun: Some(_),
+                            install: None
+                        }
+                    )
+                })
                 .map(|(t, _)| *t)
                 .collect();
             candidates.sort();
@@ -997,9 +1025,17 @@ impl Rococo {
                 install: Some(writes),
                 ..
             } => writes.clone(),
-            Form::Deferred { begun, install: None } => {
+            Form::Deferred {
+                begun,
+                install: None,
+            } => {
                 *begun = Some(ctx.now());
-                let keys: Vec<Key> = piece.reads.iter().chain(&piece.write_keys).cloned().collect();
+                let keys: Vec<Key> = piece
+                    .reads
+                    .iter()
+                    .chain(&piece.write_keys)
+                    .cloned()
+                    .collect();
                 return self.send_values(ctx, txn, keys);
             }
         };
@@ -1181,7 +1217,13 @@ impl Rococo {
     }
 
     /// A one-shot request (see the module docs, "One-shot transactions").
-    fn execute(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, call: ProcedureCall, read_only: bool) {
+    fn execute(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        call: ProcedureCall,
+        read_only: bool,
+    ) {
         let reject = |ctx: &mut Ctx<'_, Self>, e: RequestError| {
             pending.answer(ctx, ClientReply::Rejected(e));
         };
@@ -1190,13 +1232,19 @@ impl Rococo {
             Err(e) => return reject(ctx, e),
         };
         if procedure.read_only() != read_only {
-            let why = format!("procedure {}/{} is not as read-only as the request says", call.workload, call.procedure);
+            let why = format!(
+                "procedure {}/{} is not as read-only as the request says",
+                call.workload, call.procedure
+            );
             return reject(ctx, RequestError::Invalid(why));
         }
         // The dry run: which keys the pieces read and write (ROCOCO knows its pieces in
         // advance; augur's procedures are code, so they are run once over absent values).
         let Some(dry) = procedure::run(procedure.as_mut(), procedure::Source::Absent) else {
-            let why = format!("procedure {}/{} waits on more than its reads", call.workload, call.procedure);
+            let why = format!(
+                "procedure {}/{} waits on more than its reads",
+                call.workload, call.procedure
+            );
             return reject(ctx, RequestError::Invalid(why));
         };
         let mut writes: Vec<Key> = dry.writes.keys().cloned().collect();
@@ -1213,7 +1261,10 @@ impl Rococo {
         let placement = self.env.placement.clone();
         if read_only {
             if !writes.is_empty() {
-                let why = format!("read-only procedure {}/{} writes", call.workload, call.procedure);
+                let why = format!(
+                    "read-only procedure {}/{} writes",
+                    call.workload, call.procedure
+                );
                 return reject(ctx, RequestError::Invalid(why));
             }
             let me = self.id();
@@ -1225,7 +1276,14 @@ impl Rococo {
             let txn = self.new_coord(ctx, true, Phase::Executing);
             let t = self.coord.get_mut(&txn).expect("just made");
             t.pending = Some(pending);
-            t.one_shot = Some((procedure, OneShotPlan { call, keys: Vec::new(), writes: Vec::new() }));
+            t.one_shot = Some((
+                procedure,
+                OneShotPlan {
+                    call,
+                    keys: Vec::new(),
+                    writes: Vec::new(),
+                },
+            ));
             ctx.set_timer(self.env.options.participant_timeout, Timer::Phase(txn));
             return self.read_round(ctx, txn, 1, by_node, None);
         }
@@ -1342,8 +1400,10 @@ impl Rococo {
             let (next, by_node) = (*round + 1, std::mem::take(by_node));
             return self.read_round(ctx, txn, next, by_node, Some(versions));
         }
-        let values: BTreeMap<Key, Option<Value>> =
-            current.iter().map(|(k, (_, v))| (k.clone(), v.clone())).collect();
+        let values: BTreeMap<Key, Option<Value>> = current
+            .iter()
+            .map(|(k, (_, v))| (k.clone(), v.clone()))
+            .collect();
         let t = self.coord.remove(&txn).expect("checked above");
         self.counters.read_only_commits += 1;
         let (mut procedure, _) = t.one_shot.expect("rounds are one-shot");
@@ -1351,13 +1411,18 @@ impl Rococo {
         let (ops, end) = match run {
             Some(run) => {
                 let end = match run.end {
-                    Ok(()) if !run.undeclared => ClientReply::Committed { commit_ts: ctx.now() },
+                    Ok(()) if !run.undeclared => ClientReply::Committed {
+                        commit_ts: ctx.now(),
+                    },
                     Ok(()) => ClientReply::Aborted(AbortReason::ValidationFailed),
                     Err(e) => reply_for(e),
                 };
                 (run.ops, end)
             }
-            None => (Vec::new(), ClientReply::Aborted(AbortReason::ValidationFailed)),
+            None => (
+                Vec::new(),
+                ClientReply::Aborted(AbortReason::ValidationFailed),
+            ),
         };
         if let Some(pending) = t.pending {
             pending.answer(ctx, executed(Some(txn), ops, end));
@@ -1463,7 +1528,13 @@ impl Rococo {
     }
 
     /// A node's deferrable piece of `txn` took its turn and sent what its keys hold.
-    fn piece_read(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, values: Vec<(Key, Option<Value>)>) {
+    fn piece_read(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        values: Vec<(Key, Option<Value>)>,
+    ) {
         let Some(d) = self.decisions.get_mut(&txn) else {
             return;
         };
@@ -1507,17 +1578,29 @@ impl Rococo {
             .and_then(|p| procedure::run(p.as_mut(), procedure::Source::Read(&run.values)));
         let (ops, writes, end) = match outcome {
             Some(r) => {
-                let declared = r.writes.keys().all(|k| plan.writes.binary_search(k).is_ok());
+                let declared = r
+                    .writes
+                    .keys()
+                    .all(|k| plan.writes.binary_search(k).is_ok());
                 match r.end {
                     Ok(()) if declared && !r.undeclared => (r.ops, r.writes, None),
-                    Ok(()) => (r.ops, BTreeMap::new(), Some(ClientReply::Aborted(AbortReason::ValidationFailed))),
+                    Ok(()) => (
+                        r.ops,
+                        BTreeMap::new(),
+                        Some(ClientReply::Aborted(AbortReason::ValidationFailed)),
+                    ),
                     Err(e) => (r.ops, BTreeMap::new(), Some(reply_for(e))),
                 }
             }
             // Rebuilt after a restart from a call this node can no longer run: write nothing.
-            None => (Vec::new(), BTreeMap::new(), Some(ClientReply::Aborted(AbortReason::ValidationFailed))),
+            None => (
+                Vec::new(),
+                BTreeMap::new(),
+                Some(ClientReply::Aborted(AbortReason::ValidationFailed)),
+            ),
         };
-        let mut installs: BTreeMap<NodeId, Writes> = d.waiting.iter().map(|n| (*n, Vec::new())).collect();
+        let mut installs: BTreeMap<NodeId, Writes> =
+            d.waiting.iter().map(|n| (*n, Vec::new())).collect();
         for (key, value) in writes {
             for &r in placement.replicas(placement.partition_of(&key)) {
                 if let Some(w) = installs.get_mut(&r) {
@@ -1998,7 +2081,10 @@ impl Protocol for Rococo {
                 .into(),
             );
             if let Some(installs) = d.run.as_ref().and_then(|r| r.installs.clone()) {
-                emit(Record::Computed { txn: *txn, installs });
+                emit(Record::Computed {
+                    txn: *txn,
+                    installs,
+                });
             }
         }
         let mut finished: Vec<_> = self.finished.iter().collect();
