@@ -10,96 +10,126 @@
 //!
 //! ROCOCO runs a transaction as *pieces*, one per server it touches, in two phases (ROCOCO §3):
 //! a *start* phase in which every server records the piece and answers with the conflicting
-//! pieces it already holds (its dependencies), and a *commit* phase in which the coordinator
-//! sends the aggregated dependencies and every server executes its piece once the pieces it
-//! depends on have executed there, so that all servers execute conflicting pieces in one order.
+//! pieces it holds (its dependencies), and a *commit* phase in which the coordinator sends the
+//! aggregated dependencies and every server executes its piece once the pieces ordered before
+//! it have executed there. Every replica of every partition a transaction touches holds a piece
+//! and acts as a ROCOCO server (ROCOCO replicates pieces by Paxos instead; SSS disables it).
 //!
-//! * **Pieces.** A transaction's piece at a node is what it read there (each key with the
-//!   version read, identified by its writer) and what it writes there; every replica of every
-//!   partition read or written holds one (`common::coordinator::ByReplica`). Every piece is
-//!   *deferrable* (SSS §V configures ROCOCO so): its writes are executed in the commit phase,
-//!   never in the start phase. augur's clients compute their writes from their reads, so the
-//!   reads of an update transaction are performed while it executes, at the nearest replica,
-//!   each waiting until no started piece writing the key is left unexecuted (ROCOCO §3.3's
-//!   wait for in-flight conflicting writers); the start phase then *validates* them (below).
-//! * **Start phase (ROCOCO §3.2).** A node receiving a piece checks it (below), persists it,
-//!   records it as *pending* in a per-key list of the pieces that read or write each key and
-//!   have not executed, and answers with its dependencies: the pending pieces writing a key
-//!   the piece writes (write-write edges of the dependency graph). A piece is refused (the
-//!   transaction aborts before any server executes anything) when:
-//!   - a key it read no longer has the version read, or a pending piece writes it (the read
-//!     would be ordered after a write it did not see: `ValidationFailed`);
-//!   - a key it writes is read by a pending piece of another transaction (the same conflict
-//!     from the other side: `ValidationFailed`);
-//!   - a key it writes is written by a pending piece of a transaction *younger* than it (by
-//!     the order of their ids' sequence numbers): `WaitDie`. Dependency edges therefore always
-//!     go from older to younger transactions, so the graph has no cycle (see *Left out*).
-//! * **Commit phase (ROCOCO §3.3).** Every piece accepted, the coordinator persists its
-//!   decision with the aggregated dependencies (the union of every server's answer) and sends
-//!   them to every node of the transaction. A node executes a committed piece once none of its
-//!   dependencies (its own and the aggregated ones) is pending there — executed or aborted —
-//!   installing its writes in one deterministic order, then acknowledges; executing a piece
-//!   may make others ready (their execution cascades in one handler). The coordinator answers
-//!   the client once every node executed (ROCOCO returns after the commit phase).
-//! * **Read-only transactions (ROCOCO §3.4).** Their reads wait, like every read, until no
-//!   started piece writing the key is left unexecuted at the serving node. At commit, one more
-//!   round reads every key again at the same nodes (waiting likewise); the transaction commits
-//!   when the two consecutive rounds return the same versions. Since the client already holds
-//!   the first round's values, a round that disagrees aborts the transaction
-//!   (`ValidationFailed`, counted as `read_only_aborts`): in the interactive form the bound of
-//!   rounds is two. A read-only transaction of at most one key needs no second round.
-//! * **Both request forms**: interactive, and one-shot through the shared `AtCoordinator`,
-//!   which runs the procedure as interactive requests (so pieces are formed as above).
+//! ## One-shot transactions: ROCOCO's reordering (ROCOCO §3.2–§3.3)
 //!
-//! **Why it is strictly serializable.** A piece's writes execute at every node only after the
-//! transaction's pieces are pending at every node, and a read (of any transaction) waits for
-//! every pending writer of its key, so once any node shows a transaction's write, every later
-//! read of another of its keys waits for it. Two transactions writing common keys are ordered
-//! by one edge (older before younger) at every node they share. An update transaction's reads
-//! are the newest versions from when they were read until it executes (a writer of a key read
-//! by a pending piece is refused), and it answers only once executed everywhere. Read-only
-//! transactions: between the first and the second round, every key has the version both
-//! rounds read.
+//! A one-shot request (`ClientOp::Execute`) carries the whole transaction, so it runs the
+//! ROCOCO way, with every piece *deferrable* (as SSS configures ROCOCO): no read happens
+//! before the commit phase, and no conflict aborts anything.
 //!
-//! **Left out:** ROCOCO's reordering of *cyclic* conflicts (strongly connected components of
-//! the dependency graph, executed in id order once every member is decided, with inquiries for
-//! ancestors a server does not hold) — a piece that would close a cycle is refused instead
-//! (`WaitDie` above), which needs only each node's own edges and the transaction's aggregated
-//! ones; immediate pieces and ROCOCO's offline classification of pieces (every piece is
-//! deferrable here, as in SSS's benchmark); read-write conflicts between pending pieces, which
-//! ROCOCO orders and this implementation refuses, since augur's reads of an update transaction
-//! happen before its pieces exist; Paxos replication of pieces (the SSS comparisons disable
-//! replication; with replication, every replica holds and executes the piece, as a server).
+//! * **Pieces.** ROCOCO knows each transaction's pieces in advance; augur's procedures are
+//!   code. The coordinator runs the procedure once over absent values (a dry run, no messages)
+//!   to learn the keys it reads and writes; when that run stops early (a rollback), the keys
+//!   it read are declared written too. Each replica of each key gets a piece: the keys it reads
+//!   and may write there.
+//! * **Start phase.** A node persists the piece, records it pending and answers its
+//!   dependencies: *every* pending piece it conflicts with (read-write, write-read,
+//!   write-write). Nothing is refused, so the dependency graph may have cycles.
+//! * **Commit phase.** The coordinator persists its decision (the union of the answers, and
+//!   the procedure's call) and sends the dependencies. A node executes a piece when every
+//!   conflicting piece pending there that comes *before* it has executed: an ancestor outside
+//!   its strongly connected component (SCC), or a member of its SCC with a smaller transaction
+//!   id. Every node orders the members of a cycle by id, so all order them alike. To know the
+//!   SCC, a node walks the piece's ancestors over their aggregated dependencies (final once
+//!   committed): it waits until every ancestor is committed, and for an ancestor with no piece
+//!   there it *inquires* the ancestor's coordinator (`Inquire`), which answers its
+//!   dependencies, its SCC once it executed everywhere, or that it knows nothing of it
+//!   (aborted). The walk stops at pieces executed at the node (had one shared the SCC, its
+//!   turn would have recorded the SCC in the pending members, `Piece::component`), and at
+//!   ancestors finished everywhere (their SCC is reported).
+//! * **Execution, and where ROCOCO differs.** In ROCOCO a deferrable piece executes whole at
+//!   its server, with its inputs in hand. A procedure's writes here may depend on reads at
+//!   other nodes (`bank`'s transfer writes both accounts from both balances), so a piece's
+//!   turn is split: at its turn the node sends the coordinator what the piece's keys hold
+//!   (`PieceRead`) and keeps the piece pending (conflicting pieces after it keep waiting); once
+//!   every key was read at its turn, the coordinator runs the procedure over those values and
+//!   sends each node its writes (`Install`); the node installs them and the piece ends. A node
+//!   whose writes arrive before its turn (another replica read the keys) installs them at its
+//!   turn. This holds a piece's keys for one round trip to the coordinator, which ROCOCO does
+//!   not; the order of execution is ROCOCO's. A procedure that rolls back writes nothing (its
+//!   client is told `UserRollback`); one that, over the real values, reads or writes a key
+//!   its pieces did not declare writes nothing and is answered `ValidationFailed` (none of
+//!   `ycsb-t`, `list-append`, `rw-register`, `bank` does: their keys come from arguments).
+//! * **Read-only one-shot transactions (ROCOCO §3.4)** read their keys (dry run) in rounds at
+//!   the nearest replicas, each read waiting for the pending writers of its key, until two
+//!   consecutive rounds return the same versions (at most `MAX_READ_ROUNDS` (4), then
+//!   `ValidationFailed`); one key needs one round.
+//! * The coordinator answers the client once every node executed, with the reads (values at
+//!   execution) and writes of the procedure's run.
+//!
+//! ## Interactive transactions: validated reads, conflicts refused
+//!
+//! An interactive client reads before any piece exists, so its reads cannot be deferred. They
+//! are performed at the nearest replica, each waiting until no pending piece writes the key,
+//! and the start phase *validates* them. A node refuses an interactive piece (the transaction
+//! aborts before anything executes) when a key it read no longer has the version read or a
+//! pending piece writes it; when a key it writes is read by another pending piece or written by
+//! a pending one-shot piece (`ValidationFailed`); or when a key it writes is written by a
+//! pending interactive piece of a younger transaction (`WaitDie`). Its dependencies are the
+//! pending pieces writing its keys; it executes (installing its writes) once none is pending.
+//! Read-only interactive transactions re-read their versions in a second round at commit and
+//! abort when it disagrees (the client holds the first round's values: two rounds at most).
+//!
+//! **Both forms at one node.** An interactive piece's in-edges come only from older
+//! interactive pieces (everything else conflicting and pending refuses it), so no cycle passes
+//! through one: its SCC is itself and it needs no walk.
+//!
+//! **Why it is strictly serializable.** Conflicting pieces execute in one order at every
+//! node: a pair pending together at a node has an edge there, and every node orders the pair
+//! by the same rule on the same final graph (SCC, then id). That order (SCCs in topological
+//! order, ids within one) is acyclic, so waiting never deadlocks and the transactions are
+//! serializable in it; a transaction answers only after executing everywhere, and one that
+//! starts after another finished cannot be ordered before it (no piece of the earlier is
+//! pending anywhere any more). Interactive reads stay the newest versions until the piece
+//! executes (writers of a key read by a pending piece are refused or ordered after it).
+//! Read-only transactions: between two agreeing rounds every key kept the version read.
+//!
+//! **Left out:** immediate pieces and ROCOCO's offline classification of pieces (every piece is
+//! deferrable here, as in SSS's benchmark); execution of a piece entirely at its server (see
+//! above); ordering of interactive transactions' read-write conflicts (refused instead);
+//! Paxos replication of pieces. A coordinator remembers a finished transaction's SCC for
+//! `FINISHED_RETENTION_FACTOR` (4) × `gc_retention`; a node that asks about an ancestor later
+//! than that is told nothing and skips it, which could misorder a cycle only if that node had
+//! been cut off for that long while a member of the cycle waited there.
 //!
 //! # Failures
 //!
 //! Links may lose and reorder messages, partitions heal, nodes crash and restart:
 //!
-//! * **Durable state** ([`Record`]): a node persists a piece before accepting it (`Started`),
-//!   and its execution (`Executed`) or abort (`Aborted`); the coordinator persists its commit
-//!   decision with the aggregated dependencies (`Decided`) before sending it, and forgets it
-//!   (`Forgotten`) once every node executed. Replaying `Started` records in log order rebuilds
-//!   the pending lists and each piece's own dependencies exactly as they were.
+//! * **Durable state** ([`Record`]): a node persists a piece before accepting it (`Started`,
+//!   `StartedDeferred`), and its execution with the writes installed (`Executed`) or its abort
+//!   (`Aborted`); the coordinator persists its decision with the aggregated dependencies and a
+//!   one-shot transaction's call (`Decided`) before sending it, the writes it computed
+//!   (`Computed`) before sending them, and the transaction's SCC once every node executed
+//!   (`Finished`). Replaying `Started` records in log order rebuilds the pending lists and
+//!   each piece's local dependencies as they were. Which SCC a pending piece belongs to, what
+//!   inquiries taught, and which pieces ended here are volatile: lost together, the walk
+//!   starts over, asking coordinators.
 //! * **Termination.** A node holding a piece not committed for `participant_timeout` (at once
-//!   after a restart) asks the coordinator, which resends the commit if it decided, stays
-//!   silent while collecting answers, and otherwise presumes abort. A coordinator resends the
-//!   commit to nodes that have not acknowledged execution after `participant_timeout`.
+//!   after a restart) asks the coordinator, which resends the commit (and computed writes) if
+//!   it decided, stays silent while collecting answers, and otherwise presumes abort. A
+//!   coordinator resends the commit and writes to nodes that have not acknowledged execution
+//!   after `participant_timeout`; a node whose piece's values got no writes back sends them
+//!   again; unanswered inquiries are repeated.
 //! * A start or commit arriving after its transaction ended at a node is ignored (or, for a
 //!   commit, acknowledged again) for `gc_retention`.
 //!
 //! # Mutants (`augur check --mutant`)
 //!
-//! * `no-dependency-wait` (*masked*): a node executes a committed piece at once, without
-//!   waiting for the pieces it depends on, so two transactions writing the same keys on two
-//!   nodes may execute in opposite orders there. The refusal of read-write conflicts between
-//!   pending pieces masks it in `augur check`: its workloads read every key they write, so two
-//!   pieces writing one key are never pending together at a node. The scenario tests build
-//!   the situation with blind writes and show the wait.
-//! * `no-read-validation`: the start phase accepts a piece whose reads are stale, or
-//!   overwritten by a pending piece: two read-modify-write transactions of one key both commit
-//!   (lost update).
-//! * `single-round-reads`: read-only transactions commit after their reads, without the
-//!   confirming second round: a reader may see one key before and another after a writer.
+//! * `no-dependency-wait`: a node executes a committed piece at once, without waiting for the
+//!   pieces ordered before it: one-shot pieces of conflicting transactions execute in different
+//!   orders at different nodes (and replicas diverge).
+//! * `no-read-validation`: the start phase accepts an interactive piece whose reads are stale,
+//!   or overwritten by a pending piece: two read-modify-write transactions of one key both
+//!   commit (lost update).
+//! * `single-round-reads`: read-only transactions commit after their first round of reads: a
+//!   reader may see one key before and another after a writer.
+//! * `no-scc-order`: members of an SCC execute in the order their pieces arrived at each node
+//!   instead of by id, so two nodes may order the members of a cycle differently.
 
 mod graph;
 mod procedure;
