@@ -68,7 +68,9 @@ impl Procedures {
         Procedures(None)
     }
 
-    fn instantiate(
+    /// The procedure `call` names, ready to run, or why there is none. Protocols that run
+    /// procedures their own way (`rococo`'s pieces) rebuild them with it.
+    pub fn instantiate(
         &self,
         call: &augur_types::ProcedureCall,
     ) -> Result<Box<dyn Procedure>, RequestError> {
