@@ -163,46 +163,34 @@ mod tests {
     }
 
     #[test]
-    fn visible_maximum_respects_bounds_and_exclusions() {
+    fn positions_clocks_and_the_running_maximum() {
         let mut log = NLog::new(2);
+        assert_eq!(log.last_position(), 0);
         log.append(t(1), vc(&[1, 0]), vec![], Timestamp(1));
         log.append(t(2), vc(&[2, 5]), vec![], Timestamp(2));
         log.append(t(3), vc(&[3, 1]), vec![], Timestamp(3));
         assert_eq!(log.most_recent(), &vc(&[3, 5]));
-        // Unbounded: everything.
-        assert_eq!(
-            log.max_visible(&vc(&[0, 0]), &[false, false], &[]),
-            Some(vc(&[3, 5]))
-        );
-        // Bounded on node 1 at 1: t(2) is out.
-        assert_eq!(
-            log.max_visible(&vc(&[0, 1]), &[false, true], &[]),
-            Some(vc(&[3, 1]))
-        );
-        // t(3) excluded.
-        assert_eq!(
-            log.max_visible(&vc(&[0, 9]), &[false, true], &[(t(3), vc(&[3, 1]))]),
-            Some(vc(&[2, 5]))
-        );
+        assert_eq!(log.last_position(), 3);
         assert_eq!(log.position_of(t(2)), Some(2));
         assert_eq!(log.clock_of(3), Some(&vc(&[3, 1])));
     }
 
     #[test]
-    fn collapsed_entries_are_visible_only_within_bounds() {
+    fn collapsing_keeps_the_newest_entry_and_what_is_not_final() {
         let mut log = NLog::new(2);
         log.append(t(1), vc(&[1, 4]), vec![], Timestamp(1));
         log.append(t(2), vc(&[2, 0]), vec![], Timestamp(2));
-        log.collapse_before(Timestamp(2), u64::MAX);
+        log.append(t(3), vc(&[3, 0]), vec![], Timestamp(3));
+        // t(2) is not final: nothing from it on is collapsed.
+        log.collapse_before(Timestamp(9), 2);
         assert_eq!(log.first_position(), 2);
         assert_eq!(log.clock_of(1), None);
-        assert_eq!(
-            log.max_visible(&vc(&[0, 4]), &[false, true], &[]),
-            Some(vc(&[2, 4]))
-        );
-        assert_eq!(log.max_visible(&vc(&[0, 3]), &[false, true], &[]), None);
+        log.collapse_before(Timestamp(9), u64::MAX);
+        assert_eq!(log.first_position(), 3);
+        assert_eq!(log.last_position(), 3);
         let restored = NLog::restore(log.checkpoint());
         assert_eq!(restored.most_recent(), log.most_recent());
-        assert_eq!(restored.position_of(t(2)), Some(2));
+        assert_eq!(restored.most_recent(), &vc(&[3, 4]));
+        assert_eq!(restored.position_of(t(3)), Some(3));
     }
 }
