@@ -523,12 +523,19 @@ fn g0_dirty_write() {
                 }
             }
             "2pc-baseline" | "sss" => {
-                // (sss commits updates by the same 2PC.) Each coordinator's own replica locks its
-                // transaction's keys first (T1's x on node 0, T2's y on node 2), so each waits
-                // for the other at the other's node: a deadlock that the lock timeout breaks,
-                // aborting both.
+                // Each coordinator's own replica locks its transaction's keys first (T1's x on
+                // node 0, T2's y on node 2), so each waits for the other at the other's node.
+                // 2pc-baseline: a deadlock that the lock timeout breaks, aborting both. sss
+                // prepares with wait-die: the younger T2 dies at node 0, and T1 waits at node 2
+                // for T2's abort to arrive from another data centre, longer than the lock
+                // timeout, so it aborts too.
                 assert_eq!(o.abort_reason("T1"), Some("lock_timeout"));
-                assert_eq!(o.abort_reason("T2"), Some("lock_timeout"));
+                let t2 = if o.info.name == "sss" {
+                    "wait_die"
+                } else {
+                    "lock_timeout"
+                };
+                assert_eq!(o.abort_reason("T2"), Some(t2));
                 for reader in ["T3", "T4"] {
                     assert!(o.committed(reader));
                     assert_eq!(o.read(reader, &x()), [1]);
