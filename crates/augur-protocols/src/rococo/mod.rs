@@ -354,13 +354,35 @@ impl CheckMessage for Msg {
                 at.txn_of_sender(*txn)?;
                 keys.iter().try_for_each(|key| at.key_here(key))
             }
-            Msg::Commit { txn, .. } | Msg::Abort { txn } | Msg::Inquired { txn, .. } => {
-                at.txn_of_sender(*txn)
+            // Every transaction named in a dependency list must be one a node of the cluster
+            // began: this node may inquire of its coordinator.
+            Msg::Commit { txn, deps } => {
+                at.txn_of_sender(*txn)?;
+                deps.iter().try_for_each(|dep| at.txn(*dep))
             }
+            Msg::Inquired { txn, status } => {
+                at.txn_of_sender(*txn)?;
+                match status {
+                    Status::Committed(deps) | Status::Finished(deps) => {
+                        deps.iter().try_for_each(|dep| at.txn(*dep))
+                    }
+                    Status::Unknown => Ok(()),
+                }
+            }
+            Msg::Started { txn, deps } => {
+                at.txn_here(*txn)?;
+                match deps {
+                    Ok(deps) => deps.iter().try_for_each(|dep| at.txn(*dep)),
+                    Err(_) => Ok(()),
+                }
+            }
+            Msg::Executed { txn, component } => {
+                at.txn_here(*txn)?;
+                component.iter().try_for_each(|member| at.txn(*member))
+            }
+            Msg::Abort { txn } => at.txn_of_sender(*txn),
             Msg::ReadReply { txn, .. }
-            | Msg::Started { txn, .. }
             | Msg::PieceRead { txn, .. }
-            | Msg::Executed { txn, .. }
             | Msg::QueryOutcome { txn }
             | Msg::Inquire { txn }
             | Msg::Confirmed { txn, .. }
