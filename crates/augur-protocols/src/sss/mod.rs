@@ -584,9 +584,8 @@ pub enum Record {
     Finished { txn: TxnId },
     /// Checkpoints only: the node's clock.
     NodeClock(VClock),
-    /// Checkpoints only: `txn` was applied here (commit clock `vc`) and this node has not
-    /// heard that it is final.
-    Unreleased { txn: TxnId, vc: VClock },
+    /// Checkpoints only: `txn` was applied here and this node has not heard that it is final.
+    Unreleased { txn: TxnId },
     /// Checkpoints only: `NLog`, its kept entries and the maximum of the collapsed ones.
     Log(nlog::Checkpoint),
     /// Checkpoints only: a key's versions, oldest first, by writer and `NLog` position.
@@ -763,8 +762,8 @@ pub struct Sss {
     aborted: FxHashMap<TxnId, Timestamp>,
     held: FxHashMap<TxnId, HeldWriter>,
     /// Transactions applied here whose external commit this node has not heard of yet, with
-    /// their commit clock and since when (or when this node last asked about them).
-    unreleased: FxHashMap<TxnId, (VClock, Timestamp)>,
+    /// since when (or when this node last asked their coordinators about them).
+    unreleased: FxHashMap<TxnId, Timestamp>,
     /// Coordinator side: for a transaction coordinated here that is not final yet, the
     /// committing transactions (and their coordinators) waiting for it to be final.
     final_waiters: FxHashMap<TxnId, Vec<(NodeId, TxnId)>>,
@@ -1591,8 +1590,7 @@ impl Sss {
             txn,
             vc: decision.vc.clone(),
         });
-        self.unreleased
-            .insert(txn, (decision.vc.clone(), ctx.now()));
+        self.unreleased.insert(txn, ctx.now());
         self.release_locks(ctx, txn);
         self.pre_commit(ctx, txn, &decision, round, position, keys);
     }
@@ -1980,7 +1978,7 @@ impl Sss {
         // Applied transactions not heard of as released: ask their coordinators.
         // So are update transactions that read here.
         let mut unsettled = Vec::new();
-        let sinces = self.unreleased.iter_mut().map(|(t, (_, since))| (t, since));
+        let sinces = self.unreleased.iter_mut();
         let read_sinces = self
             .update_reads
             .iter_mut()
@@ -2172,13 +2170,10 @@ impl Protocol for Sss {
         self.ids.checkpoint::<Record, Decision>(emit);
         emit(Record::NodeClock(self.node_vc.clone()));
         emit(Record::Log(self.nlog.checkpoint()));
-        let mut unreleased: Vec<_> = self.unreleased.iter().collect();
-        unreleased.sort_by_key(|(t, _)| **t);
-        for (txn, (vc, _)) in unreleased {
-            emit(Record::Unreleased {
-                txn: *txn,
-                vc: vc.clone(),
-            });
+        let mut unreleased: Vec<TxnId> = self.unreleased.keys().copied().collect();
+        unreleased.sort();
+        for txn in unreleased {
+            emit(Record::Unreleased { txn });
         }
         let mut update_reads: Vec<_> = self.update_reads.iter().collect();
         update_reads.sort_by_key(|(t, _)| **t);
@@ -2475,7 +2470,7 @@ impl Sss {
                     self.commit_q.remove(&(position, txn));
                 }
                 let keys = p.writes.iter().map(|(k, _)| k.clone()).collect();
-                self.unreleased.insert(txn, (vc.clone(), Timestamp::ZERO));
+                self.unreleased.insert(txn, Timestamp::ZERO);
                 let position = self.nlog.append(txn, vc, keys, Timestamp::ZERO);
                 self.install(txn, position, p.writes);
                 let _ = self.locks.release_all(txn);
@@ -2489,8 +2484,8 @@ impl Sss {
                 let _ = self.locks.release_all(txn);
             }
             Record::NodeClock(vc) => self.node_vc.merge(&vc),
-            Record::Unreleased { txn, vc } => {
-                self.unreleased.insert(txn, (vc, Timestamp::ZERO));
+            Record::Unreleased { txn } => {
+                self.unreleased.insert(txn, Timestamp::ZERO);
             }
             Record::ReadsCommitted { txn, keys } => {
                 self.note_update_reads(txn, keys, Timestamp::ZERO)
