@@ -826,16 +826,7 @@ impl Protocol for TwoPcBaseline {
 
     fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
         self.ids.checkpoint::<Record, Timestamp>(emit);
-        for (key, entry) in self.store.iter() {
-            let versions: Vec<_> = entry
-                .versions()
-                .map(|v| (v.writer, v.ts, v.value.clone()))
-                .collect();
-            if !versions.is_empty() {
-                let key = key.clone();
-                emit(replica::Record::Versions { key, versions }.into());
-            }
-        }
+        replica::checkpoint_versions::<_, _, Record>(&self.store, emit);
         let mut prepared: Vec<_> = self.participants.iter().filter(|(_, p)| p.voted).collect();
         prepared.sort_by_key(|(t, _)| **t);
         for (txn, p) in prepared {

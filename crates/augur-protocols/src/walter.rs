@@ -1000,9 +1000,7 @@ impl Walter {
         match record {
             Record::Kit(Kit::IdsReserved { below }) => self.ids.resume_below(below),
             Record::Kit(Kit::Versions { key, versions }) => {
-                for (writer, ts, value) in versions {
-                    self.store.entry(&key).put_committed(writer, ts, value);
-                }
+                replica::restore_versions(&mut self.store, &key, versions)
             }
             // Not written by this protocol.
             Record::Kit(_) => {}
@@ -1223,16 +1221,7 @@ impl Protocol for Walter {
             pos: self.pos,
         });
         self.ids.checkpoint::<Record, ()>(emit);
-        for (key, entry) in self.store.iter() {
-            let versions: Vec<_> = entry
-                .versions()
-                .map(|v| (v.writer, v.ts, v.value.clone()))
-                .collect();
-            if !versions.is_empty() {
-                let key = key.clone();
-                emit(replica::Record::Versions { key, versions }.into());
-            }
-        }
+        replica::checkpoint_versions::<_, _, Record>(&self.store, emit);
         let stamps = self
             .unstable
             .iter()

@@ -327,10 +327,7 @@ impl<M: Default> Replica<M> {
                 Record::IdsReserved { below } => ids.resume_below(below),
                 Record::Served { up_to } => r.lease.up_to = r.lease.up_to.max(up_to),
                 Record::Versions { key, versions } => {
-                    let entry = r.store.entry(&key);
-                    for (writer, ts, value) in versions {
-                        entry.put_committed(writer, ts, value);
-                    }
+                    restore_versions(&mut r.store, &key, versions)
                 }
                 Record::Watermark(ts) => r.gc_watermark = r.gc_watermark.max(ts),
             }
@@ -499,19 +496,7 @@ impl<M> Replica<M> {
             up_to: self.lease.up_to.max(self.lease.recovered),
         });
         emit(Record::Watermark(self.gc_watermark));
-        for (key, entry) in self.store.iter() {
-            let versions: Vec<_> = entry
-                .versions()
-                .filter(|v| v.state == VersionState::Committed)
-                .map(|v| (v.writer, v.ts, v.value.clone()))
-                .collect();
-            if !versions.is_empty() {
-                emit(Record::Versions {
-                    key: key.clone(),
-                    versions,
-                });
-            }
-        }
+        checkpoint_versions(&self.store, emit);
         let mut txns: Vec<&TxnId> = self.participants.keys().collect();
         txns.sort();
         for txn in txns {
@@ -530,6 +515,34 @@ impl<M> Replica<M> {
             }
         }
         decided.checkpoint(emit);
+    }
+}
+
+/// Checkpoints: a `Versions` record for every key of `store` with committed versions, oldest
+/// first, in the store's order.
+pub fn checkpoint_versions<M, D, R: From<Record<D>>>(store: &MvStore<M>, emit: &mut dyn FnMut(R)) {
+    for (key, entry) in store.iter() {
+        let versions: Vec<_> = entry
+            .versions()
+            .filter(|v| v.state == VersionState::Committed)
+            .map(|v| (v.writer, v.ts, v.value.clone()))
+            .collect();
+        if !versions.is_empty() {
+            let key = key.clone();
+            emit(Record::Versions { key, versions }.into());
+        }
+    }
+}
+
+/// Replay of a `Versions` record: install the key's committed versions.
+pub fn restore_versions<M: Default>(
+    store: &mut MvStore<M>,
+    key: &Key,
+    versions: Vec<(TxnId, Timestamp, Option<Value>)>,
+) {
+    let entry = store.entry(key);
+    for (writer, ts, value) in versions {
+        entry.put_committed(writer, ts, value);
     }
 }
 

@@ -1887,9 +1887,7 @@ impl Rococo {
         match record {
             Record::Kit(Kit::IdsReserved { below }) => self.ids.resume_below(below),
             Record::Kit(Kit::Versions { key, versions }) => {
-                for (writer, ts, value) in versions {
-                    self.store.entry(&key).put_committed(writer, ts, value);
-                }
+                replica::restore_versions(&mut self.store, &key, versions)
             }
             Record::Kit(Kit::Decided {
                 txn,
@@ -2094,16 +2092,7 @@ impl Protocol for Rococo {
     fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
         emit(Record::Position { pos: self.pos });
         self.ids.checkpoint::<Record, Plan>(emit);
-        for (key, entry) in self.store.iter() {
-            let versions: Vec<_> = entry
-                .versions()
-                .map(|v| (v.writer, v.ts, v.value.clone()))
-                .collect();
-            if !versions.is_empty() {
-                let key = key.clone();
-                emit(replica::Record::Versions { key, versions }.into());
-            }
-        }
+        replica::checkpoint_versions::<_, _, Record>(&self.store, emit);
         // Pending pieces in their start order, which rebuilds each key's list, and each
         // piece's local dependencies among those still pending, as they were.
         let mut pending: Vec<(&TxnId, &Piece)> = self.pieces.iter().collect();

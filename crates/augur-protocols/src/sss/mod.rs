@@ -588,11 +588,6 @@ pub enum Record {
     Unreleased { txn: TxnId },
     /// Checkpoints only: `NLog`, its kept entries and the maximum of the collapsed ones.
     Log(nlog::Checkpoint),
-    /// Checkpoints only: a key's versions, oldest first, by writer and `NLog` position.
-    Versions {
-        key: Key,
-        versions: Vec<(TxnId, u64, Option<Value>)>,
-    },
 }
 
 impl From<crate::common::replica::Record<Decision>> for Record {
@@ -2183,22 +2178,14 @@ impl Protocol for Sss {
                 keys: keys.clone(),
             });
         }
+        // A version's timestamp is its `NLog` position.
+        crate::common::replica::checkpoint_versions::<_, Decision, Record>(&self.store, emit);
         for (key, entry) in self.store.iter() {
             for (ro, snapshot) in entry.meta.reader_entries() {
                 if self.readers.get(&ro).is_some_and(|r| r.direct) {
                     let key = key.clone();
                     emit(Record::ReaderEntered { ro, key, snapshot });
                 }
-            }
-            let versions: Vec<_> = entry
-                .versions()
-                .map(|v| (v.writer, v.ts.0, v.value.clone()))
-                .collect();
-            if !versions.is_empty() {
-                emit(Record::Versions {
-                    key: key.clone(),
-                    versions,
-                });
             }
         }
         let mut prepared: Vec<_> = self
@@ -2423,6 +2410,9 @@ impl Sss {
                 replicas,
             }) => self.decided.record(txn, decision, replicas),
             Record::Kit(Kit::Forgotten { txn }) => self.decided.forget(txn),
+            Record::Kit(Kit::Versions { key, versions }) => {
+                crate::common::replica::restore_versions(&mut self.store, &key, versions)
+            }
             Record::Kit(_) => {}
             Record::Prepared {
                 txn,
@@ -2496,12 +2486,6 @@ impl Sss {
                 self.enter_reader(ro, key, snapshot, Timestamp::ZERO)
             }
             Record::Log(checkpoint) => self.nlog = NLog::restore(checkpoint),
-            Record::Versions { key, versions } => {
-                let entry = self.store.entry(&key);
-                for (writer, position, value) in versions {
-                    entry.put_committed(writer, Timestamp(position), value);
-                }
-            }
         }
     }
 }
