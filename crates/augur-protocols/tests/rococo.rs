@@ -19,63 +19,22 @@
 
 mod common;
 
-use augur_check::{CheckOptions, ValueModel};
 use augur_client::HistoryRecorder;
 use augur_protocols::rococo::Rococo;
+use augur_runtime::Protocol;
 use augur_runtime::sim::Simulation;
-use augur_runtime::{Protocol, ProtocolOptions};
-use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{IsolationLevel, Key, NodeId};
-use common::{Observed, Txn, assert_replicas, ms, spawn_client, spawn_client_recorded};
+use augur_types::history::History;
+use augur_types::{IsolationLevel, NodeId};
+use common::two_sites::{check_at, history, read_modify_writes, x, y};
+use common::{Observed, Txn, counter, ms, some, spawn_client, spawn_client_recorded};
 
-/// x lives on node 0, y on node 1.
-fn x() -> Key {
-    Key::numbered(0, 1)
-}
-
-fn y() -> Key {
-    Key::numbered(1, 1)
-}
-
-/// Two nodes (VA, OR), one replica per key, running `rococo` (or its `mutant`).
+/// Two nodes, one replica per key, running `rococo` (or its `mutant`).
 fn sim(mutant: Option<&str>) -> Simulation<Rococo> {
-    let options = ProtocolOptions {
-        mutant: mutant.map(str::to_string),
-        ..ProtocolOptions::default()
-    };
-    let s = common::traced_sim::<Rococo>("3dc", 2, 2, 1, options);
-    assert_replicas(&s, &x(), &[0]);
-    assert_replicas(&s, &y(), &[1]);
-    s
+    common::two_sites::sim::<Rococo>(mutant)
 }
 
-/// The values transaction `name` read, in order (`None` for a key with no version).
-fn reads(o: &Observed, name: &str) -> Vec<Option<String>> {
-    o.of(name)
-        .split("; ")
-        .filter(|note| note.starts_with("read "))
-        .map(|note| {
-            let value = note.rsplit(" = ").next().expect("read note");
-            (value != "None").then(|| value.trim_matches('"').to_string())
-        })
-        .collect()
-}
-
-fn committed(o: &Observed, name: &str) -> bool {
-    o.of(name).ends_with("committed")
-}
-
-fn some(v: &str) -> Option<String> {
-    Some(v.to_string())
-}
-
-fn counter<P: Protocol>(s: &Simulation<P>, node: u32, name: &str) -> u64 {
-    let counters = s.node(NodeId(node)).counters();
-    counters
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| *v)
-        .unwrap_or_else(|| panic!("no counter {name}: {counters:?}"))
+fn strictly_serializable(history: &History) -> bool {
+    check_at(history, IsolationLevel::StrictSerializable).is_valid()
 }
 
 /// T1 (node 0, older) writes x and y blindly; its piece is pending on node 1 from ~34 ms and
@@ -102,9 +61,9 @@ fn dependent_writers(mutant: Option<&str>) -> (Observed, Simulation<Rococo>) {
 #[test]
 fn a_committed_piece_executes_after_the_pieces_it_depends_on() {
     let (o, s) = dependent_writers(None);
-    assert!(committed(&o, "T1") && committed(&o, "T2"), "{}", o.render());
+    assert!(o.committed("T1") && o.committed("T2"), "{}", o.render());
     // T1 -> T2 at node 1: T2 executed after T1 although its commit arrived first.
-    assert_eq!(reads(&o, "T3"), vec![some("y2")]);
+    assert_eq!(o.reads("T3"), vec![some("y2")]);
     assert_eq!(counter(&s, 1, "pieces_executed"), 2);
     assert_eq!(counter(&s, 1, "refused_wait_die"), 0);
 }
@@ -112,8 +71,8 @@ fn a_committed_piece_executes_after_the_pieces_it_depends_on() {
 #[test]
 fn without_the_dependency_wait_the_older_piece_overwrites_the_younger() {
     let (o, _) = dependent_writers(Some("no-dependency-wait"));
-    assert!(committed(&o, "T1") && committed(&o, "T2"), "{}", o.render());
-    assert_eq!(reads(&o, "T3"), vec![some("y1")]);
+    assert!(o.committed("T1") && o.committed("T2"), "{}", o.render());
+    assert_eq!(o.reads("T3"), vec![some("y1")]);
 }
 
 /// Tinit writes x0 and y0. W (node 1) reads x and y from 300 ms (so the checker knows its
@@ -145,35 +104,15 @@ fn fractured(mutant: Option<&str>) -> (Observed, Simulation<Rococo>, History) {
     }
     s.run_until(ms(2_000));
     assert!(s.clients_done());
-    let history = History {
-        header: HistoryHeader {
-            format: HISTORY_FORMAT,
-            protocol: "rococo".into(),
-            workload: "rw-register".into(),
-            seed: common::SEED,
-            isolation: IsolationLevel::StrictSerializable.to_string(),
-            faults: "none".into(),
-            settings: Default::default(),
-        },
-        txns: recorder.records(),
-    };
+    let history = history("rococo", IsolationLevel::StrictSerializable, &recorder);
     (o, s, history)
-}
-
-fn strictly_serializable(history: &History) -> bool {
-    let options = CheckOptions::new(IsolationLevel::StrictSerializable, ValueModel::RwRegister);
-    augur_check::check(history, &options).is_valid()
 }
 
 #[test]
 fn a_read_only_transaction_whose_second_round_disagrees_aborts() {
     let (o, s, history) = fractured(None);
-    assert!(
-        committed(&o, "Tinit") && committed(&o, "W"),
-        "{}",
-        o.render()
-    );
-    assert_eq!(reads(&o, "R"), vec![some("x0"), some("y1")]);
+    assert!(o.committed("Tinit") && o.committed("W"), "{}", o.render());
+    assert_eq!(o.reads("R"), vec![some("x0"), some("y1")]);
     assert!(o.of("R").contains("ValidationFailed"), "R: {}", o.of("R"));
     assert_eq!(counter(&s, 0, "read_only_aborts"), 1);
     assert!(counter(&s, 1, "reads_parked") >= 1);
@@ -183,44 +122,30 @@ fn a_read_only_transaction_whose_second_round_disagrees_aborts() {
 #[test]
 fn with_a_single_round_the_reader_commits_a_fractured_read() {
     let (o, _, history) = fractured(Some("single-round-reads"));
-    assert_eq!(reads(&o, "R"), vec![some("x0"), some("y1")]);
-    assert!(committed(&o, "R"), "R: {}", o.of("R"));
+    assert_eq!(o.reads("R"), vec![some("x0"), some("y1")]);
+    assert!(o.committed("R"), "R: {}", o.of("R"));
     assert!(!strictly_serializable(&history));
-}
-
-/// T1 and T2, both on node 0, read x and overwrite it; T1 commits first.
-fn read_modify_writes(mutant: Option<&str>) -> Observed {
-    let mut s = sim(mutant);
-    let o = Observed::default();
-    let t1 = Txn::new("T1").read(&x()).sleep(ms(20)).write(&x(), "a");
-    let t2 = Txn::new("T2").read(&x()).sleep(ms(40)).write(&x(), "b");
-    spawn_client(&mut s, 0, ms(0), vec![t1], &o);
-    spawn_client(&mut s, 0, ms(5), vec![t2], &o);
-    spawn_client(&mut s, 0, ms(200), vec![Txn::new("T3").read(&x())], &o);
-    s.run_until(ms(1_000));
-    assert!(s.clients_done());
-    o
 }
 
 #[test]
 fn the_start_phase_refuses_a_piece_whose_read_is_stale() {
-    let o = read_modify_writes(None);
-    assert!(committed(&o, "T1"));
+    let o = read_modify_writes::<Rococo>(None);
+    assert!(o.committed("T1"));
     assert!(
         o.of("T2").contains("ValidationFailed"),
         "T2: {}",
         o.of("T2")
     );
-    assert_eq!(reads(&o, "T3"), vec![some("a")]);
+    assert_eq!(o.reads("T3"), vec![some("a")]);
 }
 
 #[test]
 fn without_read_validation_both_commit_and_an_update_is_lost() {
-    let o = read_modify_writes(Some("no-read-validation"));
-    assert_eq!(reads(&o, "T1"), vec![None]);
-    assert_eq!(reads(&o, "T2"), vec![None]);
-    assert!(committed(&o, "T1") && committed(&o, "T2"));
-    assert_eq!(reads(&o, "T3"), vec![some("b")]);
+    let o = read_modify_writes::<Rococo>(Some("no-read-validation"));
+    assert_eq!(o.reads("T1"), vec![None]);
+    assert_eq!(o.reads("T2"), vec![None]);
+    assert!(o.committed("T1") && o.committed("T2"));
+    assert_eq!(o.reads("T3"), vec![some("b")]);
 }
 
 #[test]
@@ -240,8 +165,8 @@ fn a_piece_survives_its_nodes_crash_and_executes_when_the_commit_is_resent() {
     spawn_client(&mut s, 1, ms(5), vec![Txn::new("T2").read(&y())], &o);
     s.run_until(ms(5_000));
     assert!(s.clients_done());
-    assert!(committed(&o, "T1"), "T1: {}", o.of("T1"));
-    assert_eq!(reads(&o, "T2"), vec![some("y1")]);
+    assert!(o.committed("T1"), "T1: {}", o.of("T1"));
+    assert_eq!(o.reads("T2"), vec![some("y1")]);
     for node in [0, 1] {
         let leftovers = s.node(NodeId(node)).leftovers();
         assert!(leftovers.iter().all(|(_, n)| *n == 0), "{leftovers:?}");

@@ -22,59 +22,18 @@
 
 mod common;
 
-use augur_check::{AnomalyKind, CheckOptions, CycleKind, CycleOrder, Proscribes, ValueModel};
+use augur_check::{AnomalyKind, CycleKind, CycleOrder, Proscribes};
 use augur_client::HistoryRecorder;
 use augur_protocols::sss::Sss;
 use augur_protocols::walter::Walter;
-use augur_runtime::sim::Simulation;
 use augur_runtime::{Protocol, ProtocolOptions};
-use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
+use augur_types::history::History;
 use augur_types::{IsolationLevel, Key, NodeId};
-use common::{Observed, Txn, assert_replicas, ms, spawn_client, spawn_client_recorded};
+use common::two_sites::{check_at, history, read_modify_writes, sim, x, y};
+use common::{Observed, Txn, assert_replicas, ms, some, spawn_client, spawn_client_recorded};
 
 const LONG_FORK: AnomalyKind =
     AnomalyKind::Cycle(CycleKind::GNonadjacent, CycleOrder::Dependencies);
-
-/// x lives on node 0, y on node 1.
-fn x() -> Key {
-    Key::numbered(0, 1)
-}
-
-fn y() -> Key {
-    Key::numbered(1, 1)
-}
-
-/// Two nodes (VA, OR), one replica per key, running `P` (or its `mutant`).
-fn sim<P: Protocol>(mutant: Option<&str>) -> Simulation<P> {
-    let options = ProtocolOptions {
-        mutant: mutant.map(str::to_string),
-        ..ProtocolOptions::default()
-    };
-    let s = common::traced_sim::<P>("3dc", 2, 2, 1, options);
-    assert_replicas(&s, &x(), &[0]);
-    assert_replicas(&s, &y(), &[1]);
-    s
-}
-
-/// The values transaction `name` read, in order (`None` for a key with no version).
-fn reads(o: &Observed, name: &str) -> Vec<Option<String>> {
-    o.of(name)
-        .split("; ")
-        .filter(|note| note.starts_with("read "))
-        .map(|note| {
-            let value = note.rsplit(" = ").next().expect("read note");
-            (value != "None").then(|| value.trim_matches('"').to_string())
-        })
-        .collect()
-}
-
-fn committed(o: &Observed, name: &str) -> bool {
-    o.of(name).ends_with("committed")
-}
-
-fn some(v: &str) -> Option<String> {
-    Some(v.to_string())
-}
 
 /// SSS Fig. 2's transactions: T2 (node 0) writes x and T3 (node 1) writes y at once; 10 ms
 /// later, long before either commit can reach the other site, read-only T1 begins on node 0
@@ -95,35 +54,24 @@ fn fig2<P: Protocol>() -> (Observed, History) {
     }
     s.run_until(ms(2_000));
     assert!(s.clients_done(), "every scripted client finished");
-    let history = History {
-        header: HistoryHeader {
-            format: HISTORY_FORMAT,
-            protocol: "walter".into(),
-            workload: "rw-register".into(),
-            seed: common::SEED,
-            isolation: IsolationLevel::ParallelSnapshotIsolation.to_string(),
-            faults: "none".into(),
-            settings: Default::default(),
-        },
-        txns: recorder.records(),
-    };
+    let history = history(
+        "walter",
+        IsolationLevel::ParallelSnapshotIsolation,
+        &recorder,
+    );
     (observed, history)
-}
-
-fn check_at(history: &History, level: IsolationLevel) -> augur_check::CheckReport {
-    augur_check::check(history, &CheckOptions::new(level, ValueModel::RwRegister))
 }
 
 #[test]
 fn fig2_under_walter_the_readers_see_a_long_fork_psi_allows() {
     let (o, history) = fig2::<Walter>();
     for name in ["T1", "T2", "T3", "T4"] {
-        assert!(committed(&o, name), "{name}: {}", o.of(name));
+        assert!(o.committed(name), "{name}: {}", o.of(name));
     }
     // Each reader's snapshot holds its own site's update only: T1 sees x1 and the old y, T4
     // sees y1 and the old x. T1 -rw-> T3 -wr-> T4 -rw-> T2 -wr-> T1.
-    assert_eq!(reads(&o, "T1"), vec![some("x1"), None]);
-    assert_eq!(reads(&o, "T4"), vec![some("y1"), None]);
+    assert_eq!(o.reads("T1"), vec![some("x1"), None]);
+    assert_eq!(o.reads("T4"), vec![some("y1"), None]);
     let psi = check_at(&history, IsolationLevel::ParallelSnapshotIsolation);
     assert!(psi.is_valid(), "{psi:?}");
     assert!(
@@ -147,7 +95,7 @@ fn fig2_under_sss_is_strictly_serializable() {
     let report = check_at(&history, IsolationLevel::StrictSerializable);
     assert!(report.is_valid(), "{report:?}");
     assert!(!report.anomalies.iter().any(|a| a.kind == LONG_FORK));
-    let seen = (reads(&o, "T1"), reads(&o, "T4"));
+    let seen = (o.reads("T1"), o.reads("T4"));
     assert_ne!(
         seen,
         (vec![some("x1"), None], vec![some("y1"), None]),
@@ -157,38 +105,29 @@ fn fig2_under_sss_is_strictly_serializable() {
 
 /// T1 and T2, both on x's preferred site, read x and overwrite it; T1 commits first.
 fn concurrent_writers(mutant: Option<&str>) -> Observed {
-    let mut s = sim::<Walter>(mutant);
-    let o = Observed::default();
-    let t1 = Txn::new("T1").read(&x()).sleep(ms(20)).write(&x(), "a");
-    let t2 = Txn::new("T2").read(&x()).sleep(ms(40)).write(&x(), "b");
-    spawn_client(&mut s, 0, ms(0), vec![t1], &o);
-    spawn_client(&mut s, 0, ms(5), vec![t2], &o);
-    spawn_client(&mut s, 0, ms(200), vec![Txn::new("T3").read(&x())], &o);
-    s.run_until(ms(1_000));
-    assert!(s.clients_done());
-    o
+    read_modify_writes::<Walter>(mutant)
 }
 
 #[test]
 fn fast_commit_aborts_the_second_of_two_concurrent_writers() {
     let o = concurrent_writers(None);
-    assert!(committed(&o, "T1"));
+    assert!(o.committed("T1"));
     assert!(
         o.of("T2").contains("WriteWriteConflict"),
         "T2: {}",
         o.of("T2")
     );
-    assert_eq!(reads(&o, "T3"), vec![some("a")]);
+    assert_eq!(o.reads("T3"), vec![some("a")]);
 }
 
 #[test]
 fn without_the_ww_check_both_writers_commit_and_an_update_is_lost() {
     let o = concurrent_writers(Some("no-ww-check"));
     // Both read the initial x; both commit; T1's write is overwritten by one that never saw it.
-    assert_eq!(reads(&o, "T1"), vec![None]);
-    assert_eq!(reads(&o, "T2"), vec![None]);
-    assert!(committed(&o, "T1") && committed(&o, "T2"));
-    assert_eq!(reads(&o, "T3"), vec![some("b")]);
+    assert_eq!(o.reads("T1"), vec![None]);
+    assert_eq!(o.reads("T2"), vec![None]);
+    assert!(o.committed("T1") && o.committed("T2"));
+    assert_eq!(o.reads("T3"), vec![some("b")]);
 }
 
 #[test]
@@ -210,13 +149,13 @@ fn a_slow_commit_locks_the_key_at_its_preferred_site_until_applied_there() {
     spawn_client(&mut s, 1, ms(300), vec![Txn::new("T3").read(&y())], &o);
     s.run_until(ms(1_000));
     assert!(s.clients_done());
-    assert!(committed(&o, "T1"), "T1: {}", o.of("T1"));
+    assert!(o.committed("T1"), "T1: {}", o.of("T1"));
     assert!(
         o.of("T2").contains("WriteWriteConflict"),
         "T2: {}",
         o.of("T2")
     );
-    assert_eq!(reads(&o, "T3"), vec![some("far")]);
+    assert_eq!(o.reads("T3"), vec![some("far")]);
     let counters: Vec<_> = s.node(NodeId(0)).counters();
     assert!(counters.contains(&("slow_commits", 1)), "{counters:?}");
 }
@@ -240,8 +179,8 @@ fn a_remote_read_waits_until_the_replica_applied_the_snapshot() {
     spawn_client(&mut s, 0, ms(120), vec![t2], &o);
     s.run_until(ms(2_000));
     assert!(s.clients_done());
-    assert!(committed(&o, "T1") && committed(&o, "T2"), "{}", o.render());
-    assert_eq!(reads(&o, "T2"), vec![None, some("y1")]);
+    assert!(o.committed("T1") && o.committed("T2"), "{}", o.render());
+    assert_eq!(o.reads("T2"), vec![None, some("y1")]);
     let n2 = s.node(NodeId(2));
     let parked = n2
         .counters()
@@ -284,13 +223,13 @@ fn a_preferred_site_recovers_its_lock_and_applies_the_commit_it_missed() {
     spawn_client(&mut s, 1, ms(500), vec![t2], &o);
     s.run_until(ms(3_000));
     assert!(s.clients_done());
-    assert!(committed(&o, "T1"), "T1: {}", o.of("T1"));
+    assert!(o.committed("T1"), "T1: {}", o.of("T1"));
     assert!(
         o.of("Tmid").contains("WriteWriteConflict"),
         "{}",
         o.of("Tmid")
     );
-    assert_eq!(reads(&o, "T2"), vec![some("y1")]);
-    assert!(committed(&o, "T2"), "T2: {}", o.of("T2"));
+    assert_eq!(o.reads("T2"), vec![some("y1")]);
+    assert!(o.committed("T2"), "T2: {}", o.of("T2"));
     assert_eq!(s.node(NodeId(1)).applied().entries(), &[1, 1]);
 }

@@ -34,6 +34,7 @@
 #![allow(dead_code)]
 
 pub mod scenarios;
+pub mod two_sites;
 
 use augur_client::{CommitProgress, HistoryRecorder, Outcome, Session, Transport};
 use augur_runtime::sim::{SimConfig, Simulation, Trace};
@@ -161,6 +162,23 @@ impl Observed {
             .unwrap_or_else(|| panic!("transaction {name} did not finish"))
     }
 
+    /// The values transaction `name` read, in order (`None` for a key with no version).
+    pub fn reads(&self, name: &str) -> Vec<Option<String>> {
+        self.of(name)
+            .split("; ")
+            .filter(|note| note.starts_with("read "))
+            .map(|note| {
+                let value = note.rsplit(" = ").next().expect("read note");
+                (value != "None").then(|| value.trim_matches('"').to_string())
+            })
+            .collect()
+    }
+
+    /// Whether transaction `name` committed.
+    pub fn committed(&self, name: &str) -> bool {
+        self.of(name).ends_with("committed")
+    }
+
     /// One line per transaction, by name.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -184,6 +202,21 @@ fn show_outcome(o: Outcome) -> String {
         Outcome::Aborted(reason) => format!("aborted ({reason:?})"),
         Outcome::Unknown => "outcome unknown".into(),
     }
+}
+
+/// A value as [`Observed::reads`] lists it.
+pub fn some(v: &str) -> Option<String> {
+    Some(v.to_string())
+}
+
+/// Node `node`'s counter `name` (panics if it reports none by that name).
+pub fn counter<P: Protocol>(s: &Simulation<P>, node: u32, name: &str) -> u64 {
+    let counters = s.node(NodeId(node)).counters();
+    counters
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no counter {name}: {counters:?}"))
 }
 
 /// Start a client on `home` that sleeps `start`, then runs `txns` one after the other. A
