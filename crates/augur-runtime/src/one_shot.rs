@@ -184,8 +184,9 @@ impl<T: Ops> Ops for Recording<'_, T> {
     }
 }
 
-/// The reply an interactive client would have received for the error that ended an attempt.
-fn reply_for(error: TxnError) -> ClientReply {
+/// The reply an interactive client would have received for the error that ended an attempt
+/// (also what a protocol that runs procedures itself answers, e.g. `rococo`).
+pub fn reply_for(error: TxnError) -> ClientReply {
     match error {
         TxnError::Aborted(reason) => ClientReply::Aborted(reason),
         TxnError::Rejected(e) => ClientReply::Rejected(e),

@@ -139,8 +139,9 @@ use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, Rea
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use augur_client::{Procedure, TxnError};
+use augur_client::Procedure;
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_runtime::one_shot::reply_for;
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, ExecutedOp, Execution};
@@ -1953,16 +1954,6 @@ impl Rococo {
                 self.finished.insert(txn, (Timestamp::ZERO, finished));
             }
         }
-    }
-}
-
-/// The reply an interactive client would have got for the error that ended a procedure.
-fn reply_for(error: TxnError) -> ClientReply {
-    match error {
-        TxnError::Aborted(reason) => ClientReply::Aborted(reason),
-        TxnError::Rejected(e) => ClientReply::Rejected(e),
-        TxnError::Protocol(reply) => *reply,
-        TxnError::Unavailable(e) => ClientReply::Rejected(RequestError::Invalid(e.to_string())),
     }
 }
 
