@@ -1300,10 +1300,7 @@ impl Sss {
             }
         }
         if let Some(reason) = refused {
-            self.aborted.insert(txn, ctx.now());
-            self.release_locks(ctx, txn);
-            let vote = Err(reason);
-            return ctx.send(txn.coordinator(), Msg::Vote { txn, vote });
+            return self.refuse(ctx, txn, reason);
         }
         let write_replica = !writes.is_empty();
         self.participants.insert(
@@ -1360,13 +1357,8 @@ impl Sss {
                 latest.map(|v| v.writer) == *version
             }
         });
-        let coordinator = txn.coordinator();
         if !valid {
-            self.participants.remove(&txn);
-            self.aborted.insert(txn, ctx.now());
-            self.release_locks(ctx, txn);
-            let vote = Err(AbortReason::ValidationFailed);
-            return ctx.send(coordinator, Msg::Vote { txn, vote });
+            return self.refuse(ctx, txn, AbortReason::ValidationFailed);
         }
         let p = self.participants.get_mut(&txn).expect("preparing");
         let vc = if p.write_replica {
@@ -1387,7 +1379,7 @@ impl Sss {
         });
         let after = self.dependencies(txn);
         let vote = Ok((vc, after));
-        ctx.send(coordinator, Msg::Vote { txn, vote });
+        ctx.send(txn.coordinator(), Msg::Vote { txn, vote });
     }
 
     /// The committed transactions the prepared `txn` depends on that this node does not know
@@ -1426,10 +1418,16 @@ impl Sss {
             Some(p) if p.voted.is_none() => {}
             _ => return,
         }
+        self.refuse(ctx, txn, AbortReason::LockTimeout);
+    }
+
+    /// Vote no for `txn`, which has not voted yet: forget it (a late prepare is ignored, T9)
+    /// and release its locks.
+    fn refuse(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
         self.participants.remove(&txn);
         self.aborted.insert(txn, ctx.now());
         self.release_locks(ctx, txn);
-        let vote = Err(AbortReason::LockTimeout);
+        let vote = Err(reason);
         ctx.send(txn.coordinator(), Msg::Vote { txn, vote });
     }
 
