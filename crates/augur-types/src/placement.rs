@@ -560,7 +560,7 @@ mod tests {
             assert_eq!(pl.master(p), reps[0]);
             assert_eq!(pl.slaves(p), &reps[1..]);
             let spread: std::collections::BTreeSet<_> = reps.iter().map(|n| pl.dc_of(*n)).collect();
-            if pl.layout() != Layout::Ring || pl.node_count() % dcs == 0 {
+            if pl.layout() != Layout::Ring || pl.node_count().is_multiple_of(dcs) {
                 assert_eq!(
                     spread.len(),
                     rf.min(dcs),
