@@ -202,6 +202,25 @@ fn ring_point(node: usize, v: usize) -> u64 {
     mix64(((node as u64) << 32) | v as u64)
 }
 
+/// A step through `0..partitions` that visits every slot (it is coprime to `partitions`) and
+/// is close to `partitions / φ`: slot `p * stride mod partitions` then puts partitions
+/// `0, 1, 2, ...` far apart on the ring, each new one in the largest gap left (a Weyl sequence),
+/// rather than side by side. Workloads with few keys use the low-numbered partitions only
+/// (`list-append`'s 12 keys live on partitions 0..12), and side by side those would sit in one
+/// small arc, usually one node's.
+fn golden_stride(partitions: usize) -> usize {
+    fn gcd(a: usize, b: usize) -> usize {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    let mut stride = ((partitions as f64) * 0.618_033_988_749_895)
+        .round()
+        .max(1.0) as usize;
+    while gcd(stride, partitions) != 1 {
+        stride += 1;
+    }
+    stride
+}
+
 impl Placement {
     /// Refuse what no layout can serve; returns the data centre count.
     fn check_shape(
@@ -293,8 +312,9 @@ impl Placement {
 
     /// Consistent hashing (the partial replication of SSS §III): every node puts
     /// `params.vnodes` points on a 64-bit hash ring, and there is a fixed number of partitions
-    /// ([`HashParams::partitions_for`]), partition `p` sitting at the evenly spaced point
-    /// `p * 2^64 / P`. Keys still map to partitions by `shard tag mod P`, which is why the
+    /// ([`HashParams::partitions_for`]) at the evenly spaced points `k * 2^64 / P`, partition `p`
+    /// at slot `k = p * s mod P` for a stride `s` near `P / φ` coprime to `P`, so that
+    /// consecutive partitions land far apart. Keys still map to partitions by `shard tag mod P`, which is why the
     /// partitions are a fixed numbered set rather than the arcs between points: workloads aim
     /// keys at a partition through its number. Partition `p` is replicated by the first nodes
     /// met walking clockwise from its point (a point at exactly `p`'s position counts as met),
@@ -335,11 +355,13 @@ impl Placement {
             .flat_map(|n| (0..params.vnodes).map(move |v| (ring_point(n, v), n as u32)))
             .collect();
         ring.sort_unstable();
+        let stride = golden_stride(partitions);
         let dc_of = |n: u32| n as usize % dcs;
         let want_dcs = replication_factor.min(dcs);
         let replicas: Vec<Vec<NodeId>> = (0..partitions)
             .map(|p| {
-                let point = (((p as u128) << 64) / partitions as u128) as u64;
+                let slot = (p as u128 * stride as u128 % partitions as u128) as u64;
+                let point = ((u128::from(slot) << 64) / partitions as u128) as u64;
                 let start = ring.partition_point(|(at, _)| *at < point);
                 let mut chosen: Vec<u32> = Vec::with_capacity(replication_factor);
                 // The distinct nodes met so far; a short list (the walk stops after a few
@@ -627,7 +649,7 @@ mod tests {
     }
 
     /// The replicas of partitions 0..4 of `hashed("3dc", 5, 2, None)`.
-    const PINNED: [[u32; 2]; 4] = [[4, 2], [4, 2], [2, 4], [2, 4]];
+    const PINNED: [[u32; 2]; 4] = [[4, 2], [1, 0], [3, 2], [2, 4]];
 
     #[test]
     fn hash_needs_every_node_to_master_a_partition_and_defaults_give_it() {
@@ -706,6 +728,29 @@ mod tests {
                 share <= 1.5 * expected,
                 "{profile} {nodes}->{}: {share:.3} of the sets changed, expected ~{expected:.3}",
                 nodes + 1
+            );
+        }
+    }
+
+    /// Workloads with few keys use only the first partitions (`list-append`'s 12 keys live on
+    /// partitions 0..12), so those must not huddle on one node.
+    #[test]
+    fn the_first_partitions_spread_over_the_nodes() {
+        for (profile, nodes, rf) in [
+            ("3dc", 3, 2),
+            ("lan", 3, 1),
+            ("ec2-9dc", 9, 3),
+            ("lan", 20, 3),
+        ] {
+            let pl = hashed(profile, nodes, rf, None);
+            let masters: std::collections::BTreeSet<_> = (0..4 * nodes as u32)
+                .map(|p| pl.master(PartitionId(p)))
+                .collect();
+            assert!(
+                masters.len() * 4 >= nodes * 3,
+                "{profile} {nodes} nodes: the first {} partitions have {} masters",
+                4 * nodes,
+                masters.len()
             );
         }
     }

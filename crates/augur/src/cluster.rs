@@ -717,6 +717,35 @@ addr = "127.0.0.1:7102"
     }
 
     #[test]
+    fn placement_is_chosen_by_the_file_and_shared_by_every_node() {
+        let ring = Cluster::parse(GOOD).unwrap();
+        assert_eq!(ring.placement.layout(), Layout::Ring);
+        assert_eq!(ring.placement.partition_count(), 3);
+        // Writing the default out changes nothing.
+        let said = Cluster::parse(&GOOD.replace("seed = 9", "seed = 9\nplacement = \"ring\""));
+        assert_eq!(said.unwrap().identity, ring.identity);
+        let text = GOOD.replace("seed = 9", "seed = 9\nplacement = \"hash\"");
+        let hash = Cluster::parse(&text).unwrap();
+        assert_eq!(hash.placement.layout().to_string(), "hash");
+        assert_eq!(hash.placement.partition_count(), 256);
+        assert_eq!(
+            ring.identity.differences(&hash.identity),
+            ["placement = ring here, hash there"]
+        );
+        // Written out and read back, the file keeps its layout.
+        let file: ClusterFile = toml::from_str(&text).unwrap();
+        let back = Cluster::parse(&toml::to_string(&file).unwrap()).unwrap();
+        assert_eq!(back.identity, hash.identity);
+        let e = error_of(&GOOD.replace("seed = 9", "seed = 9\nplacement = \"random\""));
+        assert!(
+            e.contains("unknown placement 'random'; valid placements: ring, hash"),
+            "{e}"
+        );
+        let e = error_of(&GOOD.replace("seed = 9", "seed = 9\nplacement = \"hash:partitions=2\""));
+        assert!(e.contains("master of no partition"), "{e}");
+    }
+
+    #[test]
     fn limits_default_and_are_checked() {
         assert_eq!(Cluster::parse(GOOD).unwrap().limits, Limits::default());
         let c = Cluster::parse(&format!(

@@ -772,6 +772,37 @@ mod tests {
         );
     }
 
+    fn bench(args: &[&str]) -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: BenchArgs,
+        }
+        let argv = std::iter::once("bench").chain(args.iter().copied());
+        <Cli as clap::Parser>::parse_from(argv).args
+    }
+
+    #[test]
+    fn placement_defaults_to_ring_and_hash_is_echoed() {
+        let ring = bench(&["--nodes", "5"]).validate().unwrap();
+        assert_eq!(ring.layout, Layout::Ring);
+        assert_eq!(ring.partitions, 5);
+        let hash = bench(&["--nodes", "5", "--placement", "hash"])
+            .validate()
+            .unwrap();
+        assert_eq!(hash.layout.to_string(), "hash");
+        assert_eq!(hash.partitions, 256);
+        assert_eq!(hash.placement.partition_count(), 256);
+        // An experiment file sets the placement itself.
+        let beside = bench(&["--placement", "hash", "--config", "x.toml"]).flags_beside_config();
+        assert_eq!(beside, ["--placement"]);
+        let e = bench(&["--nodes", "3", "--placement", "hash:partitions=2"])
+            .validate()
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("master of no partition"), "{e}");
+    }
+
     #[test]
     fn bad_entries_are_refused_with_the_reason() {
         assert!(error("planet:speculation=reads", None).contains("offers up to commits:1"));
