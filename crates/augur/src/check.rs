@@ -23,7 +23,9 @@ use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{
     HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome, TxnRecord,
 };
-use augur_types::{AbortReason, LatencyProfile, Layout, NodeId, Placement, RequestForm};
+use augur_types::{
+    AbortReason, LatencyProfile, Layout, NodeId, Placement, PlacementError, RequestForm,
+};
 use augur_workloads::Workload;
 use clap::Args;
 use rand::{Rng, SeedableRng};
@@ -89,7 +91,7 @@ pub struct CheckArgs {
     /// How partitions are laid out over the nodes: `ring` (partition i mastered by node i) or
     /// `hash` (consistent hashing; `hash:partitions=N:vnodes=V`).
     #[arg(long, default_value = "ring")]
-    pub placement: Layout,
+    pub placement: String,
     /// Latency profile: lan, 3dc, ec2-9dc.
     #[arg(long, default_value = "3dc")]
     pub latency: String,
@@ -253,7 +255,8 @@ impl CheckArgs {
         let dcs = profile.dcs.len().min(self.nodes.max(1));
         let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
         let replication = self.replication.unwrap_or(self.nodes.clamp(1, 2));
-        let placement = Placement::build(self.placement, profile, self.nodes, replication)
+        let layout: Layout = self.placement.parse().map_err(|e: PlacementError| bad(e.to_string()))?;
+        let placement = Placement::build(layout, profile, self.nodes, replication)
             .map_err(|e| bad(e.to_string()))?;
         let placement = Arc::new(placement);
         let mut given = BTreeMap::new();

@@ -10,7 +10,6 @@ mod report_html;
 use augur::BadInput;
 use augur::client_cli::{Ended, Op};
 
-use augur_types::Layout;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -159,7 +158,7 @@ enum ClusterCommand {
         /// How partitions are laid out over the nodes: `ring` (partition i mastered by node i) or
         /// `hash` (consistent hashing; `hash:partitions=N:vnodes=V`). Written to the cluster file.
         #[arg(long, default_value = "ring")]
-        placement: Layout,
+        placement: String,
         /// One host per node, comma-separated, for nodes on other machines or containers:
         /// node I is reached at HOST_I:BASE_PORT and listens on 0.0.0.0:BASE_PORT.
         #[arg(long, value_delimiter = ',')]
@@ -299,7 +298,7 @@ fn main() -> ExitCode {
             protocol: &protocol,
             base_port,
             replication,
-            placement,
+            placement: &placement,
             hosts: &hosts,
             latency: &latency,
             emulate_latency,

@@ -90,8 +90,9 @@ pub struct InitOptions<'a> {
     pub base_port: u16,
     /// Replicas per partition; `None`: up to 3.
     pub replication: Option<usize>,
-    /// How partitions are laid out over the nodes (`ring` or `hash`).
-    pub placement: Layout,
+    /// How partitions are laid out over the nodes: `ring`, `hash` or
+    /// `hash:partitions=N:vnodes=V` (see [`Layout`]).
+    pub placement: &'a str,
     /// Each node's host, by id, for a cluster spread over machines or containers: node `i` is
     /// then reached at `hosts[i]:base_port`, listens on `0.0.0.0:base_port` and serves its
     /// metrics on `0.0.0.0:(base_port + METRICS_PORT_OFFSET)` and its gRPC API on
@@ -135,6 +136,9 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         ))
         .into());
     }
+    let placement: Layout = placement
+        .parse()
+        .map_err(|e: augur_types::PlacementError| BadInput(e.to_string()))?;
     // The layout is checked before anything is written, so that a refused one (a node left
     // without partitions) leaves no half-made cluster behind; `Cluster::check` builds it again.
     let profile = LatencyProfile::named(latency).map_err(|e| BadInput(e.to_string()))?;
@@ -286,7 +290,7 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7300,
             replication: None,
-            placement: Layout::Ring,
+            placement: "ring",
             hosts: &[],
             latency: "lan",
             emulate_latency: true,
@@ -335,7 +339,7 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7300,
             replication: None,
-            placement: Layout::Ring,
+            placement: "ring",
             hosts: &[],
             latency: "lan",
             emulate_latency: true,
@@ -364,7 +368,7 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7100,
             replication: None,
-            placement: Layout::Ring,
+            placement: "ring",
             hosts: &hosts,
             latency: "3dc",
             emulate_latency: false,

@@ -6,6 +6,16 @@ use augur::check::{CheckArgs, CheckConfig};
 use augur_protocols::registry::PROTOCOLS;
 
 fn config(protocol: &str, workload: &str, seeds: &str, mutant: Option<&str>) -> CheckConfig {
+    config_over(protocol, workload, seeds, mutant, "ring")
+}
+
+fn config_over(
+    protocol: &str,
+    workload: &str,
+    seeds: &str,
+    mutant: Option<&str>,
+    placement: &str,
+) -> CheckConfig {
     CheckArgs {
         protocol: protocol.into(),
         input: None,
@@ -16,6 +26,7 @@ fn config(protocol: &str, workload: &str, seeds: &str, mutant: Option<&str>) -> 
         mutant: mutant.map(str::to_string),
         nodes: 3,
         replication: None,
+        placement: placement.into(),
         latency: "3dc".into(),
         clients: 3,
         duration: 4.0,
@@ -54,6 +65,20 @@ fn every_protocol_keeps_its_claim_under_faults() {
             let c = config(p.name, workload, "1..6", None);
             if let Some((seed, why)) = first_failure(&c) {
                 panic!("{} on {workload}, seed {seed}: {why}", p.name);
+            }
+        }
+    }
+}
+
+/// Consistent hashing spreads many partitions unevenly over the nodes, where the ring gave
+/// each node one; no protocol may depend on the ring's layout.
+#[test]
+fn every_protocol_keeps_its_claim_over_a_hash_placement() {
+    for p in PROTOCOLS {
+        for workload in ["list-append", "rw-register", "bank"] {
+            let c = config_over(p.name, workload, "1..6", None, "hash");
+            if let Some((seed, why)) = first_failure(&c) {
+                panic!("{} on {workload} over hash, seed {seed}: {why}", p.name);
             }
         }
     }

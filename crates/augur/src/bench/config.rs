@@ -82,7 +82,7 @@ pub struct BenchArgs {
     /// `hash` (consistent hashing; `hash:partitions=N:vnodes=V`). With `--runtime tcp` it goes
     /// into the cluster file, so every node builds the same placement.
     #[arg(long, default_value = "ring")]
-    pub placement: Layout,
+    pub placement: String,
     /// Closed-loop clients per node.
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
@@ -433,6 +433,12 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
     BadInput(msg.into()).into()
 }
 
+/// `--placement`'s value, or a one-line error naming the valid ones.
+fn parse_layout(spec: &str) -> anyhow::Result<Layout> {
+    spec.parse()
+        .map_err(|e: augur_types::PlacementError| bad(e.to_string()))
+}
+
 impl BenchArgs {
     /// Check every argument and build the configuration; errors name the valid choices.
     pub fn validate(&self) -> anyhow::Result<BenchConfig> {
@@ -482,7 +488,8 @@ impl BenchArgs {
                 let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
                 let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
                 let replication = self.replication.unwrap_or(self.nodes.clamp(1, 3));
-                let placement = Placement::build(self.placement, profile, self.nodes, replication)
+                let layout = parse_layout(&self.placement)?;
+                let placement = Placement::build(layout, profile, self.nodes, replication)
                     .map_err(|e| bad(e.to_string()))?;
                 (
                     Arc::new(placement),
@@ -666,9 +673,11 @@ impl BenchArgs {
             let theirs = placement.replication_factor().to_string();
             return Err(disagree("replication", rf.to_string(), theirs));
         }
-        if self.placement != defaults.placement && self.placement != placement.layout() {
+        if self.placement != defaults.placement
+            && parse_layout(&self.placement)? != placement.layout()
+        {
             let theirs = placement.layout().to_string();
-            return Err(disagree("placement", self.placement.to_string(), theirs));
+            return Err(disagree("placement", self.placement.clone(), theirs));
         }
         if self.latency != defaults.latency && self.latency != placement.profile().name {
             let theirs = placement.profile().name.clone();
