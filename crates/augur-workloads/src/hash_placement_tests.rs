@@ -91,11 +91,15 @@ fn partitions_touched(
         .collect()
 }
 
+/// A workload, the settings that make its keys local, and whether local means mastered (rather
+/// than replicated) by the home node.
+type LocalCase = (&'static str, &'static [(&'static str, &'static str)], bool);
+
 #[test]
 fn local_keys_stay_on_the_home_node_under_hash() {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     for placement in placements() {
-        let cases: [(&str, &[(&str, &str)], bool); 3] = [
+        let cases: [LocalCase; 3] = [
             ("synthetic-str", &[("local_access", "1")], false),
             ("ycsb-t", &[("locality", "1")], false),
             (

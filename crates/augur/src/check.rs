@@ -255,7 +255,10 @@ impl CheckArgs {
         let dcs = profile.dcs.len().min(self.nodes.max(1));
         let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
         let replication = self.replication.unwrap_or(self.nodes.clamp(1, 2));
-        let layout: Layout = self.placement.parse().map_err(|e: PlacementError| bad(e.to_string()))?;
+        let layout: Layout = self
+            .placement
+            .parse()
+            .map_err(|e: PlacementError| bad(e.to_string()))?;
         let placement = Placement::build(layout, profile, self.nodes, replication)
             .map_err(|e| bad(e.to_string()))?;
         let placement = Arc::new(placement);

@@ -46,7 +46,13 @@ fn bad_names_exit_2_and_list_the_valid_choices() {
             "unknown placement 'chord'; valid placements: ring, hash",
         ),
         (
-            &["check", "--protocol", "nocc", "--placement", "hash:vnodes=0"],
+            &[
+                "check",
+                "--protocol",
+                "nocc",
+                "--placement",
+                "hash:vnodes=0",
+            ],
             "vnodes must be a number in 1..=4096",
         ),
         (
@@ -533,7 +539,10 @@ fn a_hash_placement_reaches_check_and_the_nodes_of_a_tcp_bench() {
         .lines()
         .find_map(|l| l.strip_prefix("replay: augur "))
         .expect("a replay command");
-    assert!(replay.contains("--placement hash:partitions=64"), "{replay}");
+    assert!(
+        replay.contains("--placement hash:partitions=64"),
+        "{replay}"
+    );
 
     let out = augur(&[
         "bench",
