@@ -21,4 +21,4 @@ pub use ids::{ClientId, DcId, NodeId, PartitionId, RequestId, Timestamp, TxnId};
 pub use isolation::IsolationLevel;
 pub use key::{Key, Value};
 pub use latency::LatencyProfile;
-pub use placement::{Placement, PlacementError};
+pub use placement::{HashParams, Layout, Placement, PlacementError};

@@ -335,6 +335,9 @@ impl Home {
 
 /// Tests shared by the workloads' modules.
 #[cfg(test)]
+mod hash_placement_tests;
+
+#[cfg(test)]
 pub(crate) mod testing {
     use super::*;
     use crate::list_append::fake::FakeOps;

@@ -23,7 +23,9 @@ use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{
     HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome, TxnRecord,
 };
-use augur_types::{AbortReason, LatencyProfile, NodeId, Placement, RequestForm};
+use augur_types::{
+    AbortReason, LatencyProfile, Layout, NodeId, Placement, PlacementError, RequestForm,
+};
 use augur_workloads::Workload;
 use clap::Args;
 use rand::{Rng, SeedableRng};
@@ -86,6 +88,10 @@ pub struct CheckArgs {
     /// Replicas per partition (master included); default min(2, nodes).
     #[arg(long)]
     pub replication: Option<usize>,
+    /// How partitions are laid out over the nodes: `ring` (partition i mastered by node i) or
+    /// `hash` (consistent hashing; `hash:partitions=N:vnodes=V`).
+    #[arg(long, default_value = "ring")]
+    pub placement: String,
     /// Latency profile: lan, 3dc, ec2-9dc.
     #[arg(long, default_value = "3dc")]
     pub latency: String,
@@ -249,8 +255,12 @@ impl CheckArgs {
         let dcs = profile.dcs.len().min(self.nodes.max(1));
         let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
         let replication = self.replication.unwrap_or(self.nodes.clamp(1, 2));
-        let placement =
-            Placement::ring(profile, self.nodes, replication).map_err(|e| bad(e.to_string()))?;
+        let layout: Layout = self
+            .placement
+            .parse()
+            .map_err(|e: PlacementError| bad(e.to_string()))?;
+        let placement = Placement::build(layout, profile, self.nodes, replication)
+            .map_err(|e| bad(e.to_string()))?;
         let placement = Arc::new(placement);
         let mut given = BTreeMap::new();
         let mut protocol_settings = BTreeMap::new();
@@ -485,6 +495,10 @@ impl CheckConfig {
             self.clients_per_node,
             self.safety.as_secs_f64()
         );
+        let layout = self.placement.layout();
+        if layout != Layout::Ring {
+            cmd += &format!(" --placement {layout}");
+        }
         cmd += &format!(" --txn-form {}", self.forms.name());
         cmd += &format!(" --history {}", history.display());
         cmd
@@ -824,7 +838,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     }
     let seeds_run = totals.seeds;
     println!(
-        "{}{} ({level}) on {}{}, faults {}: {} of {seeds_run} seeds passed in {:.1} s",
+        "{}{} ({level}) on {}{}{}, faults {}: {} of {seeds_run} seeds passed in {:.1} s",
         config.info.name,
         config
             .protocol_settings
@@ -832,6 +846,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
             .map(|(k, v)| format!(" {k}={v}"))
             .collect::<String>(),
         config.workload,
+        match config.placement.layout() {
+            Layout::Ring => String::new(),
+            other => format!(
+                " over {} partitions placed by {other}",
+                config.placement.partition_count()
+            ),
+        },
         config
             .mutant
             .as_ref()

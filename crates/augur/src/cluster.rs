@@ -8,7 +8,7 @@ use augur_runtime::ProtocolOptions;
 use augur_runtime::tcp::{
     ClientConfig, ClientTls, ClusterIdentity, Limits, MAX_FRAME_LEN, TcpTransport,
 };
-use augur_types::{LatencyProfile, NodeId, Placement};
+use augur_types::{LatencyProfile, Layout, NodeId, Placement};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -34,6 +34,10 @@ pub struct ClusterFile {
     /// Replicas per partition, master included.
     #[serde(default = "default_replication")]
     pub replication: usize,
+    /// How partitions are laid out over the nodes: `ring` (default) or `hash` (consistent
+    /// hashing, `hash:partitions=N:vnodes=V`). Every node builds the same placement from it.
+    #[serde(default)]
+    pub placement: Layout,
     /// Seeds every node's random number generator (each mixes in its id).
     #[serde(default = "default_seed")]
     pub seed: u64,
@@ -294,7 +298,8 @@ impl Cluster {
         let profile = LatencyProfile::named(&file.latency).map_err(|e| e.to_string())?;
         let dcs = file.dcs.unwrap_or(profile.dcs.len().min(n));
         let profile = profile.truncated(dcs).map_err(|e| e.to_string())?;
-        let placement = Placement::ring(profile, n, file.replication).map_err(|e| e.to_string())?;
+        let placement = Placement::build(file.placement, profile, n, file.replication)
+            .map_err(|e| e.to_string())?;
 
         let o = &file.options;
         let mut options = ProtocolOptions::default();
@@ -434,6 +439,7 @@ fn identity(
         ("latency".to_string(), file.latency.clone()),
         ("dcs".to_string(), dcs.to_string()),
         ("replication".to_string(), file.replication.to_string()),
+        ("placement".to_string(), file.placement.to_string()),
         ("seed".to_string(), file.seed.to_string()),
         (
             "emulate_latency".to_string(),
@@ -708,6 +714,35 @@ addr = "127.0.0.1:7102"
             a.differences(&c),
             ["node 2 addr = 127.0.0.1:7102 here, 127.0.0.1:7103 there"]
         );
+    }
+
+    #[test]
+    fn placement_is_chosen_by_the_file_and_shared_by_every_node() {
+        let ring = Cluster::parse(GOOD).unwrap();
+        assert_eq!(ring.placement.layout(), Layout::Ring);
+        assert_eq!(ring.placement.partition_count(), 3);
+        // Writing the default out changes nothing.
+        let said = Cluster::parse(&GOOD.replace("seed = 9", "seed = 9\nplacement = \"ring\""));
+        assert_eq!(said.unwrap().identity, ring.identity);
+        let text = GOOD.replace("seed = 9", "seed = 9\nplacement = \"hash\"");
+        let hash = Cluster::parse(&text).unwrap();
+        assert_eq!(hash.placement.layout().to_string(), "hash");
+        assert_eq!(hash.placement.partition_count(), 256);
+        assert_eq!(
+            ring.identity.differences(&hash.identity),
+            ["placement = ring here, hash there"]
+        );
+        // Written out and read back, the file keeps its layout.
+        let file: ClusterFile = toml::from_str(&text).unwrap();
+        let back = Cluster::parse(&toml::to_string(&file).unwrap()).unwrap();
+        assert_eq!(back.identity, hash.identity);
+        let e = error_of(&GOOD.replace("seed = 9", "seed = 9\nplacement = \"random\""));
+        assert!(
+            e.contains("unknown placement 'random'; valid placements: ring, hash"),
+            "{e}"
+        );
+        let e = error_of(&GOOD.replace("seed = 9", "seed = 9\nplacement = \"hash:partitions=2\""));
+        assert!(e.contains("master of no partition"), "{e}");
     }
 
     #[test]

@@ -574,6 +574,29 @@ mod tests {
     }
 
     #[test]
+    fn an_experiment_chooses_the_placement() {
+        let t: toml::Table = toml::from_str(
+            r#"placement = "hash:partitions=64"
+               nodes = 4
+               protocol = ["nocc"]"#,
+        )
+        .unwrap();
+        let args = BenchOnly::try_parse_from(argv(&t).unwrap()).unwrap().args;
+        let config = args.validate().unwrap();
+        assert_eq!(config.placement.partition_count(), 64);
+        let summary = serde_json::to_value(&config).unwrap();
+        assert_eq!(summary["placement"], "hash:partitions=64");
+        assert_eq!(summary["partitions"], 64);
+        let t: toml::Table = toml::from_str(r#"placement = "chord""#).unwrap();
+        let e = BenchOnly::try_parse_from(argv(&t).unwrap()).err().unwrap();
+        assert!(
+            e.to_string()
+                .contains("unknown placement 'chord'; valid placements: ring, hash"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn planned_protocols_are_skipped_and_unknown_ones_refused() {
         let v = toml::Value::Array(vec!["clocksi-rep".into(), "calvin".into()]);
         let (keep, skipped) = implemented(&v).unwrap();

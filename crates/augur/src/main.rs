@@ -143,7 +143,7 @@ enum ClusterCommand {
         /// Directory to create the cluster in (an existing cluster.toml is never overwritten).
         #[arg(long)]
         dir: PathBuf,
-        /// Number of nodes (and partitions).
+        /// Number of nodes (and partitions, with `--placement ring`).
         #[arg(long)]
         nodes: usize,
         /// The protocol every node runs.
@@ -155,6 +155,10 @@ enum ClusterCommand {
         /// Replicas per partition, master included (default: min(3, nodes)).
         #[arg(long)]
         replication: Option<usize>,
+        /// How partitions are laid out over the nodes: `ring` (partition i mastered by node i) or
+        /// `hash` (consistent hashing; `hash:partitions=N:vnodes=V`). Written to the cluster file.
+        #[arg(long, default_value = "ring")]
+        placement: String,
         /// One host per node, comma-separated, for nodes on other machines or containers:
         /// node I is reached at HOST_I:BASE_PORT and listens on 0.0.0.0:BASE_PORT.
         #[arg(long, value_delimiter = ',')]
@@ -284,6 +288,7 @@ fn main() -> ExitCode {
             protocol,
             base_port,
             replication,
+            placement,
             hosts,
             latency,
             emulate_latency,
@@ -293,6 +298,7 @@ fn main() -> ExitCode {
             protocol: &protocol,
             base_port,
             replication,
+            placement: &placement,
             hosts: &hosts,
             latency: &latency,
             emulate_latency,

@@ -208,6 +208,8 @@ impl ProtocolVisitor for ServeNode<'_> {
                 dc = placement.dc_name(placement.dc_of(id)),
                 nodes = placement.node_count(),
                 replication = placement.replication_factor(),
+                placement = %placement.layout(),
+                partitions = placement.partition_count(),
                 data_dir = %match &log.storage {
                     LogStorage::Dir(dir) => dir.display().to_string(),
                     LogStorage::Memory => "none (memory)".to_string(),

@@ -8,7 +8,7 @@ use crate::cluster::{Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile}
 use anyhow::Context;
 use augur_protocols::registry;
 use augur_runtime::tcp::generate_pki;
-use augur_types::NodeId;
+use augur_types::{LatencyProfile, Layout, NodeId, Placement};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -90,6 +90,9 @@ pub struct InitOptions<'a> {
     pub base_port: u16,
     /// Replicas per partition; `None`: up to 3.
     pub replication: Option<usize>,
+    /// How partitions are laid out over the nodes: `ring`, `hash` or
+    /// `hash:partitions=N:vnodes=V` (see [`Layout`]).
+    pub placement: &'a str,
     /// Each node's host, by id, for a cluster spread over machines or containers: node `i` is
     /// then reached at `hosts[i]:base_port`, listens on `0.0.0.0:base_port` and serves its
     /// metrics on `0.0.0.0:(base_port + METRICS_PORT_OFFSET)` and its gRPC API on
@@ -111,6 +114,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         protocol,
         base_port,
         replication,
+        placement,
         hosts,
         latency,
         emulate_latency,
@@ -132,6 +136,23 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         ))
         .into());
     }
+    let placement: Layout = placement
+        .parse()
+        .map_err(|e: augur_types::PlacementError| BadInput(e.to_string()))?;
+    // The layout is checked before anything is written, so that a refused one (a node left
+    // without partitions) leaves no half-made cluster behind; `Cluster::check` builds it again.
+    let profile = LatencyProfile::named(latency).map_err(|e| BadInput(e.to_string()))?;
+    let dcs = profile.dcs.len().min(nodes);
+    let profile = profile
+        .truncated(dcs)
+        .map_err(|e| BadInput(e.to_string()))?;
+    Placement::build(
+        placement,
+        profile,
+        nodes,
+        replication.unwrap_or(nodes.min(3)),
+    )
+    .map_err(|e| BadInput(e.to_string()))?;
     let path = dir.join("cluster.toml");
     if path.exists() {
         return Err(BadInput(format!(
@@ -187,6 +208,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         latency: latency.to_string(),
         dcs: None,
         replication: replication.unwrap_or(nodes.min(3)),
+        placement,
         seed: 1,
         emulate_latency,
         options: OptionsFile::default(),
@@ -268,6 +290,7 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7300,
             replication: None,
+            placement: "ring",
             hosts: &[],
             latency: "lan",
             emulate_latency: true,
@@ -316,6 +339,7 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7300,
             replication: None,
+            placement: "ring",
             hosts: &[],
             latency: "lan",
             emulate_latency: true,
@@ -344,6 +368,7 @@ mod tests {
             protocol: "clocksi-rep",
             base_port: 7100,
             replication: None,
+            placement: "ring",
             hosts: &hosts,
             latency: "3dc",
             emulate_latency: false,

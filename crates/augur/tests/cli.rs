@@ -42,6 +42,37 @@ fn bad_names_exit_2_and_list_the_valid_choices() {
             "cannot read",
         ),
         (
+            &["bench", "--placement", "chord"],
+            "unknown placement 'chord'; valid placements: ring, hash",
+        ),
+        (
+            &[
+                "check",
+                "--protocol",
+                "nocc",
+                "--placement",
+                "hash:vnodes=0",
+            ],
+            "vnodes must be a number in 1..=4096",
+        ),
+        (
+            &["nemesis", "--placement", "chord"],
+            "valid placements: ring, hash",
+        ),
+        (
+            &[
+                "cluster",
+                "init",
+                "--dir",
+                "/nonexistent/augur-cluster",
+                "--nodes",
+                "3",
+                "--placement",
+                "hash:partitions=2",
+            ],
+            "master of no partition",
+        ),
+        (
             &["bench", "--workload", "tpcx"],
             "valid workloads: synthetic-str",
         ),
@@ -459,4 +490,92 @@ fn run_flags_beside_an_experiment_file_are_refused_not_ignored() {
         stderr.contains("--protocol, --seed would be ignored"),
         "{stderr}"
     );
+}
+
+/// `--placement hash` reaches everything that builds a placement: `augur check` (whose replay
+/// command repeats it) and `augur bench`, whose `--runtime tcp` cluster file hands it to the
+/// node processes, which must agree with the clients about where every key lives for the bank's
+/// audit to pass.
+#[test]
+fn a_hash_placement_reaches_check_and_the_nodes_of_a_tcp_bench() {
+    let checked = augur(&[
+        "check",
+        "--protocol",
+        "clocksi-rep",
+        "--workload",
+        "bank",
+        "--seeds",
+        "1..3",
+        "--faults",
+        "all",
+        "--placement",
+        "hash",
+    ]);
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("on bank over 256 partitions placed by hash"),
+        "{stdout}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("h.jsonl");
+    let caught = augur(&[
+        "check",
+        "--protocol",
+        "clocksi-rep",
+        "--mutant",
+        "no-ww-certification",
+        "--seeds",
+        "1..20",
+        "--placement",
+        "hash:partitions=64",
+        "--history",
+        history.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&caught.stdout);
+    assert_eq!(caught.status.code(), Some(1), "{stdout}");
+    let replay = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: augur "))
+        .expect("a replay command");
+    assert!(
+        replay.contains("--placement hash:partitions=64"),
+        "{replay}"
+    );
+
+    let out = augur(&[
+        "bench",
+        "--runtime",
+        "tcp",
+        "--placement",
+        "hash",
+        "--protocol",
+        "clocksi-rep",
+        "--workload",
+        "bank",
+        "--check",
+        "--latency",
+        "3dc",
+        "--duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--clients",
+        "2",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["config"]["placement"], "hash");
+    assert_eq!(summary["config"]["partitions"], 256);
+    assert!(summary["results"][0]["committed"].as_u64().unwrap() > 0);
+    let file = std::fs::read_to_string(dir.path().join("cluster-clocksi-rep.toml")).unwrap();
+    assert!(file.contains("placement = \"hash\""), "{file}");
 }

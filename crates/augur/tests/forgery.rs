@@ -24,6 +24,7 @@ fn forged_messages_and_requests_never_panic_a_node() {
                 mutant: None,
                 nodes: 3,
                 replication: None,
+                placement: "ring".into(),
                 latency: "lan".into(),
                 clients: 3,
                 duration: 4.0,

@@ -9,7 +9,7 @@ use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::CpuModel;
 use augur_runtime::wal::{self, LogConfig, LogPolicy};
-use augur_types::{LatencyProfile, Placement, RequestForm};
+use augur_types::{LatencyProfile, Layout, Placement, RequestForm};
 use clap::{Args, ValueEnum};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -78,6 +78,11 @@ pub struct BenchArgs {
     /// Replicas per partition (master included); default min(3, nodes).
     #[arg(long)]
     pub replication: Option<usize>,
+    /// How partitions are laid out over the nodes: `ring` (partition i mastered by node i) or
+    /// `hash` (consistent hashing; `hash:partitions=N:vnodes=V`). With `--runtime tcp` it goes
+    /// into the cluster file, so every node builds the same placement.
+    #[arg(long, default_value = "ring")]
+    pub placement: String,
     /// Closed-loop clients per node.
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
@@ -133,7 +138,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = augur_postgres::DEFAULT_URL)]
     pub pg_url: String,
     /// Run against this already-running cluster (its cluster file) instead of starting one: the
-    /// protocol, nodes, replication and latency profile are the cluster's, and any of those
+    /// protocol, nodes, replication, placement and latency profile are the cluster's, and any of those
     /// flags that disagrees with it is refused.
     #[arg(long)]
     pub cluster: Option<PathBuf>,
@@ -392,6 +397,10 @@ pub struct BenchConfig {
     pub dcs: Vec<String>,
     pub latency: String,
     pub replication: usize,
+    /// How partitions are laid out (`ring`, `hash`, ...), and how many there are.
+    #[serde(rename = "placement")]
+    pub layout: Layout,
+    pub partitions: usize,
     pub clients_per_node: usize,
     pub seed: u64,
     pub runtime: Runtime,
@@ -422,6 +431,12 @@ pub struct BenchConfig {
 
 fn bad(msg: impl Into<String>) -> anyhow::Error {
     BadInput(msg.into()).into()
+}
+
+/// `--placement`'s value, or a one-line error naming the valid ones.
+fn parse_layout(spec: &str) -> anyhow::Result<Layout> {
+    spec.parse()
+        .map_err(|e: augur_types::PlacementError| bad(e.to_string()))
 }
 
 impl BenchArgs {
@@ -473,7 +488,8 @@ impl BenchArgs {
                 let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
                 let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
                 let replication = self.replication.unwrap_or(self.nodes.clamp(1, 3));
-                let placement = Placement::ring(profile, self.nodes, replication)
+                let layout = parse_layout(&self.placement)?;
+                let placement = Placement::build(layout, profile, self.nodes, replication)
                     .map_err(|e| bad(e.to_string()))?;
                 (
                     Arc::new(placement),
@@ -550,6 +566,8 @@ impl BenchArgs {
             dcs: profile.dcs.clone(),
             latency,
             replication,
+            layout: placement.layout(),
+            partitions: placement.partition_count(),
             clients_per_node: self.clients,
             seed: self.seed,
             runtime,
@@ -605,6 +623,7 @@ impl BenchArgs {
             dcs => "--dcs",
             latency => "--latency",
             replication => "--replication",
+            placement => "--placement",
             clients => "--clients",
             seed => "--seed",
             history => "--history",
@@ -653,6 +672,12 @@ impl BenchArgs {
         {
             let theirs = placement.replication_factor().to_string();
             return Err(disagree("replication", rf.to_string(), theirs));
+        }
+        if self.placement != defaults.placement
+            && parse_layout(&self.placement)? != placement.layout()
+        {
+            let theirs = placement.layout().to_string();
+            return Err(disagree("placement", self.placement.clone(), theirs));
         }
         if self.latency != defaults.latency && self.latency != placement.profile().name {
             let theirs = placement.profile().name.clone();
@@ -754,6 +779,37 @@ mod tests {
             error("nocc:txn_form=batch", None),
             "unknown transaction form 'batch'; valid forms: interactive, one-shot"
         );
+    }
+
+    fn bench(args: &[&str]) -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: BenchArgs,
+        }
+        let argv = std::iter::once("bench").chain(args.iter().copied());
+        <Cli as clap::Parser>::parse_from(argv).args
+    }
+
+    #[test]
+    fn placement_defaults_to_ring_and_hash_is_echoed() {
+        let ring = bench(&["--nodes", "5"]).validate().unwrap();
+        assert_eq!(ring.layout, Layout::Ring);
+        assert_eq!(ring.partitions, 5);
+        let hash = bench(&["--nodes", "5", "--placement", "hash"])
+            .validate()
+            .unwrap();
+        assert_eq!(hash.layout.to_string(), "hash");
+        assert_eq!(hash.partitions, 256);
+        assert_eq!(hash.placement.partition_count(), 256);
+        // An experiment file sets the placement itself.
+        let beside = bench(&["--placement", "hash", "--config", "x.toml"]).flags_beside_config();
+        assert_eq!(beside, ["--placement"]);
+        let e = bench(&["--nodes", "3", "--placement", "hash:partitions=2"])
+            .validate()
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("master of no partition"), "{e}");
     }
 
     #[test]

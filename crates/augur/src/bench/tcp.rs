@@ -42,6 +42,7 @@ pub fn run(
         latency: config.latency.clone(),
         dcs: Some(config.dcs.len()),
         replication: config.replication,
+        placement: config.placement.layout(),
         seed: config.seed,
         emulate_latency: true,
         options: OptionsFile {

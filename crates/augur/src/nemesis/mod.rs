@@ -40,7 +40,7 @@ use augur_client::{
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome};
-use augur_types::{AbortReason, IsolationLevel, Key, NodeId, Placement, Timestamp};
+use augur_types::{AbortReason, IsolationLevel, Key, Layout, NodeId, Placement, Timestamp};
 use augur_workloads::Workload;
 use augur_workloads::list_append::key_among;
 use network::Network;
@@ -65,12 +65,16 @@ pub struct NemesisArgs {
     /// Workloads to run, each on a fresh cluster: `bank`, `list-append`.
     #[arg(long, default_value = "bank,list-append", value_delimiter = ',')]
     pub workload: Vec<String>,
-    /// Nodes in the cluster (and partitions).
+    /// Nodes in the cluster (and partitions, with `--placement ring`).
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
     /// Replicas per partition (default: every node, at most 3).
     #[arg(long)]
     pub replication: Option<usize>,
+    /// How partitions are laid out over the nodes: `ring` or `hash` (consistent hashing;
+    /// `hash:partitions=N:vnodes=V`), written to the cluster file every node reads.
+    #[arg(long, default_value = "ring")]
+    pub placement: String,
     /// Clients per node.
     #[arg(long, default_value_t = 2)]
     pub clients: usize,
@@ -225,6 +229,12 @@ const HOME_PATIENCE: Duration = Duration::from_secs(1);
 
 /// `augur nemesis`: run every workload under faults and check what happened; exits 1 (an
 /// error) when any check fails.
+/// `--placement`'s value, or a one-line error naming the valid ones.
+fn layout(spec: &str) -> anyhow::Result<Layout> {
+    spec.parse()
+        .map_err(|e: augur_types::PlacementError| BadInput(e.to_string()).into())
+}
+
 pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
     let info = registry::info(&args.protocol).map_err(|e| BadInput(e.to_string()))?;
     if info.isolation == IsolationLevel::None {
@@ -249,6 +259,7 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
     if !(args.duration > 0.0 && args.recovery_bound > 0.0) {
         return Err(BadInput("--duration and --recovery-bound must be positive".into()).into());
     }
+    layout(&args.placement)?;
     let settings = parse_settings(&args.set)?;
     if let Some(how) = &args.sabotage
         && how != "memory-only"
@@ -575,6 +586,7 @@ impl Run<'_> {
             protocol: &args.protocol,
             base_port: 7100,
             replication: args.replication,
+            placement: &args.placement,
             hosts: &hosts,
             latency: "lan",
             emulate_latency: true,
