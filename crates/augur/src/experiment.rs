@@ -587,8 +587,10 @@ mod tests {
         let summary = serde_json::to_value(&config).unwrap();
         assert_eq!(summary["placement"], "hash:partitions=64");
         assert_eq!(summary["partitions"], 64);
+        // An unknown layout parses (the flag is a string) and is refused by validation.
         let t: toml::Table = toml::from_str(r#"placement = "chord""#).unwrap();
-        let e = BenchOnly::try_parse_from(argv(&t).unwrap()).err().unwrap();
+        let args = BenchOnly::try_parse_from(argv(&t).unwrap()).unwrap().args;
+        let e = args.validate().err().unwrap();
         assert!(
             e.to_string()
                 .contains("unknown placement 'chord'; valid placements: ring, hash"),
