@@ -109,7 +109,7 @@
 //! without it (`no-remove-forwarding`) a reader inherited at a replica where it never read is
 //! never removed there and holds that key's writers forever, which the liveness phase of
 //! `augur check` (or its quiescence check: nothing left in any snapshot-queue, `CommitQ` or
-//! hold once the cluster is left alone) catches within 10 seeds of each workload. Without the
+//! hold once the cluster is left alone) catches within 12 seeds of each workload. Without the
 //! release rule (`no-dependency-wait`, or `no-anti-dependencies`, which forgets update readers
 //! of overwritten versions) the checker finds anomalies.
 //!
@@ -131,7 +131,9 @@
 //! * **T4, ties.** `CommitQ` is ordered by `(vc[i], transaction id)`: `xactVN` can give two
 //!   transactions the same entry. Snapshots in the queues are `NLog` positions, which never tie.
 //! * **T6, propagated snapshots** are other nodes' counters and cannot be compared with this
-//!   node's: a propagated R entry holds every writer of its key (its snapshot is taken as 0).
+//!   node's. A propagated R entry is given the snapshot just below its carrier's `NLog`
+//!   position here: the inherited reader precedes the carrier (which read from a writer the
+//!   reader holds) and every later writer of the key, and nothing earlier.
 //! * **T7 and T5, `Remove` forwarding.** Channels may reorder and lose messages, so `Remove`
 //!   can overtake a read, and the paper does not say how a node forwards it. A replica remembers
 //!   the read-only transactions it has seen removed (tombstones, kept for the retention) and
@@ -292,7 +294,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "no-remove-forwarding",
-        "a replica never asks the coordinator of a reader it only inherited whether the reader ended, so that reader's R entries stay and hold writers forever (a liveness failure: caught within 10 seeds of each workload)",
+        "a replica never asks the coordinator of a reader it only inherited whether the reader ended, so that reader's R entries stay and hold writers forever (a liveness failure: caught within 12 seeds of each workload)",
     ),
     (
         "apply-out-of-order",
@@ -1618,7 +1620,9 @@ impl Sss {
                 if self.removed.contains_key(&ro) {
                     continue;
                 }
-                queue.insert(ro, 0, EntryKind::Reader);
+                // The inherited reader precedes this writer, and so every later writer of
+                // the key: it holds them, not the earlier ones (see T6 in the module docs).
+                queue.insert(ro, position - 1, EntryKind::Reader);
                 let reader = self.readers.entry(ro).or_insert(Reader {
                     keys: Vec::new(),
                     direct: false,
@@ -1677,8 +1681,15 @@ impl Sss {
         }
         reader.subscribed = Some(now);
         if ro.coordinator() == self.id() {
-            if !self.coord.contains_key(&ro) {
-                self.remove_reader(ctx, ro);
+            // The reader runs here: its end must reach this node's entries too, even where it
+            // never read here (an inherited reader would otherwise hold writers here until
+            // the next subscription, `participant_timeout` later).
+            let me = self.id();
+            match self.coord.get_mut(&ro) {
+                Some(t) if t.read_only => {
+                    t.notify.insert(me);
+                }
+                _ => self.remove_reader(ctx, ro),
             }
             return;
         }

@@ -1,8 +1,9 @@
 //! The snapshot-queue of one key at one replica (SSS §III-A): the read-only transactions that
 //! read the key here (R entries, with the snapshot they read at: the newest `NLog` position
-//! they did not hold, 0 for a reader inherited through a `PropagatedSet`) and the
-//! pre-committed writers of the key (W entries, with their `NLog` position). A writer is held
-//! while an R entry with a smaller snapshot is present.
+//! they did not hold; for a reader inherited through a `PropagatedSet`, the position just
+//! below the writer that carried it) and the pre-committed writers of the key (W entries,
+//! with their `NLog` position). A writer is held while an R entry with a smaller snapshot is
+//! present.
 //!
 //! Queues are short (the readers in flight on one key), so a vector scanned linearly beats any
 //! ordered structure; the paper splits R and W entries for the same reason (§V).
