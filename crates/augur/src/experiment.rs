@@ -203,6 +203,11 @@ pub struct Selection {
     /// This runtime instead of the file's (`--runtime`), e.g. `sim` to model the experiment in
     /// virtual time.
     pub runtime: Option<Runtime>,
+    /// Measured seconds per protocol instead of the file's (`--duration`): a modelled run
+    /// (`--runtime sim`) is deterministic, so it has no run-to-run noise to average away.
+    pub duration: Option<f64>,
+    /// Warm-up seconds per protocol instead of the file's (`--warmup`).
+    pub warmup: Option<f64>,
     /// `sim.KEY=VALUE` settings of the CPU model, added to every run's.
     pub sim_settings: Vec<String>,
 }
@@ -321,6 +326,12 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 continue;
             }
             options.insert("protocol".into(), toml::Value::Array(keep));
+            if let Some(seconds) = selection.duration {
+                options.insert("duration".into(), toml::Value::Float(seconds));
+            }
+            if let Some(seconds) = selection.warmup {
+                options.insert("warmup".into(), toml::Value::Float(seconds));
+            }
             if smoke {
                 options.insert("duration".into(), toml::Value::Float(1.0));
                 options.insert("warmup".into(), toml::Value::Float(0.2));

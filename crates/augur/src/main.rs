@@ -403,17 +403,20 @@ fn run_bench(args: &bench::BenchArgs) -> anyhow::Result<()> {
         let ignored = args.flags_beside_config();
         if !ignored.is_empty() {
             return Err(BadInput(format!(
-                "--config {} sets its runs itself, so {} would be ignored: drop them (with --config, only --out, --smoke, --only, --sweep-values, --runtime and --set sim.* apply)",
+                "--config {} sets its runs itself, so {} would be ignored: drop them (with --config, only --out, --smoke, --only, --sweep-values, --runtime, --duration, --warmup and --set sim.* apply)",
                 path.display(),
                 ignored.join(", ")
             ))
             .into());
         }
+        let defaults = bench::BenchArgs::defaults();
         let selection = experiment::Selection {
             smoke: args.smoke,
             runs: args.only.clone(),
             sweep_values: args.sweep_values.clone(),
             runtime: args.runtime,
+            duration: (args.duration != defaults.duration).then_some(args.duration),
+            warmup: (args.warmup != defaults.warmup).then_some(args.warmup),
             sim_settings: args
                 .set
                 .iter()

@@ -589,7 +589,7 @@ impl BenchArgs {
 
 impl BenchArgs {
     /// Every option at its default, as `augur bench` alone parses them.
-    fn defaults() -> BenchArgs {
+    pub(crate) fn defaults() -> BenchArgs {
         #[derive(clap::Parser)]
         struct Defaults {
             #[command(flatten)]
@@ -617,8 +617,6 @@ impl BenchArgs {
             tune_interval => "--tune-interval",
             txn_form => "--txn-form",
             workload => "--workload",
-            duration => "--duration",
-            warmup => "--warmup",
             nodes => "--nodes",
             dcs => "--dcs",
             latency => "--latency",
