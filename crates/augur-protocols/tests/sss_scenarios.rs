@@ -8,6 +8,9 @@
 //! * Fig. 2: two read-only transactions on different nodes, each reading a key that a
 //!   different update overwrites while they run, both read the old versions, and both updates
 //!   answer only after both readers (no long fork).
+//! * Two found by measurement or the checker: a late read (a reader sees an update wherever it
+//!   sees its successor), and a reader inherited at its own coordinator's node that must
+//!   release the writer it holds there when it ends.
 
 use augur_client::{Session, Transport};
 use augur_protocols::sss::Sss;
@@ -286,4 +289,44 @@ fn a_late_read_that_sees_the_successor_also_sees_the_update() {
     let saw_w = r[2].as_deref() == Some("b1");
     assert!(!saw_x || saw_w, "R saw X but not W: {seen:?}");
     assert_eq!(r[0], None);
+}
+
+/// A reader inherited at its own coordinator's node, where it never read: R (on N0) reads `x`
+/// (on N1) and thinks; U (on N2) reads `x`, inheriting R through its `PropagatedSet`, and
+/// writes `z` on N0, where R's inherited entry holds it. R's end must reach N0's entry at
+/// once: before the fix N0 did not subscribe to a reader it coordinates, so U stayed held
+/// until N0 asked again, `participant_timeout` (2 s) later.
+#[test]
+fn a_reader_inherited_at_its_own_node_releases_the_writer_when_it_ends() {
+    let mut s = sim(3, None);
+    let log = Log::default();
+    let (x, z) = (Key::numbered(1, 1), Key::numbered(0, 1));
+    client(
+        &mut s,
+        &log,
+        "R",
+        0,
+        ms(0),
+        vec![x.clone()],
+        vec![],
+        ms(600),
+    );
+    client(
+        &mut s,
+        &log,
+        "U",
+        2,
+        ms(100),
+        vec![x],
+        vec![(z, "z1")],
+        ms(0),
+    );
+    s.run_until(ms(5000));
+    let (r, u) = (seen(&log, "R"), seen(&log, "U"));
+    let (r_at, u_at) = (r.committed_at.unwrap(), u.committed_at.unwrap());
+    assert!(u_at > r_at, "U answered at {u_at:?}, before R ({r_at:?})");
+    assert!(
+        u_at < r_at + ms(500),
+        "U answered at {u_at:?}, long after R ended at {r_at:?}: R's entry at N0 outlived it"
+    );
 }
