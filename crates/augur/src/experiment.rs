@@ -87,6 +87,10 @@ struct Point {
     snapshot_queue_share: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mean_update_latency_ms: Option<f64>,
+    /// For SSS: the share from the decision (internal commit) to external commit, which is
+    /// what the paper's Fig. 5 bar shows (the hold plus the messages around it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after_decision_share: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -391,6 +395,10 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                         .and_then(|s| s.degree_timeline.last().map(|(_, d)| d.clone())),
                     snapshot_queue_share: r.update_split.as_ref().map(|u| u.snapshot_queue_share),
                     mean_update_latency_ms: r.update_split.as_ref().map(|u| u.mean_latency_ms),
+                    after_decision_share: r
+                        .update_split
+                        .as_ref()
+                        .and_then(|u| u.after_decision_share),
                 });
             }
         }

@@ -609,6 +609,9 @@ struct Counters {
     update_latency_us: u64,
     /// Sum over committed updates of the longest pre-commit hold among their write replicas.
     precommit_hold_us: u64,
+    /// Sum over committed updates of decision → external commit: the paper's internal to
+    /// external commit (Fig. 5's grey part), the hold plus the messages around it.
+    decided_to_external_us: u64,
     /// Read-only reads that waited for a tentatively final writer to be final.
     ro_reads_awaited_final: u64,
     /// Read-only reads delayed by starvation control (§III-E).
@@ -683,6 +686,8 @@ enum Phase {
         sent_at: Timestamp,
         /// The longest pre-commit hold an acknowledgement reported.
         held_us: u64,
+        /// When the coordinator decided (the internal commit, as the client could see it).
+        decided_at: Timestamp,
         /// The transactions it depends on whose coordinators have not said they are final.
         awaiting: BTreeSet<TxnId>,
         /// Rounds withdrawn so far (each doubles the next round's patience).
@@ -1042,6 +1047,7 @@ impl Sss {
             acked: BTreeSet::new(),
             sent_at: ctx.now(),
             held_us: 0,
+            decided_at: ctx.now(),
             awaiting,
             withdrawals: 0,
         };
@@ -1199,6 +1205,7 @@ impl Sss {
         let Phase::Committing {
             decision,
             held_us,
+            decided_at,
             participants,
             write_replicas,
             ..
@@ -1225,6 +1232,7 @@ impl Sss {
             self.counters.updates_committed += 1;
             self.counters.update_latency_us += ctx.now().since(t.begun).as_micros() as u64;
             self.counters.precommit_hold_us += held_us;
+            self.counters.decided_to_external_us += ctx.now().since(decided_at).as_micros() as u64;
             p.answer(ctx, ClientReply::Committed { commit_ts });
         }
     }
@@ -2344,6 +2352,7 @@ impl Protocol for Sss {
             ("updates_committed", c.updates_committed),
             ("update_latency_us", c.update_latency_us),
             ("precommit_hold_us", c.precommit_hold_us),
+            ("decided_to_external_us", c.decided_to_external_us),
         ]
     }
 
@@ -2400,6 +2409,7 @@ impl Sss {
                         acked: BTreeSet::new(),
                         sent_at: Timestamp::ZERO,
                         held_us: 0,
+                        decided_at: Timestamp::ZERO,
                         awaiting: BTreeSet::new(),
                         withdrawals: 0,
                     },
