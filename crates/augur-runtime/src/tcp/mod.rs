@@ -22,11 +22,13 @@
 //! # Nodes
 //!
 //! [`serve`] runs the same node loop as the in-process runtime ([`run_node`]) behind a listening
-//! socket. Each node keeps one outgoing connection per peer, dialled lazily by a writer task when
-//! the first message for that peer is sent, and redialled with exponential backoff after a
-//! failure. Messages for a peer that cannot be reached are dropped (so are messages beyond a
-//! bounded per-peer buffer): protocols already bound every wait with their own timeouts. Messages
-//! between two nodes arrive in the order they were sent as long as the connection lasts.
+//! socket. Each node keeps one outgoing connection per peer, dialled by a writer task as soon as
+//! the node starts, and redialled with exponential backoff after a failure. Messages for a peer whose link is down (not up yet, or lost) wait for it, and the
+//! writer dials every 50 ms while any do; those that have waited longer than the peer timeout
+//! are dropped (so are messages beyond a bounded per-peer buffer): protocols already bound
+//! every wait with their own timeouts. Waiting rather than dropping at once is what keeps the
+//! messages sent while a cluster's links are still coming up. Messages between two nodes arrive
+//! in the order they were sent as long as the connection lasts.
 //!
 //! When [`TcpNodeConfig::emulate_latency`] is set, a message is held back by the placement's
 //! one-way delay between the two nodes' data centres before it is written, exactly as the

@@ -15,6 +15,7 @@ use crate::telemetry;
 use augur_types::NodeId;
 use futures::StreamExt;
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,7 +24,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-/// How many messages may wait for one peer's connection before further ones are dropped.
+/// How many messages may wait for one peer's connection (queued for its writer, or waiting for
+/// the link to come up) before further ones are dropped.
 pub const PEER_BUFFER: usize = 16 * 1024;
 
 /// How long dialling a peer may take before the attempt counts as failed.
@@ -202,8 +204,17 @@ impl PeerConn {
 /// every failure (with backoff), send a heartbeat every quarter of the peer timeout, and give
 /// the link up (and dial again) when the peer has not echoed one for a whole timeout, so that a
 /// dead, stalled or partitioned peer is noticed within about [`Dialler::peer_timeout`] and the
-/// link is back within about as long once the peer is reachable again. Messages for the peer
-/// while the link is down are dropped (and counted).
+/// link is back within about as long once the peer is reachable again.
+///
+/// Messages for the peer while the link is down wait for it, in order, for up to the peer
+/// timeout, and the writer dials every [`MIN_BACKOFF`] while any are waiting; only messages
+/// that have waited longer are dropped (and counted). Nodes start in any order and a link is
+/// dialled only once its node runs, so every link starts down: dropping what was sent before
+/// it came up lost the first transactions' messages whenever a node started serving its
+/// clients before its links were up, and each such transaction then hung until its protocol's
+/// timeout (`participant_timeout`, seconds) though every node was up. Waiting is bounded so
+/// that a peer that is really gone costs no more than before: its messages are dropped once
+/// they are as old as a link would have been kept without hearing from it.
 pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     dialler: Arc<Dialler>,
     to: NodeId,
@@ -213,6 +224,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     dropped: Arc<AtomicU64>,
 ) {
     let me = dialler.me;
+    let patience = dialler.peer_timeout;
     telemetry::peer_link(to, false);
     let mut conn: Option<PeerConn> = None;
     let mut retry_at = Instant::now();
@@ -221,14 +233,24 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
     let mut ever_connected = false;
     let mut last_failure: Option<String> = None;
     let mut last_attempt: Option<Instant> = None;
-    // Messages that arrived while the link was down and made the writer dial at once.
-    let mut held: Option<Batch<M>> = None;
-    // A batch taken off the queue makes room in it for as many messages.
-    let taken = |batch: &Batch<M>| queued.fetch_sub(batch.len(), Ordering::AcqRel);
+    // Batches taken off the queue while the link was down, each with when it was taken.
+    let mut waiting: VecDeque<(Instant, Batch<M>)> = VecDeque::new();
+    // A batch leaves `queued` once it is written or dropped, so that waiting batches still
+    // count against PEER_BUFFER.
+    let done = |n: usize| queued.fetch_sub(n, Ordering::AcqRel);
     let mut tick = tokio::time::interval(dialler.peer_timeout / 4);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if conn.is_none() && Instant::now() >= retry_at {
+        // Messages that waited too long for the link are given up.
+        while let Some((since, batch)) = waiting.front()
+            && since.elapsed() > patience
+        {
+            let n = batch.len();
+            waiting.pop_front();
+            done(n);
+            dropped.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if conn.is_none() && Instant::now() >= next_dial(retry_at, last_attempt, &waiting) {
             last_attempt = Some(Instant::now());
             match PeerConn::connect(&dialler, to, addr).await {
                 Ok(c) => {
@@ -250,7 +272,7 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                     // Each new reason is told once; the same reason again only in debug.
                     let new_reason = last_failure.as_deref() != Some(e.as_str());
                     if new_reason && (ever_connected || e.starts_with("refused")) {
-                        warn!(node = %me, peer = %to, %addr, "cannot reach peer, dropping its messages until it is back: {e}");
+                        warn!(node = %me, peer = %to, %addr, "cannot reach peer, its messages wait up to {patience:?} for it and are then dropped: {e}");
                     } else if new_reason {
                         // Peers start in any order: not yet reachable is no news.
                         info!(node = %me, peer = %to, %addr, "peer not reachable yet: {e}");
@@ -258,9 +280,6 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                         debug!(node = %me, peer = %to, %addr, "cannot reach peer: {e}");
                     }
                     last_failure = Some(e);
-                    if let Some(batch) = held.take() {
-                        dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                    }
                     failures += 1;
                     retry_at = Instant::now() + backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -272,37 +291,37 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
             telemetry::peer_link(to, false);
             *conn = None;
         };
-        if let (Some(c), Some(batch)) = (conn.as_mut(), held.take())
-            && let Err((e, unsent)) = c.send_batch(me, batch, false).await
+        // The link is up: what waited for it goes first, in the order it was sent.
+        while let Some(c) = conn.as_mut()
+            && let Some((_, batch)) = waiting.pop_front()
         {
-            dropped.fetch_add(unsent as u64, Ordering::Relaxed);
-            lost(e, &mut conn);
+            let n = batch.len();
+            let more = !waiting.is_empty() || !rx.is_empty();
+            let sent = c.send_batch(me, batch, more).await;
+            done(n);
+            if let Err((e, unsent)) = sent {
+                dropped.fetch_add(unsent as u64, Ordering::Relaxed);
+                lost(e, &mut conn);
+            }
         }
         match conn.as_mut() {
-            None => tokio::select! {
-                next = rx.recv() => match next {
-                    None => return,
-                    // Messages to send are a reason to dial now rather than at the end of the
-                    // backoff (peers start in any order; the first messages should not be
-                    // lost to it), though not more often than every MIN_BACKOFF.
-                    Some(batch) => {
-                        taken(&batch);
-                        let due = last_attempt.is_none_or(|at| at.elapsed() >= MIN_BACKOFF);
-                        if due && held.is_none() {
-                            held = Some(batch);
-                            retry_at = Instant::now();
-                        } else {
-                            dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                        }
-                    }
-                },
-                _ = tokio::time::sleep_until(retry_at.into()) => {}
-            },
+            None => {
+                let wake = next_dial(retry_at, last_attempt, &waiting);
+                tokio::select! {
+                    next = rx.recv() => match next {
+                        None => return,
+                        Some(batch) => waiting.push_back((Instant::now(), batch)),
+                    },
+                    _ = tokio::time::sleep_until(wake.into()) => {}
+                }
+            }
             Some(c) => tokio::select! {
                 next = rx.recv() => {
                     let Some(batch) = next else { return };
-                    taken(&batch);
-                    if let Err((e, unsent)) = c.send_batch(me, batch, !rx.is_empty()).await {
+                    let n = batch.len();
+                    let sent = c.send_batch(me, batch, !rx.is_empty()).await;
+                    done(n);
+                    if let Err((e, unsent)) = sent {
                         dropped.fetch_add(unsent as u64, Ordering::Relaxed);
                         lost(e, &mut conn);
                     }
@@ -322,6 +341,20 @@ pub(super) async fn peer_writer<M: Serialize + Send + 'static>(
                 }
             },
         }
+    }
+}
+
+/// When a writer whose link is down dials next: at the end of the backoff (`retry_at`), or
+/// sooner while messages are waiting for the link, though not more often than every
+/// [`MIN_BACKOFF`].
+fn next_dial<T>(
+    retry_at: Instant,
+    last_attempt: Option<Instant>,
+    waiting: &VecDeque<T>,
+) -> Instant {
+    match last_attempt {
+        Some(at) if !waiting.is_empty() => retry_at.min(at + MIN_BACKOFF),
+        _ => retry_at,
     }
 }
 

@@ -711,6 +711,65 @@ async fn peers_are_redialled_when_they_come_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_wait_for_a_link_that_is_not_up_yet() {
+    // Node 1 starts 300 ms after node 0, which has a client already: its begin pings node 1
+    // before node 0 could dial it. The ping waits for the link instead of being dropped, so
+    // the begin is answered soon after node 1 is up (Relay has no timeout or retry: a dropped
+    // ping would leave it unanswered until the client's 5 s timeout).
+    let (mut ls, addrs) = listeners(2).await;
+    let l1 = ls.pop().unwrap();
+    let l0 = ls.pop().unwrap();
+    drop(l1);
+    let n0 = serve_on::<Relay>(env(0, 2, "lan"), l0, config(&addrs)).unwrap();
+    let s = session(n0.local_addr()).await;
+    let begun = tokio::spawn(async move {
+        let started = Instant::now();
+        let snapshot = s.begin(false).await.map(|txn| txn.snapshot());
+        (snapshot, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n1 = serve::<Relay>(env(1, 2, "lan"), addrs[1], config(&addrs))
+        .await
+        .unwrap();
+    let (snapshot, took) = begun.await.unwrap();
+    assert_eq!(snapshot.unwrap(), Timestamp(1), "answered by node 1");
+    assert!(
+        took < Duration::from_secs(2),
+        "the begin took {took:?}: its ping was not carried once the link came up"
+    );
+    n0.shutdown().await;
+    n1.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_for_a_peer_down_longer_than_the_peer_timeout_are_dropped() {
+    // Waiting is bounded: a ping sent while node 1 is down, and still down a peer timeout
+    // later, is dropped rather than delivered late; a ping sent once it is back is answered.
+    let (mut ls, addrs) = listeners(2).await;
+    let l1 = ls.pop().unwrap();
+    let l0 = ls.pop().unwrap();
+    drop(l1);
+    let n0 = serve_on::<Relay>(env(0, 2, "lan"), l0, config(&addrs)).unwrap();
+    let s = session(n0.local_addr()).await;
+    let stale = tokio::spawn(async move { s.begin(false).await.map(|txn| txn.snapshot()) });
+    tokio::time::sleep(Limits::default().peer_timeout * 2).await;
+    let n1 = serve::<Relay>(env(1, 2, "lan"), addrs[1], config(&addrs))
+        .await
+        .unwrap();
+    let fresh = session(n0.local_addr()).await;
+    assert_eq!(fresh.begin(false).await.unwrap().snapshot(), Timestamp(1));
+    // The stale ping's answer would have come back with the fresh one's.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !stale.is_finished(),
+        "a ping older than the peer timeout was delivered"
+    );
+    stale.abort();
+    n0.shutdown().await;
+    n1.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_is_emulated_between_data_centres() {
     // 3dc: VA and OR are 67 ms apart, so a ping-pong between nodes 0 and 1 takes a round trip.
     for emulate in [true, false] {
