@@ -409,14 +409,13 @@ fn run_bench(args: &bench::BenchArgs) -> anyhow::Result<()> {
             ))
             .into());
         }
-        let defaults = bench::BenchArgs::defaults();
         let selection = experiment::Selection {
             smoke: args.smoke,
             runs: args.only.clone(),
             sweep_values: args.sweep_values.clone(),
             runtime: args.runtime,
-            duration: (args.duration != defaults.duration).then_some(args.duration),
-            warmup: (args.warmup != defaults.warmup).then_some(args.warmup),
+            duration: args.duration,
+            warmup: args.warmup,
             sim_settings: args
                 .set
                 .iter()

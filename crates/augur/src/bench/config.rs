@@ -59,12 +59,14 @@ pub struct BenchArgs {
     /// Workload to run.
     #[arg(long, default_value = "synthetic-str")]
     pub workload: String,
-    /// Measured seconds per protocol (after warm-up).
-    #[arg(long, default_value_t = 10.0)]
-    pub duration: f64,
-    /// Warm-up seconds per protocol, excluded from the results.
-    #[arg(long, default_value_t = 2.0)]
-    pub warmup: f64,
+    /// Measured seconds per protocol (after warm-up) [default: 10]. With `--config`, replaces
+    /// the file's.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Warm-up seconds per protocol, excluded from the results [default: 2]. With `--config`,
+    /// replaces the file's.
+    #[arg(long)]
+    pub warmup: Option<f64>,
     /// Nodes in the cluster.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
@@ -448,10 +450,12 @@ impl BenchArgs {
         if !(self.tune_interval > 0.0 && self.tune_interval.is_finite()) {
             return Err(bad("--tune-interval must be a positive number of seconds"));
         }
-        if !(self.duration > 0.0 && self.duration.is_finite()) {
+        let duration = self.duration.unwrap_or(DEFAULT_DURATION_S);
+        if !(duration > 0.0 && duration.is_finite()) {
             return Err(bad("--duration must be a positive number of seconds"));
         }
-        if !(self.warmup >= 0.0 && self.warmup.is_finite()) {
+        let warmup = self.warmup.unwrap_or(DEFAULT_WARMUP_S);
+        if !(warmup >= 0.0 && warmup.is_finite()) {
             return Err(bad("--warmup must be zero or more seconds"));
         }
         if self.clients == 0 {
@@ -560,8 +564,8 @@ impl BenchArgs {
             protocols,
             workload: self.workload.clone(),
             workload_settings: workload.settings(),
-            duration_s: self.duration,
-            warmup_s: self.warmup,
+            duration_s: duration,
+            warmup_s: warmup,
             nodes: placement.node_count(),
             dcs: profile.dcs.clone(),
             latency,
@@ -586,6 +590,11 @@ impl BenchArgs {
         })
     }
 }
+
+/// Measured seconds per protocol when `--duration` is not given.
+const DEFAULT_DURATION_S: f64 = 10.0;
+/// Warm-up seconds per protocol when `--warmup` is not given.
+const DEFAULT_WARMUP_S: f64 = 2.0;
 
 impl BenchArgs {
     /// Every option at its default, as `augur bench` alone parses them.
@@ -808,6 +817,15 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("master of no partition"), "{e}");
+    }
+
+    #[test]
+    fn seconds_given_beside_a_config_replace_the_files_even_at_the_default() {
+        let args = bench(&["--config", "x.toml", "--duration", "10", "--warmup", "0.5"]);
+        assert!(args.flags_beside_config().is_empty());
+        assert_eq!((args.duration, args.warmup), (Some(10.0), Some(0.5)));
+        let plain = bench(&[]).validate().unwrap();
+        assert_eq!((plain.duration_s, plain.warmup_s), (10.0, 2.0));
     }
 
     #[test]
