@@ -69,8 +69,8 @@
 //!
 //! * `early-read-unlock`: a master releases a read's shared lock as soon as it answered it —
 //!   not two-phase — and the prepare no longer asks for it (lost updates, write skew, read
-//!   skew). Caught by `augur check --faults all --latency 3dc` within the first seed for
-//!   `list-append`, `rw-register` and `bank`.
+//!   skew). Caught by `augur check --faults all --latency 3dc` by the first seed for
+//!   `list-append` and `rw-register`, the second for `bank`.
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking};
 use crate::registry::SettingInfo;
@@ -112,7 +112,7 @@ pub const SETTINGS: &[SettingInfo] = &[SettingInfo {
 /// The mutants `2pl` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[(
     "early-read-unlock",
-    "a master releases a read's shared lock once it answered the read (not two-phase), and the prepare no longer asks for it (lost updates, write skew, read skew; caught by seed 1 of list-append, rw-register and bank under --faults all --latency 3dc)",
+    "a master releases a read's shared lock once it answered the read (not two-phase), and the prepare no longer asks for it (lost updates, write skew, read skew; caught by seed 1 of list-append and rw-register, seed 2 of bank, under --faults all --latency 3dc)",
 )];
 
 /// `2pl` as a flavor of the lock-and-2PC engine.
