@@ -9,11 +9,13 @@
 pub mod clocksi_rep;
 pub mod common;
 pub mod nocc;
+pub mod occ;
 pub mod planet;
 pub mod registry;
 pub mod rococo;
 pub mod sss;
 pub mod str;
+pub mod two_pl;
 pub mod twopc_baseline;
 pub mod walter;
 

@@ -257,6 +257,8 @@ register! {
     AtCoordinator<crate::planet::Planet> => crate::planet::INFO,
     AtCoordinator<crate::sss::Sss> => crate::sss::INFO,
     AtCoordinator<crate::twopc_baseline::TwoPcBaseline> => crate::twopc_baseline::INFO,
+    AtCoordinator<crate::occ::OccNode> => crate::occ::INFO,
+    AtCoordinator<crate::two_pl::TwoPlNode> => crate::two_pl::INFO,
     AtCoordinator<crate::walter::Walter> => crate::walter::INFO,
     // rococo runs one-shot procedures as deferrable pieces itself (its module docs).
     crate::rococo::Rococo => crate::rococo::INFO,
@@ -295,8 +297,6 @@ pub const PLANNED: &[(&str, &str)] = &[
         "rc",
         "DST baseline: read committed (fast, incorrect upper bound)",
     ),
-    ("occ", "DST baseline: vanilla OCC"),
-    ("2pl", "DST baseline: vanilla 2PL"),
     (
         "sparkle",
         "Sparkle: speculative deterministic concurrency control",
@@ -434,7 +434,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, walter, rococo"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, walter, rococo"
         );
     }
 }

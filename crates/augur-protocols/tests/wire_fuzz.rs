@@ -5,7 +5,9 @@
 //! handlers themselves.
 
 use augur_protocols::common::vclock::VClock;
-use augur_protocols::{clocksi_rep, nocc, rococo, str as str_protocol, twopc_baseline, walter};
+use augur_protocols::{
+    clocksi_rep, nocc, occ, rococo, str as str_protocol, two_pl, twopc_baseline, walter,
+};
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
 use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
 use augur_types::{
@@ -18,7 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 15;
+const CORPUS_LEN: usize = 16;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -95,8 +97,15 @@ fn corpus() -> Vec<Vec<u8>> {
         }),
         frame(twopc_baseline::Msg::Prepare {
             txn,
+            prio: ts,
             reads: vec![(key.clone(), Some(txn))],
             writes: writes.clone(),
+        }),
+        // occ's validation round (the lock-and-2PC engine's message shared by `2pc-baseline`,
+        // `occ` and `2pl`).
+        frame(occ::Msg::Validate {
+            txn,
+            reads: vec![(key.clone(), None)],
         }),
         // Vector timestamps: an altered length byte must be refused, not compared.
         frame(walter::Msg::Propagate {
@@ -154,6 +163,10 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<str_protocol::Msg>(frame, placement);
     take_off_the_wire::<nocc::Msg>(frame, placement);
     take_off_the_wire::<twopc_baseline::Msg>(frame, placement);
+    // `occ` and `2pl` run the same engine as `2pc-baseline`, with the same message type; named
+    // here so that a protocol given its own messages later cannot be left out.
+    take_off_the_wire::<occ::Msg>(frame, placement);
+    take_off_the_wire::<two_pl::Msg>(frame, placement);
     take_off_the_wire::<walter::Msg>(frame, placement);
     take_off_the_wire::<rococo::Msg>(frame, placement);
 }

@@ -593,6 +593,31 @@ fn g0_dirty_write() {
                     o.proscribed_at(IsolationLevel::SnapshotIsolation, AnomalyKind::LostUpdate)
                 );
             }
+            "occ" => {
+                // No-wait locks: each coordinator's own replica locks its transaction's keys first (T1's
+                // x on node 0, T2's y on node 2), so each finds the other's lock at the other's node and
+                // both abort (a no-wait conflict is reported as `lock_timeout`).
+                assert_eq!(o.abort_reason("T1"), Some("lock_timeout"));
+                assert_eq!(o.abort_reason("T2"), Some("lock_timeout"));
+                for reader in ["T3", "T4"] {
+                    assert!(o.committed(reader));
+                    assert_eq!(o.read(reader, &x()), [1]);
+                    assert_eq!(o.read(reader, &y()), [2]);
+                }
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
+            "2pl" => {
+                // The appends' reads take shared locks at the masters, so both hold x and y
+                // shared. At commit T1, the older, waits to upgrade them; T2 would wait for the
+                // older T1 and dies (wait-die); then T1 commits.
+                assert!(o.committed("T1"));
+                assert_eq!(o.abort_reason("T2"), Some("wait_die"));
+                for reader in ["T3", "T4"] {
+                    assert_eq!(o.read(reader, &x()), [1, 3]);
+                    assert_eq!(o.read(reader, &y()), [2, 6]);
+                }
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             other => no_expectation(other),
         }
     });
@@ -682,6 +707,14 @@ fn g1a_aborted_read() {
                 assert_eq!(o.read("T4", &x()), [1, 3]);
                 assert!(o.shows(AnomalyKind::AbortedRead));
                 assert!(o.proscribed_at(IsolationLevel::ReadCommitted, AnomalyKind::AbortedRead));
+            }
+            "occ" | "2pl" => {
+                // T3's prepare held x's lock at the master (and at the live slave) until the abort
+                // released it. T4, read-only, reads and validates (occ) or locks (2pl) at x's master
+                // alone, which is up: it reads the list without T3's append and commits.
+                assert_eq!(o.read("T4", &x()), [1]);
+                assert!(o.committed("T4"));
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
             other => no_expectation(other),
         }
@@ -797,6 +830,13 @@ fn g1c_circular_information_flow() {
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
+            "occ" | "2pl" => {
+                // T1 reads the latest y, T2's (committed before the read); nothing T1 read changed
+                // before its validation (occ), or could change under its shared locks (2pl): the serial
+                // order is T0, T2, T1.
+                assert_eq!(o.read("T1", &y()), [2, 4]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
             other => no_expectation(other),
         }
     });
@@ -846,10 +886,16 @@ fn expect_lost_update(o: &Observed) {
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
-        "2pc-baseline" | "sss" | "rococo" => {
+        "2pc-baseline" | "sss" | "rococo" | "occ" => {
             // T2's validation (rococo: in its start phase) finds x's newest version written
             // by T1, not the one T2 read.
             assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
+            assert_eq!(o.read("T3", &x()), [1, 2]);
+        }
+        "2pl" => {
+            // Both hold x shared; T1's commit waits to upgrade (it is the older), and T2's,
+            // younger than T1, dies rather than wait for it.
+            assert_eq!(o.abort_reason("T2"), Some("wait_die"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
         "nocc" => {
@@ -894,7 +940,10 @@ fn read_skew() -> Scenario {
 #[test]
 fn g_single_read_skew() {
     catalogue(&[G_SINGLE], read_skew, |o| {
-        assert!(o.committed("T2"));
+        // Under 2PL the reader's shared lock on x keeps the writer out instead (below).
+        if o.info.name != "2pl" {
+            assert!(o.committed("T2"));
+        }
         assert_eq!(o.read("T1", &x()), [1]);
         match o.info.name {
             // T1 reads y in the snapshot it began with.
@@ -934,6 +983,21 @@ fn g_single_read_skew() {
                 assert!(o.shows(G_SINGLE));
                 assert!(o.proscribed_at(IsolationLevel::SnapshotIsolation, G_SINGLE));
                 assert!(!o.proscribed_at(IsolationLevel::ReadCommitted, G_SINGLE));
+            }
+            "occ" => {
+                // As 2pc-baseline: T1 reads T2's y, then its validation at x's master finds x's newest
+                // version is T2's, and the read-only transaction aborts.
+                assert_eq!(o.read("T1", &y()), [2, 4]);
+                assert_eq!(o.abort_reason("T1"), Some("validation_failed"));
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
+            "2pl" => {
+                // T1 holds x shared from its read; T2, younger, would have to wait for it to lock x
+                // exclusively, and dies. T1 reads the old y and commits: readers block writers.
+                assert_eq!(o.abort_reason("T2"), Some("wait_die"));
+                assert!(o.committed("T1"));
+                assert_eq!(o.read("T1", &y()), [2]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
             other => no_expectation(other),
         }
@@ -991,10 +1055,18 @@ fn g2_item_write_skew() {
                 assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
-            "2pc-baseline" | "sss" | "rococo" => {
+            "2pc-baseline" | "sss" | "rococo" | "occ" => {
                 // T2 also validates the key it only read (rococo: in its start phase at x's
-                // replicas): x's newest version is T1's.
+                // replicas; occ: in its validation round at x's master): x's newest version
+                // is T1's.
                 assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
+                assert_eq!(o.read("T3", &y()), [2]);
+                assert!(o.report.anomalies.is_empty(), "{}", o.summary());
+            }
+            "2pl" => {
+                // T1 and T2 hold x and y shared; T2's commit would wait for the older T1's
+                // shared lock on y, so T2 dies.
+                assert_eq!(o.abort_reason("T2"), Some("wait_die"));
                 assert_eq!(o.read("T3", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
@@ -1043,7 +1115,8 @@ fn observed_transaction_vanishes() {
         assert!(o.committed("T1") && o.committed("T3"));
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
-            "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" | "rococo" => {
+            "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" | "rococo"
+            | "occ" | "2pl" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);

@@ -36,6 +36,14 @@ pub type Reads = Vec<(Key, Option<TxnId>)>;
 /// applies.
 pub type Part = (Reads, Writes);
 
+/// Where a commit checks a key read: at every replica (`2pc-baseline`, which reads at any
+/// replica), or at its partition's master alone (`occ` and `2pl`, which read there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadsAt {
+    EveryReplica,
+    Master,
+}
+
 /// The participants of a commit that validates its reads at every replica of every key read and
 /// writes at every replica of every key written (SSS's update transactions, `2pc-baseline`):
 /// for each node, in node order, the reads it validates and the writes it applies.
@@ -53,9 +61,24 @@ impl ByReplica {
         reads: &[(Key, Option<TxnId>)],
         writes: Writes,
     ) -> ByReplica {
+        ByReplica::group_reads_at(placement, ReadsAt::EveryReplica, reads, writes)
+    }
+
+    /// Group `reads` by the replicas `at` names and `writes` by every replica of their keys.
+    pub fn group_reads_at(
+        placement: &Placement,
+        at: ReadsAt,
+        reads: &[(Key, Option<TxnId>)],
+        writes: Writes,
+    ) -> ByReplica {
         let mut parts: BTreeMap<NodeId, Part> = BTreeMap::new();
         for (key, version) in reads {
-            for &r in placement.replicas(placement.partition_of(key)) {
+            let partition = placement.partition_of(key);
+            let readers = match at {
+                ReadsAt::EveryReplica => placement.replicas(partition),
+                ReadsAt::Master => std::slice::from_ref(&placement.replicas(partition)[0]),
+            };
+            for &r in readers {
                 parts.entry(r).or_default().0.push((key.clone(), *version));
             }
         }

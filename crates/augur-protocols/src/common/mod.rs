@@ -12,11 +12,14 @@
 //! * [`lock_sets`]: the participant side of lock-based 2PC with read validation (SSS's
 //!   participant, `2pc-baseline`): a transaction's whole lock set acquired at once, and validation
 //!   of its reads by the identity of the version read.
+//! * [`lock_commit`]: the single-version lock-and-2PC engine `2pc-baseline`, `occ` and `2pl` run
+//!   as flavors (where reads go, which locks are taken when, whether validation follows).
 //! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
 //!   grouped by partition, the garbage-collection watermark).
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
 
 pub mod coordinator;
+pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;
 pub mod replica;

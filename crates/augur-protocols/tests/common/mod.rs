@@ -174,6 +174,11 @@ impl Observed {
             .collect()
     }
 
+    /// Whether transaction `name` has finished (its client saw its outcome).
+    pub fn finished(&self, name: &str) -> bool {
+        self.0.lock().unwrap().contains_key(name)
+    }
+
     /// Whether transaction `name` committed.
     pub fn committed(&self, name: &str) -> bool {
         self.of(name).ends_with("committed")

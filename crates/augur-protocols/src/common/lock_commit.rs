@@ -1,0 +1,1221 @@
+//! Single-version, lock-based two-phase commit: the engine `2pc-baseline`, `occ` and `2pl`
+//! share. Each of them is this node state machine run under its own [`Flavor`]: the flavor
+//! says where reads go, which locks are taken when, with which deadlock policy, and whether a
+//! separate validation round follows the locking one. Everything else is common: coordinators
+//! that execute reads one at a time and commit buffered writes, participants that lock, vote
+//! and install, presumed-abort termination, the write-ahead log and recovery.
+//!
+//! # The common part
+//!
+//! * **One version per key.** A read returns the newest committed version of its key with the
+//!   identity of that version (its writer); garbage collection keeps only the newest version.
+//!   Writes are buffered by the client and shipped with the commit.
+//! * **Two-phase commit.** At commit the coordinator sends `Prepare` to its participants; each
+//!   locks what it must (waiting at most the flavor's lock timeout, or not at all under
+//!   no-wait), checks what the flavor checks, logs its promise (`Record::Prepared`) and votes
+//!   yes with a proposed timestamp above every version it applied (or no, and why). With every
+//!   yes (and, for `occ`, every read validated) the coordinator decides to commit at the
+//!   largest proposal, logs the decision until every write replica acknowledged (the 2PC kit's
+//!   `DecisionLog`), answers its client and sends the decision; write replicas install at that
+//!   timestamp and acknowledge; every participant releases its locks. One no, or silence for
+//!   `participant_timeout`, aborts everywhere.
+//! * **Every replica of a key written takes part**, locking it exclusively, so a key's versions
+//!   are installed in the order of their commit timestamps at every replica (the checker may use
+//!   them as evidence of version order).
+//! * **Failures.** A participant logs each yes vote's prepare before the vote leaves and each
+//!   outcome it applies; a restarted participant takes its prepared locks again and asks the
+//!   coordinator (`QueryOutcome`), which answers from its decision log, says nothing while the
+//!   transaction is still running there, and otherwise presumes abort. Locks not yet promised
+//!   by a vote (waiting prepares, `2pl`'s shared locks of executing transactions) are lost in a
+//!   crash; the flavors' rules make a transaction that lost one abort (see [`Locking`]). A
+//!   prepare that arrives after its transaction ended at a participant is ignored for
+//!   `gc_retention`.
+//!
+//! # The flavors
+//!
+//! See [`Locking`]; each protocol's module states what its paper defines and what augur chose.
+
+use crate::common::coordinator::{
+    ByReplica, InteractiveCoordinator, Pending, Reads, ReadsAt, serve_interactive,
+};
+use crate::common::lock_sets::{LockSets, reads_unchanged};
+use crate::common::locks::Policy;
+use crate::common::replica::{self, DecisionLog, TxnIds, Writes};
+use crate::common::two_phase::GC_BATCH;
+use crate::registry::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
+use crate::sss::{LOCK_TIMEOUT, parse_lock_timeout};
+use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_storage::MvStore;
+use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{RequestError, Timestamp, TxnId, Value};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// When a flavor locks, what it checks, and where its reads go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Locking {
+    /// `2pc-baseline`: reads lock nothing and go to the nearest replica. At commit every
+    /// replica of every key read or written locks it (shared for reads, exclusive for writes,
+    /// [`Policy::Wait`] with the lock timeout breaking deadlocks) and, holding the locks,
+    /// validates the reads by version identity.
+    AtCommit,
+    /// `occ`: reads lock nothing and go to the key's master. At commit, first every replica
+    /// of every key written locks it exclusively ([`Policy::NoWait`]: a held lock is a
+    /// conflict, and the vote is no); then, once all are locked, a second round asks the
+    /// master of every key read whether it still has the version read and is not locked by
+    /// another transaction. Validation holds nothing and logs nothing.
+    Optimistic,
+    /// `2pl`: a read takes a shared lock at the key's master before it returns the value, and
+    /// keeps it until the outcome; writes (buffered by the client) take exclusive locks at
+    /// every replica at commit, upgrading the shared ones of keys also read. Waits follow
+    /// [`Policy::WaitDie`] on the transaction's begin time, bounded by the lock timeout. The
+    /// prepare at a master the transaction read from checks that it still holds every shared
+    /// lock it took there (a crash loses them, and then the vote is no).
+    TwoPhase,
+}
+
+/// What distinguishes one protocol built on this engine from another.
+pub trait Flavor: Send + 'static {
+    /// The protocol's registry entry (its mutants are the ones [`LockCommit`] accepts).
+    const INFO: ProtocolInfo;
+    const LOCKING: Locking;
+    /// How long a lock request waits when the `lock_timeout` setting is not given (unused
+    /// under [`Locking::Optimistic`], which never waits).
+    const DEFAULT_LOCK_TIMEOUT: Duration;
+}
+
+/// The mutants the engine knows; a flavor offers those its [`ProtocolInfo`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mutant {
+    /// `2pc-baseline`: participants vote yes without validating. `occ`: no validation round.
+    NoReadValidation,
+    /// Read-only transactions commit once their reads returned, without locks or validation.
+    NoReadOnlyValidation,
+    /// `2pl`: a shared lock is released as soon as the read is served (not two-phase), and the
+    /// prepare no longer asks for it.
+    EarlyReadUnlock,
+}
+
+impl Mutant {
+    fn named(name: &str) -> Option<Mutant> {
+        match name {
+            "no-read-validation" => Some(Mutant::NoReadValidation),
+            "no-read-only-validation" => Some(Mutant::NoReadOnlyValidation),
+            "early-read-unlock" => Some(Mutant::EarlyReadUnlock),
+            _ => None,
+        }
+    }
+
+    /// The mutant `name` if `info` offers it.
+    fn offered(info: &ProtocolInfo, name: &str) -> Option<Mutant> {
+        info.mutants
+            .iter()
+            .any(|(n, _)| *n == name)
+            .then(|| Mutant::named(name))
+            .flatten()
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// Coordinator → a replica of `key` (`2pl`, `occ`: its master): the newest committed
+    /// version. `prio` is the transaction's age for wait-die (its begin time).
+    Read {
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        prio: Timestamp,
+    },
+    /// Replica → coordinator: the value read and the writer of its version.
+    ReadReply {
+        txn: TxnId,
+        seq: u32,
+        value: Option<Value>,
+        version: Option<TxnId>,
+    },
+    /// Master → coordinator (`2pl`): the read's shared lock was refused (wait-die) or not
+    /// granted in time; the transaction must abort.
+    ReadRefused {
+        txn: TxnId,
+        seq: u32,
+        reason: AbortReason,
+    },
+    /// Coordinator → participants: lock (and, under `2pc-baseline`, validate), vote.
+    Prepare {
+        txn: TxnId,
+        prio: Timestamp,
+        reads: Reads,
+        writes: Writes,
+    },
+    /// Participant → coordinator: yes with a proposed commit timestamp, or no and why.
+    Vote {
+        txn: TxnId,
+        vote: Result<Timestamp, AbortReason>,
+    },
+    /// Coordinator → the master of every key read (`occ`, after every lock is held): do these
+    /// keys still have these versions, unlocked by others?
+    Validate { txn: TxnId, reads: Reads },
+    /// Master → coordinator: the answer to `Validate`, with a proposed timestamp.
+    Validated {
+        txn: TxnId,
+        vote: Result<Timestamp, AbortReason>,
+    },
+    /// Coordinator → participants: commit at this timestamp, or abort (`None`).
+    Decide {
+        txn: TxnId,
+        commit: Option<Timestamp>,
+    },
+    /// Write replica → coordinator: the commit is applied here.
+    Applied { txn: TxnId },
+    /// Participant → coordinator: what became of this transaction, prepared here long ago?
+    QueryOutcome { txn: TxnId },
+}
+
+/// Reads, prepares and validations go to replicas of their keys from the transaction's
+/// coordinator, which alone decides; answers go back to it.
+impl CheckMessage for Msg {
+    fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        match self {
+            Msg::Read { txn, key, .. } => {
+                at.txn_of_sender(*txn)?;
+                at.key_here(key)
+            }
+            Msg::Prepare {
+                txn, reads, writes, ..
+            } => {
+                at.txn_of_sender(*txn)?;
+                reads.iter().try_for_each(|(key, _)| at.key_here(key))?;
+                writes.iter().try_for_each(|(key, _)| at.key_here(key))
+            }
+            Msg::Validate { txn, reads } => {
+                at.txn_of_sender(*txn)?;
+                reads.iter().try_for_each(|(key, _)| at.key_here(key))
+            }
+            Msg::Decide { txn, .. } => at.txn_of_sender(*txn),
+            Msg::ReadReply { txn, .. }
+            | Msg::ReadRefused { txn, .. }
+            | Msg::Vote { txn, .. }
+            | Msg::Validated { txn, .. }
+            | Msg::Applied { txn }
+            | Msg::QueryOutcome { txn } => at.txn_here(*txn),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Timer {
+    /// Periodic: termination queries, idle transactions, garbage collection.
+    Tick,
+    /// A coordinator's read `seq` of a transaction got no answer in time.
+    Read(TxnId, u32),
+    /// A coordinator's votes (and validations) did not all arrive in time.
+    Votes(TxnId),
+    /// A participant did not get its prepare's locks in time.
+    Locks(TxnId),
+    /// A master did not get read `seq`'s shared lock in time (`2pl`).
+    ReadLock(TxnId, u32),
+}
+
+/// What a node writes to its log and rebuilds from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Record {
+    /// The 2PC kit's records: `Decided`, `Forgotten` and `IdsReserved` (the coordinator's),
+    /// `Committed` (a participant installed its writes at `commit_ts` and released its locks),
+    /// `Aborted` (a participant dropped a prepare and released its locks) and, in checkpoints,
+    /// `Versions`.
+    Kit(replica::Record<Timestamp>),
+    /// This participant voted yes for `txn`: it holds shared locks on `reads` and exclusive ones
+    /// on the keys of `writes` until the outcome.
+    Prepared {
+        txn: TxnId,
+        reads: Vec<Key>,
+        writes: Writes,
+    },
+}
+
+impl From<replica::Record<Timestamp>> for Record {
+    fn from(record: replica::Record<Timestamp>) -> Record {
+        Record::Kit(record)
+    }
+}
+
+/// Counters `augur bench` reads (see [`Protocol::counters`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    lock_waits: u64,
+    lock_timeouts: u64,
+    /// Lock requests refused by the policy (no-wait conflicts, wait-die deaths).
+    lock_refusals: u64,
+    validation_failures: u64,
+    read_only_committed: u64,
+    read_only_aborted: u64,
+}
+
+/// A transaction this node coordinates.
+struct Coord {
+    client: ClientId,
+    read_only: bool,
+    /// Its age under wait-die: the begin time here.
+    prio: Timestamp,
+    reads: Reads,
+    /// Nodes a read was sent to that may hold a lock of it (`2pl`): told of an abort.
+    read_nodes: BTreeSet<NodeId>,
+    pending: Option<Pending>,
+    read_seq: u32,
+    /// The key being read.
+    reading: Option<Key>,
+    last_active: Timestamp,
+    phase: Phase,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Round {
+    /// Collecting the participants' votes.
+    Prepare,
+    /// `occ`: collecting the masters' validations of the reads.
+    Validate,
+}
+
+enum Phase {
+    Executing,
+    Voting {
+        round: Round,
+        /// The nodes that prepared (and are told the outcome).
+        participants: Vec<NodeId>,
+        waiting: BTreeSet<NodeId>,
+        write_replicas: Vec<NodeId>,
+        /// The largest proposal so far.
+        commit_ts: Timestamp,
+        /// The reads the validation round checks once every vote is in (`occ`).
+        to_validate: Reads,
+    },
+}
+
+/// A transaction with locks, or asking for them, at this participant.
+struct Participant {
+    reads: Reads,
+    writes: Writes,
+    /// Its prepare arrived. Under `2pl` a participant exists from its first read.
+    preparing: bool,
+    voted: bool,
+    /// A read waiting for its shared lock (`2pl`).
+    waiting_read: Option<(u32, Key)>,
+    /// When its outcome was last asked for (or its latest read or vote, before the first time).
+    last_query: Timestamp,
+}
+
+impl Participant {
+    fn new(now: Timestamp) -> Participant {
+        Participant {
+            reads: Vec::new(),
+            writes: Vec::new(),
+            preparing: false,
+            voted: false,
+            waiting_read: None,
+            last_query: now,
+        }
+    }
+}
+
+/// One node running a protocol of flavor `F`.
+pub struct LockCommit<F> {
+    env: NodeEnv,
+    mutant: Option<Mutant>,
+    lock_timeout: Duration,
+    /// One committed version per key (older ones wait for garbage collection).
+    store: MvStore<()>,
+    /// Above the timestamp of every version applied here: proposals exceed it.
+    clock: Timestamp,
+    locks: LockSets<Timestamp>,
+    participants: FxHashMap<TxnId, Participant>,
+    /// Transactions that ended at this participant, with when, so a late prepare is ignored.
+    ended: FxHashMap<TxnId, Timestamp>,
+    coord: FxHashMap<TxnId, Coord>,
+    ids: TxnIds,
+    decided: DecisionLog<Timestamp>,
+    /// Wait-die's rule that a transaction restarts with its original age, per client: the
+    /// begin time of each client's oldest attempt since its last commit (`2pl`; volatile).
+    ages: FxHashMap<ClientId, Timestamp>,
+    counters: Counters,
+    flavor: PhantomData<fn() -> F>,
+}
+
+impl<F: Flavor> LockCommit<F> {
+    /// The newest committed version of `key` here: its value and writer.
+    pub fn latest(&self, key: &Key) -> Option<(TxnId, Option<Value>)> {
+        let v = self.store.get(key)?.latest_committed()?;
+        Some((v.writer, v.value.clone()))
+    }
+
+    fn id(&self) -> NodeId {
+        self.env.id
+    }
+
+    /// Send `msg` to `to`, or handle it at once when `to` is this node.
+    fn deliver(&mut self, ctx: &mut Ctx<'_, Self>, to: NodeId, msg: Msg) {
+        if to == self.id() {
+            self.handle(ctx, to, msg);
+        } else {
+            ctx.send(to, msg);
+        }
+    }
+
+    fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Read {
+                txn,
+                seq,
+                key,
+                prio,
+            } => self.serve_read(ctx, txn, seq, key, prio),
+            Msg::ReadReply {
+                txn,
+                seq,
+                value,
+                version,
+            } => self.read_reply(ctx, txn, seq, value, version),
+            Msg::ReadRefused { txn, seq, reason } => self.read_refused(ctx, txn, seq, reason),
+            Msg::Prepare {
+                txn,
+                prio,
+                reads,
+                writes,
+            } => self.prepare(ctx, txn, prio, reads, writes),
+            Msg::Vote { txn, vote } => self.vote(ctx, from, txn, Round::Prepare, vote),
+            Msg::Validate { txn, reads } => self.validate(ctx, txn, reads),
+            Msg::Validated { txn, vote } => self.vote(ctx, from, txn, Round::Validate, vote),
+            Msg::Decide { txn, commit } => self.on_decide(ctx, txn, commit),
+            Msg::Applied { txn } => self.decided.acknowledge(ctx, txn, from),
+            Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
+        }
+    }
+
+    // ----- coordinator: client requests -----
+
+    /// The coordinator of a transaction that is executing with no request in flight, or the
+    /// answer owed to a request that cannot proceed.
+    fn executing(&mut self, txn: TxnId) -> Result<&mut Coord, ClientReply> {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return Err(ClientReply::Aborted(AbortReason::TransactionLost));
+        };
+        if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
+            let why = format!("transaction {txn:?} already has a request in flight");
+            return Err(ClientReply::Rejected(RequestError::Invalid(why)));
+        }
+        Ok(t)
+    }
+
+    fn read_reply(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        seq: u32,
+        value: Option<Value>,
+        version: Option<TxnId>,
+    ) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return;
+        };
+        if t.read_seq != seq || !matches!(t.phase, Phase::Executing) || t.pending.is_none() {
+            return;
+        }
+        let key = t.reading.take().expect("a pending read names its key");
+        // Under 2PL a key read twice returns one version while the shared lock is held; a
+        // second one means the master lost the lock in a crash and a writer got in.
+        let lost_lock = F::LOCKING == Locking::TwoPhase
+            && t.reads.iter().any(|(k, v)| *k == key && *v != version);
+        if lost_lock {
+            return self.abort(ctx, txn, AbortReason::ValidationFailed);
+        }
+        let pending = t.pending.take().expect("checked above");
+        t.last_active = ctx.now();
+        t.reads.push((key, version));
+        pending.answer(ctx, ClientReply::Value(value));
+    }
+
+    fn read_refused(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32, reason: AbortReason) {
+        let waiting = self.coord.get(&txn).is_some_and(|t| {
+            t.read_seq == seq && t.reading.is_some() && matches!(t.phase, Phase::Executing)
+        });
+        if waiting {
+            self.abort(ctx, txn, reason);
+        }
+    }
+
+    /// Abort `txn`, coordinated here: tell every node that may hold a lock of it, answer the
+    /// client.
+    fn abort(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        let Some(t) = self.coord.remove(&txn) else {
+            return;
+        };
+        if t.read_only {
+            self.counters.read_only_aborted += 1;
+        }
+        let mut told = t.read_nodes;
+        if let Phase::Voting { participants, .. } = t.phase {
+            told.extend(participants);
+        }
+        for node in told {
+            self.deliver(ctx, node, Msg::Decide { txn, commit: None });
+        }
+        if let Some(pending) = t.pending {
+            pending.answer(ctx, ClientReply::Aborted(reason));
+        }
+    }
+
+    /// A vote (`Round::Prepare`) or a validation (`Round::Validate`) from `from`.
+    fn vote(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        of: Round,
+        vote: Result<Timestamp, AbortReason>,
+    ) {
+        let Some(Phase::Voting {
+            round,
+            waiting,
+            commit_ts,
+            ..
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        else {
+            return;
+        };
+        if *round != of || !waiting.contains(&from) {
+            return;
+        }
+        match vote {
+            Err(reason) => return self.abort(ctx, txn, reason),
+            Ok(ts) => {
+                waiting.remove(&from);
+                *commit_ts = (*commit_ts).max(ts);
+            }
+        }
+        if !waiting.is_empty() {
+            return;
+        }
+        match of {
+            Round::Prepare => self.validate_or_decide(ctx, txn),
+            Round::Validate => self.decide(ctx, txn),
+        }
+    }
+
+    /// Every participant voted yes: validate the reads left to validate (`occ`), or decide.
+    fn validate_or_decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let placement = self.env.placement.clone();
+        let Some(Phase::Voting {
+            round,
+            waiting,
+            to_validate,
+            ..
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        else {
+            return;
+        };
+        if to_validate.is_empty() {
+            return self.decide(ctx, txn);
+        }
+        let reads = std::mem::take(to_validate);
+        let by_master = ByReplica::group_reads_at(&placement, ReadsAt::Master, &reads, Vec::new());
+        *round = Round::Validate;
+        *waiting = by_master.parts.keys().copied().collect();
+        for (node, (reads, _)) in by_master.parts {
+            self.deliver(ctx, node, Msg::Validate { txn, reads });
+        }
+    }
+
+    /// Every participant voted yes (and every read validated): log the commit (until every
+    /// write replica applied it), answer the client, tell the participants.
+    fn decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(t) = self.coord.remove(&txn) else {
+            return;
+        };
+        let Phase::Voting {
+            participants,
+            write_replicas,
+            commit_ts,
+            ..
+        } = t.phase
+        else {
+            return;
+        };
+        let me = self.id();
+        // This node's own participant applies within this handler, after the decision's
+        // record: it needs no acknowledgement.
+        let others = write_replicas.into_iter().filter(|n| *n != me).collect();
+        self.decided.decide(ctx, txn, commit_ts, others);
+        if t.read_only {
+            self.counters.read_only_committed += 1;
+        }
+        self.ages.remove(&t.client);
+        // The runtime holds the answer until the decision is durable.
+        if let Some(pending) = t.pending {
+            pending.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+        for node in participants {
+            let commit = Some(commit_ts);
+            self.deliver(ctx, node, Msg::Decide { txn, commit });
+        }
+    }
+
+    /// A participant asks what became of `txn` (see the module docs, "Failures").
+    fn query_outcome(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId) {
+        // Still running here: its decision, or its abort, will come.
+        let running = self.coord.contains_key(&txn);
+        if let Some(commit) = replica::outcome(&self.decided, txn, running) {
+            self.deliver(ctx, from, Msg::Decide { txn, commit });
+        }
+    }
+
+    // ----- participant -----
+
+    fn serve_read(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        prio: Timestamp,
+    ) {
+        if F::LOCKING != Locking::TwoPhase {
+            return self.answer_read(ctx, txn, seq, key);
+        }
+        if self.ended.contains_key(&txn) {
+            return;
+        }
+        let now = ctx.now();
+        let p = self
+            .participants
+            .entry(txn)
+            .or_insert_with(|| Participant::new(now));
+        // A read reordered behind the prepare, or a copy of one still waiting: not a new read.
+        if p.preparing || p.waiting_read.is_some() {
+            return;
+        }
+        p.last_query = now;
+        match self.locks.request(txn, prio, [&key], []) {
+            Ok(true) => self.answer_read(ctx, txn, seq, key),
+            Ok(false) => {
+                let p = self.participants.get_mut(&txn).expect("inserted above");
+                p.waiting_read = Some((seq, key));
+                self.counters.lock_waits += 1;
+                ctx.set_timer(self.lock_timeout, Timer::ReadLock(txn, seq));
+            }
+            Err(refusal) => {
+                self.counters.lock_refusals += 1;
+                self.refuse_read(ctx, txn, seq, refusal.abort_reason());
+            }
+        }
+    }
+
+    /// Answer read `seq` of `txn` with the newest committed version of `key` (under `2pl`,
+    /// `txn` holds its shared lock).
+    fn answer_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32, key: Key) {
+        ctx.charge(Work::reads(1));
+        let (version, value) = self.latest(&key).unzip();
+        let msg = Msg::ReadReply {
+            txn,
+            seq,
+            value: value.flatten(),
+            version,
+        };
+        self.deliver(ctx, txn.coordinator(), msg);
+        if self.mutant == Some(Mutant::EarlyReadUnlock) {
+            // Not two-phase: an executing transaction holds only shared locks, all released.
+            self.release(ctx, txn);
+        }
+    }
+
+    /// `txn`'s read cannot have its lock: drop `txn` here and tell its coordinator.
+    fn refuse_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32, reason: AbortReason) {
+        self.participants.remove(&txn);
+        self.ended.insert(txn, ctx.now());
+        self.release(ctx, txn);
+        self.deliver(
+            ctx,
+            txn.coordinator(),
+            Msg::ReadRefused { txn, seq, reason },
+        );
+    }
+
+    fn prepare(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        prio: Timestamp,
+        reads: Reads,
+        writes: Writes,
+    ) {
+        if self.participants.get(&txn).is_some_and(|p| p.preparing) || self.ended.contains_key(&txn)
+        {
+            return;
+        }
+        let now = ctx.now();
+        // 2PL: the keys read here were locked when read; a lock lost in a crash is a no vote
+        // (the early-unlock mutant does not keep them, so it cannot ask).
+        let lost_lock = F::LOCKING == Locking::TwoPhase
+            && self.mutant != Some(Mutant::EarlyReadUnlock)
+            && !reads.iter().all(|(key, _)| self.locks.holds(txn, key));
+        let lock_reads: Vec<&Key> = match F::LOCKING {
+            Locking::AtCommit => reads.iter().map(|(k, _)| k).collect(),
+            // OCC's prepare carries no reads; 2PL's are locked already.
+            Locking::Optimistic | Locking::TwoPhase => Vec::new(),
+        };
+        let requested = if lost_lock {
+            Ok(false)
+        } else {
+            self.locks
+                .request(txn, prio, lock_reads, writes.iter().map(|(k, _)| k))
+        };
+        let p = self
+            .participants
+            .entry(txn)
+            .or_insert_with(|| Participant::new(now));
+        p.reads = reads;
+        p.writes = writes;
+        p.preparing = true;
+        p.last_query = now;
+        if lost_lock {
+            self.counters.validation_failures += 1;
+            return self.refuse(ctx, txn, AbortReason::ValidationFailed);
+        }
+        match requested {
+            Ok(true) => self.validate_and_vote(ctx, txn),
+            Ok(false) => {
+                self.counters.lock_waits += 1;
+                ctx.set_timer(self.lock_timeout, Timer::Locks(txn));
+            }
+            Err(refusal) => {
+                self.counters.lock_refusals += 1;
+                self.refuse(ctx, txn, refusal.abort_reason());
+            }
+        }
+    }
+
+    /// `txn` holds its locks here: validate its reads (`2pc-baseline`), vote.
+    fn validate_and_vote(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(p) = self.participants.get(&txn) else {
+            return;
+        };
+        if F::LOCKING == Locking::AtCommit {
+            ctx.charge(Work::reads(p.reads.len()));
+            let valid = self.mutant == Some(Mutant::NoReadValidation)
+                || reads_unchanged(&self.store, &p.reads);
+            if !valid {
+                self.counters.validation_failures += 1;
+                return self.refuse(ctx, txn, AbortReason::ValidationFailed);
+            }
+        }
+        let ts = ctx.now().max(self.clock.next());
+        let p = self.participants.get_mut(&txn).expect("checked above");
+        p.voted = true;
+        p.last_query = ctx.now();
+        ctx.persist(Record::Prepared {
+            txn,
+            reads: p.reads.iter().map(|(k, _)| k.clone()).collect(),
+            writes: p.writes.clone(),
+        });
+        self.deliver(ctx, txn.coordinator(), Msg::Vote { txn, vote: Ok(ts) });
+    }
+
+    /// `occ`'s validation at a master: every key read still has the version read and no other
+    /// transaction holds its lock (it may be committing a new version). Nothing is kept.
+    fn validate(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reads: Reads) {
+        ctx.charge(Work::reads(reads.len()));
+        let valid = reads_unchanged(&self.store, &reads)
+            && !reads
+                .iter()
+                .any(|(key, _)| self.locks.written_by_other(txn, key));
+        let vote = if valid {
+            Ok(ctx.now().max(self.clock.next()))
+        } else {
+            self.counters.validation_failures += 1;
+            Err(AbortReason::ValidationFailed)
+        };
+        self.deliver(ctx, txn.coordinator(), Msg::Validated { txn, vote });
+    }
+
+    /// Vote no for `txn`, which has not voted yet, and forget it.
+    fn refuse(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
+        self.participants.remove(&txn);
+        self.ended.insert(txn, ctx.now());
+        self.deliver(
+            ctx,
+            txn.coordinator(),
+            Msg::Vote {
+                txn,
+                vote: Err(reason),
+            },
+        );
+        self.release(ctx, txn);
+    }
+
+    /// Release `txn`'s locks; the reads and prepares that now hold all theirs go on.
+    fn release(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        for ready in self.locks.release(txn) {
+            let Some(p) = self.participants.get_mut(&ready) else {
+                continue;
+            };
+            if let Some((seq, key)) = p.waiting_read.take() {
+                self.answer_read(ctx, ready, seq, key);
+            } else if p.preparing && !p.voted {
+                self.validate_and_vote(ctx, ready);
+            }
+        }
+    }
+
+    fn lock_timeout(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        if self
+            .participants
+            .get(&txn)
+            .is_some_and(|p| p.preparing && !p.voted)
+        {
+            self.counters.lock_timeouts += 1;
+            self.refuse(ctx, txn, AbortReason::LockTimeout);
+        }
+    }
+
+    fn read_lock_timeout(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32) {
+        let waiting = self
+            .participants
+            .get(&txn)
+            .is_some_and(|p| p.waiting_read.as_ref().is_some_and(|(s, _)| *s == seq));
+        if waiting {
+            self.counters.lock_timeouts += 1;
+            self.refuse_read(ctx, txn, seq, AbortReason::LockTimeout);
+        }
+    }
+
+    fn on_decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, commit: Option<Timestamp>) {
+        let Some(commit_ts) = commit else {
+            self.ended.insert(txn, ctx.now());
+            if let Some(p) = self.participants.remove(&txn) {
+                if p.voted {
+                    ctx.persist(replica::Record::Aborted { txn }.into());
+                }
+                self.release(ctx, txn);
+            }
+            return;
+        };
+        match self.participants.get(&txn) {
+            // Applied already (the coordinator answers every query): acknowledge again.
+            None => return self.deliver(ctx, txn.coordinator(), Msg::Applied { txn }),
+            // A commit needs this participant's yes: not from a correct coordinator.
+            Some(p) if !p.voted => return,
+            Some(_) => {}
+        }
+        let p = self.participants.remove(&txn).expect("checked above");
+        self.ended.insert(txn, ctx.now());
+        ctx.persist(replica::Record::Committed { txn, commit_ts }.into());
+        let wrote = !p.writes.is_empty();
+        self.install(commit_ts, txn, p.writes);
+        ctx.charge(Work::writes(usize::from(wrote)));
+        if wrote {
+            self.deliver(ctx, txn.coordinator(), Msg::Applied { txn });
+        }
+        self.release(ctx, txn);
+    }
+
+    /// Install `txn`'s writes committed at `commit_ts` (live and in replay alike).
+    fn install(&mut self, commit_ts: Timestamp, txn: TxnId, writes: Writes) {
+        self.clock = self.clock.max(commit_ts);
+        for (key, value) in writes {
+            self.store.entry(&key).put_committed(txn, commit_ts, value);
+        }
+    }
+
+    // ----- the periodic tick -----
+
+    fn tick(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let patience = self.env.options.participant_timeout;
+        // Termination: prepared transactions whose outcome is overdue ask their coordinator,
+        // and so do 2PL's executing transactions holding shared locks here, idle that long
+        // (their coordinator may have crashed, losing them).
+        let mut overdue: Vec<TxnId> = self
+            .participants
+            .iter()
+            .filter(|(_, p)| p.voted || (!p.preparing && p.waiting_read.is_none()))
+            .filter(|(_, p)| now.since(p.last_query) >= patience)
+            .map(|(t, _)| *t)
+            .collect();
+        overdue.sort();
+        for txn in overdue {
+            if let Some(p) = self.participants.get_mut(&txn) {
+                p.last_query = now;
+            }
+            self.deliver(ctx, txn.coordinator(), Msg::QueryOutcome { txn });
+        }
+        // Transactions whose client vanished mid-execution: abort them (under 2PL they hold
+        // shared locks).
+        let idle_after = self.env.options.idle_txn_timeout;
+        let mut idle: Vec<TxnId> = self
+            .coord
+            .iter()
+            .filter(|(_, t)| {
+                matches!(t.phase, Phase::Executing)
+                    && t.pending.is_none()
+                    && now.since(t.last_active) >= idle_after
+            })
+            .map(|(txn, _)| *txn)
+            .collect();
+        idle.sort();
+        for txn in idle {
+            self.abort(ctx, txn, AbortReason::Timeout);
+        }
+        let horizon = now.saturating_sub(self.env.options.gc_retention);
+        self.ended.retain(|_, at| *at >= horizon);
+        // Single version: only the newest committed version of a key is ever read.
+        self.store.collect_garbage(Timestamp::MAX, GC_BATCH);
+        ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
+    }
+
+    /// Rebuild state from one durable record (see [`Record`]).
+    fn replay(&mut self, record: Record) {
+        use replica::Record as Kit;
+        match record {
+            Record::Kit(Kit::IdsReserved { below }) => self.ids.resume_below(below),
+            Record::Kit(Kit::Decided {
+                txn,
+                decision,
+                replicas,
+            }) => self.decided.record(txn, decision, replicas),
+            Record::Kit(Kit::Forgotten { txn }) => self.decided.forget(txn),
+            Record::Kit(Kit::Versions { key, versions }) => {
+                for (writer, ts, value) in versions {
+                    self.install(ts, writer, vec![(key.clone(), value)]);
+                }
+            }
+            Record::Kit(Kit::Committed { txn, commit_ts }) => {
+                if let Some(p) = self.participants.remove(&txn) {
+                    self.install(commit_ts, txn, p.writes);
+                }
+                self.locks.release(txn);
+            }
+            Record::Kit(Kit::Aborted { txn }) => {
+                self.participants.remove(&txn);
+                self.locks.release(txn);
+            }
+            // Not written by this protocol.
+            Record::Kit(Kit::Installed { .. } | Kit::Served { .. } | Kit::Watermark(_)) => {}
+            Record::Prepared { txn, reads, writes } => {
+                // The prepared held these locks together before the crash, so they are
+                // granted again; the oldest priority makes any requester, not them, yield.
+                let _ =
+                    self.locks
+                        .request(txn, Timestamp::ZERO, &reads, writes.iter().map(|(k, _)| k));
+                let mut p = Participant::new(Timestamp::ZERO);
+                p.reads = reads.into_iter().map(|k| (k, None)).collect();
+                p.writes = writes;
+                p.preparing = true;
+                p.voted = true;
+                // Overdue from the start: ask the coordinator at once.
+                self.participants.insert(txn, p);
+            }
+        }
+    }
+
+    /// Start `txn`'s commit: `Prepare` to the participants of `by_replica` (or straight to
+    /// validating `to_validate` if it has none).
+    fn start_commit(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        pending: Pending,
+        by_replica: ByReplica,
+        to_validate: Reads,
+    ) {
+        let now = ctx.now();
+        let participants = by_replica.participants();
+        let t = self.coord.get_mut(&txn).expect("the caller checked");
+        let prio = t.prio;
+        t.pending = Some(pending);
+        t.last_active = now;
+        t.phase = Phase::Voting {
+            round: Round::Prepare,
+            waiting: participants.iter().copied().collect(),
+            participants,
+            write_replicas: by_replica.write_replicas,
+            commit_ts: Timestamp::ZERO,
+            to_validate,
+        };
+        ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
+        if by_replica.parts.is_empty() {
+            return self.validate_or_decide(ctx, txn);
+        }
+        for (node, (reads, writes)) in by_replica.parts {
+            let msg = Msg::Prepare {
+                txn,
+                prio,
+                reads,
+                writes,
+            };
+            self.deliver(ctx, node, msg);
+        }
+    }
+}
+
+impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+        let txn = self.ids.allocate(ctx);
+        let now = ctx.now();
+        // A client whose last attempt aborted keeps that attempt's age, so under wait-die its
+        // retries grow older than newcomers instead of dying behind them for ever.
+        let prio = match F::LOCKING {
+            Locking::TwoPhase => *self.ages.entry(pending.client).or_insert(now),
+            Locking::AtCommit | Locking::Optimistic => now,
+        };
+        self.coord.insert(
+            txn,
+            Coord {
+                client: pending.client,
+                read_only,
+                prio,
+                reads: Vec::new(),
+                read_nodes: BTreeSet::new(),
+                pending: None,
+                read_seq: 0,
+                reading: None,
+                last_active: ctx.now(),
+                phase: Phase::Executing,
+            },
+        );
+        // Single version: there is no snapshot; the begin time stands in.
+        let snapshot = ctx.now();
+        pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+    }
+
+    fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key) {
+        let now = ctx.now();
+        let me = self.id();
+        let placement = self.env.placement.clone();
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        t.pending = Some(pending);
+        t.last_active = now;
+        t.read_seq += 1;
+        let seq = t.read_seq;
+        let prio = t.prio;
+        t.reading = Some(key.clone());
+        let partition = placement.partition_of(&key);
+        let replica = match F::LOCKING {
+            Locking::AtCommit => placement.closest_replica(me, partition),
+            // The master holds the locks (2PL's shared ones, OCC's that validation checks).
+            Locking::Optimistic | Locking::TwoPhase => placement.master(partition),
+        };
+        if F::LOCKING == Locking::TwoPhase {
+            t.read_nodes.insert(replica);
+        }
+        if replica != me {
+            let timeout = self.env.options.participant_timeout;
+            ctx.set_timer(timeout, Timer::Read(txn, seq));
+        }
+        let msg = Msg::Read {
+            txn,
+            seq,
+            key,
+            prio,
+        };
+        self.deliver(ctx, replica, msg);
+    }
+
+    fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
+        let now = ctx.now();
+        let mutant = self.mutant;
+        let placement = self.env.placement.clone();
+        let t = match self.executing(txn) {
+            Ok(t) => t,
+            Err(reply) => return pending.answer(ctx, reply),
+        };
+        if t.read_only && !writes.is_empty() {
+            let err = RequestError::WriteInReadOnly(txn);
+            return pending.answer(ctx, ClientReply::Rejected(err));
+        }
+        let unvalidated = (t.read_only && mutant == Some(Mutant::NoReadOnlyValidation))
+            || (F::LOCKING == Locking::Optimistic && mutant == Some(Mutant::NoReadValidation));
+        let reads = if unvalidated { &[][..] } else { &t.reads[..] };
+        let (by_replica, to_validate) = match F::LOCKING {
+            // Every replica of every key read or written locks and validates.
+            Locking::AtCommit => (ByReplica::group(&placement, reads, writes), Vec::new()),
+            // Lock the write set everywhere, then validate the reads at their masters.
+            Locking::Optimistic => (ByReplica::group(&placement, &[], writes), reads.to_vec()),
+            // The masters read from (holding the shared locks), every replica of a key written.
+            Locking::TwoPhase => (
+                ByReplica::group_reads_at(&placement, ReadsAt::Master, reads, writes),
+                Vec::new(),
+            ),
+        };
+        if by_replica.parts.is_empty() && to_validate.is_empty() {
+            // Nothing read or written (or a mutant's unvalidated transaction). A 2PL mutant
+            // read-only transaction still releases what it holds.
+            let t = self.coord.remove(&txn).expect("executing");
+            if t.read_only {
+                self.counters.read_only_committed += 1;
+            }
+            self.ages.remove(&t.client);
+            for node in t.read_nodes {
+                self.deliver(ctx, node, Msg::Decide { txn, commit: None });
+            }
+            return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
+        }
+        self.start_commit(ctx, txn, pending, by_replica, to_validate);
+    }
+
+    fn abort_asked(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) -> Result<(), String> {
+        match self.coord.get(&txn).map(|t| &t.phase) {
+            Some(Phase::Voting { .. }) => Err(format!("transaction {txn:?} is already committing")),
+            Some(Phase::Executing) => {
+                let t = self.coord.remove(&txn).expect("just found");
+                // Under 2PL it holds shared locks where it read.
+                for node in t.read_nodes {
+                    self.deliver(ctx, node, Msg::Decide { txn, commit: None });
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl<F: Flavor> Protocol for LockCommit<F> {
+    type Msg = Msg;
+    type Timer = Timer;
+    type Record = Record;
+    const FORMS: &'static [augur_runtime::one_shot::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
+
+    fn new(env: &NodeEnv) -> Self {
+        let policy = match F::LOCKING {
+            Locking::AtCommit => Policy::Wait,
+            Locking::Optimistic => Policy::NoWait,
+            Locking::TwoPhase => Policy::WaitDie,
+        };
+        LockCommit {
+            env: env.clone(),
+            mutant: env
+                .options
+                .mutant
+                .as_deref()
+                .and_then(|name| Mutant::offered(&F::INFO, name)),
+            lock_timeout: env
+                .options
+                .settings
+                .get(LOCK_TIMEOUT)
+                .and_then(|v| parse_lock_timeout(v))
+                .unwrap_or(F::DEFAULT_LOCK_TIMEOUT),
+            store: MvStore::new(),
+            clock: Timestamp::ZERO,
+            locks: LockSets::new(policy),
+            participants: FxHashMap::default(),
+            ended: FxHashMap::default(),
+            coord: FxHashMap::default(),
+            ids: TxnIds::new(env.id),
+            decided: DecisionLog::default(),
+            ages: FxHashMap::default(),
+            counters: Counters::default(),
+            flavor: PhantomData,
+        }
+    }
+
+    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Record>) -> Self {
+        let mut node = LockCommit::new(env);
+        for record in records {
+            node.replay(record);
+        }
+        node
+    }
+
+    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+        self.ids.checkpoint::<Record, Timestamp>(emit);
+        replica::checkpoint_versions::<_, _, Record>(&self.store, emit);
+        let mut prepared: Vec<_> = self.participants.iter().filter(|(_, p)| p.voted).collect();
+        prepared.sort_by_key(|(t, _)| **t);
+        for (txn, p) in prepared {
+            emit(Record::Prepared {
+                txn: *txn,
+                reads: p.reads.iter().map(|(k, _)| k.clone()).collect(),
+                writes: p.writes.clone(),
+            });
+        }
+        self.decided.checkpoint(emit);
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
+    }
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        serve_interactive(self, ctx, request);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        self.handle(ctx, from, msg);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
+        match timer {
+            Timer::Tick => self.tick(ctx),
+            Timer::Read(txn, seq) => {
+                let waiting = self
+                    .coord
+                    .get(&txn)
+                    .is_some_and(|t| t.read_seq == seq && t.reading.is_some());
+                if waiting {
+                    self.abort(ctx, txn, AbortReason::Timeout);
+                }
+            }
+            Timer::Votes(txn) => {
+                if let Some(Phase::Voting { .. }) = self.coord.get(&txn).map(|t| &t.phase) {
+                    self.abort(ctx, txn, AbortReason::Timeout);
+                }
+            }
+            Timer::Locks(txn) => self.lock_timeout(ctx, txn),
+            Timer::ReadLock(txn, seq) => self.read_lock_timeout(ctx, txn, seq),
+        }
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.counters;
+        vec![
+            ("lock_waits", c.lock_waits),
+            ("lock_timeouts", c.lock_timeouts),
+            ("lock_refusals", c.lock_refusals),
+            ("validation_failures", c.validation_failures),
+            ("read_only_committed", c.read_only_committed),
+            ("read_only_aborted", c.read_only_aborted),
+            (
+                "prepared_now",
+                self.participants.values().filter(|p| p.voted).count() as u64,
+            ),
+            ("decisions_kept_now", self.decided.iter().count() as u64),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_mutant_is_known() {
+        for info in [
+            crate::twopc_baseline::INFO,
+            crate::occ::INFO,
+            crate::two_pl::INFO,
+        ] {
+            for (name, _) in info.mutants {
+                assert_eq!(Mutant::offered(&info, name), Mutant::named(name), "{name}");
+                assert!(Mutant::named(name).is_some(), "{}: {name}", info.name);
+            }
+        }
+        assert_eq!(
+            Mutant::offered(&crate::occ::INFO, "early-read-unlock"),
+            None
+        );
+    }
+}
