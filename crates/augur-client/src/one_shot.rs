@@ -8,12 +8,16 @@ use crate::procedure::{CommitStats, Ops, Procedure};
 use crate::session::{Outcome, Session, SpeculativeCommit, TxnError};
 use crate::transport::Transport;
 use augur_types::Value;
-use augur_types::{AbortReason, ClientOp, ClientReply, ExecutedOp, Execution, Key, ProcedureCall};
+use augur_types::{
+    AbortReason, ClientOp, ClientReply, ExecutedOp, Execution, Key, ProcedureCall, RequestError,
+};
 use futures::future::BoxFuture;
 
 /// One attempt of `procedure` in the one-shot form: prepare it, ship it as one
 /// [`ClientOp::Execute`] request, and take in what the node's run of it did. A procedure
-/// without a [`call`](Procedure::call) runs interactively instead. The speculation asked for
+/// without a [`call`](Procedure::call) runs interactively instead, and so does one the node
+/// answers [`RequestError::NotOneShot`] (the attempt took no effect there): that attempt at
+/// once, and every later procedure of its type in this session. The speculation asked for
 /// applies as in [`run_speculative`](crate::run_speculative), except that the node, not this client, weighs
 /// [`Procedure::can_spec_commit`] (with its own [`CommitStats`]) since the commit is part of the
 /// request; `stats` is still told how the attempt ended.
@@ -30,13 +34,34 @@ pub async fn execute_one_shot<'s, T: Transport>(
     stats: Option<&CommitStats>,
 ) -> Attempt<'s, T> {
     procedure.prepare_attempt();
-    match procedure.call() {
-        Some(call) => one_shot(session, procedure, call, speculation, stats).await,
-        None => match body(session, procedure, speculation.reads, stats).await {
-            Ok(txn) => commit_body(txn, procedure, speculation.commit, stats).await,
-            Err(outcome) => Attempt::Done(outcome),
-        },
+    let call = match session.runs_interactively(procedure.name()) {
+        true => None,
+        false => procedure.call(),
+    };
+    if let Some(call) = call {
+        match one_shot(session, procedure, call, speculation, stats).await {
+            Shipped::Done(attempt) => return attempt,
+            // Nothing took effect: the same attempt runs interactively, as will every later
+            // one of its type in this session.
+            Shipped::NotOneShot => session.run_interactively(procedure.name()),
+        }
     }
+    match body(session, procedure, speculation.reads, stats).await {
+        Ok(txn) => commit_body(txn, procedure, speculation.commit, stats).await,
+        Err(outcome) => Attempt::Done(outcome),
+    }
+}
+
+/// How a shipped attempt ended.
+enum Shipped<'s, T: Transport> {
+    Done(Attempt<'s, T>),
+    /// The coordinator cannot run the procedure in one request ([`RequestError::NotOneShot`]);
+    /// the attempt took no effect.
+    NotOneShot,
+}
+
+fn not_one_shot(reply: &ClientReply) -> bool {
+    matches!(reply, ClientReply::Rejected(RequestError::NotOneShot(_)))
 }
 
 async fn one_shot<'s, T: Transport>(
@@ -45,7 +70,7 @@ async fn one_shot<'s, T: Transport>(
     call: ProcedureCall,
     speculation: Speculation,
     stats: Option<&CommitStats>,
-) -> Attempt<'s, T> {
+) -> Shipped<'s, T> {
     let invoked = session.transport.now();
     let read_only = procedure.read_only();
     let op = ClientOp::Execute {
@@ -55,22 +80,30 @@ async fn one_shot<'s, T: Transport>(
         speculative_commit: speculation.commit && stats.is_some(),
     };
     let execution = match session.transport.call(op).await {
+        Ok(ClientReply::Executed(execution)) if not_one_shot(&execution.end) => {
+            return Shipped::NotOneShot;
+        }
+        Ok(reply) if not_one_shot(&reply) => return Shipped::NotOneShot,
         Ok(ClientReply::Executed(execution)) => *execution,
         Ok(ClientReply::Aborted(reason)) => {
-            return Attempt::Done(finish(procedure, stats, Outcome::Aborted(reason)));
+            return Shipped::Done(Attempt::Done(finish(
+                procedure,
+                stats,
+                Outcome::Aborted(reason),
+            )));
         }
         Ok(ClientReply::Rejected(e)) => {
             let outcome = error_outcome(&TxnError::Rejected(e), false);
-            return Attempt::Done(finish(procedure, stats, outcome));
+            return Shipped::Done(Attempt::Done(finish(procedure, stats, outcome)));
         }
         Ok(other) => {
             let outcome = error_outcome(&TxnError::Protocol(Box::new(other)), true);
-            return Attempt::Done(finish(procedure, stats, outcome));
+            return Shipped::Done(Attempt::Done(finish(procedure, stats, outcome)));
         }
         // The procedure may have committed; what it read and wrote is unknown.
         Err(_) => {
             session.record_lost(procedure.name(), read_only, invoked);
-            return Attempt::Done(finish(procedure, stats, Outcome::Unknown));
+            return Shipped::Done(Attempt::Done(finish(procedure, stats, Outcome::Unknown)));
         }
     };
     let Execution {
@@ -91,7 +124,7 @@ async fn one_shot<'s, T: Transport>(
         (ClientReply::Committed { commit_ts }, _) => Outcome::Committed { commit_ts },
         (ClientReply::SpecCommitted { local_commit_ts }, Some(id)) => {
             procedure.on_spec_commit(&info);
-            return Attempt::Speculative(SpeculativeCommit {
+            return Shipped::Done(Attempt::Speculative(SpeculativeCommit {
                 session,
                 id,
                 local_commit_ts,
@@ -99,7 +132,7 @@ async fn one_shot<'s, T: Transport>(
                 info,
                 at: session.transport.now(),
                 record: log,
-            });
+            }));
         }
         (ClientReply::Aborted(reason), _) => Outcome::Aborted(reason),
         (ClientReply::Rejected(e), _) => error_outcome(&TxnError::Rejected(e), false),
@@ -109,7 +142,7 @@ async fn one_shot<'s, T: Transport>(
         log.outcome = Some(recorded(outcome));
         session.record(id, read_only, log, AbortReason::Timeout);
     }
-    Attempt::Done(finish(procedure, stats, outcome))
+    Shipped::Done(Attempt::Done(finish(procedure, stats, outcome)))
 }
 
 /// Run `procedure`'s body over the operations a node's run of it reported, so that this copy

@@ -47,6 +47,9 @@ pub struct Session<T: Transport> {
     pub(crate) transport: T,
     pub(crate) recorder: Option<HistoryRecorder>,
     pub(crate) form: RequestForm,
+    /// The procedure types the coordinator refused to run in one request
+    /// ([`RequestError::NotOneShot`]): this session runs them interactively from then on.
+    pub(crate) interactive_types: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
 }
 
 impl<T: Transport> Session<T> {
@@ -55,6 +58,7 @@ impl<T: Transport> Session<T> {
             transport,
             recorder: None,
             form: RequestForm::Interactive,
+            interactive_types: Default::default(),
         }
     }
 
@@ -77,6 +81,22 @@ impl<T: Transport> Session<T> {
     /// The form procedures are submitted in.
     pub fn form(&self) -> RequestForm {
         self.form
+    }
+
+    /// Whether procedures of type `name` go interactively even in the one-shot form: the
+    /// coordinator answered one of them [`RequestError::NotOneShot`].
+    pub fn runs_interactively(&self, name: &str) -> bool {
+        self.interactive_types
+            .lock()
+            .expect("interactive types")
+            .contains(name)
+    }
+
+    pub(crate) fn run_interactively(&self, name: &'static str) {
+        self.interactive_types
+            .lock()
+            .expect("interactive types")
+            .insert(name);
     }
 
     pub fn transport(&self) -> &T {

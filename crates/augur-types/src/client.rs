@@ -299,6 +299,12 @@ pub enum RequestError {
     /// The node has no procedure registered under this `workload/procedure` name.
     #[error("no procedure registered as {0}")]
     UnknownProcedure(String),
+    /// The protocol serves one-shot transactions but cannot run this procedure in one request
+    /// (`rococo` must know a procedure's keys before running it, and this one's keys depend on
+    /// what it reads): the attempt took no effect, and the client runs the procedure
+    /// interactively instead. The text names the procedure and the reason.
+    #[error("{0}; run it interactively")]
+    NotOneShot(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -23,8 +23,8 @@
 //!
 //! * **Pieces.** ROCOCO knows each transaction's pieces in advance; augur's procedures are
 //!   code. The coordinator runs the procedure once over absent values (a dry run, no messages)
-//!   to learn the keys it reads and writes; when that run stops early (a rollback), the keys
-//!   it read are declared written too. Each replica of each key gets a piece: the keys it reads
+//!   to learn the keys it reads and writes; when that run of a read-write procedure stops
+//!   early (a rollback), the keys it read are declared written too. Each replica of each key gets a piece: the keys it reads
 //!   and may write there.
 //! * **Start phase.** A node persists the piece, records it pending and answers its
 //!   dependencies: *every* pending piece it conflicts with (read-write, write-read,
@@ -52,12 +52,17 @@
 //!   turn. This holds a piece's keys for one round trip to the coordinator, which ROCOCO does
 //!   not; the order of execution is ROCOCO's. A procedure that rolls back writes nothing (its
 //!   client is told `UserRollback`); one that, over the real values, reads or writes a key
-//!   its pieces did not declare writes nothing and is answered `ValidationFailed` (none of
-//!   `ycsb-t`, `list-append`, `rw-register`, `bank` does: their keys come from arguments).
+//!   its pieces did not declare writes nothing: its keys depend on what it reads, which
+//!   pieces cannot express, and it is answered `RequestError::NotOneShot` naming it, on which
+//!   the client runs it interactively (below), as every later one of its type. None of
+//!   `ycsb-t`, `list-append`, `rw-register`, `bank` is: their keys come from arguments. Most
+//!   of `rubis`'s and `tpcc`'s are (an item's seller, the bids an index page lists, a counter's
+//!   next id).
 //! * **Read-only one-shot transactions (ROCOCO §3.4)** read their keys (dry run) in rounds at
 //!   the nearest replicas, each read waiting for the pending writers of its key, until two
 //!   consecutive rounds return the same versions (at most `MAX_READ_ROUNDS` (4), then
-//!   `ValidationFailed`); one key needs one round.
+//!   `ValidationFailed`); one key needs one round. Over the values read, a run that reads a
+//!   key the rounds did not is answered `NotOneShot`, as above.
 //! * The coordinator answers the client once every node executed, with the reads (values at
 //!   execution) and writes of the procedure's run.
 //!
@@ -456,6 +461,8 @@ struct Counters {
     commits_resent: u64,
     inquiries: u64,
     cyclic_components: u64,
+    /// One-shot transactions answered `NotOneShot` (their keys depend on their reads).
+    not_one_shot: u64,
 }
 
 /// A read this coordinator's transaction did, and where.
@@ -621,6 +628,17 @@ fn executed(txn: Option<TxnId>, ops: Vec<ExecutedOp>, end: ClientReply) -> Clien
         info: Default::default(),
         end,
     }))
+}
+
+/// What a one-shot transaction whose keys depend on its reads is answered: over the values its
+/// pieces read, its procedure touched keys the dry run over absent values did not declare, so
+/// it cannot run as pieces (it wrote nothing); its client runs it interactively instead.
+fn not_one_shot(call: &ProcedureCall) -> ClientReply {
+    ClientReply::Rejected(RequestError::NotOneShot(format!(
+        "rococo cannot run procedure {}/{} as one-shot pieces: the keys it reads or writes \
+         depend on the values it reads, so they are not known before it runs",
+        call.workload, call.procedure
+    )))
 }
 
 /// The status an inquiry answer gave, kept for walks.
@@ -1301,9 +1319,9 @@ impl Rococo {
             return reject(ctx, RequestError::Invalid(why));
         };
         let mut writes: Vec<Key> = dry.writes.keys().cloned().collect();
-        if dry.end.is_err() {
+        if dry.end.is_err() && !read_only {
             // It stopped early over absent values (a rollback): over real ones it may write
-            // what it read.
+            // what it read (a read-only procedure writes nothing whatever it reads).
             writes.extend(dry.reads.iter().cloned());
         }
         writes.sort();
@@ -1458,16 +1476,18 @@ impl Rococo {
             .map(|(k, (_, v))| (k.clone(), v.clone()))
             .collect();
         let t = self.coord.remove(&txn).expect("checked above");
-        self.counters.read_only_commits += 1;
-        let (mut procedure, _) = t.one_shot.expect("rounds are one-shot");
+        let (mut procedure, plan) = t.one_shot.expect("rounds are one-shot");
         let run = procedure::run(procedure.as_mut(), procedure::Source::Read(&values));
         let (ops, end) = match run {
             Some(run) => {
                 let end = match run.end {
-                    Ok(()) if !run.undeclared => ClientReply::Committed {
+                    _ if run.undeclared => {
+                        self.counters.not_one_shot += 1;
+                        not_one_shot(&plan.call)
+                    }
+                    Ok(()) => ClientReply::Committed {
                         commit_ts: ctx.now(),
                     },
-                    Ok(()) => ClientReply::Aborted(AbortReason::ValidationFailed),
                     Err(e) => reply_for(e),
                 };
                 (run.ops, end)
@@ -1477,6 +1497,9 @@ impl Rococo {
                 ClientReply::Aborted(AbortReason::ValidationFailed),
             ),
         };
+        if matches!(end, ClientReply::Committed { .. }) {
+            self.counters.read_only_commits += 1;
+        }
         if let Some(pending) = t.pending {
             pending.answer(ctx, executed(Some(txn), ops, end));
         }
@@ -1636,12 +1659,13 @@ impl Rococo {
                     .keys()
                     .all(|k| plan.writes.binary_search(k).is_ok());
                 match r.end {
-                    Ok(()) if declared && !r.undeclared => (r.ops, r.writes, None),
-                    Ok(()) => (
-                        r.ops,
-                        BTreeMap::new(),
-                        Some(ClientReply::Aborted(AbortReason::ValidationFailed)),
-                    ),
+                    // Over the values read it touched keys the dry run did not: its keys
+                    // depend on its reads, and it writes nothing.
+                    _ if r.undeclared || !declared => {
+                        self.counters.not_one_shot += 1;
+                        (r.ops, BTreeMap::new(), Some(not_one_shot(&plan.call)))
+                    }
+                    Ok(()) => (r.ops, r.writes, None),
                     Err(e) => (r.ops, BTreeMap::new(), Some(reply_for(e))),
                 }
             }
@@ -2185,6 +2209,7 @@ impl Protocol for Rococo {
             ("commits_resent", c.commits_resent),
             ("inquiries", c.inquiries),
             ("cyclic_components", c.cyclic_components),
+            ("not_one_shot", c.not_one_shot),
             ("pieces_now", self.pieces.len() as u64),
         ]
     }

@@ -441,7 +441,10 @@ struct Speculating {
 
 /// Records what the [`Runner`] of one client reports into the run's statistics: every event
 /// in its second's interval while the run lasts, and in the totals when the transaction
-/// started inside the measurement window and the event came before its end.
+/// started inside the measurement window and the event came before its end, except aborts and
+/// retries, which count in the totals when they happen inside the window whenever their
+/// transaction started: a transaction begun in the warm-up that aborts over and over would
+/// otherwise fill the samples with aborts while the totals said none.
 struct ClientStats<'a> {
     origin: Duration,
     measure_from: Duration,
@@ -460,6 +463,11 @@ impl<'a> ClientStats<'a> {
     /// totals.
     fn counts(&self, started: Duration, at: Duration) -> bool {
         started >= self.measure_from && at <= self.end
+    }
+
+    /// Whether an abort or retry at `at` counts in the totals.
+    fn in_window(&self, at: Duration) -> bool {
+        at >= self.measure_from && at <= self.end
     }
 }
 
@@ -490,7 +498,7 @@ impl RunObserver for ClientStats<'_> {
         &mut self,
         name: &'static str,
         reason: AbortReason,
-        started: Duration,
+        _started: Duration,
         at: Duration,
     ) {
         let mut stats = self.stats();
@@ -498,13 +506,13 @@ impl RunObserver for ClientStats<'_> {
             let second = at.saturating_sub(self.origin).as_secs() as usize;
             stats.interval(second).aborted += 1;
         }
-        if self.counts(started, at) {
+        if self.in_window(at) {
             stats.record_abort(name, reason);
         }
     }
 
-    fn retrying(&mut self, name: &'static str, started: Duration, at: Duration) {
-        if self.counts(started, at) {
+    fn retrying(&mut self, name: &'static str, _started: Duration, at: Duration) {
+        if self.in_window(at) {
             self.stats().record_retry(name);
         }
     }
