@@ -540,6 +540,8 @@ fn stale_read_is_a_realtime_g_single() {
         Cycle(GSingle, RealTime)
     ));
     assert!(check_at(&b, LA, IsolationLevel::Serializable).is_valid());
+    // Session serializability orders each client's transactions, not different clients'.
+    assert!(check_at(&b, LA, IsolationLevel::SessionSerializable).is_valid());
 }
 
 #[test]
@@ -556,6 +558,12 @@ fn session_order_makes_a_process_g_single() {
         &b,
         LA,
         IsolationLevel::Serializable,
+        Cycle(GSingle, Process)
+    ));
+    assert!(proscribed(
+        &b,
+        LA,
+        IsolationLevel::SessionSerializable,
         Cycle(GSingle, Process)
     ));
 }

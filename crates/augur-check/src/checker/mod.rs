@@ -127,6 +127,7 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
             | IsolationLevel::SnapshotIsolation
             | IsolationLevel::Spsi
             | IsolationLevel::Serializable
+            | IsolationLevel::SessionSerializable
             | IsolationLevel::StrictSerializable
     ) {
         let order = versions::Order::build(&ix, options);
