@@ -11,6 +11,7 @@ pub mod common;
 pub mod nocc;
 pub mod occ;
 pub mod planet;
+pub mod rc;
 pub mod registry;
 pub mod rococo;
 pub mod sss;

@@ -78,11 +78,24 @@ pub enum Locking {
     TwoPhase,
 }
 
+/// How a flavor commits a transaction declared read-only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadOnly {
+    /// Like any other transaction: validated (`occ`, `2pc-baseline`) or locked (`2pl`).
+    AsAnyOther,
+    /// `rc`: its reads returned the newest committed versions and nothing checks them; it
+    /// commits with no message. The same mechanism as the mutant `no-read-only-validation`,
+    /// claimed honestly (read committed).
+    Unvalidated,
+}
+
 /// What distinguishes one protocol built on this engine from another.
 pub trait Flavor: Send + 'static {
     /// The protocol's registry entry (its mutants are the ones [`LockCommit`] accepts).
     const INFO: ProtocolInfo;
     const LOCKING: Locking;
+    /// How read-only transactions commit.
+    const READ_ONLY: ReadOnly = ReadOnly::AsAnyOther;
     /// How long a lock request waits when the `lock_timeout` setting is not given (unused
     /// under [`Locking::Optimistic`], which never waits).
     const DEFAULT_LOCK_TIMEOUT: Duration;
@@ -1037,7 +1050,9 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             let err = RequestError::WriteInReadOnly(txn);
             return pending.answer(ctx, ClientReply::Rejected(err));
         }
-        let unvalidated = (t.read_only && mutant == Some(Mutant::NoReadOnlyValidation))
+        let unvalidated_read_only =
+            F::READ_ONLY == ReadOnly::Unvalidated || mutant == Some(Mutant::NoReadOnlyValidation);
+        let unvalidated = (t.read_only && unvalidated_read_only)
             || (F::LOCKING == Locking::Optimistic && mutant == Some(Mutant::NoReadValidation));
         let reads = if unvalidated { &[][..] } else { &t.reads[..] };
         let (by_replica, to_validate) = match F::LOCKING {
@@ -1052,7 +1067,8 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             ),
         };
         if by_replica.parts.is_empty() && to_validate.is_empty() {
-            // Nothing read or written (or a mutant's unvalidated transaction). A 2PL mutant
+            // Nothing read or written (or an unvalidated read-only transaction: `rc`'s, a
+            // mutant's). A 2PL mutant
             // read-only transaction still releases what it holds.
             let t = self.coord.remove(&txn).expect("executing");
             if t.read_only {
