@@ -8,6 +8,8 @@
 
 pub mod clocksi_rep;
 pub mod common;
+pub mod dst_2pl;
+pub mod dst_occ;
 pub mod nocc;
 pub mod occ;
 pub mod planet;
