@@ -464,6 +464,12 @@ impl<F: Flavor> LockCommit<F> {
         Some((v.writer, v.value.clone()))
     }
 
+    /// How many committed versions of `key` this node keeps (DST keeps those a read-only
+    /// transaction may still read).
+    pub fn versions_kept(&self, key: &Key) -> usize {
+        self.store.get(key).map_or(0, |e| e.version_count())
+    }
+
     /// DST: `key`'s tuple read timestamp here (zero for a key never claimed or read).
     pub fn read_timestamp_of(&self, key: &Key) -> Timestamp {
         self.store.get(key).map_or(Timestamp::ZERO, |e| e.meta)
