@@ -79,8 +79,34 @@ pub const SETTINGS: &[SettingInfo] = &[
     crate::dst_occ::STALENESS_SETTING,
 ];
 
-/// The mutants `dst-2pl` knows: `dst-occ`'s, each applying to the same rule here.
-pub const MUTANTS: &[(&str, &str)] = crate::dst_occ::MUTANTS;
+/// The mutants `dst-2pl` knows: `dst-occ`'s, each applying to the same rule here (the
+/// read-set install is the decision's at the masters holding the shared locks).
+pub const MUTANTS: &[(&str, &str)] = &[
+    (
+        "no-dep-read",
+        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of list-append and bank, 2 of rw-register, under --faults all --latency 3dc)",
+    ),
+    (
+        "claim-without-wait",
+        "read-only reads claim but never wait for the writer holding the key's exclusive lock (G-single; caught by seed 1 of rw-register and bank, 6 of list-append, under --faults all --latency 3dc)",
+    ),
+    (
+        "literal-fig9-wait",
+        "Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1; G-single, scenario 8d; caught by seed 2 of bank, 28 of list-append, 140 of rw-register, under --faults all --latency 3dc)",
+    ),
+    (
+        "no-plus-one",
+        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3; G-single; caught by seed 1 of rw-register and bank, 5 of list-append, under --faults all --latency 3dc)",
+    ),
+    (
+        "no-read-set-install",
+        "the decision installs the commit timestamp into the tuples written only, not those read under shared locks (trap T-5; G2, allowed at SI: scenario 8e; caught by seed 27 of rw-register, 162 of list-append, none of seeds 1..200 of bank, under --faults all --latency 3dc)",
+    ),
+    (
+        "overwrite-ts",
+        "an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2; G-single; caught by seed 15 of bank, 41 of list-append, 60 of rw-register, under --faults all --latency 3dc)",
+    ),
+];
 
 /// `dst-2pl` as a flavor of the lock-and-2PC engine.
 pub struct Dst2Pl;

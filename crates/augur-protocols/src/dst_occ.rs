@@ -149,27 +149,27 @@ pub const SETTINGS: &[SettingInfo] = &[STALENESS_SETTING];
 pub const MUTANTS: &[(&str, &str)] = &[
     (
         "no-dep-read",
-        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c)",
+        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of rw-register and bank, seed 3 of list-append, under --faults all --latency 3dc)",
     ),
     (
         "claim-without-wait",
-        "read-only reads claim but never wait for the writer holding the key (G-single: a writer locked before the claim commits inside the snapshot after the read)",
+        "read-only reads claim but never wait for the writer holding the key (G-single: a writer locked before the claim commits inside the snapshot after the read; caught by seed 1 of rw-register and bank, seed 3 of list-append, under --faults all --latency 3dc)",
     ),
     (
         "literal-fig9-wait",
-        "Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d)",
+        "Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d; caught by seed 3 of bank, 12 of rw-register, 56 of list-append, under --faults all --latency 3dc)",
     ),
     (
         "no-plus-one",
-        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3: a writer takes a reader's claimed timestamp and lands inside its snapshot; G-single)",
+        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3: a writer takes a reader's claimed timestamp and lands inside its snapshot; G-single; caught by seed 1 of list-append and bank, 8 of rw-register, under --faults all --latency 3dc)",
     ),
     (
         "no-read-set-install",
-        "RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e)",
+        "RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e; caught by seed 147 of list-append under --faults all --latency 3dc, by none of seeds 1..1000 of rw-register and bank)",
     ),
     (
         "overwrite-ts",
-        "an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single)",
+        "an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single; caught by seed 41 of list-append, 42 of bank, 484 of rw-register, under --faults all --latency 3dc)",
     ),
 ];
 
