@@ -92,7 +92,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "literal-fig9-wait",
-        "Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1; G-single, scenario 8d; caught by seed 2 of bank, 28 of list-append, 140 of rw-register, under --faults all --latency 3dc)",
+        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1; G-single, scenario 8d; caught by seed 2 of bank, 28 of list-append, 140 of rw-register, under --faults all --latency 3dc; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
     ),
     (
         "no-plus-one",
@@ -104,7 +104,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "overwrite-ts",
-        "an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2; G-single; caught by seed 15 of bank, 41 of list-append, 60 of rw-register, under --faults all --latency 3dc)",
+        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2; G-single, Fig. 8's follow-up scenario; caught by seed 15 of bank, 41 of list-append, 60 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
     ),
 ];
 

@@ -104,7 +104,8 @@
 //!
 //! # Mutants (`augur check --mutant`)
 //!
-//! See [`MUTANTS`], each with the seeds `augur check --faults all --latency 3dc` needs.
+//! See [`MUTANTS`], each with the seeds `augur check --faults all --latency 3dc` needs; the one
+//! marked `[scenario]` is shown by `tests/dst.rs` (8e) rather than within 50 random seeds.
 
 use crate::common::lock_commit::{
     Flavor, LockCommit, Locking, READ_STALENESS, READ_STALENESS_VALUES, Timestamping,
@@ -157,7 +158,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "literal-fig9-wait",
-        "Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d; caught by seed 3 of bank, 12 of rw-register, 56 of list-append, under --faults all --latency 3dc)",
+        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d; caught by seed 3 of bank, 12 of rw-register, 56 of list-append, under --faults all --latency 3dc; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
     ),
     (
         "no-plus-one",
@@ -165,11 +166,11 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "no-read-set-install",
-        "RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e; caught by seed 147 of list-append under --faults all --latency 3dc, by none of seeds 1..1000 of rw-register and bank)",
+        "[scenario] RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e; in random histories only seed 147 of list-append under --faults all --latency 3dc catches it, none of seeds 1..1000 of rw-register and bank: the anomaly needs a read-only transaction between the two writers' timestamps)",
     ),
     (
         "overwrite-ts",
-        "an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single; caught by seed 41 of list-append, 42 of bank, 484 of rw-register, under --faults all --latency 3dc)",
+        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single, Fig. 8's follow-up scenario; caught by seed 41 of list-append, 42 of bank, 484 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
     ),
 ];
 

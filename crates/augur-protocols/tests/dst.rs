@@ -24,6 +24,9 @@
 //! * **8f**: W on a node whose clock is 10 ms ahead commits; R on the other node begins after
 //!   W's acknowledgement and misses it: valid at serializability, invalid at strict
 //!   serializability (the claim is tight). Staleness stays within the skew.
+//! * **Fig. 8 follow-up**: TX5, clock behind, writes A and B after TX3; it commits above TX4
+//!   (whose claim on A survived TX3's install) and TX4 reads TX3's B; `overwrite-ts` loses the
+//!   claim, TX5 lands inside TX4's snapshot, and TX4 reads a G-single.
 //! * **Crash**: a claim, the node that holds it crashes and restarts, a writer then commits
 //!   there: its timestamp is above the claim (the durable claim ceiling), so the reader's
 //!   snapshot stays consistent.
@@ -408,4 +411,49 @@ fn gc<F: Flavor>() {
 fn garbage_collection_keeps_what_a_long_reader_may_read() {
     gc::<DstOcc>();
     gc::<Dst2Pl>();
+}
+
+/// Fig. 8's follow-up (TX5 "clock=3" writes A and gets TS ≥ 8): after TX3's install kept TX4's
+/// claim on A, TX5 (node 0, clock 300 ms behind) reads A and writes A and B while TX4 sleeps between its
+/// read of A and its read of B. TX5 commits above TX4, which reads TX3's B. Under
+/// `overwrite-ts` TX3's install lowered A's timestamp to TS3, TX5 commits inside TX4's snapshot
+/// and TX4 reads TX5's B after TX3's A: a G-single.
+fn fig8_follow_up<F: Flavor>(mutant: Option<&str>) -> Run<F> {
+    let mut r = Run::<F>::new(mutant).clock(0, -300);
+    setup(&mut r);
+    r.client(0, 400, tx3());
+    let tx4 = Txn::new("TX4")
+        .read(&c())
+        .read(&a())
+        .sleep(ms(400))
+        .read(&b());
+    r.client(1, 450, tx4);
+    let tx5 = Txn::new("TX5")
+        .read(&a())
+        .write(&a(), "a9")
+        .write(&b(), "b9");
+    r.client(0, 700, tx5);
+    r.finish(2_000)
+}
+
+fn fig8_follow_up_both<F: Flavor>() {
+    let r = fig8_follow_up::<F>(None);
+    assert_eq!(r.o.reads("TX4"), vec![some("c0"), some("a3"), some("b2")]);
+    assert!(r.commit_ts("TX5") > r.commit_ts("TX4"));
+    assert!(r.valid_at(IsolationLevel::Serializable));
+
+    let r = fig8_follow_up::<F>(Some("overwrite-ts"));
+    assert!(r.o.committed("TX5"), "{}", r.o.render());
+    assert!(
+        r.commit_ts("TX5") < r.commit_ts("TX4"),
+        "TX4's claim on A was lost"
+    );
+    assert_eq!(r.o.reads("TX4"), vec![some("c0"), some("a3"), some("b9")]);
+    assert!(!r.valid_at(IsolationLevel::Serializable));
+}
+
+#[test]
+fn fig8_follow_up_the_claim_outlives_the_install_and_overwrite_ts_loses_it() {
+    fig8_follow_up_both::<DstOcc>();
+    fig8_follow_up_both::<Dst2Pl>();
 }
