@@ -8,9 +8,12 @@
 
 pub mod clocksi_rep;
 pub mod common;
+pub mod dst_2pl;
+pub mod dst_occ;
 pub mod nocc;
 pub mod occ;
 pub mod planet;
+pub mod rc;
 pub mod registry;
 pub mod rococo;
 pub mod sss;

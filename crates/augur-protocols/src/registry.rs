@@ -271,6 +271,9 @@ register! {
     AtCoordinator<crate::twopc_baseline::TwoPcBaseline> => crate::twopc_baseline::INFO,
     AtCoordinator<crate::occ::OccNode> => crate::occ::INFO,
     AtCoordinator<crate::two_pl::TwoPlNode> => crate::two_pl::INFO,
+    AtCoordinator<crate::rc::RcNode> => crate::rc::INFO,
+    AtCoordinator<crate::dst_occ::DstOccNode> => crate::dst_occ::INFO,
+    AtCoordinator<crate::dst_2pl::Dst2PlNode> => crate::dst_2pl::INFO,
     AtCoordinator<crate::walter::Walter> => crate::walter::INFO,
     // rococo runs one-shot procedures as deferrable pieces itself (its module docs).
     crate::rococo::Rococo => crate::rococo::INFO,
@@ -301,14 +304,8 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("dst-occ", "DST over OCC"),
-    ("dst-2pl", "DST over 2PL"),
     ("gts", "DST baseline: timestamp oracle"),
     ("vts", "DST baseline: vector timestamps"),
-    (
-        "rc",
-        "DST baseline: read committed (fast, incorrect upper bound)",
-    ),
     (
         "sparkle",
         "Sparkle: speculative deterministic concurrency control",
@@ -446,7 +443,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, walter, rococo"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, walter, rococo"
         );
     }
 }

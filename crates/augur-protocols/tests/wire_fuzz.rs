@@ -6,7 +6,8 @@
 
 use augur_protocols::common::vclock::VClock;
 use augur_protocols::{
-    clocksi_rep, nocc, occ, rococo, str as str_protocol, two_pl, twopc_baseline, walter,
+    clocksi_rep, dst_2pl, dst_occ, nocc, occ, rc, rococo, str as str_protocol, two_pl,
+    twopc_baseline, walter,
 };
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
 use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
@@ -20,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 16;
+const CORPUS_LEN: usize = 18;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -106,7 +107,17 @@ fn corpus() -> Vec<Vec<u8>> {
         frame(occ::Msg::Validate {
             txn,
             reads: vec![(key.clone(), None)],
+            ts,
         }),
+        // DST's read-only read (a snapshot to claim at) and read horizon, on the same engine.
+        frame(dst_occ::Msg::Read {
+            txn,
+            seq: 2,
+            key: key.clone(),
+            prio: ts,
+            snapshot: Some(ts),
+        }),
+        frame(dst_2pl::Msg::Horizon { ts }),
         // Vector timestamps: an altered length byte must be refused, not compared.
         frame(walter::Msg::Propagate {
             txn,
@@ -167,6 +178,9 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     // here so that a protocol given its own messages later cannot be left out.
     take_off_the_wire::<occ::Msg>(frame, placement);
     take_off_the_wire::<two_pl::Msg>(frame, placement);
+    take_off_the_wire::<rc::Msg>(frame, placement);
+    take_off_the_wire::<dst_occ::Msg>(frame, placement);
+    take_off_the_wire::<dst_2pl::Msg>(frame, placement);
     take_off_the_wire::<walter::Msg>(frame, placement);
     take_off_the_wire::<rococo::Msg>(frame, placement);
 }

@@ -24,6 +24,8 @@ pub struct RequestId(pub u64);
 
 /// Physical or logical time in microseconds. Protocols compare timestamps only; what the unit
 /// means (µs since the Unix epoch, or virtual µs in the simulator) is the runtime's business.
+/// A protocol may instead carry [`crate::Hybrid`] values (DST's commit and read timestamps):
+/// then [`Timestamp::micros`] means nothing, and [`crate::Hybrid::physical`] gives the time.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]

@@ -7,6 +7,7 @@
 
 mod client;
 pub mod history;
+mod hybrid;
 mod ids;
 mod isolation;
 mod key;
@@ -17,6 +18,7 @@ pub use client::{
     AbortReason, ArgsFormat, ClientOp, ClientReply, ClientRequest, ClientResponse, ExecutedOp,
     Execution, ProcedureCall, RequestError, RequestForm,
 };
+pub use hybrid::Hybrid;
 pub use ids::{ClientId, DcId, NodeId, PartitionId, RequestId, Timestamp, TxnId};
 pub use isolation::IsolationLevel;
 pub use key::{Key, Value};

@@ -40,14 +40,14 @@ use crate::common::coordinator::{
 };
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::Policy;
-use crate::common::replica::{self, DecisionLog, TxnIds, Writes};
+use crate::common::replica::{self, DecisionLog, ServeLease, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, parse_lock_timeout};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
-use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Hybrid, Key, NodeId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -78,11 +78,41 @@ pub enum Locking {
     TwoPhase,
 }
 
+/// How a flavor commits a transaction declared read-only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadOnly {
+    /// Like any other transaction: validated (`occ`, `2pc-baseline`) or locked (`2pl`).
+    AsAnyOther,
+    /// `rc`: its reads returned the newest committed versions and nothing checks them; it
+    /// commits with no message. The same mechanism as the mutant `no-read-only-validation`,
+    /// claimed honestly (read committed).
+    Unvalidated,
+}
+
+/// Where commit timestamps come from, and what read-only transactions read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timestamping {
+    /// One version is read: the newest. Each participant proposes a timestamp above every
+    /// version it applied and the commit takes the largest; read-only transactions run as
+    /// [`ReadOnly`] says.
+    Single,
+    /// DST's decentralized scalar timestamps (`dst-occ`, `dst-2pl`; the rules and why they
+    /// are correct are in [`crate::dst_occ`]): hybrid commit timestamps above every tuple
+    /// timestamp read or locked, installed into every tuple read and written; declared
+    /// read-only transactions read a snapshot at a timestamp of their own, claiming each tuple
+    /// and waiting for at most one writer, and commit with no message.
+    Dst,
+}
+
 /// What distinguishes one protocol built on this engine from another.
 pub trait Flavor: Send + 'static {
     /// The protocol's registry entry (its mutants are the ones [`LockCommit`] accepts).
     const INFO: ProtocolInfo;
     const LOCKING: Locking;
+    /// How read-only transactions commit (under [`Timestamping::Single`]).
+    const READ_ONLY: ReadOnly = ReadOnly::AsAnyOther;
+    /// Where commit timestamps come from.
+    const TIMESTAMPS: Timestamping = Timestamping::Single;
     /// How long a lock request waits when the `lock_timeout` setting is not given (unused
     /// under [`Locking::Optimistic`], which never waits).
     const DEFAULT_LOCK_TIMEOUT: Duration;
@@ -98,6 +128,20 @@ enum Mutant {
     /// `2pl`: a shared lock is released as soon as the read is served (not two-phase), and the
     /// prepare no longer asks for it.
     EarlyReadUnlock,
+    /// DST: a read-only read returns the newest version at or below its timestamp with no claim
+    /// and no wait.
+    NoDepRead,
+    /// DST: a read-only read claims but never waits for a writer.
+    ClaimWithoutWait,
+    /// DST: Fig. 9 as written: claim and wait only if the tuple timestamp was at or below the
+    /// reader's timestamp before the claim.
+    LiteralFig9Wait,
+    /// DST: "≥" instead of "+1" above tuple and version timestamps.
+    NoPlusOne,
+    /// DST: RW2 installs the commit timestamp into the tuples written only.
+    NoReadSetInstall,
+    /// DST: an install sets the tuple timestamp to the commit timestamp instead of raising it.
+    OverwriteTs,
 }
 
 impl Mutant {
@@ -106,6 +150,12 @@ impl Mutant {
             "no-read-validation" => Some(Mutant::NoReadValidation),
             "no-read-only-validation" => Some(Mutant::NoReadOnlyValidation),
             "early-read-unlock" => Some(Mutant::EarlyReadUnlock),
+            "no-dep-read" => Some(Mutant::NoDepRead),
+            "claim-without-wait" => Some(Mutant::ClaimWithoutWait),
+            "literal-fig9-wait" => Some(Mutant::LiteralFig9Wait),
+            "no-plus-one" => Some(Mutant::NoPlusOne),
+            "no-read-set-install" => Some(Mutant::NoReadSetInstall),
+            "overwrite-ts" => Some(Mutant::OverwriteTs),
             _ => None,
         }
     }
@@ -123,19 +173,23 @@ impl Mutant {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     /// Coordinator → a replica of `key` (`2pl`, `occ`: its master): the newest committed
-    /// version. `prio` is the transaction's age for wait-die (its begin time).
+    /// version. `prio` is the transaction's age for wait-die (its begin time). `snapshot`: a
+    /// DST read-only read at that timestamp (claim, wait, read the newest version at or below).
     Read {
         txn: TxnId,
         seq: u32,
         key: Key,
         prio: Timestamp,
+        snapshot: Option<Timestamp>,
     },
-    /// Replica → coordinator: the value read and the writer of its version.
+    /// Replica → coordinator: the value read, the writer of its version and the version's
+    /// timestamp (DST's RW1 goes above it).
     ReadReply {
         txn: TxnId,
         seq: u32,
         value: Option<Value>,
         version: Option<TxnId>,
+        ts: Timestamp,
     },
     /// Master → coordinator (`2pl`): the read's shared lock was refused (wait-die) or not
     /// granted in time; the transaction must abort.
@@ -157,8 +211,13 @@ pub enum Msg {
         vote: Result<Timestamp, AbortReason>,
     },
     /// Coordinator → the master of every key read (`occ`, after every lock is held): do these
-    /// keys still have these versions, unlocked by others?
-    Validate { txn: TxnId, reads: Reads },
+    /// keys still have these versions, unlocked by others? Under DST `ts` is the commit
+    /// timestamp, fixed before this round, which a valid key's tuple timestamp is raised to.
+    Validate {
+        txn: TxnId,
+        reads: Reads,
+        ts: Timestamp,
+    },
     /// Master → coordinator: the answer to `Validate`, with a proposed timestamp.
     Validated {
         txn: TxnId,
@@ -173,6 +232,9 @@ pub enum Msg {
     Applied { txn: TxnId },
     /// Participant → coordinator: what became of this transaction, prepared here long ago?
     QueryOutcome { txn: TxnId },
+    /// DST, node → every node, each tick: no read-only transaction this node coordinates, now
+    /// or later, reads below `ts` (garbage collection keeps what they may read).
+    Horizon { ts: Timestamp },
 }
 
 /// Reads, prepares and validations go to replicas of their keys from the transaction's
@@ -191,7 +253,7 @@ impl CheckMessage for Msg {
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))?;
                 writes.iter().try_for_each(|(key, _)| at.key_here(key))
             }
-            Msg::Validate { txn, reads } => {
+            Msg::Validate { txn, reads, .. } => {
                 at.txn_of_sender(*txn)?;
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))
             }
@@ -202,6 +264,8 @@ impl CheckMessage for Msg {
             | Msg::Validated { txn, .. }
             | Msg::Applied { txn }
             | Msg::QueryOutcome { txn } => at.txn_here(*txn),
+            // Any timestamp is a lower bound some node may announce.
+            Msg::Horizon { .. } => Ok(()),
         }
     }
 }
@@ -253,6 +317,14 @@ struct Counters {
     validation_failures: u64,
     read_only_committed: u64,
     read_only_aborted: u64,
+    /// DST: read-only reads that waited for a writer.
+    snapshot_read_waits: u64,
+    /// DST: read-only reads that raised a tuple timestamp.
+    claims: u64,
+    /// DST: claim ceilings persisted.
+    ceiling_writes: u64,
+    /// DST: how far the garbage-collection horizon was behind the clock at the last tick, µs.
+    gc_horizon_lag_us: u64,
 }
 
 /// A transaction this node coordinates.
@@ -261,6 +333,9 @@ struct Coord {
     read_only: bool,
     /// Its age under wait-die: the begin time here.
     prio: Timestamp,
+    /// DST: a read-only transaction's read timestamp; a read-write one's lower bound on its
+    /// commit timestamp so far (its begin time, above every version read).
+    ts: Timestamp,
     reads: Reads,
     /// Nodes a read was sent to that may hold a lock of it (`2pl`): told of an abort.
     read_nodes: BTreeSet<NodeId>,
@@ -306,6 +381,9 @@ struct Participant {
     waiting_read: Option<(u32, Key)>,
     /// When its outcome was last asked for (or its latest read or vote, before the first time).
     last_query: Timestamp,
+    /// DST: a lower bound on its commit timestamp, computed when it took its exclusive locks
+    /// here (zero until then, and for one recovered from the log: readers wait for it).
+    floor: Timestamp,
 }
 
 impl Participant {
@@ -317,17 +395,40 @@ impl Participant {
             voted: false,
             waiting_read: None,
             last_query: now,
+            floor: Timestamp::ZERO,
         }
     }
 }
+
+/// A DST read-only read waiting at a master for a writer to release the key.
+struct SnapshotRead {
+    txn: TxnId,
+    seq: u32,
+    key: Key,
+    snapshot: Timestamp,
+}
+
+/// The setting of DST's read staleness δ (§5.4): read-only transactions read at `now − δ`.
+pub const READ_STALENESS: &str = "read_staleness_ms";
+
+/// The values [`READ_STALENESS`] accepts, in milliseconds.
+pub const READ_STALENESS_VALUES: &[&str] = &["0", "1", "5", "10", "20", "50", "100", "200", "500"];
+
+/// How far past a claim, in clock time, a DST node's durable claim ceiling is raised at a
+/// time: at most one log record per this much, and after a restart writers start at most this
+/// far above the last claim.
+pub const CLAIM_SLACK: Duration = Duration::from_millis(50);
 
 /// One node running a protocol of flavor `F`.
 pub struct LockCommit<F> {
     env: NodeEnv,
     mutant: Option<Mutant>,
     lock_timeout: Duration,
-    /// One committed version per key (older ones wait for garbage collection).
-    store: MvStore<()>,
+    /// One committed version per key (older ones wait for garbage collection; DST keeps those
+    /// a read-only transaction may still read). The metadata is DST's tuple read timestamp
+    /// (`rts`: the highest claim or read-set install); the newest version's timestamp is the
+    /// tuple's write timestamp.
+    store: MvStore<Timestamp>,
     /// Above the timestamp of every version applied here: proposals exceed it.
     clock: Timestamp,
     locks: LockSets<Timestamp>,
@@ -341,14 +442,37 @@ pub struct LockCommit<F> {
     /// begin time of each client's oldest attempt since its last commit (`2pl`; volatile).
     ages: FxHashMap<ClientId, Timestamp>,
     counters: Counters,
+    /// DST: the durable claim ceiling: no tuple timestamp here exceeds it, and after a restart
+    /// every new writer's timestamp exceeds the recovered one.
+    ceiling: ServeLease,
+    /// DST: read staleness δ.
+    staleness: Duration,
+    /// DST: read-only reads waiting for a writer, by the writer.
+    snapshot_reads: FxHashMap<TxnId, Vec<SnapshotRead>>,
+    /// DST: the latest read horizon each node announced.
+    horizons: FxHashMap<NodeId, Timestamp>,
     flavor: PhantomData<fn() -> F>,
 }
 
 impl<F: Flavor> LockCommit<F> {
+    /// Whether this flavor runs DST's timestamps.
+    const DST: bool = matches!(F::TIMESTAMPS, Timestamping::Dst);
+
     /// The newest committed version of `key` here: its value and writer.
     pub fn latest(&self, key: &Key) -> Option<(TxnId, Option<Value>)> {
         let v = self.store.get(key)?.latest_committed()?;
         Some((v.writer, v.value.clone()))
+    }
+
+    /// How many committed versions of `key` this node keeps (DST keeps those a read-only
+    /// transaction may still read).
+    pub fn versions_kept(&self, key: &Key) -> usize {
+        self.store.get(key).map_or(0, |e| e.version_count())
+    }
+
+    /// DST: `key`'s tuple read timestamp here (zero for a key never claimed or read).
+    pub fn read_timestamp_of(&self, key: &Key) -> Timestamp {
+        self.store.get(key).map_or(Timestamp::ZERO, |e| e.meta)
     }
 
     fn id(&self) -> NodeId {
@@ -371,13 +495,22 @@ impl<F: Flavor> LockCommit<F> {
                 seq,
                 key,
                 prio,
+                snapshot: None,
             } => self.serve_read(ctx, txn, seq, key, prio),
+            Msg::Read {
+                txn,
+                seq,
+                key,
+                snapshot: Some(snapshot),
+                ..
+            } => self.serve_snapshot_read(ctx, txn, seq, key, snapshot),
             Msg::ReadReply {
                 txn,
                 seq,
                 value,
                 version,
-            } => self.read_reply(ctx, txn, seq, value, version),
+                ts,
+            } => self.read_reply(ctx, txn, seq, value, version, ts),
             Msg::ReadRefused { txn, seq, reason } => self.read_refused(ctx, txn, seq, reason),
             Msg::Prepare {
                 txn,
@@ -386,11 +519,15 @@ impl<F: Flavor> LockCommit<F> {
                 writes,
             } => self.prepare(ctx, txn, prio, reads, writes),
             Msg::Vote { txn, vote } => self.vote(ctx, from, txn, Round::Prepare, vote),
-            Msg::Validate { txn, reads } => self.validate(ctx, txn, reads),
+            Msg::Validate { txn, reads, ts } => self.validate(ctx, txn, reads, ts),
             Msg::Validated { txn, vote } => self.vote(ctx, from, txn, Round::Validate, vote),
             Msg::Decide { txn, commit } => self.on_decide(ctx, txn, commit),
             Msg::Applied { txn } => self.decided.acknowledge(ctx, txn, from),
             Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
+            Msg::Horizon { ts } => {
+                let latest = self.horizons.entry(from).or_insert(ts);
+                *latest = (*latest).max(ts);
+            }
         }
     }
 
@@ -416,7 +553,9 @@ impl<F: Flavor> LockCommit<F> {
         seq: u32,
         value: Option<Value>,
         version: Option<TxnId>,
+        ts: Timestamp,
     ) {
+        let plus_one = self.mutant != Some(Mutant::NoPlusOne);
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
@@ -424,9 +563,16 @@ impl<F: Flavor> LockCommit<F> {
             return;
         }
         let key = t.reading.take().expect("a pending read names its key");
+        let snapshot_read = Self::DST && t.read_only;
+        if Self::DST && !t.read_only {
+            // RW1: the commit timestamp goes above every version read.
+            let above = if plus_one { ts.next() } else { ts };
+            t.ts = t.ts.max(above);
+        }
         // Under 2PL a key read twice returns one version while the shared lock is held; a
         // second one means the master lost the lock in a crash and a writer got in.
         let lost_lock = F::LOCKING == Locking::TwoPhase
+            && !snapshot_read
             && t.reads.iter().any(|(k, v)| *k == key && *v != version);
         if lost_lock {
             return self.abort(ctx, txn, AbortReason::ValidationFailed);
@@ -511,6 +657,7 @@ impl<F: Flavor> LockCommit<F> {
             round,
             waiting,
             to_validate,
+            commit_ts,
             ..
         }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
         else {
@@ -519,12 +666,15 @@ impl<F: Flavor> LockCommit<F> {
         if to_validate.is_empty() {
             return self.decide(ctx, txn);
         }
+        // DST (T-4): the commit timestamp is fixed here, before any validation, and each
+        // validation installs it; the validations answer with it, so it does not move.
+        let ts = *commit_ts;
         let reads = std::mem::take(to_validate);
         let by_master = ByReplica::group_reads_at(&placement, ReadsAt::Master, &reads, Vec::new());
         *round = Round::Validate;
         *waiting = by_master.parts.keys().copied().collect();
         for (node, (reads, _)) in by_master.parts {
-            self.deliver(ctx, node, Msg::Validate { txn, reads });
+            self.deliver(ctx, node, Msg::Validate { txn, reads, ts });
         }
     }
 
@@ -616,18 +766,131 @@ impl<F: Flavor> LockCommit<F> {
     /// `txn` holds its shared lock).
     fn answer_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32, key: Key) {
         ctx.charge(Work::reads(1));
-        let (version, value) = self.latest(&key).unzip();
+        let latest = self.store.get(&key).and_then(|e| e.latest_committed());
         let msg = Msg::ReadReply {
             txn,
             seq,
-            value: value.flatten(),
-            version,
+            value: latest.and_then(|v| v.value.clone()),
+            version: latest.map(|v| v.writer),
+            ts: latest.map_or(Timestamp::ZERO, |v| v.ts),
         };
         self.deliver(ctx, txn.coordinator(), msg);
         if self.mutant == Some(Mutant::EarlyReadUnlock) {
             // Not two-phase: an executing transaction holds only shared locks, all released.
             self.release(ctx, txn);
         }
+    }
+
+    /// DST's RO2 (`DEP_READ`) at `key`'s master for read-only `txn` at `snapshot`: claim the
+    /// tuple (raise its read timestamp to `snapshot`, so every writer that locks it from now on
+    /// commits above the reader), then wait while a writer whose timestamp may still fall at or
+    /// below `snapshot` holds it, then read the newest version at or below `snapshot`.
+    fn serve_snapshot_read(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        snapshot: Timestamp,
+    ) {
+        let read = SnapshotRead {
+            txn,
+            seq,
+            key,
+            snapshot,
+        };
+        let (claim, wait) = match self.mutant {
+            Some(Mutant::NoDepRead) => (false, false),
+            Some(Mutant::ClaimWithoutWait) => (true, false),
+            // Fig. 9 as written guards both on the tuple timestamp (trap T-1).
+            Some(Mutant::LiteralFig9Wait) => {
+                let guard = self.read_timestamp_of(&read.key) <= snapshot;
+                (guard, guard)
+            }
+            _ => (true, true),
+        };
+        if claim && self.raise_read_timestamp(ctx, &read.key, snapshot) {
+            self.counters.claims += 1;
+        }
+        if wait {
+            self.wait_or_answer(ctx, read, true);
+        } else {
+            self.answer_snapshot_read(ctx, read);
+        }
+    }
+
+    /// Park `read` behind the writer it must wait for, if there is one (`first`: a new wait,
+    /// counted); otherwise answer it. A writer waits for is the one holding the key exclusively whose floor (the
+    /// lower bound on its commit timestamp it computed when it locked) is at or below the
+    /// reader's timestamp: it may commit inside the snapshot. A writer with a higher floor, or
+    /// one that locks after the claim (its floor is above the claim), commits outside it. Shared
+    /// locks never make a reader wait.
+    fn wait_or_answer(&mut self, ctx: &mut Ctx<'_, Self>, read: SnapshotRead, first: bool) {
+        let holder = self.locks.writer(&read.key).filter(|holder| {
+            *holder != read.txn
+                && self
+                    .participants
+                    .get(holder)
+                    .is_none_or(|p| p.floor <= read.snapshot)
+        });
+        match holder {
+            Some(holder) => {
+                if first {
+                    self.counters.snapshot_read_waits += 1;
+                }
+                self.snapshot_reads.entry(holder).or_default().push(read);
+            }
+            None => self.answer_snapshot_read(ctx, read),
+        }
+    }
+
+    /// Answer a DST read-only read with the newest committed version at or below its snapshot.
+    fn answer_snapshot_read(&mut self, ctx: &mut Ctx<'_, Self>, read: SnapshotRead) {
+        ctx.charge(Work::reads(1));
+        let version = self
+            .store
+            .get(&read.key)
+            .and_then(|e| e.read_at(read.snapshot));
+        let msg = Msg::ReadReply {
+            txn: read.txn,
+            seq: read.seq,
+            value: version.and_then(|v| v.value.clone()),
+            version: version.map(|v| v.writer),
+            ts: version.map_or(Timestamp::ZERO, |v| v.ts),
+        };
+        self.deliver(ctx, read.txn.coordinator(), msg);
+    }
+
+    /// DST: raise `key`'s tuple read timestamp to `ts` (never lower it), under the durable
+    /// claim ceiling; whether it rose. An absent key gets an entry, so a later writer sees the
+    /// claim (trap T-6).
+    fn raise_read_timestamp(&mut self, ctx: &mut Ctx<'_, Self>, key: &Key, ts: Timestamp) -> bool {
+        if self.ceiling.cover_with::<Self, Timestamp>(ctx, ts, |now| {
+            Hybrid::add(ts.max(Hybrid::at(now)), CLAIM_SLACK)
+        }) {
+            self.counters.ceiling_writes += 1;
+        }
+        let rts = &mut self.store.entry(key).meta;
+        let rose = ts > *rts;
+        *rts = (*rts).max(ts);
+        rose
+    }
+
+    /// DST: the least commit timestamp a writer locking `key` now may take (RW1): above the
+    /// tuple's write timestamp (its newest version's) and read timestamp, and above every
+    /// timestamp claimed here before the last restart.
+    fn writer_floor(&self, key: &Key) -> Timestamp {
+        let entry = self.store.get(key);
+        let wts = entry
+            .and_then(|e| e.latest_committed())
+            .map_or(Timestamp::ZERO, |v| v.ts);
+        let tuple = wts.max(entry.map_or(Timestamp::ZERO, |e| e.meta));
+        let above = if self.mutant == Some(Mutant::NoPlusOne) {
+            tuple
+        } else {
+            tuple.next()
+        };
+        above.max(self.ceiling.proposal_floor())
     }
 
     /// `txn`'s read cannot have its lock: drop `txn` here and tell its coordinator.
@@ -710,8 +973,19 @@ impl<F: Flavor> LockCommit<F> {
                 return self.refuse(ctx, txn, AbortReason::ValidationFailed);
             }
         }
-        let ts = ctx.now().max(self.clock.next());
+        let ts = if Self::DST {
+            // RW1 at the lock: above every tuple written here (a participant that only holds
+            // shared locks adds nothing). Readers of these keys compare it with their snapshot.
+            p.writes
+                .iter()
+                .map(|(key, _)| self.writer_floor(key))
+                .max()
+                .unwrap_or(Timestamp::ZERO)
+        } else {
+            ctx.now().max(self.clock.next())
+        };
         let p = self.participants.get_mut(&txn).expect("checked above");
+        p.floor = ts;
         p.voted = true;
         p.last_query = ctx.now();
         ctx.persist(Record::Prepared {
@@ -724,13 +998,23 @@ impl<F: Flavor> LockCommit<F> {
 
     /// `occ`'s validation at a master: every key read still has the version read and no other
     /// transaction holds its lock (it may be committing a new version). Nothing is kept.
-    fn validate(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reads: Reads) {
+    fn validate(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reads: Reads, ts: Timestamp) {
         ctx.charge(Work::reads(reads.len()));
         let valid = reads_unchanged(&self.store, &reads)
             && !reads
                 .iter()
                 .any(|(key, _)| self.locks.written_by_other(txn, key));
-        let vote = if valid {
+        let vote = if valid && Self::DST {
+            // RW2 for the read set, in the handler that validated (T-4): a writer that locks
+            // one of these keys from now on commits above `ts`. If the transaction aborts
+            // elsewhere the raised timestamps stay, harmlessly.
+            if self.mutant != Some(Mutant::NoReadSetInstall) {
+                for (key, _) in &reads {
+                    self.raise_read_timestamp(ctx, key, ts);
+                }
+            }
+            Ok(ts)
+        } else if valid {
             Ok(ctx.now().max(self.clock.next()))
         } else {
             self.counters.validation_failures += 1;
@@ -765,6 +1049,12 @@ impl<F: Flavor> LockCommit<F> {
             } else if p.preparing && !p.voted {
                 self.validate_and_vote(ctx, ready);
             }
+        }
+        // DST: the read-only reads that waited for `txn` look again, once the new holders
+        // computed their floors above: a new holder locked after the claim, so it does not
+        // hold them back, unless it is one recovered or still gathering its locks.
+        for read in self.snapshot_reads.remove(&txn).unwrap_or_default() {
+            self.wait_or_answer(ctx, read, false);
         }
     }
 
@@ -810,6 +1100,16 @@ impl<F: Flavor> LockCommit<F> {
         }
         let p = self.participants.remove(&txn).expect("checked above");
         self.ended.insert(txn, ctx.now());
+        // DST's RW2 for the read set under 2PL: at the masters holding the shared locks, before
+        // they go (under OCC the validation did it).
+        if Self::DST
+            && F::LOCKING == Locking::TwoPhase
+            && self.mutant != Some(Mutant::NoReadSetInstall)
+        {
+            for (key, _) in &p.reads {
+                self.raise_read_timestamp(ctx, key, commit_ts);
+            }
+        }
         ctx.persist(replica::Record::Committed { txn, commit_ts }.into());
         let wrote = !p.writes.is_empty();
         self.install(commit_ts, txn, p.writes);
@@ -823,8 +1123,20 @@ impl<F: Flavor> LockCommit<F> {
     /// Install `txn`'s writes committed at `commit_ts` (live and in replay alike).
     fn install(&mut self, commit_ts: Timestamp, txn: TxnId, writes: Writes) {
         self.clock = self.clock.max(commit_ts);
+        let overwrite = self.mutant == Some(Mutant::OverwriteTs);
         for (key, value) in writes {
-            self.store.entry(&key).put_committed(txn, commit_ts, value);
+            let entry = self.store.entry(&key);
+            entry.put_committed(txn, commit_ts, value);
+            if Self::DST {
+                // RW2: tuple timestamps only rise (T-2); a reader may have claimed above
+                // `commit_ts` while the writer held the lock. The version's own timestamp
+                // already bounds later writers; this keeps the paper's single tuple timestamp.
+                entry.meta = if overwrite {
+                    commit_ts
+                } else {
+                    entry.meta.max(commit_ts)
+                };
+            }
         }
     }
 
@@ -869,9 +1181,52 @@ impl<F: Flavor> LockCommit<F> {
         }
         let horizon = now.saturating_sub(self.env.options.gc_retention);
         self.ended.retain(|_, at| *at >= horizon);
-        // Single version: only the newest committed version of a key is ever read.
-        self.store.collect_garbage(Timestamp::MAX, GC_BATCH);
+        if Self::DST {
+            self.collect_below_horizon(ctx);
+        } else {
+            // Single version: only the newest committed version of a key is ever read.
+            self.store.collect_garbage(Timestamp::MAX, GC_BATCH);
+        }
         ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
+    }
+
+    /// DST's read timestamp for a read-only transaction beginning now (RO1): the hybrid clock
+    /// `δ` ago, and at least `floor` (the hook for §6's session rule: the largest commit
+    /// timestamp the session has seen; `None` until clients send one).
+    fn read_timestamp(&self, now: Timestamp, floor: Option<Timestamp>) -> Timestamp {
+        let ts = Hybrid::at(now.saturating_sub(self.staleness));
+        floor.map_or(ts, |floor| ts.max(floor))
+    }
+
+    /// DST's garbage collection, which never makes a read-only transaction abort: tell every
+    /// node how low the read-only transactions coordinated here read, now and later (the
+    /// oldest running one's timestamp, and [`Self::read_timestamp`] now, below which no later
+    /// one reads since clocks only advance); then keep, at every key, the newest version at or
+    /// below the lowest announcement of every node (none from some node yet: keep everything).
+    fn collect_below_horizon(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let me = self.id();
+        let mine = self
+            .coord
+            .values()
+            .filter(|t| t.read_only)
+            .map(|t| t.ts)
+            .fold(self.read_timestamp(now, None), Timestamp::min);
+        let latest = self.horizons.entry(me).or_insert(mine);
+        *latest = (*latest).max(mine);
+        let nodes: Vec<NodeId> = self.env.placement.nodes().collect();
+        for &node in nodes.iter().filter(|n| **n != me) {
+            ctx.send(node, Msg::Horizon { ts: mine });
+        }
+        if nodes.iter().all(|n| self.horizons.contains_key(n)) {
+            let horizon = self
+                .horizons
+                .values()
+                .copied()
+                .fold(Timestamp::MAX, Timestamp::min);
+            self.store.collect_garbage(horizon, GC_BATCH);
+            self.counters.gc_horizon_lag_us = now.0.saturating_sub(Hybrid::physical(horizon).0);
+        }
     }
 
     /// Rebuild state from one durable record (see [`Record`]).
@@ -900,8 +1255,10 @@ impl<F: Flavor> LockCommit<F> {
                 self.participants.remove(&txn);
                 self.locks.release(txn);
             }
+            // DST's claim ceiling.
+            Record::Kit(Kit::Served { up_to }) => self.ceiling.replayed(up_to),
             // Not written by this protocol.
-            Record::Kit(Kit::Installed { .. } | Kit::Served { .. } | Kit::Watermark(_)) => {}
+            Record::Kit(Kit::Installed { .. } | Kit::Watermark(_)) => {}
             Record::Prepared { txn, reads, writes } => {
                 // The prepared held these locks together before the crash, so they are
                 // granted again; the oldest priority makes any requester, not them, yield.
@@ -940,7 +1297,9 @@ impl<F: Flavor> LockCommit<F> {
             waiting: participants.iter().copied().collect(),
             participants,
             write_replicas: by_replica.write_replicas,
-            commit_ts: Timestamp::ZERO,
+            // DST's RW1 starts from the begin time and the versions read; the votes add the
+            // floors of the tuples locked.
+            commit_ts: if Self::DST { t.ts } else { Timestamp::ZERO },
             to_validate,
         };
         ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
@@ -969,12 +1328,18 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             Locking::TwoPhase => *self.ages.entry(pending.client).or_insert(now),
             Locking::AtCommit | Locking::Optimistic => now,
         };
+        let ts = match (Self::DST, read_only) {
+            (false, _) => now,
+            (true, false) => Hybrid::at(now),
+            (true, true) => self.read_timestamp(now, None),
+        };
         self.coord.insert(
             txn,
             Coord {
                 client: pending.client,
                 read_only,
                 prio,
+                ts,
                 reads: Vec::new(),
                 read_nodes: BTreeSet::new(),
                 pending: None,
@@ -984,8 +1349,9 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 phase: Phase::Executing,
             },
         );
-        // Single version: there is no snapshot; the begin time stands in.
-        let snapshot = ctx.now();
+        // Single version: there is no snapshot; the begin time stands in. DST: the read
+        // timestamp, or the commit timestamp's start.
+        let snapshot = ts;
         pending.answer(ctx, ClientReply::Begun { txn, snapshot });
     }
 
@@ -1003,13 +1369,14 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         let seq = t.read_seq;
         let prio = t.prio;
         t.reading = Some(key.clone());
+        let snapshot = (Self::DST && t.read_only).then_some(t.ts);
         let partition = placement.partition_of(&key);
         let replica = match F::LOCKING {
             Locking::AtCommit => placement.closest_replica(me, partition),
             // The master holds the locks (2PL's shared ones, OCC's that validation checks).
             Locking::Optimistic | Locking::TwoPhase => placement.master(partition),
         };
-        if F::LOCKING == Locking::TwoPhase {
+        if F::LOCKING == Locking::TwoPhase && snapshot.is_none() {
             t.read_nodes.insert(replica);
         }
         if replica != me {
@@ -1021,6 +1388,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             seq,
             key,
             prio,
+            snapshot,
         };
         self.deliver(ctx, replica, msg);
     }
@@ -1037,7 +1405,16 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             let err = RequestError::WriteInReadOnly(txn);
             return pending.answer(ctx, ClientReply::Rejected(err));
         }
-        let unvalidated = (t.read_only && mutant == Some(Mutant::NoReadOnlyValidation))
+        if Self::DST && t.read_only {
+            // RO: its reads form a snapshot at its timestamp; nothing to check or tell anyone.
+            let commit_ts = t.ts;
+            self.coord.remove(&txn);
+            self.counters.read_only_committed += 1;
+            return pending.answer(ctx, ClientReply::Committed { commit_ts });
+        }
+        let unvalidated_read_only =
+            F::READ_ONLY == ReadOnly::Unvalidated || mutant == Some(Mutant::NoReadOnlyValidation);
+        let unvalidated = (t.read_only && unvalidated_read_only)
             || (F::LOCKING == Locking::Optimistic && mutant == Some(Mutant::NoReadValidation));
         let reads = if unvalidated { &[][..] } else { &t.reads[..] };
         let (by_replica, to_validate) = match F::LOCKING {
@@ -1052,7 +1429,8 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             ),
         };
         if by_replica.parts.is_empty() && to_validate.is_empty() {
-            // Nothing read or written (or a mutant's unvalidated transaction). A 2PL mutant
+            // Nothing read or written (or an unvalidated read-only transaction: `rc`'s, a
+            // mutant's). A 2PL mutant
             // read-only transaction still releases what it holds.
             let t = self.coord.remove(&txn).expect("executing");
             if t.read_only {
@@ -1062,7 +1440,8 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             for node in t.read_nodes {
                 self.deliver(ctx, node, Msg::Decide { txn, commit: None });
             }
-            return pending.answer(ctx, ClientReply::Committed { commit_ts: now });
+            let commit_ts = if Self::DST { t.ts } else { now };
+            return pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
         self.start_commit(ctx, txn, pending, by_replica, to_validate);
     }
@@ -1118,6 +1497,15 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             decided: DecisionLog::default(),
             ages: FxHashMap::default(),
             counters: Counters::default(),
+            ceiling: ServeLease::default(),
+            staleness: env
+                .options
+                .settings
+                .get(READ_STALENESS)
+                .and_then(|v| v.parse().ok())
+                .map_or(Duration::ZERO, Duration::from_millis),
+            snapshot_reads: FxHashMap::default(),
+            horizons: FxHashMap::default(),
             flavor: PhantomData,
         }
     }
@@ -1131,6 +1519,11 @@ impl<F: Flavor> Protocol for LockCommit<F> {
     }
 
     fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+        if Self::DST {
+            // The claim ceiling outlives the log records that raised it.
+            let up_to = self.ceiling.up_to();
+            emit(replica::Record::Served { up_to }.into());
+        }
         self.ids.checkpoint::<Record, Timestamp>(emit);
         replica::checkpoint_versions::<_, _, Record>(&self.store, emit);
         let mut prepared: Vec<_> = self.participants.iter().filter(|(_, p)| p.voted).collect();
@@ -1181,7 +1574,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
-        vec![
+        let mut counters = vec![
             ("lock_waits", c.lock_waits),
             ("lock_timeouts", c.lock_timeouts),
             ("lock_refusals", c.lock_refusals),
@@ -1193,7 +1586,16 @@ impl<F: Flavor> Protocol for LockCommit<F> {
                 self.participants.values().filter(|p| p.voted).count() as u64,
             ),
             ("decisions_kept_now", self.decided.iter().count() as u64),
-        ]
+        ];
+        if Self::DST {
+            counters.extend([
+                ("read_only_waits", c.snapshot_read_waits),
+                ("claims", c.claims),
+                ("ceiling_writes", c.ceiling_writes),
+                ("gc_horizon_lag_us", c.gc_horizon_lag_us),
+            ]);
+        }
+        counters
     }
 }
 
@@ -1207,6 +1609,9 @@ mod tests {
             crate::twopc_baseline::INFO,
             crate::occ::INFO,
             crate::two_pl::INFO,
+            crate::rc::INFO,
+            crate::dst_occ::INFO,
+            crate::dst_2pl::INFO,
         ] {
             for (name, _) in info.mutants {
                 assert_eq!(Mutant::offered(&info, name), Mutant::named(name), "{name}");

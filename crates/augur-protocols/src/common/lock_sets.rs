@@ -121,6 +121,15 @@ impl<P: Ord> LockSets<P> {
             .any(|(t, mode)| t != txn && mode == LockMode::Exclusive)
     }
 
+    /// The transaction holding `key` exclusively, if one does (a DST read-only read waits for
+    /// it when its timestamp may fall below the reader's).
+    pub fn writer(&self, key: &Key) -> Option<TxnId> {
+        self.locks
+            .holders(key)
+            .find(|(_, mode)| *mode == LockMode::Exclusive)
+            .map(|(t, _)| t)
+    }
+
     /// How many transactions have a lock set here (held or awaited).
     pub fn len(&self) -> usize {
         self.missing.len()

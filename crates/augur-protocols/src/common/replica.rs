@@ -586,10 +586,43 @@ impl ServeLease {
         ctx: &mut Ctx<'_, P>,
         snapshot: Timestamp,
     ) {
-        if snapshot > self.up_to {
-            self.up_to = snapshot.max(ctx.now()).saturating_add(SERVE_LEASE);
-            ctx.persist(Record::Served { up_to: self.up_to });
+        self.cover_with::<P, D>(ctx, snapshot, |now| {
+            snapshot.max(now).saturating_add(SERVE_LEASE)
+        });
+    }
+
+    /// Before letting `value` be observed (a snapshot served, a timestamp claimed): if it is
+    /// past the durable bound, persist a new bound, `bound(now)` (at least `value`), in a
+    /// `Served` record, which the runtime makes durable before any message of this handler
+    /// leaves. For protocols whose timestamps are not the clock's microseconds (DST's hybrid
+    /// ones) or whose log wraps this family's records. Whether it persisted.
+    pub fn cover_with<P: Protocol, D>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        value: Timestamp,
+        bound: impl FnOnce(Timestamp) -> Timestamp,
+    ) -> bool
+    where
+        P::Record: From<Record<D>>,
+    {
+        if value <= self.up_to {
+            return false;
         }
+        self.up_to = bound(ctx.now()).max(value);
+        ctx.persist(Record::<D>::Served { up_to: self.up_to }.into());
+        true
+    }
+
+    /// The durable bound (what a checkpoint keeps).
+    pub fn up_to(&self) -> Timestamp {
+        self.up_to.max(self.recovered)
+    }
+
+    /// Replay of a `Served` record: after a restart, everything up to it may have been
+    /// observed before the crash.
+    pub fn replayed(&mut self, up_to: Timestamp) {
+        self.up_to = self.up_to.max(up_to);
+        self.recovered = self.up_to;
     }
 
     /// The smallest timestamp a proposal may take: above every snapshot served before the
