@@ -62,7 +62,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over per-row 2PL",
     summary: "2pl plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, installed at the decision into every tuple read and written; read-only transactions lock nothing, read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     commit_order_evidence: true,
-    promises: &[Promise::AbortFreeReadOnly],
+    promises: &[
+        Promise::AbortFreeReadOnly,
+        Promise::TimestampsOrderDependencies,
+        Promise::BoundedStaleness,
+    ],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -73,10 +77,12 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     forms: INTERACTIVE_AND_ONE_SHOT,
 };
 
-/// The protocol settings `dst-2pl` accepts: `2pl`'s lock timeout and `dst-occ`'s staleness.
+/// The protocol settings `dst-2pl` accepts: `2pl`'s lock timeout and `dst-occ`'s staleness
+/// and session rule.
 pub const SETTINGS: &[SettingInfo] = &[
     crate::two_pl::SETTINGS[0],
     crate::dst_occ::STALENESS_SETTING,
+    crate::dst_occ::SESSION_SETTING,
 ];
 
 /// The mutants `dst-2pl` knows: `dst-occ`'s, each applying to the same rule here (the

@@ -99,8 +99,19 @@
 //! validate-and-install atomic (T-4), the read-set install the public code omits (T-5),
 //! absent keys (T-6), reads at the master (T-7). augur's: the 52/12 layout, the claim ceiling,
 //! garbage collection, the floor-based wait on the holder, and `occ`'s engine choices
-//! (replication, durability, termination; see [`crate::occ`]). §6's session rule is a hook in
-//! the engine (a read timestamp is at least the session's floor) not yet fed by clients.
+//! (replication, durability, termination; see [`crate::occ`]).
+//!
+//! # Sessions (§6)
+//!
+//! Commit timestamps can run ahead of clocks (a claim pushes a writer above it), so a client's
+//! read-only transaction at `hybrid(now)` may miss the client's own write just acknowledged
+//! (`augur check` sees such G-single-process cycles; Serializable allows them). With the
+//! setting `session=on` the coordinator keeps, per client, the largest commit timestamp it told
+//! it (the paper's "server" variant of the session) and starts each of the client's
+//! transactions at or above it: a read-only one reads at least there, a read-write one's RW1
+//! starts there. The client then reads its own writes and never goes back in time: the history
+//! is *session serializable* (no cycle with session order; `tests/dst.rs`). The floors are
+//! volatile: a restarted coordinator, or a client that moves to another one, starts afresh.
 //!
 //! # Mutants (`augur check --mutant`)
 //!
@@ -108,7 +119,7 @@
 //! marked `[scenario]` is shown by `tests/dst.rs` (8e) rather than within 50 random seeds.
 
 use crate::common::lock_commit::{
-    Flavor, LockCommit, Locking, READ_STALENESS, READ_STALENESS_VALUES, Timestamping,
+    Flavor, LockCommit, Locking, READ_STALENESS, READ_STALENESS_VALUES, SESSION, Timestamping,
 };
 use crate::registry::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
@@ -124,7 +135,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over DrTM+R OCC",
     summary: "occ plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, fixed before validation and installed into every tuple read and written; read-only transactions read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     commit_order_evidence: true,
-    promises: &[Promise::AbortFreeReadOnly],
+    promises: &[
+        Promise::AbortFreeReadOnly,
+        Promise::TimestampsOrderDependencies,
+        Promise::BoundedStaleness,
+    ],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -143,8 +158,16 @@ pub const STALENESS_SETTING: SettingInfo = SettingInfo {
     doc: "read-only transactions read at the hybrid clock this many milliseconds ago (§5.4: staler snapshots wait for fewer writers)",
 };
 
+/// The session rule's setting, shared with `dst-2pl`.
+pub const SESSION_SETTING: SettingInfo = SettingInfo {
+    name: SESSION,
+    values: &["off", "on"],
+    default: "off",
+    doc: "on: a client's transactions start at or above the largest commit timestamp its coordinator told it (§6: read-your-writes, session serializability; volatile across a coordinator restart)",
+};
+
 /// The protocol settings `dst-occ` accepts.
-pub const SETTINGS: &[SettingInfo] = &[STALENESS_SETTING];
+pub const SETTINGS: &[SettingInfo] = &[STALENESS_SETTING, SESSION_SETTING];
 
 /// The mutants `dst-occ` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[

@@ -18,6 +18,7 @@ use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
 use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
+use augur_protocols::common::lock_commit;
 use augur_protocols::registry::{self, IsolationLevel, Promise, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
@@ -481,11 +482,9 @@ impl CheckConfig {
                 (Promise::TimestampsOrderDependencies, Some(model)) => {
                     augur_check::timestamps_order_dependencies(history, model)
                 }
-                (Promise::BoundedStaleness, Some(model)) => augur_check::bounded_staleness(
-                    history,
-                    model,
-                    staleness_bound(self.max_clock_skew()),
-                ),
+                (Promise::BoundedStaleness, Some(model)) => {
+                    augur_check::bounded_staleness(history, model, self.promised_staleness())
+                }
                 (
                     Promise::MissedWriterRepliesAfterReader
                     | Promise::TimestampsOrderDependencies
@@ -493,6 +492,25 @@ impl CheckConfig {
                     _,
                 ) => Ok(()),
             })
+    }
+
+    /// How stale [`Promise::BoundedStaleness`] lets a read-only transaction read in this
+    /// configuration's runs: DST §3.4's bound ([`staleness_bound`]), plus the read staleness δ
+    /// the protocol was told to read at (§5.4, `read_staleness_ms`), plus, when nodes crash, the
+    /// slack of DST's durable claim ceiling, by which a restarted node's writers may start
+    /// above the clock (`lock_commit::CLAIM_SLACK`).
+    fn promised_staleness(&self) -> Duration {
+        let delta = self
+            .protocol_settings
+            .get(lock_commit::READ_STALENESS)
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map_or(Duration::ZERO, Duration::from_millis);
+        let restart = if self.faults.crash {
+            lock_commit::CLAIM_SLACK
+        } else {
+            Duration::ZERO
+        };
+        staleness_bound(self.max_clock_skew()) + delta + restart
     }
 
     /// The bound on each node's clock offset in this configuration's runs. The simulator draws
