@@ -96,8 +96,9 @@
 //! `shared/papers/dst.md` §6, T-9): the fetch inside the critical section, released by aborts
 //! too, and "ready" defined as above. augur's: the oracle's placement by setting, its durable
 //! lease and logged stable, the restart protocol, the coordinator queries, the release after
-//! every replica applied (Fig. 2 installs after releasing the locks; augur's replicas apply
-//! asynchronously, so the coordinator learns it from their acknowledgements), per-node
+//! every replica applied (Fig. 2's worker installs its own writes, then calls `INSTALL`;
+//! augur's write replicas apply on the decision, so the coordinator learns it from their
+//! acknowledgements), per-node
 //! monotone snapshots, garbage collection, and `occ`'s engine choices (replication,
 //! durability, termination; see [`crate::occ`]). The paper's optimisations (batching,
 //! coroutines, a dedicated fetch thread) are not modelled; the paper runs GTS on OCC only, and
@@ -109,8 +110,8 @@
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking, ORACLE, Timestamping};
 use crate::registry::{
-    INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NODE_ID_VALUES, NetworkModel, Promise,
-    ProtocolInfo, SettingInfo,
+    INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NODE_ID_VALUES, NetworkModel, Promise, ProtocolInfo,
+    SettingInfo,
 };
 use std::time::Duration;
 

@@ -131,7 +131,10 @@ fn fig3(mutant: Option<&str>) -> Run {
     r.client(
         0,
         1_000,
-        Txn::new("TX1").read(&a()).write(&a(), "a1").write(&c(), "c1"),
+        Txn::new("TX1")
+            .read(&a())
+            .write(&a(), "a1")
+            .write(&c(), "c1"),
     );
     r.client(1, 1_110, Txn::new("TX2").write(&b(), "b2"));
     r.client(0, 1_160, Txn::new("TX4").read(&a()).read(&c()).read(&b()));
@@ -147,7 +150,11 @@ fn fig3_a_reader_at_the_stable_timestamp_sees_neither_commit_and_global_ts_fract
     assert_eq!(r.commit_ts("S3"), Timestamp(3));
     assert_eq!(r.commit_ts("TX1"), Timestamp(4));
     assert_eq!(r.commit_ts("TX2"), Timestamp(5));
-    assert_eq!(r.commit_ts("TX4"), Timestamp(3), "4 was pending: stable = 3");
+    assert_eq!(
+        r.commit_ts("TX4"),
+        Timestamp(3),
+        "4 was pending: stable = 3"
+    );
     assert_eq!(r.o.reads("TX4"), vec![some("a0"), some("c0"), some("b0")]);
     assert!(r.valid_at(IsolationLevel::Serializable));
     assert!(r.pending().is_empty());
@@ -173,19 +180,24 @@ fn an_abort_after_the_fetch_releases_the_timestamp() {
     r.client(
         1,
         100,
-        Txn::new("T")
-            .read(&k())
-            .sleep(ms(230))
-            .write(&d(), "d1"),
+        Txn::new("T").read(&k()).sleep(ms(230)).write(&d(), "d1"),
     );
     r.client(0, 200, Txn::new("U").write(&k(), "k1"));
     r.client(0, 700, Txn::new("W").write(&c(), "c1"));
     r.client(0, 800, Txn::new("R").read(&c()));
     let r = r.finish(1_500);
     assert!(!r.o.committed("T"), "{}", r.o.render());
-    assert_eq!(counter(&r.s, 1, "ts_fetches"), 1, "T fetched before validating");
+    assert_eq!(
+        counter(&r.s, 1, "ts_fetches"),
+        1,
+        "T fetched before validating"
+    );
     assert!(r.o.committed("W") && r.o.committed("R"), "{}", r.o.render());
-    assert_eq!(r.commit_ts("R"), r.commit_ts("W"), "nothing pending below W");
+    assert_eq!(
+        r.commit_ts("R"),
+        r.commit_ts("W"),
+        "nothing pending below W"
+    );
     assert_eq!(r.o.reads("R"), vec![some("c1")]);
     assert!(r.pending().is_empty());
     assert!(r.valid_at(IsolationLevel::Serializable));
@@ -219,7 +231,10 @@ fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds
         assert!(r.o.committed(t), "{}", r.o.render());
     }
     assert!(r.commit_ts("W") > held[0]);
-    assert!(r.commit_ts("R1") < held[0], "stable stays below T's timestamp");
+    assert!(
+        r.commit_ts("R1") < held[0],
+        "stable stays below T's timestamp"
+    );
     assert_eq!(r.o.reads("R1"), vec![some("c0")]);
     assert_eq!(r.commit_ts("R2"), r.commit_ts("W"), "released by T's abort");
     assert_eq!(r.o.reads("R2"), vec![some("c1")]);

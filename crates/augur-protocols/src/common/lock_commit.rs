@@ -645,10 +645,7 @@ impl<F: Flavor> LockCommit<F> {
                     } else {
                         oracle.publish(ctx)
                     };
-                    let msg = Msg::Stable {
-                        txn: Some(txn),
-                        ts,
-                    };
+                    let msg = Msg::Stable { txn: Some(txn), ts };
                     self.deliver(ctx, txn.coordinator(), msg);
                 }
             }
