@@ -205,13 +205,15 @@ fn an_abort_after_the_fetch_releases_the_timestamp() {
 
 /// T (node 1, 100 ms) reads K on node 0 and writes D: it fetches its timestamp at ~200 ms and
 /// sends K's validation to node 0, which crashes at 250 ms (losing it) and restarts at 300 ms.
-/// W (node 0, 500 ms) writes C; R1 (node 0, 600 ms) reads C; T times out ~2.1 s; R2 (node 0,
-/// 2,500 ms) reads C.
+/// W0 (node 1, 310 ms) writes B: its timestamp is issued before the oracle asks what the nodes
+/// hold, and must not be refused as one of the old incarnation's. W (node 0, 500 ms) writes C;
+/// R1 (node 0, 600 ms) reads C; T times out ~2.1 s; R2 (node 0, 2,500 ms) reads C.
 #[test]
 fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds() {
     let mut r = Run::new(None);
     r.client(0, 0, Txn::new("S").write(&c(), "c0"));
     r.client(1, 100, Txn::new("T").read(&k()).write(&d(), "d1"));
+    r.client(1, 310, Txn::new("W0").write(&b(), "b1"));
     r.client(0, 500, Txn::new("W").write(&c(), "c1"));
     r.client(0, 600, Txn::new("R1").read(&c()));
     r.client(0, 2_500, Txn::new("R2").read(&c()));
@@ -227,10 +229,10 @@ fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds
     assert_eq!(r.pending(), held, "node 1 said T holds its timestamp");
     let r = r.finish(4_000);
     assert!(!r.o.committed("T"), "{}", r.o.render());
-    for t in ["S", "W", "R1", "R2"] {
+    for t in ["S", "W0", "W", "R1", "R2"] {
         assert!(r.o.committed(t), "{}", r.o.render());
     }
-    assert!(r.commit_ts("W") > held[0]);
+    assert!(r.commit_ts("W") > r.commit_ts("W0") && r.commit_ts("W0") > held[0]);
     assert!(
         r.commit_ts("R1") < held[0],
         "stable stays below T's timestamp"

@@ -1874,7 +1874,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         // GTS: an oracle that ever issued or published anything lost its pending timestamps.
         let nodes: Vec<NodeId> = env.placement.nodes().collect();
         if let Some(oracle) = node.oracle.as_mut()
-            && oracle.restart_bound() > Timestamp::ZERO
+            && oracle.used()
         {
             oracle.restarted(nodes);
         }

@@ -60,6 +60,10 @@ pub struct Oracle {
     logged: Timestamp,
     /// After a restart: the nodes that have not yet said which timestamps they hold.
     recovering: Option<BTreeSet<NodeId>>,
+    /// Every timestamp issued before the last restart is at or below this (fixed at the
+    /// restart: the lease grows as this incarnation issues, and its timestamps must not be
+    /// refused).
+    bound: Timestamp,
 }
 
 impl Oracle {
@@ -81,14 +85,21 @@ impl Oracle {
     /// After replay: issue above everything the old incarnation may have issued, and hold
     /// stable where it was logged until every one of `nodes` said what it holds.
     pub fn restarted(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
-        self.last = self.restart_bound();
+        self.bound = self.lease.up_to().max(self.logged);
+        self.last = self.bound;
         self.recovering = Some(nodes.into_iter().collect());
+    }
+
+    /// Whether this oracle ever issued or published anything (before a restart: whether its
+    /// log held anything of it).
+    pub fn used(&self) -> bool {
+        self.lease.up_to().max(self.logged) > Timestamp::ZERO
     }
 
     /// The bound every timestamp of the previous incarnations is at or below (zero before any
     /// restart): a coordinator that answered a restarted oracle refuses them.
     pub fn restart_bound(&self) -> Timestamp {
-        self.lease.up_to().max(self.logged)
+        self.bound
     }
 
     /// Whether the oracle is still waiting for nodes to say what they hold after a restart,
