@@ -149,7 +149,7 @@ pub const SETTINGS: &[SettingInfo] = &[ORACLE_SETTING];
 /// The mutants `gts` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[(
     "read-at-global-ts",
-    "read-only transactions read at the last timestamp issued (GlobalTS) instead of the stable one (M-12: a commit with a smaller timestamp may not be applied yet; fractured read, Fig. 3)",
+    "read-only transactions read at the last timestamp issued (GlobalTS) instead of the stable one (M-12: a commit with a smaller timestamp may not be applied yet; fractured read, Fig. 3; caught by seed 1 of rw-register and bank, seed 17 of list-append, under --faults all --latency 3dc)",
 )];
 
 /// `gts` as a flavor of the lock-and-2PC engine.
