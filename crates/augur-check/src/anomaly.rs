@@ -150,6 +150,9 @@ impl Proscribes for IsolationLevel {
                 si || matches!(kind, FracturedRead | ConflictingWritersObserved)
             }
             IsolationLevel::Serializable => si || matches!(kind, Cycle(G2Item, Dependencies)),
+            IsolationLevel::SessionSerializable => {
+                si || matches!(kind, Cycle(_, Dependencies | Process))
+            }
             IsolationLevel::StrictSerializable => si || matches!(kind, Cycle(..)),
         }
     }

@@ -5,7 +5,9 @@
 //! plus session and real-time order), searches it for cycles, classifies every anomaly, and
 //! judges the history against an [`IsolationLevel`](augur_types::IsolationLevel) read as the set of
 //! anomalies it proscribes ([`Proscribes`]).
-//! Workload invariants (the `bank` totals) are checked alongside.
+//! Workload invariants (the `bank` totals) are checked alongside, and so, on the same graph,
+//! are the promises some protocols make about their commit timestamps
+//! ([`timestamps_order_dependencies`], [`bounded_staleness`]).
 
 pub mod anomaly;
 pub mod bank;
@@ -15,4 +17,6 @@ pub mod jsonl;
 pub use anomaly::{
     Anomaly, AnomalyKind, CheckReport, CheckStats, CycleKind, CycleOrder, Edge, Proscribes,
 };
-pub use checker::{CheckOptions, ValueModel, check};
+pub use checker::{
+    CheckOptions, ValueModel, bounded_staleness, check, timestamps_order_dependencies,
+};

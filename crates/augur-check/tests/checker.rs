@@ -4,102 +4,14 @@ use augur_check::{
     AnomalyKind, CheckOptions, CycleKind, CycleOrder, Proscribes, ValueModel, check,
 };
 use augur_types::IsolationLevel;
-use augur_types::history::{History, HistoryHeader, Op, RecordedOutcome, TxnRecord};
-use std::collections::BTreeMap;
+use augur_types::history::RecordedOutcome;
+
+mod common;
+use common::{Builder, aborted, append, cat, ok, r, w};
 
 use AnomalyKind::Cycle;
 use CycleKind::{G0, G1c, G2Item, GNonadjacent, GSingle};
 use CycleOrder::{Dependencies, Process, RealTime};
-
-fn r(key: &str, value: Option<&str>) -> Op {
-    Op::Read {
-        key: key.into(),
-        value: value.map(Into::into),
-    }
-}
-
-fn w(key: &str, value: &str) -> Op {
-    Op::Write {
-        key: key.into(),
-        value: Some(value.into()),
-    }
-}
-
-/// List-append's append: read the list, write it back with `new` at the end.
-fn append(key: &str, read: Option<&str>, new: u64) -> [Op; 2] {
-    let written = match read {
-        None | Some("") => new.to_string(),
-        Some(l) => format!("{l} {new}"),
-    };
-    [r(key, read), w(key, &written)]
-}
-
-fn ok(ts: u64) -> RecordedOutcome {
-    RecordedOutcome::Committed { commit_ts: ts }
-}
-
-fn aborted() -> RecordedOutcome {
-    RecordedOutcome::Aborted {
-        reason: "write_write_conflict".into(),
-    }
-}
-
-#[derive(Default)]
-struct Builder {
-    txns: Vec<TxnRecord>,
-}
-
-impl Builder {
-    /// A transaction of `client`, running from `invoke` to `complete` (µs).
-    fn txn(
-        &mut self,
-        client: u64,
-        (invoke, complete): (u64, u64),
-        ops: Vec<Op>,
-        outcome: RecordedOutcome,
-    ) -> usize {
-        let index = self.txns.len();
-        self.txns.push(TxnRecord {
-            index,
-            client,
-            txn: Some(index as u64),
-            name: "t".into(),
-            read_only: ops.iter().all(|o| matches!(o, Op::Read { .. })),
-            invoke_us: invoke,
-            complete_us: complete,
-            ops,
-            outcome,
-            ops_unknown: false,
-        });
-        index
-    }
-
-    /// A transaction on its own client, overlapping every other such transaction (so no
-    /// session or real-time order relates it to anything).
-    fn concurrent(&mut self, ops: Vec<Op>, outcome: RecordedOutcome) -> usize {
-        let client = 100 + self.txns.len() as u64;
-        self.txn(client, (0, 1_000), ops, outcome)
-    }
-
-    fn history(&self) -> History {
-        History {
-            header: HistoryHeader {
-                format: 1,
-                protocol: "test".into(),
-                workload: "test".into(),
-                seed: 0,
-                isolation: "none".into(),
-                faults: "none".into(),
-                settings: BTreeMap::new(),
-            },
-            txns: self.txns.clone(),
-        }
-    }
-}
-
-fn cat(parts: Vec<Vec<Op>>) -> Vec<Op> {
-    parts.into_iter().flatten().collect()
-}
 
 fn check_at(b: &Builder, model: ValueModel, level: IsolationLevel) -> augur_check::CheckReport {
     check(&b.history(), &CheckOptions::new(level, model))
@@ -540,6 +452,8 @@ fn stale_read_is_a_realtime_g_single() {
         Cycle(GSingle, RealTime)
     ));
     assert!(check_at(&b, LA, IsolationLevel::Serializable).is_valid());
+    // Session serializability orders each client's transactions, not different clients'.
+    assert!(check_at(&b, LA, IsolationLevel::SessionSerializable).is_valid());
 }
 
 #[test]
@@ -556,6 +470,12 @@ fn session_order_makes_a_process_g_single() {
         &b,
         LA,
         IsolationLevel::Serializable,
+        Cycle(GSingle, Process)
+    ));
+    assert!(proscribed(
+        &b,
+        LA,
+        IsolationLevel::SessionSerializable,
         Cycle(GSingle, Process)
     ));
 }

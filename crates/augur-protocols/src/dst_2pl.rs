@@ -62,7 +62,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over per-row 2PL",
     summary: "2pl plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, installed at the decision into every tuple read and written; read-only transactions lock nothing, read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     commit_order_evidence: true,
-    promises: &[Promise::AbortFreeReadOnly],
+    promises: &[
+        Promise::AbortFreeReadOnly,
+        Promise::TimestampsOrderDependencies,
+        Promise::BoundedStaleness,
+    ],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -73,14 +77,42 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     forms: INTERACTIVE_AND_ONE_SHOT,
 };
 
-/// The protocol settings `dst-2pl` accepts: `2pl`'s lock timeout and `dst-occ`'s staleness.
+/// The protocol settings `dst-2pl` accepts: `2pl`'s lock timeout and `dst-occ`'s staleness
+/// and session rule.
 pub const SETTINGS: &[SettingInfo] = &[
     crate::two_pl::SETTINGS[0],
     crate::dst_occ::STALENESS_SETTING,
+    crate::dst_occ::SESSION_SETTING,
 ];
 
-/// The mutants `dst-2pl` knows: `dst-occ`'s, each applying to the same rule here.
-pub const MUTANTS: &[(&str, &str)] = crate::dst_occ::MUTANTS;
+/// The mutants `dst-2pl` knows: `dst-occ`'s, each applying to the same rule here (the
+/// read-set install is the decision's at the masters holding the shared locks).
+pub const MUTANTS: &[(&str, &str)] = &[
+    (
+        "no-dep-read",
+        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of list-append and bank, 2 of rw-register, under --faults all --latency 3dc)",
+    ),
+    (
+        "claim-without-wait",
+        "read-only reads claim but never wait for the writer holding the key's exclusive lock (G-single; caught by seed 1 of rw-register and bank, 6 of list-append, under --faults all --latency 3dc)",
+    ),
+    (
+        "literal-fig9-wait",
+        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1; G-single, scenario 8d; caught by seed 2 of bank, 28 of list-append, 140 of rw-register, under --faults all --latency 3dc; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
+    ),
+    (
+        "no-plus-one",
+        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3; G-single; caught by seed 1 of rw-register and bank, 5 of list-append, under --faults all --latency 3dc)",
+    ),
+    (
+        "no-read-set-install",
+        "the decision installs the commit timestamp into the tuples written only, not those read under shared locks (trap T-5; G2, allowed at SI: scenario 8e; caught by seed 27 of rw-register, 162 of list-append, none of seeds 1..200 of bank, under --faults all --latency 3dc)",
+    ),
+    (
+        "overwrite-ts",
+        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2; G-single, Fig. 8's follow-up scenario; caught by seed 15 of bank, 41 of list-append, 60 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
+    ),
+];
 
 /// `dst-2pl` as a flavor of the lock-and-2PC engine.
 pub struct Dst2Pl;

@@ -99,15 +99,27 @@
 //! validate-and-install atomic (T-4), the read-set install the public code omits (T-5),
 //! absent keys (T-6), reads at the master (T-7). augur's: the 52/12 layout, the claim ceiling,
 //! garbage collection, the floor-based wait on the holder, and `occ`'s engine choices
-//! (replication, durability, termination; see [`crate::occ`]). §6's session rule is a hook in
-//! the engine (a read timestamp is at least the session's floor) not yet fed by clients.
+//! (replication, durability, termination; see [`crate::occ`]).
+//!
+//! # Sessions (§6)
+//!
+//! Commit timestamps can run ahead of clocks (a claim pushes a writer above it), so a client's
+//! read-only transaction at `hybrid(now)` may miss the client's own write just acknowledged
+//! (`augur check` sees such G-single-process cycles; Serializable allows them). With the
+//! setting `session=on` the coordinator keeps, per client, the largest commit timestamp it told
+//! it (the paper's "server" variant of the session) and starts each of the client's
+//! transactions at or above it: a read-only one reads at least there, a read-write one's RW1
+//! starts there. The client then reads its own writes and never goes back in time: the history
+//! is *session serializable* (no cycle with session order; `tests/dst.rs`). The floors are
+//! volatile: a restarted coordinator, or a client that moves to another one, starts afresh.
 //!
 //! # Mutants (`augur check --mutant`)
 //!
-//! See [`MUTANTS`], each with the seeds `augur check --faults all --latency 3dc` needs.
+//! See [`MUTANTS`], each with the seeds `augur check --faults all --latency 3dc` needs; the one
+//! marked `[scenario]` is shown by `tests/dst.rs` (8e) rather than within 50 random seeds.
 
 use crate::common::lock_commit::{
-    Flavor, LockCommit, Locking, READ_STALENESS, READ_STALENESS_VALUES, Timestamping,
+    Flavor, LockCommit, Locking, READ_STALENESS, READ_STALENESS_VALUES, SESSION, Timestamping,
 };
 use crate::registry::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
@@ -123,7 +135,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over DrTM+R OCC",
     summary: "occ plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, fixed before validation and installed into every tuple read and written; read-only transactions read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     commit_order_evidence: true,
-    promises: &[Promise::AbortFreeReadOnly],
+    promises: &[
+        Promise::AbortFreeReadOnly,
+        Promise::TimestampsOrderDependencies,
+        Promise::BoundedStaleness,
+    ],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -142,34 +158,42 @@ pub const STALENESS_SETTING: SettingInfo = SettingInfo {
     doc: "read-only transactions read at the hybrid clock this many milliseconds ago (§5.4: staler snapshots wait for fewer writers)",
 };
 
+/// The session rule's setting, shared with `dst-2pl`.
+pub const SESSION_SETTING: SettingInfo = SettingInfo {
+    name: SESSION,
+    values: &["off", "on"],
+    default: "off",
+    doc: "on: a client's transactions start at or above the largest commit timestamp its coordinator told it (§6: read-your-writes, session serializability; volatile across a coordinator restart)",
+};
+
 /// The protocol settings `dst-occ` accepts.
-pub const SETTINGS: &[SettingInfo] = &[STALENESS_SETTING];
+pub const SETTINGS: &[SettingInfo] = &[STALENESS_SETTING, SESSION_SETTING];
 
 /// The mutants `dst-occ` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[
     (
         "no-dep-read",
-        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c)",
+        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of rw-register and bank, seed 3 of list-append, under --faults all --latency 3dc)",
     ),
     (
         "claim-without-wait",
-        "read-only reads claim but never wait for the writer holding the key (G-single: a writer locked before the claim commits inside the snapshot after the read)",
+        "read-only reads claim but never wait for the writer holding the key (G-single: a writer locked before the claim commits inside the snapshot after the read; caught by seed 1 of rw-register and bank, seed 3 of list-append, under --faults all --latency 3dc)",
     ),
     (
         "literal-fig9-wait",
-        "Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d)",
+        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d; caught by seed 3 of bank, 12 of rw-register, 56 of list-append, under --faults all --latency 3dc; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
     ),
     (
         "no-plus-one",
-        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3: a writer takes a reader's claimed timestamp and lands inside its snapshot; G-single)",
+        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3: a writer takes a reader's claimed timestamp and lands inside its snapshot; G-single; caught by seed 1 of list-append and bank, 8 of rw-register, under --faults all --latency 3dc)",
     ),
     (
         "no-read-set-install",
-        "RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e)",
+        "[scenario] RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e; in random histories only seed 147 of list-append under --faults all --latency 3dc catches it, none of seeds 1..1000 of rw-register and bank: the anomaly needs a read-only transaction between the two writers' timestamps)",
     ),
     (
         "overwrite-ts",
-        "an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single)",
+        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single, Fig. 8's follow-up scenario; caught by seed 41 of list-append, 42 of bank, 484 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
     ),
 ];
 

@@ -62,6 +62,18 @@ pub enum Promise {
     /// read) is acknowledged to its client no earlier than the reader is (SSS §III-B's
     /// snapshot-queues). Checked on `list-append`, where a read shows which appends it missed.
     MissedWriterRepliesAfterReader,
+    /// Every dependency (`ww`, `wr`, `rw`) between committed transactions goes to a later
+    /// commit timestamp; a read-only transaction records its read timestamp as its `commit_ts`,
+    /// may read a version stamped with it, and returns per key the newest version stamped at or
+    /// below it (DST §3.3, Lemmas 1 and 2). The version order comes from the workload's values,
+    /// never from the timestamps judged (`augur_check::timestamps_order_dependencies`).
+    /// Checked on `list-append` and `rw-register`.
+    TimestampsOrderDependencies,
+    /// A read-only transaction invoked at least Δ after an update's client heard of its commit
+    /// reads that update's version of each key or a later one; Δ is twice the largest
+    /// difference between two nodes' clocks, plus one clock tick (DST §3.4;
+    /// `augur_check::bounded_staleness`). Checked on `list-append` and `rw-register`.
+    BoundedStaleness,
 }
 
 /// How a mutant's description starts when only scenario tests show its anomaly.

@@ -24,11 +24,18 @@
 //! * **8f**: W on a node whose clock is 10 ms ahead commits; R on the other node begins after
 //!   W's acknowledgement and misses it: valid at serializability, invalid at strict
 //!   serializability (the claim is tight). Staleness stays within the skew.
+//! * **Fig. 8 follow-up**: TX5, clock behind, writes A and B after TX3; it commits above TX4
+//!   (whose claim on A survived TX3's install) and TX4 reads TX3's B; `overwrite-ts` loses the
+//!   claim, TX5 lands inside TX4's snapshot, and TX4 reads a G-single.
 //! * **Crash**: a claim, the node that holds it crashes and restarts, a writer then commits
 //!   there: its timestamp is above the claim (the durable claim ceiling), so the reader's
 //!   snapshot stays consistent.
 //! * **GC**: a read-only transaction that reads for seconds keeps the versions it may read
 //!   while writers overwrite the key, and collection resumes once it ends.
+//! * **Sessions (§6)**: a reader on a node whose clock is 1 s ahead claims C; a client on
+//!   node 0 then writes C (committing above the claim, far above its own clock) and reads C
+//!   read-only: without the session rule it misses its own write (a G-single-process:
+//!   serializable, not session serializable); with `session=on` it reads it.
 
 mod common;
 
@@ -39,7 +46,7 @@ use augur_protocols::dst_occ::DstOcc;
 use augur_runtime::sim::Simulation;
 use augur_types::history::{History, RecordedOutcome};
 use augur_types::{Hybrid, IsolationLevel, Key, NodeId, Timestamp};
-use common::two_sites::{check_at, history, sim};
+use common::two_sites::{check_at, history, sim, sim_with};
 use common::{Observed, Txn, counter, ms, some, spawn_client_recorded};
 use std::time::Duration;
 
@@ -69,6 +76,19 @@ impl<F: Flavor> Run<F> {
             o: Observed::default(),
             recorder: HistoryRecorder::new(),
         }
+    }
+
+    fn with_settings(settings: &[(&str, &str)]) -> Run<F> {
+        Run {
+            s: sim_with::<LockCommit<F>>(None, settings),
+            ..Run::new(None)
+        }
+    }
+
+    /// A client running `txns` one after another.
+    fn session(&mut self, home: u32, start_ms: u64, txns: Vec<Txn>) {
+        let recorder = Some(self.recorder.clone());
+        spawn_client_recorded(&mut self.s, home, ms(start_ms), txns, &self.o, recorder);
     }
 
     /// Shift node `node`'s clock by `offset_ms`.
@@ -408,4 +428,85 @@ fn gc<F: Flavor>() {
 fn garbage_collection_keeps_what_a_long_reader_may_read() {
     gc::<DstOcc>();
     gc::<Dst2Pl>();
+}
+
+/// Fig. 8's follow-up (TX5 "clock=3" writes A and gets TS ≥ 8): after TX3's install kept TX4's
+/// claim on A, TX5 (node 0, clock 300 ms behind) reads A and writes A and B while TX4 sleeps between its
+/// read of A and its read of B. TX5 commits above TX4, which reads TX3's B. Under
+/// `overwrite-ts` TX3's install lowered A's timestamp to TS3, TX5 commits inside TX4's snapshot
+/// and TX4 reads TX5's B after TX3's A: a G-single.
+fn fig8_follow_up<F: Flavor>(mutant: Option<&str>) -> Run<F> {
+    let mut r = Run::<F>::new(mutant).clock(0, -300);
+    setup(&mut r);
+    r.client(0, 400, tx3());
+    let tx4 = Txn::new("TX4")
+        .read(&c())
+        .read(&a())
+        .sleep(ms(400))
+        .read(&b());
+    r.client(1, 450, tx4);
+    let tx5 = Txn::new("TX5")
+        .read(&a())
+        .write(&a(), "a9")
+        .write(&b(), "b9");
+    r.client(0, 700, tx5);
+    r.finish(2_000)
+}
+
+fn fig8_follow_up_both<F: Flavor>() {
+    let r = fig8_follow_up::<F>(None);
+    assert_eq!(r.o.reads("TX4"), vec![some("c0"), some("a3"), some("b2")]);
+    assert!(r.commit_ts("TX5") > r.commit_ts("TX4"));
+    assert!(r.valid_at(IsolationLevel::Serializable));
+
+    let r = fig8_follow_up::<F>(Some("overwrite-ts"));
+    assert!(r.o.committed("TX5"), "{}", r.o.render());
+    assert!(
+        r.commit_ts("TX5") < r.commit_ts("TX4"),
+        "TX4's claim on A was lost"
+    );
+    assert_eq!(r.o.reads("TX4"), vec![some("c0"), some("a3"), some("b9")]);
+    assert!(!r.valid_at(IsolationLevel::Serializable));
+}
+
+#[test]
+fn fig8_follow_up_the_claim_outlives_the_install_and_overwrite_ts_loses_it() {
+    fig8_follow_up_both::<DstOcc>();
+    fig8_follow_up_both::<Dst2Pl>();
+}
+
+/// The session rule: X (node 1, clock 1 s ahead) claims C at 50 ms; a client on node 0 then
+/// writes C (W, 200 ms: above X's claim) and reads it back read-only (R).
+fn session<F: Flavor>(rule: &str) -> Run<F> {
+    let mut r = Run::<F>::with_settings(&[("session", rule)]).clock(1, 1_000);
+    r.client(1, 50, Txn::new("X").read(&c()));
+    r.session(
+        0,
+        200,
+        vec![Txn::new("W").write(&c(), "c1"), Txn::new("R").read(&c())],
+    );
+    let r = r.finish(2_000);
+    assert!(r.o.committed("W") && r.o.committed("R"), "{}", r.o.render());
+    assert!(
+        r.commit_ts("W") > r.commit_ts("X"),
+        "W commits above X's claim"
+    );
+    assert!(r.valid_at(IsolationLevel::Serializable));
+    r
+}
+
+fn session_both<F: Flavor>() {
+    let off = session::<F>("off");
+    assert_eq!(off.o.reads("R"), vec![None], "R reads below its own write");
+    assert!(!off.valid_at(IsolationLevel::SessionSerializable));
+    let on = session::<F>("on");
+    assert_eq!(on.o.reads("R"), vec![some("c1")]);
+    assert!(on.commit_ts("R") >= on.commit_ts("W"));
+    assert!(on.valid_at(IsolationLevel::SessionSerializable));
+}
+
+#[test]
+fn the_session_rule_lets_a_client_read_its_own_write_above_a_claim() {
+    session_both::<DstOcc>();
+    session_both::<Dst2Pl>();
 }

@@ -58,6 +58,11 @@ pub enum IsolationLevel {
     Spsi,
     /// No dependency cycle at all.
     Serializable,
+    /// Serializable, and no cycle with session order either: each client's transactions are
+    /// serialized in the order it ran them, so it reads its own writes and never goes back in
+    /// time, while real-time order between clients is not promised (DST §6, "session strict
+    /// serializability": read-only transactions start at the session's last commit timestamp).
+    SessionSerializable,
     /// No cycle even with session and real-time order.
     StrictSerializable,
 }
@@ -66,13 +71,14 @@ impl IsolationLevel {
     /// Every level, roughly from the weakest up. Not a chain: parallel snapshot isolation allows
     /// cycles snapshot isolation proscribes but also checks session order, and SPSI constrains
     /// aborted transactions, which serializability does not.
-    pub const ALL: [IsolationLevel; 7] = [
+    pub const ALL: [IsolationLevel; 8] = [
         IsolationLevel::None,
         IsolationLevel::ReadCommitted,
         IsolationLevel::ParallelSnapshotIsolation,
         IsolationLevel::SnapshotIsolation,
         IsolationLevel::Spsi,
         IsolationLevel::Serializable,
+        IsolationLevel::SessionSerializable,
         IsolationLevel::StrictSerializable,
     ];
 }
@@ -86,6 +92,7 @@ impl fmt::Display for IsolationLevel {
             IsolationLevel::SnapshotIsolation => "snapshot isolation",
             IsolationLevel::Spsi => "speculative snapshot isolation (SPSI)",
             IsolationLevel::Serializable => "serializable",
+            IsolationLevel::SessionSerializable => "session serializable",
             IsolationLevel::StrictSerializable => "strict serializable",
         })
     }
@@ -110,6 +117,7 @@ mod tests {
                 "\"snapshot-isolation\"",
                 "\"spsi\"",
                 "\"serializable\"",
+                "\"session-serializable\"",
                 "\"strict-serializable\"",
             ]
         );
@@ -139,7 +147,8 @@ mod tests {
                 SnapshotIsolation => 3,
                 Spsi => 4,
                 Serializable => 5,
-                StrictSerializable => 6,
+                SessionSerializable => 6,
+                StrictSerializable => 7,
             };
             assert_eq!(at, i, "{level}");
         }

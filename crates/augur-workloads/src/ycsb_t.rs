@@ -6,7 +6,8 @@
 //! read-only transactions, where two or more keys are accessed"):
 //!
 //! * `update` reads `update_keys` distinct keys (2, as in the paper), then writes every one of them
-//!   back with a fresh value;
+//!   back with a fresh value, but for the last `update_read_only_keys` of them (0 by default),
+//!   which it only reads;
 //! * `read-only` reads `read_only_keys` distinct keys and writes nothing.
 //!
 //! A transaction is read-only with probability `read_only_fraction`. Transactions draw their keys
@@ -24,6 +25,10 @@
 //!   read-only transactions "from 2 to 16" reads, so 2 is its starting point, and the paper notes
 //!   that "in YCSB transaction size is small".
 //! * `update_keys` = 2, within 1..=16. The paper fixes it at 2; other sizes are augur's extension.
+//! * `update_read_only_keys` = 0, below `update_keys`: keys an update reads and does not write.
+//!   Not SSS's; DST's cost study (§5.4, Fig. 15(b)) varies the share of the 10 keys of a
+//!   read-write transaction that are only read, since DST then installs its timestamp into
+//!   tuples the transaction did not lock.
 //! * `locality` = 0. The paper's definition (Fig. 7): "50% of keys access locality, meaning the
 //!   probability that a key is stored by the node where the transaction is executing (local
 //!   node), and 50% of uniform access". So each key, independently, is drawn with probability
@@ -83,6 +88,7 @@ pub const SETTINGS: &[&str] = &[
     "read_only_fraction",
     "read_only_keys",
     "update_keys",
+    "update_read_only_keys",
     "locality",
     "local_keys",
     "distribution",
@@ -109,8 +115,10 @@ pub struct Settings {
     pub read_only_fraction: f64,
     /// Keys read by a read-only transaction.
     pub read_only_keys: usize,
-    /// Keys read and then written by an update transaction.
+    /// Keys read by an update transaction, all written but the last `update_read_only_keys`.
     pub update_keys: usize,
+    /// How many of an update's keys it only reads.
+    pub update_read_only_keys: usize,
     /// Probability that a key is drawn from the coordinator's own keys rather than from all keys.
     pub locality: f64,
     /// Which keys are a node's own: `replicated` (every partition it replicates) or `mastered`.
@@ -134,6 +142,10 @@ impl Settings {
             read_only_fraction: parse("read_only_fraction", &get("read_only_fraction", "0.8"))?,
             read_only_keys: parse("read_only_keys", &get("read_only_keys", "2"))?,
             update_keys: parse("update_keys", &get("update_keys", "2"))?,
+            update_read_only_keys: parse(
+                "update_read_only_keys",
+                &get("update_read_only_keys", "0"),
+            )?,
             locality: parse("locality", &get("locality", "0"))?,
             local_keys: get("local_keys", "replicated"),
             distribution: get("distribution", "uniform"),
@@ -163,6 +175,14 @@ impl Settings {
         if !(1..=MAX_KEYS).contains(&settings.update_keys) {
             let why = format!("must be within 1..={MAX_KEYS}");
             return Err(bad("update_keys", settings.update_keys.to_string(), &why));
+        }
+        if settings.update_read_only_keys >= settings.update_keys {
+            let why = format!(
+                "an update writes at least one of its {} keys",
+                settings.update_keys
+            );
+            let value = settings.update_read_only_keys.to_string();
+            return Err(bad("update_read_only_keys", value, &why));
         }
         let most = settings.read_only_keys.max(settings.update_keys) as u64;
         if settings.keys < most {
@@ -354,6 +374,7 @@ impl Workload for YcsbT {
         } else {
             Box::new(Update {
                 keys: self.draw_keys(s.update_keys, home, rng),
+                only_read: s.update_read_only_keys,
                 value_size: s.value_size,
                 stamp: rng.random(),
             })
@@ -405,11 +426,13 @@ fn value_of(size: usize, counter: u64, stamp: u64) -> Bytes {
     Bytes::from(value)
 }
 
-/// `update`: read every key, then write each back with its counter plus one. Its fields are its
-/// one-shot arguments.
+/// `update`: read every key, then write each back with its counter plus one, but for the last
+/// `only_read`. Its fields are its one-shot arguments.
 #[derive(Serialize, Deserialize)]
 struct Update {
     keys: Vec<Key>,
+    #[serde(default)]
+    only_read: usize,
     value_size: usize,
     stamp: u64,
 }
@@ -429,7 +452,8 @@ impl Procedure for Update {
             for (counter, key) in counters.iter_mut().zip(&self.keys) {
                 *counter = counter_of(ops.read(key).await?.as_deref());
             }
-            for (key, counter) in self.keys.iter().zip(counters) {
+            let written = self.keys.len().saturating_sub(self.only_read);
+            for (key, counter) in self.keys[..written].iter().zip(counters) {
                 let value = value_of(self.value_size, counter.wrapping_add(1), self.stamp);
                 ops.write(key.clone(), Some(value))?;
             }
@@ -563,6 +587,7 @@ mod tests {
                 "read_only_fraction": 0.8,
                 "read_only_keys": 2,
                 "update_keys": 2,
+                "update_read_only_keys": 0,
                 "locality": 0.0,
                 "local_keys": "replicated",
                 "distribution": "uniform",
@@ -593,6 +618,7 @@ mod tests {
             ("read_only_keys", "17"),
             ("update_keys", "0"),
             ("update_keys", "17"),
+            ("update_read_only_keys", "2"),
             ("local_keys", "nearby"),
             ("distribution", "pareto"),
             ("zipf_theta", "0"),
@@ -744,6 +770,7 @@ mod tests {
         let (a, b) = (Key::numbered(0, 0), Key::numbered(1, 1));
         let mut p = Update {
             keys: vec![a.clone(), b.clone()],
+            only_read: 0,
             value_size: 24,
             stamp: 0xabcd,
         };
@@ -766,6 +793,28 @@ mod tests {
         assert_eq!(&value_of(8, 5, 9)[..], &5_u64.to_be_bytes());
         assert_eq!(counter_of(Some(&b"short"[..])), 0);
         assert_eq!(counter_of(None), 0);
+    }
+
+    #[test]
+    fn updates_leave_their_last_keys_read_only_when_told() {
+        let w = workload(2, 1, &[("read_only_fraction", "0"), ("update_keys", "10")]);
+        let w8 = workload(
+            2,
+            1,
+            &[("update_keys", "10"), ("update_read_only_keys", "8")],
+        );
+        let (w, w8) = (w.unwrap(), w8.unwrap());
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut ops = FakeOps::default();
+        let (reads, writes) = run(&mut *w.next(NodeId(0), &mut rng), &mut ops);
+        assert_eq!((reads.len(), writes.len()), (10, 10));
+        let mut p = (0..)
+            .map(|_| w8.next(NodeId(0), &mut rng))
+            .find(|p| !p.read_only())
+            .unwrap();
+        let (reads, writes) = run(&mut *p, &mut ops);
+        assert_eq!((reads.len(), writes.len()), (10, 2));
+        assert_eq!(writes, reads[..2]);
     }
 
     #[test]
@@ -884,6 +933,7 @@ mod tests {
         assert!(e.to_string().contains("at most 16"), "{e}");
         let short = Update {
             keys: keys[..2].to_vec(),
+            only_read: 0,
             value_size: 7,
             stamp: 1,
         };

@@ -10,13 +10,15 @@
 //! history is then checked: the dependency-graph checker for `list-append` and `rw-register`,
 //! the invariants for `bank`; and what the protocol promises beyond its level
 //! ([`ProtocolInfo::promises`]: read-only transactions that never abort, updates acknowledged
-//! only after the readers that missed them) must hold in the history.
+//! only after the readers that missed them, dependencies that follow commit timestamps, reads
+//! no staler than the clocks' skew allows) must hold in the history.
 
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
 use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
+use augur_protocols::common::lock_commit;
 use augur_protocols::registry::{self, IsolationLevel, Promise, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
 use augur_runtime::{Protocol, ProtocolOptions};
@@ -324,19 +326,15 @@ pub fn check_recorded(
     trust_timestamps: bool,
 ) -> anyhow::Result<CheckReport> {
     let level = info.isolation;
-    Ok(match history.header.workload.as_str() {
-        "bank" => augur_check::bank::check_bank(history, level).map_err(anyhow::Error::msg)?,
-        "list-append" | "rw-register" => {
-            let model = if history.header.workload == "list-append" {
-                ValueModel::ListAppend
-            } else {
-                ValueModel::RwRegister
-            };
+    let workload = history.header.workload.as_str();
+    Ok(match (workload, value_model(workload)) {
+        ("bank", _) => augur_check::bank::check_bank(history, level).map_err(anyhow::Error::msg)?,
+        (_, Some(model)) => {
             let mut options = CheckOptions::new(level, model);
             options.commit_order_evidence = info.commit_order_evidence && trust_timestamps;
             augur_check::check(history, &options)
         }
-        other => {
+        (other, None) => {
             return Err(bad(format!(
                 "workload '{other}' cannot be checked; checkable workloads: {}",
                 CHECK_WORKLOADS.join(", ")
@@ -344,6 +342,29 @@ pub fn check_recorded(
         }
     })
 }
+
+/// How a checkable workload's values order each key's versions, for the dependency graph;
+/// `None` for `bank`, whose values do not (it is checked by invariants).
+fn value_model(workload: &str) -> Option<ValueModel> {
+    match workload {
+        "list-append" => Some(ValueModel::ListAppend),
+        "rw-register" => Some(ValueModel::RwRegister),
+        _ => None,
+    }
+}
+
+/// The staleness bound Δ of [`Promise::BoundedStaleness`] when each node's clock is offset by
+/// at most `max_clock_skew` either way: two clocks differ by up to ε = 2·`max_clock_skew`,
+/// DST's §3.4 bound is Δ = 2ε for clocks that run at the true rate (the simulator's do), and
+/// one [`CLOCK_TICK`] more covers a read timestamp's logical part starting at 0 where an
+/// update's may not.
+pub fn staleness_bound(max_clock_skew: Duration) -> Duration {
+    4 * max_clock_skew + CLOCK_TICK
+}
+
+/// The physical unit of the hybrid timestamps that [`Promise::BoundedStaleness`] is promised
+/// over: microseconds, the unit of the simulator's clocks.
+pub const CLOCK_TICK: Duration = Duration::from_micros(1);
 
 /// `augur check --input FILE`: check a recorded history (from `augur bench --history` or an
 /// earlier `augur check --history`) against the claim of the protocol named in its header.
@@ -433,17 +454,7 @@ impl CheckConfig {
         let (history, liveness, messages_lost, _) =
             registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
         let report = self.check_history(&history)?;
-        let promises = self
-            .info
-            .promises
-            .iter()
-            .try_for_each(|promise| match promise {
-                Promise::AbortFreeReadOnly => no_read_only_aborts(&history),
-                Promise::MissedWriterRepliesAfterReader if self.workload == "list-append" => {
-                    missed_writers_reply_after_readers(&history)
-                }
-                Promise::MissedWriterRepliesAfterReader => Ok(()),
-            });
+        let promises = self.check_promises(&history);
         Ok(SeedOutcome {
             seed,
             history,
@@ -452,6 +463,66 @@ impl CheckConfig {
             promises,
             messages_lost,
         })
+    }
+
+    /// `Err` names a promise of the protocol ([`ProtocolInfo::promises`]) that `history`, one of
+    /// this configuration's runs, breaks. Those that read the version order from values hold
+    /// vacuously where the values do not give it: on `bank`, and, for
+    /// `MissedWriterRepliesAfterReader`, which needs lists, on `rw-register`.
+    pub fn check_promises(&self, history: &History) -> Result<(), String> {
+        let model = value_model(&self.workload);
+        self.info
+            .promises
+            .iter()
+            .try_for_each(|promise| match (promise, model) {
+                (Promise::AbortFreeReadOnly, _) => no_read_only_aborts(history),
+                (Promise::MissedWriterRepliesAfterReader, Some(ValueModel::ListAppend)) => {
+                    missed_writers_reply_after_readers(history)
+                }
+                (Promise::TimestampsOrderDependencies, Some(model)) => {
+                    augur_check::timestamps_order_dependencies(history, model)
+                }
+                (Promise::BoundedStaleness, Some(model)) => {
+                    augur_check::bounded_staleness(history, model, self.promised_staleness())
+                }
+                (
+                    Promise::MissedWriterRepliesAfterReader
+                    | Promise::TimestampsOrderDependencies
+                    | Promise::BoundedStaleness,
+                    _,
+                ) => Ok(()),
+            })
+    }
+
+    /// How stale [`Promise::BoundedStaleness`] lets a read-only transaction read in this
+    /// configuration's runs: DST §3.4's bound ([`staleness_bound`]), plus the read staleness δ
+    /// the protocol was told to read at (§5.4, `read_staleness_ms`), plus, when nodes crash, the
+    /// slack of DST's durable claim ceiling, by which a restarted node's writers may start
+    /// above the clock (`lock_commit::CLAIM_SLACK`).
+    fn promised_staleness(&self) -> Duration {
+        let delta = self
+            .protocol_settings
+            .get(lock_commit::READ_STALENESS)
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .map_or(Duration::ZERO, Duration::from_millis);
+        let restart = if self.faults.crash {
+            lock_commit::CLAIM_SLACK
+        } else {
+            Duration::ZERO
+        };
+        staleness_bound(self.max_clock_skew()) + delta + restart
+    }
+
+    /// The bound on each node's clock offset in this configuration's runs. The simulator draws
+    /// the offsets once per seed and keeps them through crashes and restarts, and no fault of
+    /// the schedule changes a clock at run time, so this bound holds for the whole run
+    /// ([`Promise::BoundedStaleness`] relies on it).
+    pub fn max_clock_skew(&self) -> Duration {
+        if self.faults.skew {
+            MAX_CLOCK_SKEW
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// Run one seed with a lying network: each message between nodes and each client request is
@@ -539,9 +610,7 @@ impl ProtocolVisitor for RunSeed<'_> {
         let mut sim_config = SimConfig::new(self.seed);
         sim_config.procedures = crate::procedures();
         sim_config.client_timeout = Duration::from_secs(3);
-        if faults.skew {
-            sim_config.max_clock_skew = MAX_CLOCK_SKEW;
-        }
+        sim_config.max_clock_skew = config.max_clock_skew();
         sim_config.jitter = if faults.reorder {
             Duration::from_millis(5)
         } else {

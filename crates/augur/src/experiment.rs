@@ -12,6 +12,7 @@ use augur::BadInput;
 use augur_protocols::registry;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
 #[cfg(test)]
@@ -198,7 +199,8 @@ fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec
 /// Which part of an experiment to run.
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
-    /// A quick pass: 1 s per protocol, the first two sweep values.
+    /// A quick pass: 1 s per protocol, the first two sweep values, each protocol entry run at
+    /// its first point only (the others validated).
     pub smoke: bool,
     /// Only the runs with these names (all when empty).
     pub runs: Vec<String>,
@@ -279,6 +281,10 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     let mut failed_checks = Vec::new();
+    // A smoke pass runs each protocol entry once per workload, at its first point; the other
+    // points are validated (options, protocol and workload settings) but not run, which keeps
+    // files with many runs of large clusters affordable.
+    let mut smoked: BTreeSet<(String, String)> = BTreeSet::new();
     for spec in &runs {
         for value in &sweep_values {
             let mut options = exp.bench.clone();
@@ -359,7 +365,19 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 args.runtime = selection.runtime;
             }
             args.set.extend(selection.sim_settings.iter().cloned());
-            let config = args.validate()?;
+            let mut config = args.validate()?;
+            if smoke {
+                config.protocols.retain(|p| {
+                    let workload = config.workload.clone();
+                    smoked.insert((p.label.clone(), workload))
+                });
+                if config.protocols.is_empty() {
+                    println!(
+                        "== {label}: valid; not run (smoke: its protocols ran at an earlier point)"
+                    );
+                    continue;
+                }
+            }
             println!("== {label}");
             let finished = crate::bench::run_config(&config)?;
             failed_checks.extend(

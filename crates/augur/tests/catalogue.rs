@@ -19,7 +19,9 @@
 //!    2PC but never validates a read-only transaction; `walter` commits at the keys' preferred
 //!    sites (their masters) alone and never waits for a lock; `rococo` refuses a piece whose reads
 //!    are stale or that conflicts by read and write with a pending piece, and confirms a
-//!    read-only transaction's reads in a second round; `nocc` installs whatever it is sent
+//!    read-only transaction's reads in a second round; `rc`, `dst-occ` and `dst-2pl` run
+//!    `occ`'s or `2pl`'s read-write transactions, and their read-only ones commit unvalidated
+//!    (`rc`: the newest versions) or on a snapshot (`dst-*`); `nocc` installs whatever it is sent
 //!    and so shows the anomaly). Where the mechanism differs
 //!    between protocols, a scenario states it for each registered protocol by name, and a
 //!    protocol it does not name fails the test ("no expectation for protocol X: add one"): a
@@ -593,7 +595,7 @@ fn g0_dirty_write() {
                     o.proscribed_at(IsolationLevel::SnapshotIsolation, AnomalyKind::LostUpdate)
                 );
             }
-            "occ" | "gts" => {
+            "occ" | "gts" | "rc" | "dst-occ" => {
                 // No-wait locks: each coordinator's own replica locks its transaction's keys first (T1's
                 // x on node 0, T2's y on node 2), so each finds the other's lock at the other's node and
                 // both abort (a no-wait conflict is reported as `lock_timeout`).
@@ -606,7 +608,7 @@ fn g0_dirty_write() {
                 }
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
-            "2pl" => {
+            "2pl" | "dst-2pl" => {
                 // The appends' reads take shared locks at the masters, so both hold x and y
                 // shared. At commit T1, the older, waits to upgrade them; T2 would wait for the
                 // older T1 and dies (wait-die); then T1 commits.
@@ -708,7 +710,7 @@ fn g1a_aborted_read() {
                 assert!(o.shows(AnomalyKind::AbortedRead));
                 assert!(o.proscribed_at(IsolationLevel::ReadCommitted, AnomalyKind::AbortedRead));
             }
-            "occ" | "gts" | "2pl" => {
+            "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // T3's prepare held x's lock at the master (and at the live slave) until the abort
                 // released it. T4, read-only, reads and validates (occ) or locks (2pl) at x's master
                 // alone, which is up (gts: reads there at the oracle's stable timestamp, which T3's
@@ -832,7 +834,7 @@ fn g1c_circular_information_flow() {
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
-            "occ" | "gts" | "2pl" => {
+            "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // T1 reads the latest y, T2's (committed before the read); nothing T1 read changed
                 // before its validation (occ, gts), or could change under its shared locks (2pl): the
                 // serial order is T0, T2, T1.
@@ -888,13 +890,13 @@ fn expect_lost_update(o: &Observed) {
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
-        "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" => {
+        "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "rc" | "dst-occ" => {
             // T2's validation (rococo: in its start phase) finds x's newest version written
             // by T1, not the one T2 read.
             assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
-        "2pl" => {
+        "2pl" | "dst-2pl" => {
             // Both hold x shared; T1's commit waits to upgrade (it is the older), and T2's,
             // younger than T1, dies rather than wait for it.
             assert_eq!(o.abort_reason("T2"), Some("wait_die"));
@@ -986,9 +988,20 @@ fn g_single_read_skew() {
                 assert!(o.proscribed_at(IsolationLevel::SnapshotIsolation, G_SINGLE));
                 assert!(!o.proscribed_at(IsolationLevel::ReadCommitted, G_SINGLE));
             }
-            "gts" => {
-                // T1, read-only, reads at the oracle's stable timestamp, fetched at its begin,
-                // before T2 took its own: it reads the old y, never validates, and commits.
+            "rc" => {
+                // Read-only T1 is not validated: it read x before T2 and y after, and commits
+                // the read skew, which read committed allows.
+                assert!(o.committed("T1"));
+                assert_eq!(o.read("T1", &y()), [2, 4]);
+                assert!(o.shows(G_SINGLE));
+                assert!(o.proscribed_at(IsolationLevel::Serializable, G_SINGLE));
+                assert!(!o.proscribed_at(IsolationLevel::ReadCommitted, G_SINGLE));
+            }
+            "dst-occ" | "dst-2pl" | "gts" => {
+                // T1 reads at its begin timestamp; T2 began later on its own clock, so it
+                // commits above T1's claims and T1 reads the old y: no wait, no abort. gts: T1
+                // reads at the oracle's stable timestamp, fetched at its begin, before T2 took
+                // its own: the old y too, never validated.
                 assert!(o.committed("T1"));
                 assert_eq!(o.read("T1", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
@@ -1064,7 +1077,7 @@ fn g2_item_write_skew() {
                 assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
-            "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" => {
+            "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "rc" | "dst-occ" => {
                 // T2 also validates the key it only read (rococo: in its start phase at x's
                 // replicas; occ: in its validation round at x's master): x's newest version
                 // is T1's.
@@ -1072,7 +1085,7 @@ fn g2_item_write_skew() {
                 assert_eq!(o.read("T3", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
-            "2pl" => {
+            "2pl" | "dst-2pl" => {
                 // T1 and T2 hold x and y shared; T2's commit would wait for the older T1's
                 // shared lock on y, so T2 dies.
                 assert_eq!(o.abort_reason("T2"), Some("wait_die"));
@@ -1125,7 +1138,7 @@ fn observed_transaction_vanishes() {
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
             "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" | "rococo"
-            | "occ" | "gts" | "2pl" => {
+            | "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);

@@ -3,7 +3,8 @@
 //! history.
 
 use augur::check::{CheckArgs, CheckConfig};
-use augur_protocols::registry::PROTOCOLS;
+use augur::faults::FaultSpec;
+use augur_protocols::registry::{PROTOCOLS, Promise};
 
 fn config(protocol: &str, workload: &str, seeds: &str, mutant: Option<&str>) -> CheckConfig {
     config_over(protocol, workload, seeds, mutant, "ring")
@@ -94,6 +95,41 @@ fn nocc_shows_the_anomalies_it_allows() {
         allowed += outcome.report.anomalies.len();
     }
     assert!(allowed > 0, "nocc under contention must show anomalies");
+}
+
+/// `config` with `promises` lent to its protocol, which does not list them.
+fn promising(mut config: CheckConfig, promises: &'static [Promise]) -> CheckConfig {
+    let mut info = *config.info;
+    info.promises = promises;
+    config.info = Box::leak(Box::new(info));
+    config
+}
+
+/// The timestamp promises reach `run_seed` with the run's clock skew. `2pl`'s commit timestamps
+/// keep both: every node holding a lock votes a timestamp above every commit it has installed,
+/// and holds its locks until the decision. `occ` validates its reads without locking them, so
+/// under skew a reader stamped by a fast node's vote can be stamped above the writer that then
+/// overwrote what it read (an `rw` edge backwards; seed 59 is the first). `walter` propagates commits
+/// asynchronously, so its read-only transactions may miss long-acknowledged updates.
+#[test]
+fn timestamp_promises_are_checked_on_the_runs() {
+    use Promise::{BoundedStaleness, TimestampsOrderDependencies};
+    let both = &[TimestampsOrderDependencies, BoundedStaleness];
+    let kept = promising(config("2pl", "list-append", "1..5", None), both);
+    assert_eq!(first_failure(&kept), None);
+    let backwards = promising(config("occ", "list-append", "1..100", None), both);
+    let (seed, why) = first_failure(&backwards).expect("occ's rw edges go backwards under skew");
+    assert!(why.contains("go against commit timestamps"), "{why}");
+    eprintln!("occ: seed {seed}: {why}");
+    let mut stale = promising(
+        config("walter", "list-append", "1..10", None),
+        &[BoundedStaleness],
+    );
+    // Fault-free, so that what it misses is replication lag alone.
+    stale.faults = FaultSpec::default();
+    let (seed, why) = first_failure(&stale).expect("walter's reads are stale");
+    assert!(why.contains("stale read"), "{why}");
+    eprintln!("walter: seed {seed}: {why}");
 }
 
 #[test]

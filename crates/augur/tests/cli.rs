@@ -590,6 +590,55 @@ fn run_flags_beside_an_experiment_file_are_refused_not_ignored() {
     );
 }
 
+/// A smoke pass runs each protocol once, at its first point, and validates the others: a bad
+/// setting in a later run still fails it.
+#[test]
+fn a_smoke_pass_runs_each_protocol_once_and_validates_every_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two-runs.toml");
+    let experiment = |second_keys: &str| {
+        format!(
+            "paper = \"test\"\nfigure = \"-\"\nsetting = \"-\"\nheadline = \"-\"\n\
+             deviations = []\n[bench]\nprotocol = [\"nocc\", \"occ\"]\nworkload = \"ycsb-t\"\n\
+             nodes = 2\nruntime = \"sim\"\n\
+             [[run]]\nname = \"first\"\nset = [\"keys=100\"]\n\
+             [[run]]\nname = \"second\"\nset = [\"keys={second_keys}\"]\n"
+        )
+    };
+    std::fs::write(&file, experiment("200")).unwrap();
+    let out_dir = dir.path().join("out");
+    let args = [
+        "bench",
+        "--config",
+        file.to_str().unwrap(),
+        "--smoke",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let out = augur(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("second: valid; not run"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("two-runs/experiment.json")).unwrap())
+            .unwrap();
+    let points: Vec<(&str, &str)> = summary["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["run"].as_str().unwrap(), p["protocol"].as_str().unwrap()))
+        .collect();
+    assert_eq!(points, [("first", "nocc"), ("first", "occ")]);
+    std::fs::write(&file, experiment("0")).unwrap();
+    let out = augur(&args);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("keys"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `--placement hash` reaches everything that builds a placement: `augur check` (whose replay
 /// command repeats it) and `augur bench`, whose `--runtime tcp` cluster file hands it to the
 /// node processes, which must agree with the clients about where every key lives for the bank's

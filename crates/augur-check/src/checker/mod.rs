@@ -27,11 +27,15 @@
 //! 5. Strongly connected components, and in each non-trivial one the most severe cycles
 //!    (`cycles`).
 //! 6. `spsi`: fractured reads and conflicting concurrent writers within one snapshot.
+//!
+//! `promises` judges commit timestamps against the dependency edges of passes 1–3 and the
+//! version order.
 
 mod cycles;
 mod explain;
 mod graph;
 mod index;
+mod promises;
 mod spsi;
 mod versions;
 
@@ -43,6 +47,7 @@ use augur_types::history::History;
 use explain::Collector;
 use graph::{Csr, EdgeKind, Evidence, GEdge, tarjan};
 use index::{ExtRead, Index, NONE, Status};
+pub use promises::{bounded_staleness, timestamps_order_dependencies};
 
 /// How a workload's values reveal the version order of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,29 +88,8 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
     let mut out = Collector::new(options.level);
     let n = ix.n();
 
-    let mut node_of = vec![NONE; n];
-    let mut txn_of: Vec<u32> = Vec::new();
-    for (t, status) in ix.status.iter().enumerate() {
-        if status.in_graph() {
-            node_of[t] = txn_of.len() as u32;
-            txn_of.push(t as u32);
-        }
-    }
-
-    let mut edges: Vec<GEdge> = Vec::new();
-    let mut readers: Vec<(u32, u32)> = Vec::new();
-    read_checks(
-        &ix,
-        options.level.constrains_aborted(),
-        &node_of,
-        &mut edges,
-        &mut readers,
-        &mut out,
-    );
-
-    let pairs = versions::installed_order(&ix, options, &mut out);
+    let Dependencies { txn_of, mut edges } = Dependencies::build(&ix, options, &mut out);
     versions::lost_updates(&ix, &mut out);
-    dependency_edges(&ix, &pairs, &node_of, readers, &mut edges);
     session_edges(&ix, &txn_of, &mut edges);
     realtime_edges(&ix, &txn_of, &mut edges);
 
@@ -127,6 +111,7 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
             | IsolationLevel::SnapshotIsolation
             | IsolationLevel::Spsi
             | IsolationLevel::Serializable
+            | IsolationLevel::SessionSerializable
             | IsolationLevel::StrictSerializable
     ) {
         let order = versions::Order::build(&ix, options);
@@ -153,6 +138,42 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
     CheckReport {
         stats,
         anomalies: out.finish(),
+    }
+}
+
+/// The graph's nodes (the committed transactions and the unknown-outcome ones observed) and its
+/// dependency edges: `wr` from the reads, `ww` and `rw` from the version order. Built once here
+/// for [`check`] and for the promises that judge these edges ([`promises`]).
+struct Dependencies {
+    /// Each node's transaction.
+    txn_of: Vec<u32>,
+    edges: Vec<GEdge>,
+}
+
+impl Dependencies {
+    /// Reports the read anomalies and the keys whose versions cannot be ordered into `out`.
+    fn build(ix: &Index<'_>, options: &CheckOptions, out: &mut Collector) -> Dependencies {
+        let mut node_of = vec![NONE; ix.n()];
+        let mut txn_of: Vec<u32> = Vec::new();
+        for (t, status) in ix.status.iter().enumerate() {
+            if status.in_graph() {
+                node_of[t] = txn_of.len() as u32;
+                txn_of.push(t as u32);
+            }
+        }
+        let mut edges: Vec<GEdge> = Vec::new();
+        let mut readers: Vec<(u32, u32)> = Vec::new();
+        read_checks(
+            ix,
+            options.level.constrains_aborted(),
+            &node_of,
+            &mut edges,
+            &mut readers,
+            out,
+        );
+        let pairs = versions::installed_order(ix, options, out);
+        dependency_edges(ix, &pairs, &node_of, readers, &mut edges);
+        Dependencies { txn_of, edges }
     }
 }
 

@@ -464,6 +464,11 @@ struct SnapshotRead {
 /// The setting of DST's read staleness δ (§5.4): read-only transactions read at `now − δ`.
 pub const READ_STALENESS: &str = "read_staleness_ms";
 
+/// The setting of DST's session rule (§6): `on` starts each transaction of a client at or
+/// above the largest commit timestamp this coordinator told it, so a client reads its own
+/// writes and never goes back in time (session serializability).
+pub const SESSION: &str = "session";
+
 /// The values [`READ_STALENESS`] accepts, in milliseconds.
 pub const READ_STALENESS_VALUES: &[&str] = &["0", "1", "5", "10", "20", "50", "100", "200", "500"];
 
@@ -503,6 +508,11 @@ pub struct LockCommit<F> {
     ceiling: ServeLease,
     /// DST: read staleness δ.
     staleness: Duration,
+    /// DST with the session rule (§6): per client, the largest commit timestamp this
+    /// coordinator told it. Volatile: a restarted coordinator no longer knows its clients'
+    /// floors (the paper keeps them in the session, and a client that moves to another
+    /// coordinator loses them too).
+    sessions: Option<FxHashMap<ClientId, Timestamp>>,
     /// DST: read-only reads waiting for a writer, by the writer.
     snapshot_reads: FxHashMap<TxnId, Vec<SnapshotRead>>,
     /// DST, GTS: the latest read horizon each node announced.
@@ -958,6 +968,7 @@ impl<F: Flavor> LockCommit<F> {
             self.counters.read_only_committed += 1;
         }
         self.ages.remove(&t.client);
+        self.told_commit(t.client, commit_ts);
         // The runtime holds the answer until the decision is durable.
         if let Some(pending) = t.pending {
             pending.answer(ctx, ClientReply::Committed { commit_ts });
@@ -1454,9 +1465,17 @@ impl<F: Flavor> LockCommit<F> {
         ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
     }
 
+    /// With DST's session rule, remember that `client` was told of a commit at `commit_ts`.
+    fn told_commit(&mut self, client: ClientId, commit_ts: Timestamp) {
+        if let Some(sessions) = &mut self.sessions {
+            let floor = sessions.entry(client).or_insert(commit_ts);
+            *floor = (*floor).max(commit_ts);
+        }
+    }
+
     /// DST's read timestamp for a read-only transaction beginning now (RO1): the hybrid clock
-    /// `δ` ago, and at least `floor` (the hook for §6's session rule: the largest commit
-    /// timestamp the session has seen; `None` until clients send one).
+    /// `δ` ago, and at least `floor` (§6's session rule: the largest commit timestamp the
+    /// session was told).
     fn read_timestamp(&self, now: Timestamp, floor: Option<Timestamp>) -> Timestamp {
         let ts = Hybrid::at(now.saturating_sub(self.staleness));
         floor.map_or(ts, |floor| ts.max(floor))
@@ -1651,10 +1670,17 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             Locking::TwoPhase => *self.ages.entry(pending.client).or_insert(now),
             Locking::AtCommit | Locking::Optimistic => now,
         };
+        let session = self
+            .sessions
+            .as_ref()
+            .and_then(|s| s.get(&pending.client).copied());
         let ts = match (F::TIMESTAMPS, read_only) {
             (Timestamping::Single, _) | (Timestamping::Gts, false) => now,
-            (Timestamping::Dst, false) => Hybrid::at(now),
-            (Timestamping::Dst, true) => self.read_timestamp(now, None),
+            // RW1 starts at the session's floor too, so its commits rise along the session.
+            (Timestamping::Dst, false) => {
+                session.map_or(Hybrid::at(now), |floor| floor.max(Hybrid::at(now)))
+            }
+            (Timestamping::Dst, true) => self.read_timestamp(now, session),
             // Set when the oracle's stable timestamp arrives.
             (Timestamping::Gts, true) => Timestamp::ZERO,
         };
@@ -1745,8 +1771,10 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         if Self::SNAPSHOTS && t.read_only {
             // RO: its reads form a snapshot at its timestamp; nothing to check or tell anyone.
             let commit_ts = t.ts;
+            let client = t.client;
             self.coord.remove(&txn);
             self.counters.read_only_committed += 1;
+            self.told_commit(client, commit_ts);
             return pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
         let unvalidated_read_only =
@@ -1783,6 +1811,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 // Nothing to order: where a snapshot taken now would put it.
                 Timestamping::Gts => self.stable_seen,
             };
+            self.told_commit(t.client, commit_ts);
             return pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
         self.start_commit(ctx, txn, pending, by_replica, to_validate);
@@ -1856,6 +1885,9 @@ impl<F: Flavor> Protocol for LockCommit<F> {
                 .get(READ_STALENESS)
                 .and_then(|v| v.parse().ok())
                 .map_or(Duration::ZERO, Duration::from_millis),
+            sessions: (Self::DST
+                && env.options.settings.get(SESSION).map(String::as_str) == Some("on"))
+            .then(FxHashMap::default),
             snapshot_reads: FxHashMap::default(),
             horizons: FxHashMap::default(),
             oracle_id,

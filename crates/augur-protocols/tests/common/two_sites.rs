@@ -23,8 +23,18 @@ pub fn y() -> Key {
 
 /// Two nodes (VA, OR), one replica per key, running `P` (or its `mutant`).
 pub fn sim<P: Protocol>(mutant: Option<&str>) -> Simulation<P> {
+    sim_with::<P>(mutant, &[])
+}
+
+/// [`sim`] with protocol settings (`NAME=VALUE`).
+#[allow(dead_code)]
+pub fn sim_with<P: Protocol>(mutant: Option<&str>, settings: &[(&str, &str)]) -> Simulation<P> {
     let options = ProtocolOptions {
         mutant: mutant.map(str::to_string),
+        settings: settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         ..ProtocolOptions::default()
     };
     let s = super::traced_sim::<P>("3dc", 2, 2, 1, options);

@@ -64,8 +64,10 @@
 //! `local` if it masters none), with `uniform` among all warehouses. `master` makes Payment's
 //! contention on the warehouse and district rows local only, as STR §8.2 describes it; with
 //! `local` every replica's clients write the same rows. Stock-Level draws its district
-//! uniformly; `stock_level_districts` > 1 makes it scan that many consecutive districts (wrapping
-//! after 10), 20 orders each, and count the distinct low-stock items over all of them.
+//! uniformly; `stock_level_districts` > 1 makes it scan that many consecutive districts, 20
+//! orders each, and count the distinct low-stock items over all of them (each against its own
+//! warehouse's stock): past district 10 the scan goes on in the next warehouse (wrapping after
+//! the last), so up to 20 districts need two warehouses.
 //!
 //! # Audit
 //!
@@ -79,7 +81,7 @@
 //! |--------------------------|---------|-|
 //! | `warehouses`             | 1       | W |
 //! | `preset`                 | `spec`  | the mix, above |
-//! | `stock_level_districts`  | 1       | districts one Stock-Level scans (1 is the spec) |
+//! | `stock_level_districts`  | 1       | districts one Stock-Level scans (1 is the spec; ≤ 20) |
 //! | `remote_new_order`       | 0.01    | share of New-Order lines from another warehouse |
 //! | `remote_payment`         | 0.15    | share of Payments for another warehouse's customer |
 //! | `home_warehouse`         | `local` | `local`, `master` or `uniform`, above |
@@ -149,6 +151,10 @@ pub const SETTINGS: &[&str] = &[
 
 /// The most warehouses (the audit reads every row of every warehouse).
 pub const MAX_WAREHOUSES: u32 = 100_000;
+
+/// The most districts one Stock-Level may scan: DST's sweep (§5.1, Fig. 10) ends at 20, two
+/// warehouses' worth.
+pub const MAX_STOCK_LEVEL_DISTRICTS: u8 = 20;
 /// Customers per district and items at full scale (Clause 4.3.3.1).
 pub const SPEC_CUSTOMERS: u16 = 3000;
 pub const SPEC_ITEMS: u32 = 100_000;
@@ -362,8 +368,13 @@ impl Settings {
             let why = format!("must be within 1..={MAX_WAREHOUSES}");
             return Err(bad("warehouses", settings.warehouses, why));
         }
-        if !(1..=schema::DISTRICTS).contains(&settings.stock_level_districts) {
-            let why = format!("must be within 1..={}", schema::DISTRICTS);
+        let districts = u32::from(schema::DISTRICTS) * settings.warehouses;
+        let most = u32::from(MAX_STOCK_LEVEL_DISTRICTS).min(districts);
+        if !(1..=most).contains(&u32::from(settings.stock_level_districts)) {
+            let why = format!(
+                "must be within 1..={most} (at most {MAX_STOCK_LEVEL_DISTRICTS}, and {} districts per warehouse)",
+                schema::DISTRICTS
+            );
             return Err(bad(
                 "stock_level_districts",
                 settings.stock_level_districts,

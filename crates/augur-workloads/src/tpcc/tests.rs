@@ -517,48 +517,62 @@ fn delivery_delivers_the_oldest_order_of_every_district() {
 
 #[test]
 fn stock_level_counts_distinct_low_stock_items_of_recent_orders() {
-    let w = tiny(&[]);
+    let w = tiny(&[("warehouses", "2")]);
     let mut ops = loaded(&w);
-    let expected = |ops: &FakeOps, wh: u32, districts: &[u8], threshold: i32| {
+    // The low-stock (warehouse, item) pairs of the last 20 orders of each scanned district.
+    let expected = |ops: &FakeOps, districts: &[(u32, u8)], threshold: i32| {
         let mut items = BTreeSet::new();
-        for &d in districts {
+        for &(wh, d) in districts {
             let next = row::<District>(ops, &district_key(wh, d))
                 .unwrap()
                 .next_o_id;
             for o in next - 20..next {
                 let order: Order = row(ops, &order_key(wh, d, o)).unwrap();
                 for n in 1..=order.ol_cnt {
-                    items.insert(
-                        row::<OrderLine>(ops, &order_line_key(wh, d, o, n))
-                            .unwrap()
-                            .i_id,
-                    );
+                    let line = row::<OrderLine>(ops, &order_line_key(wh, d, o, n)).unwrap();
+                    items.insert((wh, line.i_id));
                 }
             }
         }
         items
             .into_iter()
-            .filter(|i| row::<Stock>(ops, &stock_key(wh, *i)).unwrap().quantity < threshold)
+            .filter(|(wh, i)| row::<Stock>(ops, &stock_key(*wh, *i)).unwrap().quantity < threshold)
             .count() as u32
     };
-    // Make some stock low.
-    for i in (1..=200).step_by(3) {
-        let mut s: Stock = row(&ops, &stock_key(1, i)).unwrap();
-        s.quantity = 11;
-        put(&mut ops, stock_key(1, i), &s);
+    // Make some stock low, in both warehouses.
+    for (wh, first) in [(1, 1), (2, 2)] {
+        for i in (first..=200).step_by(3) {
+            let mut s: Stock = row(&ops, &stock_key(wh, i)).unwrap();
+            s.quantity = 11;
+            put(&mut ops, stock_key(wh, i), &s);
+        }
     }
-    for (d, districts, threshold) in [(4, 1, 15), (10, 2, 20), (3, 10, 12)] {
+    // Within the home warehouse, across into the next one, and all 20 from either warehouse
+    // (the second wrapping back to the first).
+    for (wh, d, districts, threshold) in [
+        (1, 4, 1, 15),
+        (1, 10, 2, 20),
+        (1, 3, 10, 12),
+        (1, 1, 20, 20),
+        (2, 6, 20, 16),
+    ] {
         let mut p = StockLevel {
-            w: 1,
+            w: wh,
             d,
             districts,
+            warehouses: 2,
             threshold,
             result: None,
         };
         ops.run(&mut p).unwrap();
         assert!(ops.buffered.is_empty());
-        let scanned: Vec<u8> = (0..districts).map(|k| (d - 1 + k) % 10 + 1).collect();
-        let want = expected(&ops, 1, &scanned, threshold);
+        let scanned: Vec<(u32, u8)> = (0..districts)
+            .map(|k| {
+                let n = d - 1 + k;
+                ((wh - 1 + u32::from(n / 10)) % 2 + 1, n % 10 + 1)
+            })
+            .collect();
+        let want = expected(&ops, &scanned, threshold);
         assert!(want > 0);
         assert_eq!(p.result, Some(want), "{scanned:?}");
         ops.log.clear();
@@ -872,6 +886,7 @@ fn settings_are_echoed_and_validated() {
         ("preset", "0,0,0,0,0"),
         ("stock_level_districts", "0"),
         ("stock_level_districts", "11"),
+        ("stock_level_districts", "21"),
         ("remote_new_order", "1.5"),
         ("remote_payment", "-0.1"),
         ("home_warehouse", "near"),
@@ -949,7 +964,7 @@ fn calls_replay_across_warehouses() {
         ("warehouses", "4"),
         ("remote_new_order", "0.3"),
         ("remote_payment", "0.5"),
-        ("stock_level_districts", "3"),
+        ("stock_level_districts", "13"),
         ("preset", "30,30,10,15,15"),
         ("home_warehouse", "uniform"),
     ]);
@@ -967,7 +982,7 @@ fn unknown_procedures_and_bad_arguments_are_refused() {
     // Arguments that decode but that no terminal draws, on which the bodies would panic.
     let mut lines = new_order(1, 1, 1, &[(1, 1, 1); 5]);
     lines.lines = vec![lines.lines[0]; 300];
-    let bad: [(&str, Box<dyn Procedure>); 4] = [
+    let bad: [(&str, Box<dyn Procedure>); 5] = [
         ("new-order", Box::new(new_order(1, 0, 1, &[(1, 1, 1); 5]))),
         ("new-order", Box::new(lines)),
         (
@@ -990,6 +1005,18 @@ fn unknown_procedures_and_bad_arguments_are_refused() {
                 w: 1,
                 d: 10,
                 districts: 255,
+                warehouses: 1,
+                threshold: 15,
+                result: None,
+            }),
+        ),
+        (
+            "stock-level",
+            Box::new(StockLevel {
+                w: 1,
+                d: 1,
+                districts: 11,
+                warehouses: 1,
                 threshold: 15,
                 result: None,
             }),

@@ -17,7 +17,7 @@
 
 use super::random::{self, nurand};
 use super::schema::*;
-use super::{Config, Kind};
+use super::{Config, Kind, MAX_STOCK_LEVEL_DISTRICTS};
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{AbortReason, Key, ProcedureCall, RequestError};
 use rand::Rng;
@@ -501,8 +501,13 @@ pub struct StockLevel {
     pub w: u32,
     /// The first district scanned.
     pub d: u8,
-    /// How many consecutive districts are scanned (1 in the specification).
+    /// How many consecutive districts are scanned (1 in the specification): from `d` up to
+    /// district 10 of `w`, then on from district 1 of the next warehouse, wrapping after the
+    /// last (DST §5.1 sweeps up to 20).
     pub districts: u8,
+    /// The number of warehouses, which a scan past district 10 wraps around.
+    #[serde(default = "one")]
+    pub warehouses: u32,
     pub threshold: i32,
     /// low_stock, once an attempt ran to the end.
     #[serde(skip)]
@@ -517,32 +522,33 @@ impl StockLevel {
             w,
             d: draw_district(rng),
             districts: config.settings.stock_level_districts,
+            warehouses: config.settings.warehouses,
             threshold: rng.random_range(10..=20),
             result: None,
         }
     }
 
     /// Clause 2.8.2.2: the distinct items of the last 20 orders (below D_NEXT_O_ID) of each
-    /// scanned district whose stock at the home warehouse is below the threshold. An order's lines
-    /// are read from OL_NUMBER 1 up to the first absent one, which spares reading the ORDER row.
+    /// scanned district whose stock at the district's warehouse is below the threshold. An
+    /// order's lines are read from OL_NUMBER 1 up to the first absent one, which spares reading
+    /// the ORDER row.
     async fn body(&self, ops: &mut dyn Ops) -> Result<u32, TxnError> {
-        let w = self.w;
         let mut items = BTreeSet::new();
         for k in 0..self.districts {
-            let d = (self.d - 1 + k) % DISTRICTS + 1;
+            let (w, d) = self.district(k);
             let district: District = must(ops, &district_key(w, d)).await?;
             let next = district.next_o_id;
             for o in next.saturating_sub(STOCK_LEVEL_ORDERS).max(1)..next {
                 for number in 1..=MAX_OL {
                     match get::<OrderLine>(ops, &order_line_key(w, d, o, number)).await? {
-                        Some(line) => items.insert(line.i_id),
+                        Some(line) => items.insert((w, line.i_id)),
                         None => break,
                     };
                 }
             }
         }
         let mut low = 0;
-        for i in items {
+        for (w, i) in items {
             let stock: Stock = must(ops, &stock_key(w, i)).await?;
             if stock.quantity < self.threshold {
                 low += 1;
@@ -638,14 +644,33 @@ impl OrderStatus {
     }
 }
 
+/// Stock-Level's warehouse count in calls from before it was an argument.
+fn one() -> u32 {
+    1
+}
+
 impl StockLevel {
-    /// The scanned districts are counted from `d` in a `u8`.
+    /// The `k`-th district scanned (from 0): its warehouse and number.
+    fn district(&self, k: u8) -> (u32, u8) {
+        let n = self.d - 1 + k;
+        let w = (self.w - 1 + u32::from(n / DISTRICTS)) % self.warehouses + 1;
+        (w, n % DISTRICTS + 1)
+    }
+
+    /// The scanned districts are counted from `d` in a `u8`, and reach at most into the next
+    /// warehouse.
     fn check(&self) -> Result<(), String> {
         check_district("district", self.d)?;
-        if !(1..=DISTRICTS).contains(&self.districts) {
+        if !(1..=MAX_STOCK_LEVEL_DISTRICTS).contains(&self.districts) {
             return Err(format!(
-                "{} districts scanned, not within 1..={DISTRICTS}",
+                "{} districts scanned, not within 1..={MAX_STOCK_LEVEL_DISTRICTS}",
                 self.districts
+            ));
+        }
+        if self.w == 0 || u32::from(self.districts) > u32::from(DISTRICTS) * self.warehouses {
+            return Err(format!(
+                "{} districts scanned from warehouse {} of {}: not that many districts",
+                self.districts, self.w, self.warehouses
             ));
         }
         Ok(())
