@@ -10,7 +10,11 @@
 //! stay as strict as `occ`'s. Not strict serializability: a snapshot at the stable timestamp
 //! may miss a commit already acknowledged whose timestamp is not stable yet. **Read-only
 //! transactions never abort** (`Promise::AbortFreeReadOnly`; a timeout or a lost coordinator
-//! aside).
+//! aside). **Timestamps order dependencies** (`Promise::TimestampsOrderDependencies`, the two
+//! points below): every dependency between committed read-write transactions goes to a later
+//! commit timestamp, and a read-only transaction, whose commit timestamp is its snapshot,
+//! returns per key the newest version at or below it. No staleness bound: stable lags behind
+//! the newest commit by however long the oldest pending timestamp takes to be released.
 //!
 //! # The protocol
 //!
@@ -124,7 +128,10 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "DST (NSDI 2021) §2.2 baseline: GTS, a global timestamp oracle over DrTM+R OCC",
     summary: "occ plus a timestamp oracle: commit timestamps fetched after locking and before validation, released once applied everywhere; read-only transactions read at the oracle's stable timestamp, never wait, never abort",
     commit_order_evidence: true,
-    promises: &[Promise::AbortFreeReadOnly],
+    promises: &[
+        Promise::AbortFreeReadOnly,
+        Promise::TimestampsOrderDependencies,
+    ],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -149,7 +156,7 @@ pub const SETTINGS: &[SettingInfo] = &[ORACLE_SETTING];
 /// The mutants `gts` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[(
     "read-at-global-ts",
-    "read-only transactions read at the last timestamp issued (GlobalTS) instead of the stable one (M-12: a commit with a smaller timestamp may not be applied yet; fractured read, Fig. 3; caught by seed 1 of rw-register and bank, seed 17 of list-append, under --faults all --latency 3dc)",
+    "read-only transactions read at the last timestamp issued (GlobalTS) instead of the stable one (M-12: a commit with a smaller timestamp may not be applied yet; fractured read, Fig. 3; caught by seed 1 of list-append, rw-register and bank under --faults all --latency 3dc; on list-append by the timestamp-order promise, the first serializability anomaly there being seed 17's)",
 )];
 
 /// `gts` as a flavor of the lock-and-2PC engine.
