@@ -10,6 +10,7 @@ pub mod clocksi_rep;
 pub mod common;
 pub mod dst_2pl;
 pub mod dst_occ;
+pub mod gts;
 pub mod nocc;
 pub mod occ;
 pub mod planet;

@@ -127,6 +127,31 @@ impl ProtocolInfo {
 }
 
 impl ProtocolInfo {
+    /// [`ProtocolInfo::validate_settings`], and every setting that names a node
+    /// ([`NODE_ID_VALUES`]) names one of the cluster's `nodes` nodes.
+    pub fn validate_for_cluster(
+        &self,
+        settings: &BTreeMap<String, String>,
+        nodes: usize,
+    ) -> Result<(), SettingError> {
+        self.validate_settings(settings)?;
+        for (name, value) in settings {
+            let names_node = self
+                .all_settings()
+                .any(|s| s.name == name && s.values == NODE_ID_VALUES);
+            let node: Option<usize> = value.parse().ok();
+            if names_node && node.is_none_or(|n| n >= nodes) {
+                return Err(SettingError::NoSuchNode {
+                    protocol: self.name,
+                    name: name.clone(),
+                    value: value.clone(),
+                    nodes,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Its own settings, then those every protocol takes ([`RUNTIME_SETTINGS`]).
     pub fn all_settings(&self) -> impl Iterator<Item = &'static SettingInfo> {
         self.settings.iter().chain(RUNTIME_SETTINGS)
@@ -159,6 +184,9 @@ impl SettingInfo {
         if self.name == wal::LOG_SETTING {
             return wal::LogPolicy::parse(value).is_ok();
         }
+        if self.values == NODE_ID_VALUES {
+            return value.parse::<u32>().is_ok();
+        }
         self.values.iter().any(|v| v.eq_ignore_ascii_case(value))
     }
 }
@@ -176,6 +204,10 @@ impl fmt::Display for SettingInfo {
         )
     }
 }
+
+/// The values of a setting that names a node: a node id, which
+/// [`ProtocolInfo::validate_for_cluster`] checks against the cluster.
+pub const NODE_ID_VALUES: &[&str] = &["<node id>"];
 
 /// The values an on/off setting accepts; [`switch`] reads them.
 pub const SWITCH_VALUES: &[&str] = &["on", "off", "true", "false"];
@@ -205,6 +237,16 @@ pub enum SettingError {
         protocol: &'static str,
         name: String,
         valid: String,
+    },
+    #[error(
+        "setting '{name}' of protocol {protocol} names node {value}, but the cluster has nodes 0 to {} only",
+        nodes.saturating_sub(1)
+    )]
+    NoSuchNode {
+        protocol: &'static str,
+        name: String,
+        value: String,
+        nodes: usize,
     },
     #[error(
         "bad value '{value}' for setting '{name}' of protocol {protocol}; accepted values: {accepted}"
@@ -274,6 +316,7 @@ register! {
     AtCoordinator<crate::rc::RcNode> => crate::rc::INFO,
     AtCoordinator<crate::dst_occ::DstOccNode> => crate::dst_occ::INFO,
     AtCoordinator<crate::dst_2pl::Dst2PlNode> => crate::dst_2pl::INFO,
+    AtCoordinator<crate::gts::GtsNode> => crate::gts::INFO,
     AtCoordinator<crate::walter::Walter> => crate::walter::INFO,
     // rococo runs one-shot procedures as deferrable pieces itself (its module docs).
     crate::rococo::Rococo => crate::rococo::INFO,
@@ -304,7 +347,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("gts", "DST baseline: timestamp oracle"),
     ("vts", "DST baseline: vector timestamps"),
     (
         "sparkle",
@@ -443,7 +485,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, walter, rococo"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, walter, rococo"
         );
     }
 }

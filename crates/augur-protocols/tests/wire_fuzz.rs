@@ -6,7 +6,7 @@
 
 use augur_protocols::common::vclock::VClock;
 use augur_protocols::{
-    clocksi_rep, dst_2pl, dst_occ, nocc, occ, rc, rococo, str as str_protocol, two_pl,
+    clocksi_rep, dst_2pl, dst_occ, gts, nocc, occ, rc, rococo, str as str_protocol, two_pl,
     twopc_baseline, walter,
 };
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 18;
+const CORPUS_LEN: usize = 20;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -118,6 +118,12 @@ fn corpus() -> Vec<Vec<u8>> {
             snapshot: Some(ts),
         }),
         frame(dst_2pl::Msg::Horizon { ts }),
+        // GTS's oracle traffic: a restarted oracle's question and a node's list of the
+        // timestamps its transactions hold (an altered length must be refused, not trusted).
+        frame(gts::Msg::AskHeld { bound: ts }),
+        frame(gts::Msg::Held {
+            held: vec![(txn, ts), (TxnId::new(NodeId(1), 8), Timestamp(1_001))],
+        }),
         // Vector timestamps: an altered length byte must be refused, not compared.
         frame(walter::Msg::Propagate {
             txn,
@@ -181,6 +187,7 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<rc::Msg>(frame, placement);
     take_off_the_wire::<dst_occ::Msg>(frame, placement);
     take_off_the_wire::<dst_2pl::Msg>(frame, placement);
+    take_off_the_wire::<gts::Msg>(frame, placement);
     take_off_the_wire::<walter::Msg>(frame, placement);
     take_off_the_wire::<rococo::Msg>(frame, placement);
 }

@@ -275,7 +275,7 @@ impl CheckArgs {
                 None => given.insert(k.to_string(), v.to_string()),
             };
         }
-        info.validate_settings(&protocol_settings)
+        info.validate_for_cluster(&protocol_settings, placement.node_count())
             .map_err(|e| bad(e.to_string()))?;
         let workload = augur_workloads::build(&self.workload, &given, placement.clone())
             .map_err(|e| bad(e.to_string()))?;

@@ -595,7 +595,7 @@ fn g0_dirty_write() {
                     o.proscribed_at(IsolationLevel::SnapshotIsolation, AnomalyKind::LostUpdate)
                 );
             }
-            "occ" | "rc" | "dst-occ" => {
+            "occ" | "gts" | "rc" | "dst-occ" => {
                 // No-wait locks: each coordinator's own replica locks its transaction's keys first (T1's
                 // x on node 0, T2's y on node 2), so each finds the other's lock at the other's node and
                 // both abort (a no-wait conflict is reported as `lock_timeout`).
@@ -710,10 +710,12 @@ fn g1a_aborted_read() {
                 assert!(o.shows(AnomalyKind::AbortedRead));
                 assert!(o.proscribed_at(IsolationLevel::ReadCommitted, AnomalyKind::AbortedRead));
             }
-            "occ" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
+            "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // T3's prepare held x's lock at the master (and at the live slave) until the abort
                 // released it. T4, read-only, reads and validates (occ) or locks (2pl) at x's master
-                // alone, which is up: it reads the list without T3's append and commits.
+                // alone, which is up (gts: reads there at the oracle's stable timestamp, which T3's
+                // released timestamp no longer holds back): it reads the list without T3's append
+                // and commits.
                 assert_eq!(o.read("T4", &x()), [1]);
                 assert!(o.committed("T4"));
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
@@ -832,10 +834,10 @@ fn g1c_circular_information_flow() {
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
-            "occ" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
+            "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // T1 reads the latest y, T2's (committed before the read); nothing T1 read changed
-                // before its validation (occ), or could change under its shared locks (2pl): the serial
-                // order is T0, T2, T1.
+                // before its validation (occ, gts), or could change under its shared locks (2pl): the
+                // serial order is T0, T2, T1.
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
@@ -888,7 +890,7 @@ fn expect_lost_update(o: &Observed) {
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
-        "2pc-baseline" | "sss" | "rococo" | "occ" | "rc" | "dst-occ" => {
+        "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "rc" | "dst-occ" => {
             // T2's validation (rococo: in its start phase) finds x's newest version written
             // by T1, not the one T2 read.
             assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
@@ -995,9 +997,11 @@ fn g_single_read_skew() {
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G_SINGLE));
                 assert!(!o.proscribed_at(IsolationLevel::ReadCommitted, G_SINGLE));
             }
-            "dst-occ" | "dst-2pl" => {
+            "dst-occ" | "dst-2pl" | "gts" => {
                 // T1 reads at its begin timestamp; T2 began later on its own clock, so it
-                // commits above T1's claims and T1 reads the old y: no wait, no abort.
+                // commits above T1's claims and T1 reads the old y: no wait, no abort. gts: T1
+                // reads at the oracle's stable timestamp, fetched at its begin, before T2 took
+                // its own: the old y too, never validated.
                 assert!(o.committed("T1"));
                 assert_eq!(o.read("T1", &y()), [2]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
@@ -1073,7 +1077,7 @@ fn g2_item_write_skew() {
                 assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
-            "2pc-baseline" | "sss" | "rococo" | "occ" | "rc" | "dst-occ" => {
+            "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "rc" | "dst-occ" => {
                 // T2 also validates the key it only read (rococo: in its start phase at x's
                 // replicas; occ: in its validation round at x's master): x's newest version
                 // is T1's.
@@ -1134,7 +1138,7 @@ fn observed_transaction_vanishes() {
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
             "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" | "rococo"
-            | "occ" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
+            | "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);

@@ -40,6 +40,7 @@ use crate::common::coordinator::{
 };
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::Policy;
+use crate::common::oracle::Oracle;
 use crate::common::replica::{self, DecisionLog, ServeLease, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
@@ -102,6 +103,13 @@ pub enum Timestamping {
     /// read-only transactions read a snapshot at a timestamp of their own, claiming each tuple
     /// and waiting for at most one writer, and commit with no message.
     Dst,
+    /// GTS, a timestamp oracle (`gts`; the rules and why they are correct are in
+    /// [`crate::gts`]): a read-write transaction fetches its commit timestamp from the oracle
+    /// node once its write set is locked and before its reads are validated, and releases it
+    /// at the oracle once every write replica applied it (or it aborted); declared read-only
+    /// transactions fetch the oracle's stable timestamp at `Begin`, read the newest versions at
+    /// or below it with no claim and no wait, and commit with no message.
+    Gts,
 }
 
 /// What distinguishes one protocol built on this engine from another.
@@ -142,6 +150,9 @@ enum Mutant {
     NoReadSetInstall,
     /// DST: an install sets the tuple timestamp to the commit timestamp instead of raising it.
     OverwriteTs,
+    /// GTS: read-only transactions read at the last timestamp issued (`GlobalTS`), not at the
+    /// stable one.
+    ReadAtGlobalTs,
 }
 
 impl Mutant {
@@ -156,6 +167,7 @@ impl Mutant {
             "no-plus-one" => Some(Mutant::NoPlusOne),
             "no-read-set-install" => Some(Mutant::NoReadSetInstall),
             "overwrite-ts" => Some(Mutant::OverwriteTs),
+            "read-at-global-ts" => Some(Mutant::ReadAtGlobalTs),
             _ => None,
         }
     }
@@ -232,9 +244,29 @@ pub enum Msg {
     Applied { txn: TxnId },
     /// Participant → coordinator: what became of this transaction, prepared here long ago?
     QueryOutcome { txn: TxnId },
-    /// DST, node → every node, each tick: no read-only transaction this node coordinates, now
-    /// or later, reads below `ts` (garbage collection keeps what they may read).
+    /// DST, GTS, node → every node, each tick: no read-only transaction this node coordinates,
+    /// now or later, reads below `ts` (garbage collection keeps what they may read).
     Horizon { ts: Timestamp },
+    /// GTS, coordinator → oracle, with the write set locked: a commit timestamp for `txn`.
+    FetchTs { txn: TxnId },
+    /// GTS, oracle → coordinator: `txn` commits at `ts` (pending at the oracle until released).
+    IssuedTs { txn: TxnId, ts: Timestamp },
+    /// GTS, coordinator → oracle: `txn` no longer holds `ts` (every write replica applied it,
+    /// or it aborted).
+    Done { txn: TxnId, ts: Timestamp },
+    /// GTS, coordinator → oracle: the stable timestamp, for read-only `txn`'s snapshot.
+    FetchStable { txn: TxnId },
+    /// GTS, oracle → node: the stable timestamp, the answer to `txn`'s fetch (`None`: each
+    /// tick's announcement to every node).
+    Stable { txn: Option<TxnId>, ts: Timestamp },
+    /// GTS, oracle → coordinator: `ts`, issued to `txn` long ago, is still pending; what became
+    /// of it?
+    QueryTs { txn: TxnId, ts: Timestamp },
+    /// GTS, restarted oracle → node: which timestamps do your coordinators hold? Every
+    /// timestamp issued before the restart is at or below `bound`.
+    AskHeld { bound: Timestamp },
+    /// GTS, node → oracle: the transactions it coordinates that hold a timestamp.
+    Held { held: Vec<(TxnId, Timestamp)> },
 }
 
 /// Reads, prepares and validations go to replicas of their keys from the transaction's
@@ -257,7 +289,15 @@ impl CheckMessage for Msg {
                 at.txn_of_sender(*txn)?;
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))
             }
-            Msg::Decide { txn, .. } => at.txn_of_sender(*txn),
+            Msg::Decide { txn, .. }
+            | Msg::FetchTs { txn }
+            | Msg::Done { txn, .. }
+            | Msg::FetchStable { txn } => at.txn_of_sender(*txn),
+            Msg::Held { held } => held.iter().try_for_each(|(txn, _)| at.txn_of_sender(*txn)),
+            Msg::IssuedTs { txn, .. } | Msg::QueryTs { txn, .. } => at.txn_here(*txn),
+            Msg::Stable { txn, .. } => txn.map_or(Ok(()), |txn| at.txn_here(txn)),
+            // Any bound is one a restarted oracle may announce.
+            Msg::AskHeld { .. } => Ok(()),
             Msg::ReadReply { txn, .. }
             | Msg::ReadRefused { txn, .. }
             | Msg::Vote { txn, .. }
@@ -282,6 +322,8 @@ pub enum Timer {
     Locks(TxnId),
     /// A master did not get read `seq`'s shared lock in time (`2pl`).
     ReadLock(TxnId, u32),
+    /// GTS: a read-only transaction's stable timestamp did not arrive in time.
+    Stable(TxnId),
 }
 
 /// What a node writes to its log and rebuilds from.
@@ -325,6 +367,10 @@ struct Counters {
     ceiling_writes: u64,
     /// DST: how far the garbage-collection horizon was behind the clock at the last tick, µs.
     gc_horizon_lag_us: u64,
+    /// GTS: commit timestamps fetched from the oracle.
+    ts_fetches: u64,
+    /// GTS: stable timestamps fetched from the oracle.
+    stable_fetches: u64,
 }
 
 /// A transaction this node coordinates.
@@ -334,8 +380,13 @@ struct Coord {
     /// Its age under wait-die: the begin time here.
     prio: Timestamp,
     /// DST: a read-only transaction's read timestamp; a read-write one's lower bound on its
-    /// commit timestamp so far (its begin time, above every version read).
+    /// commit timestamp so far (its begin time, above every version read). GTS: a read-only
+    /// transaction's snapshot (zero until the stable timestamp arrives).
     ts: Timestamp,
+    /// GTS: a read-only transaction waiting at `Begin` for the oracle's stable timestamp.
+    awaiting_stable: bool,
+    /// GTS: the commit timestamp the oracle issued (held until released).
+    fetched: Option<Timestamp>,
     reads: Reads,
     /// Nodes a read was sent to that may hold a lock of it (`2pl`): told of an abort.
     read_nodes: BTreeSet<NodeId>,
@@ -353,6 +404,8 @@ enum Round {
     Prepare,
     /// `occ`: collecting the masters' validations of the reads.
     Validate,
+    /// GTS: waiting for the oracle's commit timestamp, every lock held, nothing validated yet.
+    Fetch,
 }
 
 enum Phase {
@@ -419,6 +472,9 @@ pub const SESSION: &str = "session";
 /// The values [`READ_STALENESS`] accepts, in milliseconds.
 pub const READ_STALENESS_VALUES: &[&str] = &["0", "1", "5", "10", "20", "50", "100", "200", "500"];
 
+/// The setting naming GTS's oracle node (a node id of the cluster; node 0 when not given).
+pub const ORACLE: &str = "oracle";
+
 /// How far past a claim, in clock time, a DST node's durable claim ceiling is raised at a
 /// time: at most one log record per this much, and after a restart writers start at most this
 /// far above the last claim.
@@ -459,14 +515,28 @@ pub struct LockCommit<F> {
     sessions: Option<FxHashMap<ClientId, Timestamp>>,
     /// DST: read-only reads waiting for a writer, by the writer.
     snapshot_reads: FxHashMap<TxnId, Vec<SnapshotRead>>,
-    /// DST: the latest read horizon each node announced.
+    /// DST, GTS: the latest read horizon each node announced.
     horizons: FxHashMap<NodeId, Timestamp>,
+    /// GTS: the oracle node (the `oracle` setting).
+    oracle_id: NodeId,
+    /// GTS: the oracle's state, at the oracle node only.
+    oracle: Option<Oracle>,
+    /// GTS: the largest stable timestamp this node has heard of; no read-only transaction it
+    /// coordinates from now on reads below it.
+    stable_seen: Timestamp,
+    /// GTS: timestamps at or below this were issued by an oracle incarnation that has since
+    /// restarted and been told what this node holds; one arriving now is refused.
+    oracle_floor: Timestamp,
     flavor: PhantomData<fn() -> F>,
 }
 
 impl<F: Flavor> LockCommit<F> {
     /// Whether this flavor runs DST's timestamps.
     const DST: bool = matches!(F::TIMESTAMPS, Timestamping::Dst);
+    /// Whether this flavor runs GTS's oracle.
+    const GTS: bool = matches!(F::TIMESTAMPS, Timestamping::Gts);
+    /// Whether declared read-only transactions read a snapshot (DST, GTS).
+    const SNAPSHOTS: bool = Self::DST || Self::GTS;
 
     /// The newest committed version of `key` here: its value and writer.
     pub fn latest(&self, key: &Key) -> Option<(TxnId, Option<Value>)> {
@@ -483,6 +553,11 @@ impl<F: Flavor> LockCommit<F> {
     /// DST: `key`'s tuple read timestamp here (zero for a key never claimed or read).
     pub fn read_timestamp_of(&self, key: &Key) -> Timestamp {
         self.store.get(key).map_or(Timestamp::ZERO, |e| e.meta)
+    }
+
+    /// GTS: the oracle's state, at the oracle node.
+    pub fn oracle(&self) -> Option<&Oracle> {
+        self.oracle.as_ref()
     }
 
     fn id(&self) -> NodeId {
@@ -513,6 +588,22 @@ impl<F: Flavor> LockCommit<F> {
                 key,
                 snapshot: Some(snapshot),
                 ..
+            } if Self::GTS => {
+                // Every version at or below a stable timestamp is installed here already.
+                let read = SnapshotRead {
+                    txn,
+                    seq,
+                    key,
+                    snapshot,
+                };
+                self.answer_snapshot_read(ctx, read)
+            }
+            Msg::Read {
+                txn,
+                seq,
+                key,
+                snapshot: Some(snapshot),
+                ..
             } => self.serve_snapshot_read(ctx, txn, seq, key, snapshot),
             Msg::ReadReply {
                 txn,
@@ -532,13 +623,157 @@ impl<F: Flavor> LockCommit<F> {
             Msg::Validate { txn, reads, ts } => self.validate(ctx, txn, reads, ts),
             Msg::Validated { txn, vote } => self.vote(ctx, from, txn, Round::Validate, vote),
             Msg::Decide { txn, commit } => self.on_decide(ctx, txn, commit),
-            Msg::Applied { txn } => self.decided.acknowledge(ctx, txn, from),
+            Msg::Applied { txn } => {
+                let kept = self.decided.get(&txn).copied();
+                self.decided.acknowledge(ctx, txn, from);
+                if let Some(ts) = kept.filter(|_| self.decided.get(&txn).is_none()) {
+                    // Applied at every write replica: the oracle may count it stable.
+                    self.release_ts(ctx, txn, ts);
+                }
+            }
             Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
             Msg::Horizon { ts } => {
                 let latest = self.horizons.entry(from).or_insert(ts);
                 *latest = (*latest).max(ts);
             }
+            Msg::FetchTs { txn } => {
+                if let Some(oracle) = self.oracle.as_mut() {
+                    let ts = oracle.issue(ctx, txn);
+                    self.deliver(ctx, txn.coordinator(), Msg::IssuedTs { txn, ts });
+                }
+            }
+            Msg::Done { txn, ts } => {
+                if let Some(oracle) = self.oracle.as_mut() {
+                    oracle.release(txn, ts);
+                }
+            }
+            Msg::FetchStable { txn } => {
+                let global = self.mutant == Some(Mutant::ReadAtGlobalTs);
+                if let Some(oracle) = self.oracle.as_mut() {
+                    let ts = if global {
+                        oracle.last_issued()
+                    } else {
+                        oracle.publish(ctx)
+                    };
+                    let msg = Msg::Stable { txn: Some(txn), ts };
+                    self.deliver(ctx, txn.coordinator(), msg);
+                }
+            }
+            Msg::Held { held } => {
+                let now = ctx.now();
+                if let Some(oracle) = self.oracle.as_mut() {
+                    oracle.held(now, from, &held);
+                }
+            }
+            // From the oracle only (a node that is not takes no part in its bookkeeping).
+            _ if from != self.oracle_id => {}
+            Msg::IssuedTs { txn, ts } => self.issued(ctx, txn, ts),
+            Msg::Stable { txn, ts } => self.stable_arrived(ctx, txn, ts),
+            Msg::QueryTs { txn, ts } => self.query_ts(ctx, txn, ts),
+            Msg::AskHeld { bound } => self.ask_held(ctx, bound),
         }
+    }
+
+    // ----- GTS: the oracle's clients -----
+
+    /// GTS: `txn` no longer holds `ts`; tell the oracle.
+    fn release_ts(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
+        if Self::GTS {
+            let oracle = self.oracle_id;
+            self.deliver(ctx, oracle, Msg::Done { txn, ts });
+        }
+    }
+
+    /// GTS: the oracle issued `ts` to `txn`. A transaction waiting for it validates and
+    /// decides at `ts`; one that is not (it aborted, or the reply repeats) releases it; one
+    /// from an oracle incarnation this node already told what it holds is refused (the
+    /// restarted oracle does not count it pending), and its transaction aborts.
+    fn issued(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
+        let stale = ts <= self.oracle_floor;
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return self.release_ts(ctx, txn, ts);
+        };
+        if t.fetched == Some(ts) {
+            return;
+        }
+        let Phase::Voting {
+            round, commit_ts, ..
+        } = &mut t.phase
+        else {
+            return self.release_ts(ctx, txn, ts);
+        };
+        if *round != Round::Fetch || t.fetched.is_some() {
+            return self.release_ts(ctx, txn, ts);
+        }
+        if stale {
+            return self.abort(ctx, txn, AbortReason::Timeout);
+        }
+        t.fetched = Some(ts);
+        *commit_ts = ts;
+        *round = Round::Prepare;
+        self.validate_or_decide(ctx, txn);
+    }
+
+    /// GTS: the stable timestamp `ts` arrived (for read-only `txn`'s `Begin`, or announced):
+    /// a waiting `Begin` reads at the largest stable timestamp heard of here, which only rises.
+    fn stable_arrived(&mut self, ctx: &mut Ctx<'_, Self>, txn: Option<TxnId>, ts: Timestamp) {
+        self.stable_seen = self.stable_seen.max(ts);
+        let snapshot = self.stable_seen;
+        let Some(t) = txn.and_then(|txn| self.coord.get_mut(&txn)) else {
+            return;
+        };
+        if !t.awaiting_stable {
+            return;
+        }
+        t.awaiting_stable = false;
+        t.ts = snapshot;
+        t.last_active = ctx.now();
+        let txn = txn.expect("found above");
+        if let Some(pending) = t.pending.take() {
+            pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+        }
+    }
+
+    /// GTS: the oracle asks what became of `ts`, issued to `txn`. Nothing while `txn` runs
+    /// here with it (or waits for it); while its commit is not applied everywhere, the
+    /// decision goes again to the write replicas that have not acknowledged it (their
+    /// acknowledgements release it); otherwise it is released.
+    fn query_ts(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
+        if let Some(t) = self.coord.get(&txn)
+            && t.fetched.is_none_or(|held| held == ts)
+        {
+            return;
+        }
+        let unapplied = self
+            .decided
+            .iter()
+            .find(|(t, _, _)| **t == txn)
+            .map(|(_, commit, replicas)| (*commit, replicas.to_vec()));
+        match unapplied {
+            Some((commit, replicas)) => {
+                for node in replicas {
+                    let commit = Some(commit);
+                    self.deliver(ctx, node, Msg::Decide { txn, commit });
+                }
+            }
+            None => self.release_ts(ctx, txn, ts),
+        }
+    }
+
+    /// GTS: a restarted oracle asks which timestamps this node's coordinators hold: those of
+    /// its running transactions, and of its commits not yet applied everywhere. From now on
+    /// a timestamp at or below `bound` (issued before that restart) is refused.
+    fn ask_held(&mut self, ctx: &mut Ctx<'_, Self>, bound: Timestamp) {
+        self.oracle_floor = self.oracle_floor.max(bound);
+        let mut held: Vec<(TxnId, Timestamp)> = self
+            .coord
+            .iter()
+            .filter_map(|(txn, t)| t.fetched.map(|ts| (*txn, ts)))
+            .chain(self.decided.iter().map(|(txn, ts, _)| (*txn, *ts)))
+            .collect();
+        held.sort();
+        let oracle = self.oracle_id;
+        self.deliver(ctx, oracle, Msg::Held { held });
     }
 
     // ----- coordinator: client requests -----
@@ -573,7 +808,7 @@ impl<F: Flavor> LockCommit<F> {
             return;
         }
         let key = t.reading.take().expect("a pending read names its key");
-        let snapshot_read = Self::DST && t.read_only;
+        let snapshot_read = Self::SNAPSHOTS && t.read_only;
         if Self::DST && !t.read_only {
             // RW1: the commit timestamp goes above every version read.
             let above = if plus_one { ts.next() } else { ts };
@@ -618,6 +853,10 @@ impl<F: Flavor> LockCommit<F> {
         for node in told {
             self.deliver(ctx, node, Msg::Decide { txn, commit: None });
         }
+        // GTS: an abort after the fetch releases the timestamp, or stable stalls behind it.
+        if let Some(ts) = t.fetched {
+            self.release_ts(ctx, txn, ts);
+        }
         if let Some(pending) = t.pending {
             pending.answer(ctx, ClientReply::Aborted(reason));
         }
@@ -648,7 +887,10 @@ impl<F: Flavor> LockCommit<F> {
             Err(reason) => return self.abort(ctx, txn, reason),
             Ok(ts) => {
                 waiting.remove(&from);
-                *commit_ts = (*commit_ts).max(ts);
+                // GTS: the oracle's timestamp is the commit timestamp; proposals are ignored.
+                if !Self::GTS {
+                    *commit_ts = (*commit_ts).max(ts);
+                }
             }
         }
         if !waiting.is_empty() {
@@ -657,11 +899,25 @@ impl<F: Flavor> LockCommit<F> {
         match of {
             Round::Prepare => self.validate_or_decide(ctx, txn),
             Round::Validate => self.decide(ctx, txn),
+            // The oracle's answer is not a vote (`issued`).
+            Round::Fetch => {}
         }
     }
 
-    /// Every participant voted yes: validate the reads left to validate (`occ`), or decide.
+    /// Every participant voted yes: under GTS fetch the commit timestamp first (inside the
+    /// critical section: every write lock held, no read validated yet, trap T-9); then validate
+    /// the reads left to validate (`occ`), or decide.
     fn validate_or_decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        if Self::GTS
+            && let Some(t) = self.coord.get_mut(&txn)
+            && t.fetched.is_none()
+            && let Phase::Voting { round, .. } = &mut t.phase
+        {
+            *round = Round::Fetch;
+            self.counters.ts_fetches += 1;
+            let oracle = self.oracle_id;
+            return self.deliver(ctx, oracle, Msg::FetchTs { txn });
+        }
         let placement = self.env.placement.clone();
         let Some(Phase::Voting {
             round,
@@ -720,6 +976,11 @@ impl<F: Flavor> LockCommit<F> {
         for node in participants {
             let commit = Some(commit_ts);
             self.deliver(ctx, node, Msg::Decide { txn, commit });
+        }
+        // GTS: with no other write replica to hear from, the commit is applied everywhere now
+        // (this node's participant applied it above); otherwise the last `Applied` releases it.
+        if t.fetched.is_some() && self.decided.get(&txn).is_none() {
+            self.release_ts(ctx, txn, commit_ts);
         }
     }
 
@@ -1192,7 +1453,10 @@ impl<F: Flavor> LockCommit<F> {
         }
         let horizon = now.saturating_sub(self.env.options.gc_retention);
         self.ended.retain(|_, at| *at >= horizon);
-        if Self::DST {
+        if Self::GTS {
+            self.oracle_tick(ctx);
+        }
+        if Self::SNAPSHOTS {
             self.collect_below_horizon(ctx);
         } else {
             // Single version: only the newest committed version of a key is ever read.
@@ -1217,20 +1481,64 @@ impl<F: Flavor> LockCommit<F> {
         floor.map_or(ts, |floor| ts.max(floor))
     }
 
-    /// DST's garbage collection, which never makes a read-only transaction abort: tell every
-    /// node how low the read-only transactions coordinated here read, now and later (the
-    /// oldest running one's timestamp, and [`Self::read_timestamp`] now, below which no later
-    /// one reads since clocks only advance); then keep, at every key, the newest version at or
-    /// below the lowest announcement of every node (none from some node yet: keep everything).
+    /// GTS, at the oracle node, each tick: ask the coordinators of timestamps pending too long
+    /// what became of them; after a restart, ask the nodes that have not answered yet what
+    /// they hold; announce the stable timestamp to every node (which keeps their garbage
+    /// collection moving even where no read-only transaction runs).
+    fn oracle_tick(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let now = ctx.now();
+        let patience = self.env.options.participant_timeout;
+        let Some(oracle) = self.oracle.as_mut() else {
+            return;
+        };
+        let overdue = oracle.overdue(now, patience);
+        let bound = oracle.restart_bound();
+        let unanswered: Vec<NodeId> = oracle
+            .recovering()
+            .map(|nodes| nodes.iter().copied().collect())
+            .unwrap_or_default();
+        let stable = oracle.publish(ctx);
+        for (txn, ts) in overdue {
+            self.deliver(ctx, txn.coordinator(), Msg::QueryTs { txn, ts });
+        }
+        for node in unanswered {
+            self.deliver(ctx, node, Msg::AskHeld { bound });
+        }
+        let nodes: Vec<NodeId> = self.env.placement.nodes().collect();
+        for node in nodes {
+            let msg = Msg::Stable {
+                txn: None,
+                ts: stable,
+            };
+            self.deliver(ctx, node, msg);
+        }
+    }
+
+    /// The lowest snapshot a read-only transaction this node coordinates may begin to read
+    /// at from now on: DST's [`Self::read_timestamp`] now (clocks only advance), GTS's largest
+    /// stable timestamp heard of here (a snapshot is at least that).
+    fn future_snapshots_floor(&self, now: Timestamp) -> Timestamp {
+        if Self::GTS {
+            self.stable_seen
+        } else {
+            self.read_timestamp(now, None)
+        }
+    }
+
+    /// DST's and GTS's garbage collection, which never makes a read-only transaction abort:
+    /// tell every node how low the read-only transactions coordinated here read, now and later
+    /// (the oldest running one's timestamp, and [`Self::future_snapshots_floor`]); then keep,
+    /// at every key, the newest version at or below the lowest announcement of every node
+    /// (none from some node yet: keep everything).
     fn collect_below_horizon(&mut self, ctx: &mut Ctx<'_, Self>) {
         let now = ctx.now();
         let me = self.id();
         let mine = self
             .coord
             .values()
-            .filter(|t| t.read_only)
+            .filter(|t| t.read_only && !t.awaiting_stable)
             .map(|t| t.ts)
-            .fold(self.read_timestamp(now, None), Timestamp::min);
+            .fold(self.future_snapshots_floor(now), Timestamp::min);
         let latest = self.horizons.entry(me).or_insert(mine);
         *latest = (*latest).max(mine);
         let nodes: Vec<NodeId> = self.env.placement.nodes().collect();
@@ -1244,7 +1552,10 @@ impl<F: Flavor> LockCommit<F> {
                 .copied()
                 .fold(Timestamp::MAX, Timestamp::min);
             self.store.collect_garbage(horizon, GC_BATCH);
-            self.counters.gc_horizon_lag_us = now.0.saturating_sub(Hybrid::physical(horizon).0);
+            if Self::DST {
+                let lag = now.0.saturating_sub(Hybrid::physical(horizon).0);
+                self.counters.gc_horizon_lag_us = lag;
+            }
         }
     }
 
@@ -1274,10 +1585,22 @@ impl<F: Flavor> LockCommit<F> {
                 self.participants.remove(&txn);
                 self.locks.release(txn);
             }
+            // GTS: the oracle's bound on the timestamps it issued.
+            Record::Kit(Kit::Served { up_to }) if Self::GTS => {
+                if let Some(oracle) = self.oracle.as_mut() {
+                    oracle.replay_issued(up_to);
+                }
+            }
             // DST's claim ceiling.
             Record::Kit(Kit::Served { up_to }) => self.ceiling.replayed(up_to),
+            // GTS: the oracle's logged stable timestamp.
+            Record::Kit(Kit::Watermark(ts)) => {
+                if let Some(oracle) = self.oracle.as_mut() {
+                    oracle.replay_stable(ts);
+                }
+            }
             // Not written by this protocol.
-            Record::Kit(Kit::Installed { .. } | Kit::Watermark(_)) => {}
+            Record::Kit(Kit::Installed { .. }) => {}
             Record::Prepared { txn, reads, writes } => {
                 // The prepared held these locks together before the crash, so they are
                 // granted again; the oldest priority makes any requester, not them, yield.
@@ -1351,12 +1674,17 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             .sessions
             .as_ref()
             .and_then(|s| s.get(&pending.client).copied());
-        let ts = match (Self::DST, read_only) {
-            (false, _) => now,
+        let ts = match (F::TIMESTAMPS, read_only) {
+            (Timestamping::Single, _) | (Timestamping::Gts, false) => now,
             // RW1 starts at the session's floor too, so its commits rise along the session.
-            (true, false) => session.map_or(Hybrid::at(now), |floor| floor.max(Hybrid::at(now))),
-            (true, true) => self.read_timestamp(now, session),
+            (Timestamping::Dst, false) => {
+                session.map_or(Hybrid::at(now), |floor| floor.max(Hybrid::at(now)))
+            }
+            (Timestamping::Dst, true) => self.read_timestamp(now, session),
+            // Set when the oracle's stable timestamp arrives.
+            (Timestamping::Gts, true) => Timestamp::ZERO,
         };
+        let awaiting_stable = Self::GTS && read_only;
         self.coord.insert(
             txn,
             Coord {
@@ -1364,6 +1692,8 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 read_only,
                 prio,
                 ts,
+                awaiting_stable,
+                fetched: None,
                 reads: Vec::new(),
                 read_nodes: BTreeSet::new(),
                 pending: None,
@@ -1373,6 +1703,15 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 phase: Phase::Executing,
             },
         );
+        if awaiting_stable {
+            // GTS: `Begun` waits for the oracle's stable timestamp (one round trip).
+            let t = self.coord.get_mut(&txn).expect("just inserted");
+            t.pending = Some(pending);
+            self.counters.stable_fetches += 1;
+            ctx.set_timer(self.env.options.participant_timeout, Timer::Stable(txn));
+            let oracle = self.oracle_id;
+            return self.deliver(ctx, oracle, Msg::FetchStable { txn });
+        }
         // Single version: there is no snapshot; the begin time stands in. DST: the read
         // timestamp, or the commit timestamp's start.
         let snapshot = ts;
@@ -1393,7 +1732,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         let seq = t.read_seq;
         let prio = t.prio;
         t.reading = Some(key.clone());
-        let snapshot = (Self::DST && t.read_only).then_some(t.ts);
+        let snapshot = (Self::SNAPSHOTS && t.read_only).then_some(t.ts);
         let partition = placement.partition_of(&key);
         let replica = match F::LOCKING {
             Locking::AtCommit => placement.closest_replica(me, partition),
@@ -1429,7 +1768,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             let err = RequestError::WriteInReadOnly(txn);
             return pending.answer(ctx, ClientReply::Rejected(err));
         }
-        if Self::DST && t.read_only {
+        if Self::SNAPSHOTS && t.read_only {
             // RO: its reads form a snapshot at its timestamp; nothing to check or tell anyone.
             let commit_ts = t.ts;
             let client = t.client;
@@ -1466,7 +1805,12 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             for node in t.read_nodes {
                 self.deliver(ctx, node, Msg::Decide { txn, commit: None });
             }
-            let commit_ts = if Self::DST { t.ts } else { now };
+            let commit_ts = match F::TIMESTAMPS {
+                Timestamping::Single => now,
+                Timestamping::Dst => t.ts,
+                // Nothing to order: where a snapshot taken now would put it.
+                Timestamping::Gts => self.stable_seen,
+            };
             self.told_commit(t.client, commit_ts);
             return pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
@@ -1496,6 +1840,16 @@ impl<F: Flavor> Protocol for LockCommit<F> {
     const FORMS: &'static [augur_runtime::one_shot::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
 
     fn new(env: &NodeEnv) -> Self {
+        // Settings are validated against the cluster before nodes are built
+        // (`ProtocolInfo::validate_for_cluster`); node 0 stands in for anything else.
+        let oracle_id = env
+            .options
+            .settings
+            .get(ORACLE)
+            .and_then(|v| v.parse().ok())
+            .map(NodeId)
+            .filter(|n| env.placement.nodes().any(|m| m == *n))
+            .unwrap_or(NodeId(0));
         let policy = match F::LOCKING {
             Locking::AtCommit => Policy::Wait,
             Locking::Optimistic => Policy::NoWait,
@@ -1536,6 +1890,10 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             .then(FxHashMap::default),
             snapshot_reads: FxHashMap::default(),
             horizons: FxHashMap::default(),
+            oracle_id,
+            oracle: (Self::GTS && env.id == oracle_id).then(Oracle::new),
+            stable_seen: Timestamp::ZERO,
+            oracle_floor: Timestamp::ZERO,
             flavor: PhantomData,
         }
     }
@@ -1545,6 +1903,13 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         for record in records {
             node.replay(record);
         }
+        // GTS: an oracle that ever issued or published anything lost its pending timestamps.
+        let nodes: Vec<NodeId> = env.placement.nodes().collect();
+        if let Some(oracle) = node.oracle.as_mut()
+            && oracle.used()
+        {
+            oracle.restarted(nodes);
+        }
         node
     }
 
@@ -1553,6 +1918,9 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             // The claim ceiling outlives the log records that raised it.
             let up_to = self.ceiling.up_to();
             emit(replica::Record::Served { up_to }.into());
+        }
+        if let Some(oracle) = &self.oracle {
+            oracle.checkpoint(emit);
         }
         self.ids.checkpoint::<Record, Timestamp>(emit);
         replica::checkpoint_versions::<_, _, Record>(&self.store, emit);
@@ -1599,6 +1967,11 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             }
             Timer::Locks(txn) => self.lock_timeout(ctx, txn),
             Timer::ReadLock(txn, seq) => self.read_lock_timeout(ctx, txn, seq),
+            Timer::Stable(txn) => {
+                if self.coord.get(&txn).is_some_and(|t| t.awaiting_stable) {
+                    self.abort(ctx, txn, AbortReason::Timeout);
+                }
+            }
         }
     }
 
@@ -1625,6 +1998,15 @@ impl<F: Flavor> Protocol for LockCommit<F> {
                 ("gc_horizon_lag_us", c.gc_horizon_lag_us),
             ]);
         }
+        if Self::GTS {
+            counters.extend([
+                ("ts_fetches", c.ts_fetches),
+                ("stable_fetches", c.stable_fetches),
+            ]);
+        }
+        if let Some(oracle) = &self.oracle {
+            counters.push(("oracle_pending_now", oracle.pending_count() as u64));
+        }
         counters
     }
 }
@@ -1642,6 +2024,7 @@ mod tests {
             crate::rc::INFO,
             crate::dst_occ::INFO,
             crate::dst_2pl::INFO,
+            crate::gts::INFO,
         ] {
             for (name, _) in info.mutants {
                 assert_eq!(Mutant::offered(&info, name), Mutant::named(name), "{name}");

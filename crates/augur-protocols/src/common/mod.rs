@@ -16,12 +16,15 @@
 //!   as flavors (where reads go, which locks are taken when, whether validation follows).
 //! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
 //!   grouped by partition, the garbage-collection watermark).
+//! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
+//!   durable across its restarts, which the lock-and-2PC engine's `gts` flavor asks.
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
 
 pub mod coordinator;
 pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;
+pub mod oracle;
 pub mod replica;
 pub mod two_phase;
 pub mod vclock;

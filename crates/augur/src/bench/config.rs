@@ -546,6 +546,11 @@ impl BenchArgs {
                 self.txn_form.as_deref(),
                 &protocol_settings,
             )?;
+            // A setting naming a node must name one of this cluster's.
+            if let Ok(info) = registry::info(&spec.name) {
+                info.validate_for_cluster(&spec.options.settings, placement.node_count())
+                    .map_err(|e| bad(format!("{entry}: {e}")))?;
+            }
             if protocols.iter().any(|p| p.label == spec.label) {
                 return Err(bad(format!("--protocol lists '{}' twice", spec.label)));
             }

@@ -1,0 +1,225 @@
+//! A timestamp oracle with a stable timestamp (DST, NSDI '21, §2.2, Fig. 2: `GlobalTS`,
+//! `StableGTS` and the queue of pending timestamps): one node hands out commit timestamps in
+//! order and knows which of them are still *pending* (issued, not yet installed everywhere or
+//! released); the stable timestamp is the highest one below which nothing is pending, so every
+//! version at or below it is installed at every replica and a snapshot there needs no wait.
+//! `gts` ([`crate::gts`]) runs it on the lock-and-2PC engine; what a coordinator does with it is
+//! the engine's (see [`super::lock_commit`]), this is the oracle node's state and its durability.
+//!
+//! # Durability and restart
+//!
+//! * **Issued timestamps never repeat.** The next timestamp is covered by a durable lease (the
+//!   2PC kit's [`ServeLease`], persisted [`ISSUE_BLOCK`] timestamps ahead), made durable before
+//!   the reply that hands it out leaves; after a restart the oracle issues above the recovered
+//!   lease.
+//! * **A published stable timestamp never goes back.** Before a stable value above the last
+//!   logged one leaves the oracle, it is logged (the kit's `Watermark` record: no snapshot below
+//!   it is handed out again). Nodes' garbage collection may already have dropped versions below
+//!   any stable value some node saw, so a restarted oracle must not answer lower.
+//! * **Pending timestamps are volatile.** After a restart the oracle does not know which
+//!   timestamps are still held, so it freezes stable at the logged value and asks every node
+//!   which timestamps its coordinators still hold ([`Oracle::recovering`]); only once every node
+//!   answered does stable move again. A node answers with the transactions it coordinates that
+//!   fetched a timestamp and have not released it (running, or decided and not yet applied
+//!   everywhere, which its decision log keeps across its own restarts). A timestamp the old
+//!   incarnation issued whose reply was still in flight when its coordinator answered is
+//!   refused by that coordinator (it is at or below the restart's bound), so it is never used
+//!   unreported.
+
+use super::replica::{self, ServeLease};
+use augur_runtime::{Ctx, Protocol};
+use augur_types::{NodeId, Timestamp, TxnId};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// How many timestamps past the last one issued the oracle's durable lease reaches: at most one
+/// log record per this many fetches, and after a restart this many timestamps may be skipped.
+pub const ISSUE_BLOCK: u64 = 1 << 12;
+
+/// A pending timestamp: its transaction, and when its coordinator was last heard of or asked.
+#[derive(Clone, Copy, Debug)]
+struct Issued {
+    txn: TxnId,
+    asked: Timestamp,
+}
+
+/// The oracle node's state (see the module docs). Only the node the protocol names as oracle
+/// keeps one.
+#[derive(Debug, Default)]
+pub struct Oracle {
+    /// The durable bound on the timestamps issued.
+    lease: ServeLease,
+    /// The last timestamp issued (`GlobalTS` − 1 in the paper's terms).
+    last: Timestamp,
+    /// Issued and not yet released, by timestamp.
+    pending: BTreeMap<Timestamp, Issued>,
+    /// The pending timestamp of each transaction, so a repeated fetch gets the same one.
+    by_txn: FxHashMap<TxnId, Timestamp>,
+    /// The highest stable timestamp logged (hence possibly published).
+    logged: Timestamp,
+    /// After a restart: the nodes that have not yet said which timestamps they hold.
+    recovering: Option<BTreeSet<NodeId>>,
+    /// Every timestamp issued before the last restart is at or below this (fixed at the
+    /// restart: the lease grows as this incarnation issues, and its timestamps must not be
+    /// refused).
+    bound: Timestamp,
+}
+
+impl Oracle {
+    /// A fresh oracle that has issued nothing.
+    pub fn new() -> Oracle {
+        Oracle::default()
+    }
+
+    /// Replay of the kit's `Served` record: timestamps up to `up_to` may have been issued.
+    pub fn replay_issued(&mut self, up_to: Timestamp) {
+        self.lease.replayed(up_to);
+    }
+
+    /// Replay of the kit's `Watermark` record: stable reached `ts` and may have been published.
+    pub fn replay_stable(&mut self, ts: Timestamp) {
+        self.logged = self.logged.max(ts);
+    }
+
+    /// After replay: issue above everything the old incarnation may have issued, and hold
+    /// stable where it was logged until every one of `nodes` said what it holds.
+    pub fn restarted(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
+        self.bound = self.lease.up_to().max(self.logged);
+        self.last = self.bound;
+        self.recovering = Some(nodes.into_iter().collect());
+    }
+
+    /// Whether this oracle ever issued or published anything (before a restart: whether its
+    /// log held anything of it).
+    pub fn used(&self) -> bool {
+        self.lease.up_to().max(self.logged) > Timestamp::ZERO
+    }
+
+    /// The bound every timestamp of the previous incarnations is at or below (zero before any
+    /// restart): a coordinator that answered a restarted oracle refuses them.
+    pub fn restart_bound(&self) -> Timestamp {
+        self.bound
+    }
+
+    /// Whether the oracle is still waiting for nodes to say what they hold after a restart,
+    /// and which.
+    pub fn recovering(&self) -> Option<&BTreeSet<NodeId>> {
+        self.recovering.as_ref()
+    }
+
+    /// `GlobalTS`'s fetch-and-increment for `txn` (the same timestamp again if it has one
+    /// pending), durable before the caller's reply leaves.
+    pub fn issue<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, txn: TxnId) -> Timestamp
+    where
+        P::Record: From<replica::Record<Timestamp>>,
+    {
+        let now = ctx.now();
+        if let Some(&ts) = self.by_txn.get(&txn) {
+            if let Some(issued) = self.pending.get_mut(&ts) {
+                issued.asked = now;
+            }
+            return ts;
+        }
+        let ts = self.last.next();
+        self.lease
+            .cover_with::<P, Timestamp>(ctx, ts, |_| Timestamp(ts.0.saturating_add(ISSUE_BLOCK)));
+        self.last = ts;
+        self.pending.insert(ts, Issued { txn, asked: now });
+        self.by_txn.insert(txn, ts);
+        ts
+    }
+
+    /// The last timestamp issued (what the mutant `read-at-global-ts` reads at).
+    pub fn last_issued(&self) -> Timestamp {
+        self.last
+    }
+
+    /// `txn` released `ts`: installed everywhere, or aborted. Unknown pairs are ignored (a
+    /// repeated release, or one the previous incarnation issued).
+    pub fn release(&mut self, txn: TxnId, ts: Timestamp) {
+        if self.pending.get(&ts).is_some_and(|i| i.txn == txn) {
+            self.pending.remove(&ts);
+            self.by_txn.remove(&txn);
+        }
+    }
+
+    /// After a restart, `node` holds `held` (each transaction it coordinates with the timestamp
+    /// it fetched): they are pending again. Once every node answered, stable may move.
+    pub fn held(&mut self, now: Timestamp, node: NodeId, held: &[(TxnId, Timestamp)]) {
+        let Some(waiting) = self.recovering.as_mut() else {
+            return;
+        };
+        if !waiting.remove(&node) {
+            return;
+        }
+        for &(txn, ts) in held {
+            // Above the logged stable and issued by some incarnation: nothing else can be held.
+            if ts > self.logged && ts <= self.last && txn.coordinator() == node {
+                self.pending.insert(ts, Issued { txn, asked: now });
+                self.by_txn.insert(txn, ts);
+            }
+        }
+        if waiting.is_empty() {
+            self.recovering = None;
+        }
+    }
+
+    /// The stable timestamp now: one below the least pending timestamp, or the last issued
+    /// when none is pending; the logged value while recovering.
+    fn stable(&self) -> Timestamp {
+        if self.recovering.is_some() {
+            return self.logged;
+        }
+        let below = self
+            .pending
+            .keys()
+            .next()
+            .map_or(self.last, |least| Timestamp(least.0 - 1));
+        below.max(self.logged)
+    }
+
+    /// The stable timestamp, logged first if it is above the last one logged, so that it is
+    /// durable before the caller's reply or announcement leaves.
+    pub fn publish<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> Timestamp
+    where
+        P::Record: From<replica::Record<Timestamp>>,
+    {
+        let stable = self.stable();
+        if stable > self.logged {
+            self.logged = stable;
+            ctx.persist(replica::Record::<Timestamp>::Watermark(stable).into());
+        }
+        stable
+    }
+
+    /// Pending timestamps not heard of for `patience`, in timestamp order, each marked as asked
+    /// now: the oracle asks their coordinators what became of them.
+    pub fn overdue(&mut self, now: Timestamp, patience: Duration) -> Vec<(TxnId, Timestamp)> {
+        let mut ask = Vec::new();
+        for (ts, issued) in self.pending.iter_mut() {
+            if now.since(issued.asked) >= patience {
+                issued.asked = now;
+                ask.push((issued.txn, *ts));
+            }
+        }
+        ask
+    }
+
+    /// How many timestamps are pending (a counter).
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The pending timestamps, least first.
+    pub fn pending(&self) -> Vec<Timestamp> {
+        self.pending.keys().copied().collect()
+    }
+
+    /// The records that rebuild the durable state: the lease and the logged stable.
+    pub fn checkpoint<R: From<replica::Record<Timestamp>>>(&self, emit: &mut dyn FnMut(R)) {
+        let up_to = self.lease.up_to();
+        emit(replica::Record::Served { up_to }.into());
+        emit(replica::Record::<Timestamp>::Watermark(self.logged).into());
+    }
+}
