@@ -39,15 +39,13 @@
 
 mod common;
 
-use augur_client::HistoryRecorder;
 use augur_protocols::common::lock_commit::{Flavor, LockCommit};
 use augur_protocols::dst_2pl::Dst2Pl;
 use augur_protocols::dst_occ::DstOcc;
-use augur_runtime::sim::Simulation;
-use augur_types::history::{History, RecordedOutcome};
-use augur_types::{Hybrid, IsolationLevel, Key, NodeId, Timestamp};
-use common::two_sites::{check_at, history, sim, sim_with};
-use common::{Observed, Txn, counter, ms, some, spawn_client_recorded};
+use augur_types::{Hybrid, IsolationLevel, Key, NodeId};
+use common::scripted::Scripted;
+use common::two_sites::{sim, sim_with};
+use common::{Txn, counter, ms, some};
 use std::time::Duration;
 
 fn a() -> Key {
@@ -62,84 +60,15 @@ fn c() -> Key {
     Key::numbered(0, 3)
 }
 
-/// A scripted run: the simulation, what the clients saw and the recorded history.
-struct Run<F: Flavor> {
-    s: Simulation<LockCommit<F>>,
-    o: Observed,
-    recorder: HistoryRecorder,
+/// A scripted run of a DST flavor.
+type Run<F> = Scripted<LockCommit<F>>;
+
+fn run<F: Flavor>(mutant: Option<&str>) -> Run<F> {
+    Scripted::new(sim::<LockCommit<F>>(mutant), F::INFO)
 }
 
-impl<F: Flavor> Run<F> {
-    fn new(mutant: Option<&str>) -> Run<F> {
-        Run {
-            s: sim::<LockCommit<F>>(mutant),
-            o: Observed::default(),
-            recorder: HistoryRecorder::new(),
-        }
-    }
-
-    fn with_settings(settings: &[(&str, &str)]) -> Run<F> {
-        Run {
-            s: sim_with::<LockCommit<F>>(None, settings),
-            ..Run::new(None)
-        }
-    }
-
-    /// A client running `txns` one after another.
-    fn session(&mut self, home: u32, start_ms: u64, txns: Vec<Txn>) {
-        let recorder = Some(self.recorder.clone());
-        spawn_client_recorded(&mut self.s, home, ms(start_ms), txns, &self.o, recorder);
-    }
-
-    /// Shift node `node`'s clock by `offset_ms`.
-    fn clock(mut self, node: u32, offset_ms: i64) -> Self {
-        self.s.set_clock_offset(NodeId(node), offset_ms * 1000);
-        self
-    }
-
-    fn client(&mut self, home: u32, start_ms: u64, txn: Txn) {
-        let recorder = Some(self.recorder.clone());
-        spawn_client_recorded(
-            &mut self.s,
-            home,
-            ms(start_ms),
-            vec![txn],
-            &self.o,
-            recorder,
-        );
-    }
-
-    fn run(&mut self, until_ms: u64) {
-        self.s.run_until(ms(until_ms));
-    }
-
-    fn finish(mut self, until_ms: u64) -> Self {
-        self.run(until_ms);
-        assert!(self.s.clients_done(), "{}", self.o.render());
-        self
-    }
-
-    fn history(&self) -> History {
-        history(F::INFO.name, F::INFO.isolation, &self.recorder)
-    }
-
-    /// The commit timestamp transaction `name` was told.
-    fn commit_ts(&self, name: &str) -> Timestamp {
-        let h = self.history();
-        let t = h.txns.iter().find(|t| t.name == name).expect(name);
-        match t.outcome {
-            RecordedOutcome::Committed { commit_ts } => Timestamp(commit_ts),
-            _ => panic!("{name} did not commit: {}", self.o.of(name)),
-        }
-    }
-
-    fn valid_at(&self, level: IsolationLevel) -> bool {
-        check_at(&self.history(), level).is_valid()
-    }
-
-    fn node(&self, n: u32) -> &LockCommit<F> {
-        self.s.node(NodeId(n))
-    }
+fn run_with<F: Flavor>(settings: &[(&str, &str)]) -> Run<F> {
+    Scripted::new(sim_with::<LockCommit<F>>(None, settings), F::INFO)
 }
 
 /// The initial state (T0, on node 1 at 0 ms: A = a0, B = b0, C = c0) and TX1 (node 1, 100 ms:
@@ -164,7 +93,7 @@ fn tx3() -> Txn {
 }
 
 fn fig8<F: Flavor>() {
-    let mut r = Run::<F>::new(None);
+    let mut r = run::<F>(None);
     setup(&mut r);
     r.client(0, 400, tx3());
     // TX4 (node 1, 450 ms): C's read (node 0) returns at ~517 ms, inside TX3's lock window.
@@ -200,7 +129,7 @@ fn fig8_the_reader_waits_for_the_one_writer_holding_its_keys() {
 
 fn fig8b<F: Flavor>() {
     // TX3's clock lags 300 ms: without the claims it would commit below TX4.
-    let mut r = Run::<F>::new(None).clock(0, -300);
+    let mut r = run::<F>(None).clock(0, -300);
     setup(&mut r);
     r.client(1, 350, Txn::new("TX4").read(&a()).read(&b()).read(&c()));
     r.client(0, 450, tx3());
@@ -229,7 +158,7 @@ fn fig8b_a_claim_pushes_a_later_writer_above_the_reader() {
 /// 8c: TX4 (node 1) reads A at 350 ms and B at 900 ms; TX3 (node 0, clock 300 ms behind)
 /// commits A and B in between.
 fn fig8c<F: Flavor>(mutant: Option<&str>) -> Run<F> {
-    let mut r = Run::<F>::new(mutant).clock(0, -300);
+    let mut r = run::<F>(mutant).clock(0, -300);
     setup(&mut r);
     r.client(1, 350, Txn::new("TX4").read(&a()).sleep(ms(550)).read(&b()));
     r.client(0, 400, tx3());
@@ -272,7 +201,7 @@ fn fig8c_a_writer_between_two_reads_stays_out_and_no_dep_read_fractures() {
 /// timestamp. X (node 1, 450 ms) reads C on node 0 first and reaches A at ~517 ms; Y (node 1,
 /// 505 ms) reads A at once, claiming it above X's timestamp, and waits.
 fn fig8d<F: Flavor>(mutant: Option<&str>) -> Run<F> {
-    let mut r = Run::<F>::new(mutant).clock(0, -300);
+    let mut r = run::<F>(mutant).clock(0, -300);
     setup(&mut r);
     r.client(0, 400, tx3());
     r.client(1, 450, Txn::new("X").read(&c()).read(&a()).read(&b()));
@@ -314,7 +243,7 @@ fn fig8e<F: Flavor>(mutant: Option<&str>) -> Run<F> {
         Key::numbered(1, 1),
         Key::numbered(0, 2),
     );
-    let mut r = Run::<F>::new(mutant).clock(1, 1_000);
+    let mut r = run::<F>(mutant).clock(1, 1_000);
     r.client(1, 100, Txn::new("Z").read(&p));
     r.client(0, 200, Txn::new("A").read(&o).write(&p, "p1"));
     r.client(0, 400, Txn::new("W").write(&o, "o1").write(&q, "q1"));
@@ -351,7 +280,7 @@ fn fig8e_rw2_for_reads_and_no_read_set_install_is_caught_only_at_serializability
 /// 8f: node 0's clock is 10 ms ahead; W (node 0, 100 ms) writes C (on node 0) and commits at
 /// once; R (node 1, 102 ms, after W's acknowledgement) reads C.
 fn fig8f<F: Flavor>() {
-    let mut r = Run::<F>::new(None).clock(0, 10);
+    let mut r = run::<F>(None).clock(0, 10);
     r.client(0, 100, Txn::new("W").write(&c(), "c1"));
     r.client(1, 102, Txn::new("R").read(&c()));
     let r = r.finish(1_000);
@@ -377,7 +306,7 @@ fn fig8f_serializable_not_strict_under_clock_skew() {
 /// on node 0 at 100 ms; node 0 crashes at 200 ms and restarts at 300 ms; W (node 0, 400 ms)
 /// writes C and A; R reads A at 800 ms.
 fn crash<F: Flavor>() {
-    let mut r = Run::<F>::new(None).clock(1, 1_000);
+    let mut r = run::<F>(None).clock(1, 1_000);
     r.client(1, 100, Txn::new("R").read(&c()).sleep(ms(700)).read(&a()));
     r.client(0, 400, Txn::new("W").write(&c(), "c1").write(&a(), "a1"));
     r.run(200);
@@ -404,7 +333,7 @@ fn a_claim_lost_in_a_crash_is_covered_by_the_ceiling() {
 /// R (node 1, 100 ms) reads A, then B at 3 s; writers on node 1 overwrite B every 200 ms from
 /// 300 ms.
 fn gc<F: Flavor>() {
-    let mut r = Run::<F>::new(None);
+    let mut r = run::<F>(None);
     r.client(1, 0, Txn::new("T0").write(&a(), "a0").write(&b(), "b0"));
     r.client(1, 100, Txn::new("R").read(&a()).sleep(ms(2_900)).read(&b()));
     let names = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"];
@@ -436,7 +365,7 @@ fn garbage_collection_keeps_what_a_long_reader_may_read() {
 /// `overwrite-ts` TX3's install lowered A's timestamp to TS3, TX5 commits inside TX4's snapshot
 /// and TX4 reads TX5's B after TX3's A: a G-single.
 fn fig8_follow_up<F: Flavor>(mutant: Option<&str>) -> Run<F> {
-    let mut r = Run::<F>::new(mutant).clock(0, -300);
+    let mut r = run::<F>(mutant).clock(0, -300);
     setup(&mut r);
     r.client(0, 400, tx3());
     let tx4 = Txn::new("TX4")
@@ -478,7 +407,7 @@ fn fig8_follow_up_the_claim_outlives_the_install_and_overwrite_ts_loses_it() {
 /// The session rule: X (node 1, clock 1 s ahead) claims C at 50 ms; a client on node 0 then
 /// writes C (W, 200 ms: above X's claim) and reads it back read-only (R).
 fn session<F: Flavor>(rule: &str) -> Run<F> {
-    let mut r = Run::<F>::with_settings(&[("session", rule)]).clock(1, 1_000);
+    let mut r = run_with::<F>(&[("session", rule)]).clock(1, 1_000);
     r.client(1, 50, Txn::new("X").read(&c()));
     r.session(
         0,

@@ -19,14 +19,11 @@
 
 mod common;
 
-use augur_client::HistoryRecorder;
 use augur_protocols::gts::{GtsNode, INFO};
 use augur_runtime::ProtocolOptions;
-use augur_runtime::sim::Simulation;
-use augur_types::history::{History, RecordedOutcome};
 use augur_types::{IsolationLevel, Key, NodeId, Timestamp};
-use common::two_sites::{check_at, history};
-use common::{Observed, Txn, assert_replicas, counter, ms, some, spawn_client_recorded};
+use common::scripted::Scripted;
+use common::{Txn, assert_replicas, counter, ms, some};
 
 fn a() -> Key {
     Key::numbered(1, 1)
@@ -48,73 +45,23 @@ fn k() -> Key {
     Key::numbered(0, 5)
 }
 
-/// A scripted run: the simulation, what the clients saw and the recorded history.
-struct Run {
-    s: Simulation<GtsNode>,
-    o: Observed,
-    recorder: HistoryRecorder,
+/// A scripted run of `gts`.
+type Run = Scripted<GtsNode>;
+
+fn run(mutant: Option<&str>) -> Run {
+    let options = ProtocolOptions {
+        mutant: mutant.map(str::to_string),
+        ..ProtocolOptions::default()
+    };
+    let s = common::traced_sim::<GtsNode>("3dc", 2, 2, 1, options);
+    assert_replicas(&s, &a(), &[1]);
+    assert_replicas(&s, &c(), &[0]);
+    Scripted::new(s, INFO)
 }
 
-impl Run {
-    fn new(mutant: Option<&str>) -> Run {
-        let options = ProtocolOptions {
-            mutant: mutant.map(str::to_string),
-            ..ProtocolOptions::default()
-        };
-        let s = common::traced_sim::<GtsNode>("3dc", 2, 2, 1, options);
-        assert_replicas(&s, &a(), &[1]);
-        assert_replicas(&s, &c(), &[0]);
-        Run {
-            s,
-            o: Observed::default(),
-            recorder: HistoryRecorder::new(),
-        }
-    }
-
-    fn client(&mut self, home: u32, start_ms: u64, txn: Txn) {
-        let recorder = Some(self.recorder.clone());
-        spawn_client_recorded(
-            &mut self.s,
-            home,
-            ms(start_ms),
-            vec![txn],
-            &self.o,
-            recorder,
-        );
-    }
-
-    fn run(&mut self, until_ms: u64) {
-        self.s.run_until(ms(until_ms));
-    }
-
-    fn finish(mut self, until_ms: u64) -> Self {
-        self.run(until_ms);
-        assert!(self.s.clients_done(), "{}", self.o.render());
-        self
-    }
-
-    fn history(&self) -> History {
-        history(INFO.name, INFO.isolation, &self.recorder)
-    }
-
-    /// The commit timestamp transaction `name` was told (a read-only one's snapshot).
-    fn commit_ts(&self, name: &str) -> Timestamp {
-        let h = self.history();
-        let t = h.txns.iter().find(|t| t.name == name).expect(name);
-        match t.outcome {
-            RecordedOutcome::Committed { commit_ts } => Timestamp(commit_ts),
-            _ => panic!("{name} did not commit: {}", self.o.of(name)),
-        }
-    }
-
-    fn valid_at(&self, level: IsolationLevel) -> bool {
-        check_at(&self.history(), level).is_valid()
-    }
-
-    /// The oracle's pending timestamps.
-    fn pending(&self) -> Vec<Timestamp> {
-        self.s.node(NodeId(0)).oracle().expect("node 0").pending()
-    }
+/// The oracle's pending timestamps.
+fn pending(r: &Run) -> Vec<Timestamp> {
+    r.node(0).oracle().expect("node 0").pending()
 }
 
 /// Fig. 3. TX1 (node 0, 1 s) reads D on node 1 (back at ~1,067 ms), then commits: its locks
@@ -124,7 +71,7 @@ impl Run {
 /// (node 0, 1,160 ms) reads A (at node 1 at ~1,194 ms, before TX1's A), then C (at node 0 at
 /// ~1,228 ms, after TX1's C), then B.
 fn fig3(mutant: Option<&str>) -> Run {
-    let mut r = Run::new(mutant);
+    let mut r = run(mutant);
     r.client(0, 0, Txn::new("S1").write(&a(), "a0"));
     r.client(0, 200, Txn::new("S2").write(&b(), "b0"));
     r.client(0, 400, Txn::new("S3").write(&c(), "c0"));
@@ -157,7 +104,7 @@ fn fig3_a_reader_at_the_stable_timestamp_sees_neither_commit_and_global_ts_fract
     );
     assert_eq!(r.o.reads("TX4"), vec![some("a0"), some("c0"), some("b0")]);
     assert!(r.valid_at(IsolationLevel::Serializable));
-    assert!(r.pending().is_empty());
+    assert!(pending(&r).is_empty());
     assert_eq!(counter(&r.s, 0, "read_only_aborted"), 0);
 
     let r = fig3(Some("read-at-global-ts"));
@@ -176,7 +123,7 @@ fn fig3_a_reader_at_the_stable_timestamp_sees_neither_commit_and_global_ts_fract
 /// 800 ms) reads C.
 #[test]
 fn an_abort_after_the_fetch_releases_the_timestamp() {
-    let mut r = Run::new(None);
+    let mut r = run(None);
     r.client(
         1,
         100,
@@ -199,7 +146,7 @@ fn an_abort_after_the_fetch_releases_the_timestamp() {
         "nothing pending below W"
     );
     assert_eq!(r.o.reads("R"), vec![some("c1")]);
-    assert!(r.pending().is_empty());
+    assert!(pending(&r).is_empty());
     assert!(r.valid_at(IsolationLevel::Serializable));
 }
 
@@ -210,7 +157,7 @@ fn an_abort_after_the_fetch_releases_the_timestamp() {
 /// R1 (node 0, 600 ms) reads C; T times out ~2.1 s; R2 (node 0, 2,500 ms) reads C.
 #[test]
 fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds() {
-    let mut r = Run::new(None);
+    let mut r = run(None);
     r.client(0, 0, Txn::new("S").write(&c(), "c0"));
     r.client(1, 100, Txn::new("T").read(&k()).write(&d(), "d1"));
     r.client(1, 310, Txn::new("W0").write(&b(), "b1"));
@@ -218,7 +165,7 @@ fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds
     r.client(0, 600, Txn::new("R1").read(&c()));
     r.client(0, 2_500, Txn::new("R2").read(&c()));
     r.run(250);
-    let held = r.pending();
+    let held = pending(&r);
     assert_eq!(held.len(), 1, "T's timestamp is pending");
     r.s.crash(NodeId(0));
     r.run(300);
@@ -226,7 +173,7 @@ fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds
     r.run(450);
     let oracle = r.s.node(NodeId(0)).oracle().expect("node 0");
     assert!(oracle.recovering().is_none(), "every node answered");
-    assert_eq!(r.pending(), held, "node 1 said T holds its timestamp");
+    assert_eq!(pending(&r), held, "node 1 said T holds its timestamp");
     let r = r.finish(4_000);
     assert!(!r.o.committed("T"), "{}", r.o.render());
     for t in ["S", "W0", "W", "R1", "R2"] {
@@ -240,7 +187,7 @@ fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds
     assert_eq!(r.o.reads("R1"), vec![some("c0")]);
     assert_eq!(r.commit_ts("R2"), r.commit_ts("W"), "released by T's abort");
     assert_eq!(r.o.reads("R2"), vec![some("c1")]);
-    assert!(r.pending().is_empty());
+    assert!(pending(&r).is_empty());
     assert!(r.valid_at(IsolationLevel::Serializable));
 }
 
@@ -251,20 +198,20 @@ fn a_restarted_oracle_holds_stable_below_a_timestamp_a_running_transaction_holds
 /// it; R2 (node 0, 2,800 ms) reads B.
 #[test]
 fn the_oracle_query_releases_a_timestamp_whose_coordinator_crashed_before_deciding() {
-    let mut r = Run::new(None);
+    let mut r = run(None);
     r.client(0, 0, Txn::new("S").write(&b(), "b0"));
     r.client(1, 50, Txn::new("T").write(&c(), "c1").write(&d(), "d1"));
     r.client(0, 600, Txn::new("W").write(&b(), "b1"));
     r.client(0, 1_000, Txn::new("R1").read(&b()));
     r.client(0, 2_800, Txn::new("R2").read(&b()));
     r.run(165);
-    let held = r.pending();
+    let held = pending(&r);
     assert_eq!(held.len(), 1, "T's timestamp is pending: {}", r.o.render());
     r.s.crash(NodeId(1));
     r.run(300);
     r.s.restart(NodeId(1));
     r.run(1_500);
-    assert_eq!(r.pending(), held, "nobody released it yet");
+    assert_eq!(pending(&r), held, "nobody released it yet");
     // T's client, on node 1, lost its request in the crash and never hears back.
     r.run(4_000);
     assert!(!r.o.finished("T"));
@@ -275,6 +222,6 @@ fn the_oracle_query_releases_a_timestamp_whose_coordinator_crashed_before_decidi
     assert_eq!(r.o.reads("R1"), vec![some("b0")]);
     assert_eq!(r.commit_ts("R2"), r.commit_ts("W"));
     assert_eq!(r.o.reads("R2"), vec![some("b1")]);
-    assert!(r.pending().is_empty());
+    assert!(pending(&r).is_empty());
     assert!(r.valid_at(IsolationLevel::Serializable));
 }

@@ -34,6 +34,7 @@
 #![allow(dead_code)]
 
 pub mod scenarios;
+pub mod scripted;
 pub mod two_sites;
 
 use augur_client::{CommitProgress, HistoryRecorder, Outcome, Session, Transport};

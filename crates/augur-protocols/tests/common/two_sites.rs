@@ -27,7 +27,6 @@ pub fn sim<P: Protocol>(mutant: Option<&str>) -> Simulation<P> {
 }
 
 /// [`sim`] with protocol settings (`NAME=VALUE`).
-#[allow(dead_code)]
 pub fn sim_with<P: Protocol>(mutant: Option<&str>, settings: &[(&str, &str)]) -> Simulation<P> {
     let options = ProtocolOptions {
         mutant: mutant.map(str::to_string),
