@@ -49,7 +49,7 @@
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking, Timestamping};
 use crate::registry::{
-    INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
+    INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo, SettingInfo,
 };
 use std::time::Duration;
 
@@ -62,11 +62,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over per-row 2PL",
     summary: "2pl plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, installed at the decision into every tuple read and written; read-only transactions lock nothing, read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     commit_order_evidence: true,
-    promises: &[
-        Promise::AbortFreeReadOnly,
-        Promise::TimestampsOrderDependencies,
-        Promise::BoundedStaleness,
-    ],
+    promises: crate::dst_occ::PROMISES,
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

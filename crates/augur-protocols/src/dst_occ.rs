@@ -135,11 +135,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over DrTM+R OCC",
     summary: "occ plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, fixed before validation and installed into every tuple read and written; read-only transactions read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     commit_order_evidence: true,
-    promises: &[
-        Promise::AbortFreeReadOnly,
-        Promise::TimestampsOrderDependencies,
-        Promise::BoundedStaleness,
-    ],
+    promises: PROMISES,
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,
@@ -149,6 +145,13 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
 };
+
+/// What DST promises beyond serializability, shared with `dst-2pl`.
+pub const PROMISES: &[Promise] = &[
+    Promise::AbortFreeReadOnly,
+    Promise::TimestampsOrderDependencies,
+    Promise::BoundedStaleness,
+];
 
 /// The read staleness setting, shared with `dst-2pl`.
 pub const STALENESS_SETTING: SettingInfo = SettingInfo {

@@ -367,10 +367,10 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
             args.set.extend(selection.sim_settings.iter().cloned());
             let mut config = args.validate()?;
             if smoke {
-                config.protocols.retain(|p| {
-                    let workload = config.workload.clone();
-                    smoked.insert((p.label.clone(), workload))
-                });
+                let workload = &config.workload;
+                config
+                    .protocols
+                    .retain(|p| smoked.insert((p.label.clone(), workload.clone())));
                 if config.protocols.is_empty() {
                     println!(
                         "== {label}: valid; not run (smoke: its protocols ran at an earlier point)"
