@@ -26,5 +26,6 @@ pub mod lock_sets;
 pub mod locks;
 pub mod oracle;
 pub mod replica;
+pub mod sequencer;
 pub mod two_phase;
 pub mod vclock;

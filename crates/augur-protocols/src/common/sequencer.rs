@@ -1,0 +1,733 @@
+//! A replicated sequencer: every node's submissions, cut into one batch per epoch, agreed in a
+//! single total order through Raft (raft-rs's sans-IO [`RawNode`]), and delivered to every node
+//! in that order. It is what the order-then-execute protocols (`calvin`, `s-smr`, `sparkle`)
+//! share: Calvin's sequencing layer (Thomson et al., SIGMOD '12, §3.1), which the Sparkle paper
+//! (PVLDB 12, §3, properties P1–P3) assumes beneath its executors.
+//!
+//! # What it guarantees
+//!
+//! * **One order everywhere (P1–P3).** Every node delivers the same sequence of batches, each a
+//!   totally ordered list of items: the committed prefix of one Raft log, which every node of
+//!   the cluster holds (the first [`SEQUENCER_VOTERS`] nodes vote, the others follow as Raft
+//!   learners). A multi-partition transaction is therefore in the same batch, at the same
+//!   position, at every partition it touches, and any two transactions are ordered the same way
+//!   everywhere.
+//! * **Nothing delivered is lost.** A node makes Raft's entries and hard state durable in its
+//!   write-ahead log before any message that depends on them leaves it (the runtime's output
+//!   barrier, [`augur_runtime::Effects`]). After a restart it rebuilds its Raft log from those
+//!   records and delivers the committed batches again from the first, so an executor whose
+//!   state is a deterministic function of the batches rebuilds it by replay.
+//! * **Each batch is delivered once.** A batch carries its origin node and a sequence number of
+//!   that origin; the origin proposes it again until it sees it committed (a proposal forwarded
+//!   to a leader that then lost its leadership is dropped silently), and every node skips, by
+//!   the same rule, a batch of an origin it has already delivered. After a restart the origin
+//!   numbers its batches from a durable lease and declares every number below it abandoned, so
+//!   a batch proposed before the crash and committed after the restart's first batch is skipped
+//!   everywhere (its submitter lost it in the crash and answers nobody about it).
+//! * **Leader loss.** A new leader is elected (pre-vote, check-quorum) and ordering resumes; the
+//!   batches the old leader had not committed are proposed again by their origins. Items
+//!   submitted at a node that crashed before its batch was committed are lost with it, like any
+//!   transaction whose coordinator crashes: their clients time out.
+//!
+//! # Determinism
+//!
+//! raft-rs draws each election timeout from the thread's RNG, in `[min_election_tick,
+//! max_election_tick)`. The sequencer gives every voter a range one tick wide, so the draw has
+//! one possible value, and staggers the voters' values by their rank: the simulator stays
+//! deterministic, and elections rarely split (the voter with the shortest timeout that can reach
+//! a majority wins).
+//!
+//! # Wire safety
+//!
+//! A Raft message arrives as prost-encoded bytes. [`RaftMessage::check`] decodes it and refuses
+//! one that does not come from the node that sent it, is not addressed to this node, is of a
+//! kind only a node sends itself, or carries a snapshot (this sequencer never sends one). Before
+//! stepping a message, the sequencer also refuses what raft-rs would treat as a broken invariant
+//! (a heartbeat committing past this node's log, an append rewriting committed entries). Should
+//! a message still make raft-rs panic, the panic is caught and the Raft instance is rebuilt
+//! from the node's durable Raft state, exactly as after a crash of the node.
+//!
+//! # Left out
+//!
+//! The log is never compacted: a node keeps (and a restart replays) every batch since the
+//! cluster started. Compaction needs the executors' state in a snapshot, which the protocols
+//! built on the sequencer do not produce yet. Membership is fixed by the placement.
+
+use augur_runtime::inbound::{BadMessage, Inbound};
+use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_types::NodeId;
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
+use raft::storage::MemStorage;
+use raft::{Config, RawNode, StateRole, Storage};
+use raft_prost::Message as _;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+/// The setting naming how many nodes vote in the sequencer's Raft group: the nodes with the
+/// lowest ids (default: all nodes, up to 5). The others receive the log as learners.
+pub const SEQUENCER_VOTERS: &str = "sequencer_voters";
+/// The setting for the epoch, in milliseconds: how often a node cuts its submissions into a
+/// batch (Calvin's code: 10 ms).
+pub const EPOCH_MS: &str = "epoch_ms";
+/// The epoch when [`EPOCH_MS`] is not given.
+pub const DEFAULT_EPOCH: Duration = Duration::from_millis(10);
+/// Raft's logical clock: one `tick` per this much time.
+pub const RAFT_TICK: Duration = Duration::from_millis(10);
+/// A leader's heartbeat interval, in ticks.
+const HEARTBEAT_TICKS: usize = 2;
+/// The shortest election timeout, in ticks (the first voter's); each further voter waits
+/// [`ELECTION_STAGGER`] ticks more.
+const ELECTION_TICKS: usize = 10;
+const ELECTION_STAGGER: usize = 4;
+/// A batch not seen committed this many ticks after it was proposed is proposed again.
+const REPROPOSE_TICKS: u64 = 30;
+/// How many batch numbers one durable lease record covers.
+const SEQ_LEASE: u64 = 1 << 10;
+/// The most entries one append may carry, and the most bytes (raft-rs's flow control).
+const MAX_APPEND_ENTRIES: usize = 4096;
+const MAX_APPEND_BYTES: u64 = 1 << 20;
+/// The most appends in flight to one follower (pipelining).
+const MAX_INFLIGHT: usize = 256;
+
+/// A Raft message between two nodes, prost-encoded (raft-rs's `eraftpb::Message`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaftMessage(pub Vec<u8>);
+
+/// What the sequencer writes to the node's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SequencerRecord {
+    /// Raft entries appended to the log (each prost-encoded); an entry at an index already
+    /// held replaces it and every entry after it, as in Raft.
+    Entries(Vec<Vec<u8>>),
+    /// Raft's hard state (term, vote, commit), prost-encoded.
+    HardState(Vec<u8>),
+    /// This node may have numbered its batches up to (not including) `below`.
+    Reserved { below: u64 },
+}
+
+/// The sequencer's timers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SequencerTimer {
+    /// Raft's logical clock.
+    Tick,
+    /// Cut the submissions of the epoch into a batch.
+    Epoch,
+}
+
+/// One batch, as delivered: its origin node and its items, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch<T> {
+    /// The Raft log index it was committed at (increasing along the delivery order).
+    pub index: u64,
+    pub origin: NodeId,
+    pub items: Vec<T>,
+}
+
+/// A batch as a Raft entry's data.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Proposal<T> {
+    origin: NodeId,
+    seq: u64,
+    /// Every batch number of `origin` below this is abandoned (see the module docs).
+    floor: u64,
+    items: Vec<T>,
+}
+
+/// Per origin, which batch numbers were delivered (or abandoned): all below `low`, and those in
+/// `above`.
+#[derive(Clone, Debug, Default)]
+struct Delivered {
+    low: u64,
+    above: BTreeSet<u64>,
+}
+
+impl Delivered {
+    /// Whether batch `seq` (whose origin abandoned every number below `floor`) is new, noting
+    /// it delivered if so.
+    fn first_time(&mut self, seq: u64, floor: u64) -> bool {
+        if floor > self.low {
+            self.low = floor;
+            self.above = self.above.split_off(&floor);
+        }
+        if seq < self.low || !self.above.insert(seq) {
+            return false;
+        }
+        while self.above.remove(&self.low) {
+            self.low += 1;
+        }
+        true
+    }
+}
+
+/// Counters of what the sequencer did on this node.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SequencerCounters {
+    pub batches_proposed: u64,
+    pub batches_reproposed: u64,
+    pub batches_delivered: u64,
+    pub batches_skipped: u64,
+    pub raft_messages_refused: u64,
+    pub raft_restarts: u64,
+}
+
+/// Where the Raft group's members are, and this node's place in it.
+#[derive(Clone, Debug)]
+struct Group {
+    me: NodeId,
+    voters: Vec<NodeId>,
+    learners: Vec<NodeId>,
+}
+
+impl Group {
+    fn of(env: &NodeEnv) -> Result<Group, String> {
+        let nodes: Vec<NodeId> = env.placement.nodes().collect();
+        let voters = match env.options.settings.get(SEQUENCER_VOTERS) {
+            None => nodes.len().min(5),
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if (1..=nodes.len()).contains(&n) => n,
+                _ => {
+                    return Err(format!(
+                        "{SEQUENCER_VOTERS}={v}: must be a number of nodes within 1..={}",
+                        nodes.len()
+                    ));
+                }
+            },
+        };
+        Ok(Group {
+            me: env.id,
+            voters: nodes[..voters].to_vec(),
+            learners: nodes[voters..].to_vec(),
+        })
+    }
+
+    fn contains(&self, node: NodeId) -> bool {
+        self.voters.contains(&node) || self.learners.contains(&node)
+    }
+
+    fn conf_state(&self) -> ConfState {
+        ConfState::from((
+            self.voters.iter().map(|n| raft_id(*n)),
+            self.learners.iter().map(|n| raft_id(*n)),
+        ))
+    }
+
+    /// raft-rs's configuration for this node, with `applied` entries already delivered.
+    fn config(&self, applied: u64) -> Config {
+        let rank = self.voters.iter().position(|n| *n == self.me).unwrap_or(0);
+        let election = ELECTION_TICKS + ELECTION_STAGGER * rank;
+        Config {
+            id: raft_id(self.me),
+            election_tick: ELECTION_TICKS,
+            heartbeat_tick: HEARTBEAT_TICKS,
+            min_election_tick: election,
+            max_election_tick: election + 1,
+            applied,
+            max_size_per_msg: MAX_APPEND_BYTES,
+            max_inflight_msgs: MAX_INFLIGHT,
+            check_quorum: true,
+            pre_vote: true,
+            ..Config::default()
+        }
+    }
+}
+
+/// Raft ids start at 1 (0 means "none").
+fn raft_id(node: NodeId) -> u64 {
+    u64::from(node.0) + 1
+}
+
+fn node_of(raft_id: u64) -> Option<NodeId> {
+    raft_id
+        .checked_sub(1)
+        .and_then(|n| u32::try_from(n).ok())
+        .map(NodeId)
+}
+
+fn logger() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}
+
+/// Raft message kinds a node sends to another (the others are local to a node).
+fn sent_between_nodes(kind: MessageType) -> bool {
+    use MessageType::*;
+    matches!(
+        kind,
+        MsgPropose
+            | MsgAppend
+            | MsgAppendResponse
+            | MsgRequestVote
+            | MsgRequestVoteResponse
+            | MsgHeartbeat
+            | MsgHeartbeatResponse
+            | MsgRequestPreVote
+            | MsgRequestPreVoteResponse
+            | MsgTimeoutNow
+            | MsgTransferLeader
+            | MsgReadIndex
+            | MsgReadIndexResp
+    )
+}
+
+/// Vote requests and their answers, which always carry a term.
+fn is_vote(kind: MessageType) -> bool {
+    use MessageType::*;
+    matches!(
+        kind,
+        MsgRequestVote | MsgRequestVoteResponse | MsgRequestPreVote | MsgRequestPreVoteResponse
+    )
+}
+
+impl RaftMessage {
+    fn decode(&self) -> Result<Message, String> {
+        Message::decode(self.0.as_slice()).map_err(|e| format!("undecodable Raft message: {e}"))
+    }
+
+    /// The message's shape: decodable, from the sender to this node, of a kind nodes send each
+    /// other, no snapshot, a bounded number of entries.
+    pub fn check(&self, inbound: &Inbound<'_>) -> Result<(), BadMessage> {
+        let m = self.decode().map_err(|e| inbound.bad(e))?;
+        if m.from != raft_id(inbound.from) || m.to != raft_id(inbound.me) {
+            return Err(inbound.bad(format!(
+                "Raft message from {} to {} sent by {} to {}",
+                m.from, m.to, inbound.from, inbound.me
+            )));
+        }
+        let Some(kind) = MessageType::from_i32(m.msg_type) else {
+            return Err(inbound.bad(format!("Raft message of unknown kind {}", m.msg_type)));
+        };
+        if !sent_between_nodes(kind) {
+            return Err(inbound.bad(format!("Raft message of local kind {kind:?}")));
+        }
+        if is_vote(kind) && m.term == 0 {
+            return Err(inbound.bad(format!("{kind:?} with no term")));
+        }
+        // The sequencer never changes the group's membership: only normal entries travel.
+        if let Some(e) = m
+            .entries
+            .iter()
+            .find(|e| EntryType::from_i32(e.entry_type) != Some(EntryType::EntryNormal))
+        {
+            return Err(inbound.bad(format!("Raft entry of kind {}", e.entry_type)));
+        }
+        if m.snapshot.is_some() {
+            return Err(inbound.bad("Raft snapshot (never sent by the sequencer)".into()));
+        }
+        if m.entries.len() > MAX_APPEND_ENTRIES {
+            return Err(inbound.bad(format!("{} Raft entries in one message", m.entries.len())));
+        }
+        Ok(())
+    }
+}
+
+/// The sequencer of one node (see the module docs). `T` is what is ordered.
+pub struct Sequencer<T> {
+    group: Group,
+    epoch: Duration,
+    raft: RawNode<MemStorage>,
+    storage: MemStorage,
+    /// Raft ticks since start (the sequencer's clock for re-proposals).
+    ticks: u64,
+    /// Submitted here since the last epoch.
+    pending: Vec<T>,
+    /// This node's batches proposed and not yet seen committed: when each was last proposed.
+    in_flight: BTreeMap<u64, (Proposal<T>, u64)>,
+    /// The next batch number, the lease reaching `reserved`, and the numbers abandoned below
+    /// `floor` (after a restart).
+    next_seq: u64,
+    reserved: u64,
+    floor: u64,
+    /// The last log index delivered.
+    applied: u64,
+    delivered: BTreeMap<NodeId, Delivered>,
+    counters: SequencerCounters,
+}
+
+impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
+    /// A node's sequencer with an empty log, or why the settings are wrong.
+    pub fn new(env: &NodeEnv) -> Result<Self, String> {
+        Self::restore(env, std::iter::empty())
+    }
+
+    /// A node's sequencer rebuilt from its durable records, in the order they were written.
+    pub fn restore(
+        env: &NodeEnv,
+        records: impl IntoIterator<Item = SequencerRecord>,
+    ) -> Result<Self, String> {
+        let group = Group::of(env)?;
+        let epoch = match env.options.settings.get(EPOCH_MS) {
+            None => DEFAULT_EPOCH,
+            Some(v) => match v.parse::<u64>() {
+                Ok(ms) if (1..=10_000).contains(&ms) => Duration::from_millis(ms),
+                _ => {
+                    return Err(format!(
+                        "{EPOCH_MS}={v}: must be milliseconds within 1..=10000"
+                    ));
+                }
+            },
+        };
+        let storage = MemStorage::new_with_conf_state(group.conf_state());
+        let mut reserved = 0;
+        for record in records {
+            match record {
+                SequencerRecord::Entries(entries) => {
+                    let entries: Vec<Entry> = entries
+                        .iter()
+                        .map(|e| Entry::decode(e.as_slice()))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| format!("sequencer log: undecodable entry: {e}"))?;
+                    storage
+                        .wl()
+                        .append(&entries)
+                        .map_err(|e| format!("sequencer log: {e}"))?;
+                }
+                SequencerRecord::HardState(hs) => {
+                    let hs = HardState::decode(hs.as_slice())
+                        .map_err(|e| format!("sequencer log: undecodable hard state: {e}"))?;
+                    storage.wl().set_hardstate(hs);
+                }
+                SequencerRecord::Reserved { below } => reserved = reserved.max(below),
+            }
+        }
+        let raft = RawNode::new(&group.config(0), storage.clone(), &logger())
+            .map_err(|e| format!("sequencer: cannot start Raft: {e}"))?;
+        Ok(Sequencer {
+            group,
+            epoch,
+            raft,
+            storage,
+            ticks: 0,
+            pending: Vec::new(),
+            in_flight: BTreeMap::new(),
+            next_seq: reserved,
+            reserved,
+            floor: reserved,
+            applied: 0,
+            delivered: BTreeMap::new(),
+            counters: SequencerCounters::default(),
+        })
+    }
+
+    /// Start the timers (at start and after every restart).
+    pub fn on_start<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>)
+    where
+        P::Timer: From<SequencerTimer>,
+    {
+        ctx.set_timer(RAFT_TICK, SequencerTimer::Tick.into());
+        ctx.set_timer(self.epoch, SequencerTimer::Epoch.into());
+    }
+
+    /// Order `item`: it goes out in this node's next batch.
+    pub fn submit(&mut self, item: T) {
+        self.pending.push(item);
+    }
+
+    /// The node this one believes leads the group, if any.
+    pub fn leader(&self) -> Option<NodeId> {
+        match self.raft.raft.leader_id {
+            0 => None,
+            id => node_of(id),
+        }
+    }
+
+    /// Whether this node leads the group.
+    pub fn is_leader(&self) -> bool {
+        self.raft.raft.state == StateRole::Leader
+    }
+
+    /// The Raft term this node is in.
+    pub fn term(&self) -> u64 {
+        self.raft.raft.term
+    }
+
+    /// Submitted here and not yet seen committed (a counter, and a leftover check).
+    pub fn unordered(&self) -> usize {
+        self.pending.len()
+            + self
+                .in_flight
+                .values()
+                .map(|(p, _)| p.items.len())
+                .sum::<usize>()
+    }
+
+    pub fn counters(&self) -> SequencerCounters {
+        self.counters
+    }
+
+    /// A timer fired; returns the batches it committed, in order.
+    pub fn on_timer<P: Protocol>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        timer: SequencerTimer,
+    ) -> Vec<Batch<T>>
+    where
+        P::Timer: From<SequencerTimer>,
+        P::Msg: From<RaftMessage>,
+        P::Record: From<SequencerRecord>,
+    {
+        match timer {
+            SequencerTimer::Tick => {
+                self.ticks += 1;
+                self.guarded(|raft| {
+                    raft.tick();
+                    Ok(())
+                });
+                self.repropose();
+                ctx.set_timer(RAFT_TICK, SequencerTimer::Tick.into());
+            }
+            SequencerTimer::Epoch => {
+                self.cut(ctx);
+                ctx.set_timer(self.epoch, SequencerTimer::Epoch.into());
+            }
+        }
+        self.drain(ctx)
+    }
+
+    /// A Raft message from `from` (already checked by [`RaftMessage::check`]); returns the
+    /// batches it committed, in order.
+    pub fn on_message<P: Protocol>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        from: NodeId,
+        msg: RaftMessage,
+    ) -> Vec<Batch<T>>
+    where
+        P::Msg: From<RaftMessage>,
+        P::Record: From<SequencerRecord>,
+    {
+        let Ok(m) = msg.decode() else {
+            self.counters.raft_messages_refused += 1;
+            return Vec::new();
+        };
+        if !self.group.contains(from) || !self.consistent(&m) {
+            self.counters.raft_messages_refused += 1;
+            return Vec::new();
+        }
+        self.guarded(|raft| raft.step(m));
+        self.drain(ctx)
+    }
+
+    /// Whether stepping `m` keeps raft-rs's invariants: a heartbeat commits no further than
+    /// this node's log reaches (a leader sends at most what the follower acknowledged), and an
+    /// append's entries follow each other and rewrite no committed entry.
+    fn consistent(&self, m: &Message) -> bool {
+        let log = &self.raft.raft.raft_log;
+        match MessageType::from_i32(m.msg_type) {
+            Some(MessageType::MsgHeartbeat) => m.commit <= log.last_index(),
+            Some(MessageType::MsgAppend) => {
+                let mut expect = m.index.saturating_add(1);
+                for e in &m.entries {
+                    if e.index != expect {
+                        return false;
+                    }
+                    if e.index <= log.committed && log.term(e.index).ok() != Some(e.term) {
+                        return false;
+                    }
+                    expect = expect.saturating_add(1);
+                }
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// Run `f` on the Raft instance. raft-rs panics on what it takes for a broken invariant; a
+    /// forged message that gets past [`Self::consistent`] could make it, so a panic is caught
+    /// and the instance rebuilt from this node's durable Raft state, as after a crash.
+    fn guarded(&mut self, f: impl FnOnce(&mut RawNode<MemStorage>) -> raft::Result<()>) {
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| f(&mut self.raft)));
+        if outcome.is_err() {
+            self.counters.raft_restarts += 1;
+            let config = self.group.config(self.applied);
+            // The storage holds only what was made durable, so the rebuilt instance is sound.
+            if let Ok(raft) = RawNode::new(&config, self.storage.clone(), &logger()) {
+                self.raft = raft;
+            }
+        }
+    }
+
+    /// Cut this epoch's submissions into a batch and propose it.
+    fn cut<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>)
+    where
+        P::Record: From<SequencerRecord>,
+    {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.next_seq >= self.reserved {
+            self.reserved = self.next_seq + SEQ_LEASE;
+            ctx.persist(
+                SequencerRecord::Reserved {
+                    below: self.reserved,
+                }
+                .into(),
+            );
+        }
+        let proposal = Proposal {
+            origin: self.group.me,
+            seq: self.next_seq,
+            floor: self.floor,
+            items: std::mem::take(&mut self.pending),
+        };
+        self.next_seq += 1;
+        self.counters.batches_proposed += 1;
+        self.propose(&proposal);
+        self.in_flight.insert(proposal.seq, (proposal, self.ticks));
+    }
+
+    /// Propose again every batch of this node not seen committed for [`REPROPOSE_TICKS`].
+    fn repropose(&mut self) {
+        let now = self.ticks;
+        let due: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, (_, at))| now.saturating_sub(*at) >= REPROPOSE_TICKS)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in due {
+            if let Some((proposal, _)) = self.in_flight.remove(&seq) {
+                self.counters.batches_reproposed += 1;
+                self.propose(&proposal);
+                self.in_flight.insert(seq, (proposal, now));
+            }
+        }
+    }
+
+    /// Hand `proposal` to Raft. With no leader known it is dropped, and proposed again later.
+    fn propose(&mut self, proposal: &Proposal<T>) {
+        let Ok(data) = postcard::to_stdvec(proposal) else {
+            return;
+        };
+        self.guarded(|raft| raft.propose(Vec::new(), data));
+    }
+
+    /// Carry out what Raft asks after an input: persist entries and hard state, send messages
+    /// (which leave only once the log is durable), and deliver committed batches.
+    fn drain<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> Vec<Batch<T>>
+    where
+        P::Msg: From<RaftMessage>,
+        P::Record: From<SequencerRecord>,
+    {
+        let mut out = Vec::new();
+        while self.raft.has_ready() {
+            let mut ready = self.raft.ready();
+            self.send(ctx, ready.take_messages());
+            let committed = ready.take_committed_entries();
+            self.deliver(committed, &mut out);
+            if !ready.entries().is_empty() {
+                let encoded = ready.entries().iter().map(|e| e.encode_to_vec()).collect();
+                ctx.persist(SequencerRecord::Entries(encoded).into());
+                let _ = self.storage.wl().append(ready.entries());
+            }
+            if let Some(hs) = ready.hs() {
+                ctx.persist(SequencerRecord::HardState(hs.encode_to_vec()).into());
+                self.storage.wl().set_hardstate(hs.clone());
+            }
+            self.send(ctx, ready.take_persisted_messages());
+            let mut light = self.raft.advance(ready);
+            if let Some(commit) = light.commit_index() {
+                let mut hs = self.storage.rl().hard_state().clone();
+                hs.commit = commit;
+                ctx.persist(SequencerRecord::HardState(hs.encode_to_vec()).into());
+                self.storage.wl().set_hardstate(hs);
+            }
+            self.send(ctx, light.take_messages());
+            self.deliver(light.take_committed_entries(), &mut out);
+            self.raft.advance_apply();
+        }
+        out
+    }
+
+    fn send<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, messages: Vec<Message>)
+    where
+        P::Msg: From<RaftMessage>,
+    {
+        for m in messages {
+            if let Some(to) = node_of(m.to) {
+                ctx.send(to, RaftMessage(m.encode_to_vec()).into());
+            }
+        }
+    }
+
+    /// Deliver committed entries: each batch once, in log order (empty entries are a new
+    /// leader's, and carry nothing).
+    fn deliver(&mut self, entries: Vec<Entry>, out: &mut Vec<Batch<T>>) {
+        for entry in entries {
+            self.applied = self.applied.max(entry.index);
+            if EntryType::from_i32(entry.entry_type) != Some(EntryType::EntryNormal)
+                || entry.data.is_empty()
+            {
+                continue;
+            }
+            // Every node wrote what it proposed with the same encoder; an entry that does not
+            // decode is skipped by every node alike.
+            let Ok(proposal) = postcard::from_bytes::<Proposal<T>>(&entry.data) else {
+                self.counters.batches_skipped += 1;
+                continue;
+            };
+            if proposal.origin == self.group.me {
+                self.in_flight.remove(&proposal.seq);
+            }
+            let first = self
+                .delivered
+                .entry(proposal.origin)
+                .or_default()
+                .first_time(proposal.seq, proposal.floor);
+            if !first {
+                self.counters.batches_skipped += 1;
+                continue;
+            }
+            self.counters.batches_delivered += 1;
+            out.push(Batch {
+                index: entry.index,
+                origin: proposal.origin,
+                items: proposal.items,
+            });
+        }
+    }
+
+    /// Records that rebuild the durable state on their own: every entry, the hard state and
+    /// the lease.
+    pub fn checkpoint<R: From<SequencerRecord>>(&self, emit: &mut dyn FnMut(R)) {
+        let first = self.storage.first_index().unwrap_or(1);
+        let last = self.storage.last_index().unwrap_or(0);
+        if last >= first {
+            let context = raft::GetEntriesContext::empty(false);
+            if let Ok(entries) = self.storage.entries(first, last + 1, None, context) {
+                let encoded = entries.iter().map(|e| e.encode_to_vec()).collect();
+                emit(SequencerRecord::Entries(encoded).into());
+            }
+        }
+        let hard_state = self.storage.rl().hard_state().clone();
+        emit(SequencerRecord::HardState(hard_state.encode_to_vec()).into());
+        emit(
+            SequencerRecord::Reserved {
+                below: self.reserved,
+            }
+            .into(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivered_skips_repeats_and_abandoned_numbers() {
+        let mut d = Delivered::default();
+        assert!(d.first_time(0, 0));
+        assert!(d.first_time(2, 0));
+        assert!(!d.first_time(0, 0));
+        assert!(!d.first_time(2, 0));
+        assert!(d.first_time(1, 0));
+        assert_eq!(d.low, 3);
+        assert!(d.above.is_empty());
+        // A restart abandons every number below 1024.
+        assert!(d.first_time(1024, 1024));
+        assert!(!d.first_time(5, 0));
+        assert_eq!(d.low, 1025);
+    }
+}
