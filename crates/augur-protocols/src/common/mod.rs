@@ -18,6 +18,12 @@
 //!   grouped by partition, the garbage-collection watermark).
 //! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
 //!   durable across its restarts, which the lock-and-2PC engine's `gts` flavor asks.
+//! * [`procedure_run`]: a one-shot procedure run without waiting over values at hand (absent
+//!   ones, or those gathered so far), telling the keys it read and wrote and the first it
+//!   missed (`rococo`'s dry run and piece replay; the order-then-execute executors).
+//! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
+//!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
+//!   `s-smr` and `sparkle`).
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
 
 pub mod coordinator;
@@ -25,6 +31,7 @@ pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;
 pub mod oracle;
+pub mod procedure_run;
 pub mod replica;
 pub mod sequencer;
 pub mod two_phase;

@@ -137,10 +137,10 @@
 //!   instead of by id, so two nodes may order the members of a cycle differently.
 
 mod graph;
-mod procedure;
 
 use crate::common::coordinator::serve_interactive;
 use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, Reads};
+use crate::common::procedure_run;
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
@@ -1311,7 +1311,7 @@ impl Rococo {
         }
         // The dry run: which keys the pieces read and write (ROCOCO knows its pieces in
         // advance; augur's procedures are code, so they are run once over absent values).
-        let Some(dry) = procedure::run(procedure.as_mut(), procedure::Source::Absent) else {
+        let Some(dry) = procedure_run::run(procedure.as_mut(), procedure_run::Source::Absent) else {
             let why = format!(
                 "procedure {}/{} waits on more than its reads",
                 call.workload, call.procedure
@@ -1477,11 +1477,11 @@ impl Rococo {
             .collect();
         let t = self.coord.remove(&txn).expect("checked above");
         let (mut procedure, plan) = t.one_shot.expect("rounds are one-shot");
-        let run = procedure::run(procedure.as_mut(), procedure::Source::Read(&values));
+        let run = procedure_run::run(procedure.as_mut(), procedure_run::Source::Read(&values));
         let (ops, end) = match run {
             Some(run) => {
                 let end = match run.end {
-                    _ if run.undeclared => {
+                    _ if run.missing.is_some() => {
                         self.counters.not_one_shot += 1;
                         not_one_shot(&plan.call)
                     }
@@ -1651,7 +1651,7 @@ impl Rococo {
         let outcome = run
             .procedure
             .as_mut()
-            .and_then(|p| procedure::run(p.as_mut(), procedure::Source::Read(&run.values)));
+            .and_then(|p| procedure_run::run(p.as_mut(), procedure_run::Source::Read(&run.values)));
         let (ops, writes, end) = match outcome {
             Some(r) => {
                 let declared = r
@@ -1661,7 +1661,7 @@ impl Rococo {
                 match r.end {
                     // Over the values read it touched keys the dry run did not: its keys
                     // depend on its reads, and it writes nothing.
-                    _ if r.undeclared || !declared => {
+                    _ if r.missing.is_some() || !declared => {
                         self.counters.not_one_shot += 1;
                         (r.ops, BTreeMap::new(), Some(not_one_shot(&plan.call)))
                     }

@@ -1,6 +1,8 @@
-//! Running a one-shot procedure over values already at hand, without waiting: once over
-//! absent values to learn the keys its pieces touch, and once over the values its pieces read
-//! when they executed (see the module docs of `rococo`, "One-shot transactions").
+//! Running a one-shot procedure over values already at hand, without waiting. `rococo` runs
+//! one once over absent values to learn the keys its pieces touch, and once over the values its
+//! pieces read when they executed (see its module docs, "One-shot transactions"); the
+//! order-then-execute protocols run one over the values gathered so far and learn which key it
+//! needs next.
 
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{AbortReason, ExecutedOp, Key, Value};
@@ -10,15 +12,16 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 /// Where a run's reads come from.
-pub(super) enum Source<'a> {
+pub enum Source<'a> {
     /// The dry run: every key reads as absent.
     Absent,
-    /// The values the pieces read at execution; a key outside them is undeclared.
+    /// These values; a key outside them is missing (the run stops there, see
+    /// [`Run::missing`]).
     Read(&'a BTreeMap<Key, Option<Value>>),
 }
 
 /// What one run of a procedure did.
-pub(super) struct Run {
+pub struct Run {
     /// Every operation, in program order (for the client's history).
     pub ops: Vec<ExecutedOp>,
     /// Keys read from the store (not from the run's own writes), in first-read order.
@@ -27,8 +30,9 @@ pub(super) struct Run {
     pub writes: BTreeMap<Key, Option<Value>>,
     /// How the body ended; `Err(Aborted(UserRollback))` is a rollback.
     pub end: Result<(), TxnError>,
-    /// The body read a key its pieces did not read.
-    pub undeclared: bool,
+    /// The first key the body read that the source did not have (under [`Source::Read`]):
+    /// the run ended there, with `ValidationFailed`.
+    pub missing: Option<Key>,
 }
 
 struct Recorder<'a> {
@@ -53,7 +57,7 @@ impl Ops for Recorder<'_> {
                     Source::Read(values) => match values.get(key) {
                         Some(v) => Ok(v.clone()),
                         None => {
-                            self.run.undeclared = true;
+                            self.run.missing.get_or_insert_with(|| key.clone());
                             Err(TxnError::Aborted(AbortReason::ValidationFailed))
                         }
                     },
@@ -81,7 +85,7 @@ impl Ops for Recorder<'_> {
 
 /// Run `procedure` once over `source`. `None` when its body waits on something other than
 /// its reads (which never happens to a procedure that only reads and writes).
-pub(super) fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<Run> {
+pub fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<Run> {
     let mut recorder = Recorder {
         source,
         run: Run {
@@ -89,7 +93,7 @@ pub(super) fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<R
             reads: Vec::new(),
             writes: BTreeMap::new(),
             end: Ok(()),
-            undeclared: false,
+            missing: None,
         },
     };
     let end = {
