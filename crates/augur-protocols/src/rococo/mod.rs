@@ -1311,7 +1311,8 @@ impl Rococo {
         }
         // The dry run: which keys the pieces read and write (ROCOCO knows its pieces in
         // advance; augur's procedures are code, so they are run once over absent values).
-        let Some(dry) = procedure_run::run(procedure.as_mut(), procedure_run::Source::Absent) else {
+        let Some(dry) = procedure_run::run(procedure.as_mut(), procedure_run::Source::Absent)
+        else {
             let why = format!(
                 "procedure {}/{} waits on more than its reads",
                 call.workload, call.procedure
