@@ -37,7 +37,7 @@ pub use attempt::{
 pub use history::HistoryRecorder;
 pub use one_shot::execute_one_shot;
 pub use procedure::{CommitStats, Ops, Procedure, ProcedureCatalog};
-pub use runner::{ChainRoom, DegreeChoice, RetryPolicy, RunObserver, Runner};
+pub use runner::{Backoff, ChainRoom, DegreeChoice, RetryPolicy, RunObserver, Runner};
 pub use session::{
     CommitProgress, Outcome, Resolution, Session, SpeculativeCommit, Txn, TxnError, TxnInfo,
 };

@@ -6,8 +6,9 @@ use super::config::{BenchConfig, ProtocolSpec};
 use super::interrupt;
 use crate::report::RunStats;
 use augur_client::{
-    ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure, RetryPolicy,
-    RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings, run_with_retry,
+    Backoff, ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure,
+    RetryPolicy, RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings,
+    run_with_retry,
 };
 use augur_protocols::registry::ProtocolInfo;
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
@@ -107,8 +108,18 @@ impl<'a> RunPlan<'a> {
         };
         let stats = Arc::clone(&self.stats);
         let (warmup, measured, pacing) = (self.warmup, self.measured, self.pacing);
+        let backoff = self.config.backoff();
         async move {
-            client_loop(&client, warmup, measured, pacing, &speculation, &stats).await;
+            client_loop(
+                &client,
+                warmup,
+                measured,
+                pacing,
+                backoff,
+                &speculation,
+                &stats,
+            )
+            .await;
             client
         }
     }
@@ -536,7 +547,8 @@ impl RunObserver for ClientStats<'_> {
     }
 }
 
-/// One client: run transactions, retrying aborted ones until they commit. A transaction's final
+/// One client: run transactions, retrying aborted ones until they commit, each retry after a
+/// randomized exponential `backoff` (the runner's; latency includes it). A transaction's final
 /// latency runs from its start (its arrival, in the open loop) to its final commit, retries
 /// included; its perceived latency ends at its last speculative commit instead, when it had
 /// one (STR §8). With speculative commits the client moves on at once and keeps up to the
@@ -550,6 +562,7 @@ async fn client_loop<T: Transport>(
     warmup: Duration,
     measured: Duration,
     pacing: Pacing,
+    backoff: Backoff,
     speculating: &Speculating,
     stats: &Mutex<RunStats>,
 ) {
@@ -573,6 +586,7 @@ async fn client_loop<T: Transport>(
         retryable: true,
         misspeculated: true,
         until: Some(end),
+        backoff,
     };
     let mut runner = Runner::new(
         session,
