@@ -274,11 +274,8 @@ impl<M> KeyEntry<M> {
     /// given as a predicate rather than a timestamp: drops the committed versions older than the
     /// newest one `visible` accepts (that one stays: it is what a read at the oldest snapshot
     /// returns). Nothing goes if `visible` accepts none.
-    pub(crate) fn collect_garbage_where(
-        &mut self,
-        mut visible: impl FnMut(&Version) -> bool,
-    ) -> usize {
-        let newest_visible = self.committed_slice().iter().rposition(|v| visible(v));
+    pub(crate) fn collect_garbage_where(&mut self, visible: impl FnMut(&Version) -> bool) -> usize {
+        let newest_visible = self.committed_slice().iter().rposition(visible);
         let dropped = newest_visible.unwrap_or(0);
         if dropped > 0 {
             self.chain.drain(..dropped);

@@ -195,9 +195,7 @@ impl<M> MvStore<M> {
         }
         let mut cursor = self.gc_cursor % n;
         for _ in 0..max_keys.min(n) {
-            stats.versions_dropped += self.slots[cursor]
-                .entry
-                .collect_garbage_where(&mut visible);
+            stats.versions_dropped += self.slots[cursor].entry.collect_garbage_where(&mut visible);
             stats.keys_examined += 1;
             cursor += 1;
             if cursor == n {
