@@ -83,8 +83,9 @@
 //!
 //! # Garbage collection (not in the paper)
 //!
-//! Versions stay for every read-only transaction that may still read: each tick, every node
-//! sends every node the lowest timestamp a read-only transaction it coordinates reads at, now
+//! Versions stay for every read-only transaction that may still read: every tenth tick
+//! ([`crate::common::lock_commit::ANNOUNCE_EVERY`]; an older announcement is still a lower
+//! bound), every node sends every node the lowest timestamp a read-only transaction it coordinates reads at, now
 //! or later (the oldest running one's `x.TS`, and `hybrid(now − δ)`); a node collects below
 //! the minimum of the latest announcements of all nodes (none yet from some node: nothing),
 //! keeping the newest version at or below it. No read is ever refused (`SnapshotTooOld` is

@@ -88,7 +88,7 @@
 //! transaction this node coordinates reads now or later" = min(the running ones' `x.TS`, the
 //! largest stable heard of here). That is why `x.TS` is at least that largest value: it stays
 //! a floor even if a restarted oracle (or a reordered answer) reports lower. The oracle
-//! announces stable to every node each tick, so nodes without read-only transactions do not
+//! announces stable to every node every tenth tick, so nodes without read-only transactions do not
 //! hold collection back.
 //!
 //! # What comes from the paper, and what is augur's choice

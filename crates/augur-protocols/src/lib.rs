@@ -21,6 +21,7 @@ pub mod sss;
 pub mod str;
 pub mod two_pl;
 pub mod twopc_baseline;
+pub mod vts;
 pub mod walter;
 
 /// The 2PC family's participant side and durable records, now under [`common`]; kept here for

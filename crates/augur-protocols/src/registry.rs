@@ -317,6 +317,7 @@ register! {
     AtCoordinator<crate::dst_occ::DstOccNode> => crate::dst_occ::INFO,
     AtCoordinator<crate::dst_2pl::Dst2PlNode> => crate::dst_2pl::INFO,
     AtCoordinator<crate::gts::GtsNode> => crate::gts::INFO,
+    AtCoordinator<crate::vts::VtsNode> => crate::vts::INFO,
     AtCoordinator<crate::walter::Walter> => crate::walter::INFO,
     // rococo runs one-shot procedures as deferrable pieces itself (its module docs).
     crate::rococo::Rococo => crate::rococo::INFO,
@@ -347,7 +348,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
-    ("vts", "DST baseline: vector timestamps"),
     (
         "sparkle",
         "Sparkle: speculative deterministic concurrency control",
@@ -485,7 +485,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, walter, rococo"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo"
         );
     }
 }

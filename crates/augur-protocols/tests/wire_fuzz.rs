@@ -7,7 +7,7 @@
 use augur_protocols::common::vclock::VClock;
 use augur_protocols::{
     clocksi_rep, dst_2pl, dst_occ, gts, nocc, occ, rc, rococo, str as str_protocol, two_pl,
-    twopc_baseline, walter,
+    twopc_baseline, vts, walter,
 };
 use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
 use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 20;
+const CORPUS_LEN: usize = 25;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -124,6 +124,28 @@ fn corpus() -> Vec<Vec<u8>> {
         frame(gts::Msg::Held {
             held: vec![(txn, ts), (TxnId::new(NodeId(1), 8), Timestamp(1_001))],
         }),
+        // VTS's vectors and deps: a read at a vector, a vote with the tags it overwrites, an
+        // install, the oracle's vector and a horizon (an altered length, or a dep naming a
+        // node outside the cluster, must be refused, not indexed).
+        frame(vts::Msg::ReadAt {
+            txn,
+            seq: 2,
+            key: key.clone(),
+            at: VClock::from(vec![4, 1, 2]),
+        }),
+        frame(vts::Msg::Vote {
+            txn,
+            vote: Ok(ts),
+            deps: deps(),
+        }),
+        frame(vts::Msg::Install { t: 9, deps: deps() }),
+        frame(vts::Msg::StableVector {
+            txn: Some(txn),
+            at: VClock::from(vec![3, 1, 2]),
+        }),
+        frame(vts::Msg::HorizonVector {
+            at: VClock::from(vec![3, 0, 2]),
+        }),
         // Vector timestamps: an altered length byte must be refused, not compared.
         frame(walter::Msg::Propagate {
             txn,
@@ -175,6 +197,14 @@ fn corpus() -> Vec<Vec<u8>> {
     ]
 }
 
+/// Deps on two nodes.
+fn deps() -> vts::Deps {
+    let mut deps = vts::Deps::new();
+    deps.add(NodeId(0), 3);
+    deps.add(NodeId(2), 7);
+    deps
+}
+
 fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<clocksi_rep::Msg>(frame, placement);
     take_off_the_wire::<str_protocol::Msg>(frame, placement);
@@ -188,6 +218,7 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<dst_occ::Msg>(frame, placement);
     take_off_the_wire::<dst_2pl::Msg>(frame, placement);
     take_off_the_wire::<gts::Msg>(frame, placement);
+    take_off_the_wire::<vts::Msg>(frame, placement);
     take_off_the_wire::<walter::Msg>(frame, placement);
     take_off_the_wire::<rococo::Msg>(frame, placement);
 }
@@ -237,4 +268,48 @@ fn the_corpus_decodes_and_passes_where_it_is_sent() {
         ..at
     };
     assert!(msg.check(&at).is_err());
+}
+
+#[test]
+fn vts_vectors_of_another_length_and_deps_on_unknown_nodes_are_refused() {
+    let placement = placement();
+    let master = placement.replicas(PartitionId(2))[0];
+    let at = Inbound {
+        me: master,
+        from: NodeId(1),
+        placement: &placement,
+    };
+    let read = |v: Vec<u64>| vts::Msg::ReadAt {
+        txn: TxnId::new(NodeId(1), 7),
+        seq: 1,
+        key: Key::numbered(2, 42),
+        at: VClock::from(v),
+    };
+    assert_eq!(read(vec![1, 2, 3]).check(&at), Ok(()));
+    assert!(read(vec![1, 2]).check(&at).is_err());
+    assert!(read(vec![1, 2, 3, 4]).check(&at).is_err());
+    let horizon = |v: Vec<u64>| vts::Msg::HorizonVector {
+        at: VClock::from(v),
+    };
+    assert_eq!(horizon(vec![0, 0, 0]).check(&at), Ok(()));
+    assert!(horizon(vec![]).check(&at).is_err());
+    let stable = vts::Msg::StableVector {
+        txn: None,
+        at: VClock::from(vec![5]),
+    };
+    assert!(stable.check(&at).is_err());
+    assert_eq!(vts::Msg::Install { t: 1, deps: deps() }.check(&at), Ok(()));
+    let mut unknown = vts::Deps::new();
+    unknown.add(NodeId(9), 1);
+    let install = vts::Msg::Install {
+        t: 1,
+        deps: unknown.clone(),
+    };
+    assert!(install.check(&at).is_err());
+    let vote = vts::Msg::Vote {
+        txn: TxnId::new(NodeId(master.0), 3),
+        vote: Ok(Timestamp(1)),
+        deps: unknown,
+    };
+    assert!(vote.check(&at).is_err());
 }

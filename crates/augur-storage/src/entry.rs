@@ -112,6 +112,13 @@ impl<M> KeyEntry<M> {
         }
     }
 
+    /// Newest committed version (in version order) that `visible` accepts: for protocols whose
+    /// snapshots are not a timestamp bound (VTS's vector of per-node counters, kept beside the
+    /// store).
+    pub fn read_where(&self, mut visible: impl FnMut(&Version) -> bool) -> Option<&Version> {
+        self.committed_slice().iter().rev().find(|v| visible(v))
+    }
+
     /// Newest committed version (highest ts).
     pub fn latest_committed(&self) -> Option<&Version> {
         self.committed_slice().last()
@@ -257,6 +264,24 @@ impl<M> KeyEntry<M> {
         let len = self.chain.len();
         // Shrink when the chain fits inline again, or when most of the buffer is unused (after a
         // burst of writes); otherwise keep the buffer for the next writes.
+        if self.chain.spilled() && (len <= INLINE_VERSIONS || self.chain.capacity() >= 4 * len) {
+            self.chain.shrink_to_fit();
+        }
+        dropped
+    }
+
+    /// Like [`collect_garbage`](Self::collect_garbage), with the oldest snapshot still in use
+    /// given as a predicate rather than a timestamp: drops the committed versions older than the
+    /// newest one `visible` accepts (that one stays: it is what a read at the oldest snapshot
+    /// returns). Nothing goes if `visible` accepts none.
+    pub(crate) fn collect_garbage_where(&mut self, visible: impl FnMut(&Version) -> bool) -> usize {
+        let newest_visible = self.committed_slice().iter().rposition(visible);
+        let dropped = newest_visible.unwrap_or(0);
+        if dropped > 0 {
+            self.chain.drain(..dropped);
+            self.committed -= dropped as u32;
+        }
+        let len = self.chain.len();
         if self.chain.spilled() && (len <= INLINE_VERSIONS || self.chain.capacity() >= 4 * len) {
             self.chain.shrink_to_fit();
         }

@@ -176,6 +176,37 @@ impl<M> MvStore<M> {
         stats
     }
 
+    /// Incremental garbage collection like [`collect_garbage`](Self::collect_garbage), for
+    /// snapshots that are not a timestamp bound: at each key examined, drop every committed
+    /// version older than the newest committed version `visible` accepts (that one stays).
+    /// `visible` must accept every version the oldest snapshot any reader may still use can
+    /// read, and be monotone along that order of snapshots (a version visible to the oldest
+    /// one is visible to every later one), so what any reader returns is kept.
+    pub fn collect_garbage_where(
+        &mut self,
+        max_keys: usize,
+        mut visible: impl FnMut(&Version) -> bool,
+    ) -> GcStats {
+        self.settle();
+        let n = self.slots.len();
+        let mut stats = GcStats::default();
+        if n == 0 {
+            return stats;
+        }
+        let mut cursor = self.gc_cursor % n;
+        for _ in 0..max_keys.min(n) {
+            stats.versions_dropped += self.slots[cursor].entry.collect_garbage_where(&mut visible);
+            stats.keys_examined += 1;
+            cursor += 1;
+            if cursor == n {
+                cursor = 0;
+            }
+        }
+        self.gc_cursor = cursor;
+        self.versions -= stats.versions_dropped;
+        stats
+    }
+
     /// Bytes of one entry slot (key, chain and metadata), for tests of the layout.
     #[cfg(test)]
     pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<Slot<M>>();

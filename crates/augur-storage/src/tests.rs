@@ -707,3 +707,24 @@ fn random_operations_match_a_simple_model() {
         }
     }
 }
+
+#[test]
+fn reads_and_gc_by_predicate_keep_the_newest_accepted_version_and_everything_newer() {
+    let mut s = MvStore::<()>::new();
+    let e = s.entry(&key(1));
+    for i in 1..=5 {
+        e.put_committed(t(i), ts(i * 10), val("v"));
+    }
+    e.install(t(9), ts(1), VersionState::Prepared, val("u"));
+    // Visibility need not follow timestamps: writers 1, 2 and 4 are visible, 3 and 5 not.
+    let visible = |v: &Version| [1, 2, 4].contains(&v.writer.0);
+    let e = s.get(&key(1)).unwrap();
+    assert_eq!(e.read_where(visible).map(|v| v.ts), Some(ts(40)));
+    assert_eq!(e.read_where(|_| false), None);
+    // Nothing accepted: nothing goes.
+    assert_eq!(s.collect_garbage_where(1, |_| false).versions_dropped, 0);
+    let gc = s.collect_garbage_where(1, visible);
+    assert_eq!(gc.versions_dropped, 3);
+    assert_eq!(chain_ts(s.get(&key(1)).unwrap()), vec![40, 50, 1]);
+    assert_eq!(s.version_count(), 3);
+}

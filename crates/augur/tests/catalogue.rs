@@ -595,7 +595,7 @@ fn g0_dirty_write() {
                     o.proscribed_at(IsolationLevel::SnapshotIsolation, AnomalyKind::LostUpdate)
                 );
             }
-            "occ" | "gts" | "rc" | "dst-occ" => {
+            "occ" | "gts" | "vts" | "rc" | "dst-occ" => {
                 // No-wait locks: each coordinator's own replica locks its transaction's keys first (T1's
                 // x on node 0, T2's y on node 2), so each finds the other's lock at the other's node and
                 // both abort (a no-wait conflict is reported as `lock_timeout`).
@@ -710,7 +710,7 @@ fn g1a_aborted_read() {
                 assert!(o.shows(AnomalyKind::AbortedRead));
                 assert!(o.proscribed_at(IsolationLevel::ReadCommitted, AnomalyKind::AbortedRead));
             }
-            "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
+            "occ" | "gts" | "vts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // T3's prepare held x's lock at the master (and at the live slave) until the abort
                 // released it. T4, read-only, reads and validates (occ) or locks (2pl) at x's master
                 // alone, which is up (gts: reads there at the oracle's stable timestamp, which T3's
@@ -834,7 +834,7 @@ fn g1c_circular_information_flow() {
                 assert_eq!(o.read("T1", &y()), [2, 4]);
                 assert!(o.report.anomalies.is_empty(), "{}", o.summary());
             }
-            "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
+            "occ" | "gts" | "vts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // T1 reads the latest y, T2's (committed before the read); nothing T1 read changed
                 // before its validation (occ, gts), or could change under its shared locks (2pl): the
                 // serial order is T0, T2, T1.
@@ -890,7 +890,7 @@ fn expect_lost_update(o: &Observed) {
             assert_eq!(o.abort_reason("T2"), Some("write_write_conflict"));
             assert_eq!(o.read("T3", &x()), [1, 2]);
         }
-        "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "rc" | "dst-occ" => {
+        "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "vts" | "rc" | "dst-occ" => {
             // T2's validation (rococo: in its start phase) finds x's newest version written
             // by T1, not the one T2 read.
             assert_eq!(o.abort_reason("T2"), Some("validation_failed"));
@@ -997,7 +997,7 @@ fn g_single_read_skew() {
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G_SINGLE));
                 assert!(!o.proscribed_at(IsolationLevel::ReadCommitted, G_SINGLE));
             }
-            "dst-occ" | "dst-2pl" | "gts" => {
+            "dst-occ" | "dst-2pl" | "gts" | "vts" => {
                 // T1 reads at its begin timestamp; T2 began later on its own clock, so it
                 // commits above T1's claims and T1 reads the old y: no wait, no abort. gts: T1
                 // reads at the oracle's stable timestamp, fetched at its begin, before T2 took
@@ -1077,7 +1077,7 @@ fn g2_item_write_skew() {
                 assert!(!o.proscribed_at(IsolationLevel::SnapshotIsolation, G2_ITEM));
                 assert!(o.proscribed_at(IsolationLevel::Serializable, G2_ITEM));
             }
-            "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "rc" | "dst-occ" => {
+            "2pc-baseline" | "sss" | "rococo" | "occ" | "gts" | "vts" | "rc" | "dst-occ" => {
                 // T2 also validates the key it only read (rococo: in its start phase at x's
                 // replicas; occ: in its validation round at x's master): x's newest version
                 // is T1's.
@@ -1138,7 +1138,7 @@ fn observed_transaction_vanishes() {
         assert_eq!(o.read("T2", &x()), [1]);
         match o.info.name {
             "clocksi-rep" | "str" | "planet" | "2pc-baseline" | "sss" | "walter" | "rococo"
-            | "occ" | "gts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
+            | "occ" | "gts" | "vts" | "2pl" | "rc" | "dst-occ" | "dst-2pl" => {
                 // The store is durable (rebuilt from the write-ahead log): T1's append
                 // survives the crash.
                 assert_eq!(o.read("T3", &x()), [1]);

@@ -40,11 +40,13 @@ use crate::common::coordinator::{
 };
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::Policy;
-use crate::common::oracle::Oracle;
+use crate::common::oracle::{Oracle, VectorOracle};
 use crate::common::replica::{self, DecisionLog, ServeLease, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
+use crate::common::vclock::VClock;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, parse_lock_timeout};
+use crate::vts::{self, Deps, Outbox, Tags};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
@@ -110,6 +112,13 @@ pub enum Timestamping {
     /// transactions fetch the oracle's stable timestamp at `Begin`, read the newest versions at
     /// or below it with no claim and no wait, and commit with no message.
     Gts,
+    /// VTS, vector timestamps (`vts`; the rules and why are in [`crate::vts`]): a read-write
+    /// transaction that writes tags its versions ⟨coordinator : LocalTS⟩ at its decision and,
+    /// once every write replica applied it, installs the tag with the tags it read or
+    /// overwrote at the oracle, which stabilises a vector; declared read-only transactions
+    /// fetch that vector at `Begin`, read the newest versions it admits with no claim and no
+    /// wait, and commit with no message.
+    Vts,
 }
 
 /// What distinguishes one protocol built on this engine from another.
@@ -195,13 +204,15 @@ pub enum Msg {
         snapshot: Option<Timestamp>,
     },
     /// Replica → coordinator: the value read, the writer of its version and the version's
-    /// timestamp (DST's RW1 goes above it).
+    /// timestamp (DST's RW1 goes above it). VTS: `tag` is the version's counter (its node is
+    /// the writer's coordinator; 0: none, or forgotten as visible to every snapshot).
     ReadReply {
         txn: TxnId,
         seq: u32,
         value: Option<Value>,
         version: Option<TxnId>,
         ts: Timestamp,
+        tag: u64,
     },
     /// Master → coordinator (`2pl`): the read's shared lock was refused (wait-die) or not
     /// granted in time; the transaction must abort.
@@ -217,10 +228,12 @@ pub enum Msg {
         reads: Reads,
         writes: Writes,
     },
-    /// Participant → coordinator: yes with a proposed commit timestamp, or no and why.
+    /// Participant → coordinator: yes with a proposed commit timestamp, or no and why. VTS:
+    /// `deps` are the tags of the versions a yes overwrites.
     Vote {
         txn: TxnId,
         vote: Result<Timestamp, AbortReason>,
+        deps: Deps,
     },
     /// Coordinator → the master of every key read (`occ`, after every lock is held): do these
     /// keys still have these versions, unlocked by others? Under DST `ts` is the commit
@@ -235,16 +248,18 @@ pub enum Msg {
         txn: TxnId,
         vote: Result<Timestamp, AbortReason>,
     },
-    /// Coordinator → participants: commit at this timestamp, or abort (`None`).
+    /// Coordinator → participants: commit at this timestamp, or abort (`None`). VTS: a commit
+    /// that writes carries its tag's counter (0 otherwise).
     Decide {
         txn: TxnId,
         commit: Option<Timestamp>,
+        tag: u64,
     },
     /// Write replica → coordinator: the commit is applied here.
     Applied { txn: TxnId },
     /// Participant → coordinator: what became of this transaction, prepared here long ago?
     QueryOutcome { txn: TxnId },
-    /// DST, GTS, node → every node, each tick: no read-only transaction this node coordinates,
+    /// DST, GTS, node → every node, every tenth tick: no read-only transaction this node coordinates,
     /// now or later, reads below `ts` (garbage collection keeps what they may read).
     Horizon { ts: Timestamp },
     /// GTS, coordinator → oracle, with the write set locked: a commit timestamp for `txn`.
@@ -263,10 +278,30 @@ pub enum Msg {
     /// of it?
     QueryTs { txn: TxnId, ts: Timestamp },
     /// GTS, restarted oracle → node: which timestamps do your coordinators hold? Every
-    /// timestamp issued before the restart is at or below `bound`.
+    /// timestamp issued before the restart is at or below `bound`. VTS: install every tag you
+    /// still owe again (`bound` unused).
     AskHeld { bound: Timestamp },
     /// GTS, node → oracle: the transactions it coordinates that hold a timestamp.
     Held { held: Vec<(TxnId, Timestamp)> },
+    /// VTS, coordinator → the master of `key`: a read-only read of the newest version visible
+    /// at vector `at`.
+    ReadAt {
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        at: VClock,
+    },
+    /// VTS, coordinator → oracle: `INSTALL(⟨sender:t⟩, deps)`, once every write replica
+    /// applied the commit tagged so.
+    Install { t: u64, deps: Deps },
+    /// VTS, oracle → node: its tags up to `up_to` are stable (logged at the oracle first).
+    Stabilized { up_to: u64 },
+    /// VTS, oracle → node: `StableVTS`, the answer to `txn`'s `FetchStable` (`None`: an
+    /// announcement).
+    StableVector { txn: Option<TxnId>, at: VClock },
+    /// VTS, node → every node: no read-only transaction this node coordinates, now or later,
+    /// reads at a vector below `at` (garbage collection keeps what they may read).
+    HorizonVector { at: VClock },
 }
 
 /// Reads, prepares and validations go to replicas of their keys from the transaction's
@@ -289,6 +324,26 @@ impl CheckMessage for Msg {
                 at.txn_of_sender(*txn)?;
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))
             }
+            // Vectors index by node: each must have one entry per node, deps name nodes.
+            Msg::ReadAt {
+                txn, key, at: v, ..
+            } => {
+                at.txn_of_sender(*txn)?;
+                at.key_here(key)?;
+                vts::check_vector(at, v)
+            }
+            Msg::Vote { txn, deps, .. } => {
+                at.txn_here(*txn)?;
+                deps.check(at)
+            }
+            Msg::Install { deps, .. } => deps.check(at),
+            Msg::StableVector { txn, at: v } => {
+                txn.map_or(Ok(()), |txn| at.txn_here(txn))?;
+                vts::check_vector(at, v)
+            }
+            Msg::HorizonVector { at: v } => vts::check_vector(at, v),
+            // Any counter is one the oracle may have stabilised.
+            Msg::Stabilized { .. } => Ok(()),
             Msg::Decide { txn, .. }
             | Msg::FetchTs { txn }
             | Msg::Done { txn, .. }
@@ -300,7 +355,6 @@ impl CheckMessage for Msg {
             Msg::AskHeld { .. } => Ok(()),
             Msg::ReadReply { txn, .. }
             | Msg::ReadRefused { txn, .. }
-            | Msg::Vote { txn, .. }
             | Msg::Validated { txn, .. }
             | Msg::Applied { txn }
             | Msg::QueryOutcome { txn } => at.txn_here(*txn),
@@ -341,11 +395,19 @@ pub enum Record {
         reads: Vec<Key>,
         writes: Writes,
     },
+    /// VTS's tags, owed installs and stable vector ([`vts::Record`]).
+    Vts(vts::Record),
 }
 
 impl From<replica::Record<Timestamp>> for Record {
     fn from(record: replica::Record<Timestamp>) -> Record {
         Record::Kit(record)
+    }
+}
+
+impl From<vts::Record> for Record {
+    fn from(record: vts::Record) -> Record {
+        Record::Vts(record)
     }
 }
 
@@ -369,8 +431,10 @@ struct Counters {
     gc_horizon_lag_us: u64,
     /// GTS: commit timestamps fetched from the oracle.
     ts_fetches: u64,
-    /// GTS: stable timestamps fetched from the oracle.
+    /// GTS, VTS: stable timestamps (vectors) fetched from the oracle.
     stable_fetches: u64,
+    /// VTS: installs sent to the oracle (resends included).
+    installs: u64,
 }
 
 /// A transaction this node coordinates.
@@ -387,6 +451,9 @@ struct Coord {
     awaiting_stable: bool,
     /// GTS: the commit timestamp the oracle issued (held until released).
     fetched: Option<Timestamp>,
+    /// VTS: a read-write transaction's deps so far; a read-only one's vector (once fetched).
+    deps: Deps,
+    vector: Option<VClock>,
     reads: Reads,
     /// Nodes a read was sent to that may hold a lock of it (`2pl`): told of an abort.
     read_nodes: BTreeSet<NodeId>,
@@ -527,16 +594,39 @@ pub struct LockCommit<F> {
     /// GTS: timestamps at or below this were issued by an oracle incarnation that has since
     /// restarted and been told what this node holds; one arriving now is refused.
     oracle_floor: Timestamp,
+    /// VTS: the counter of each writer whose versions this node stores.
+    tags: Tags,
+    /// VTS: this coordinator's `LocalTS` and the tags it owes the oracle.
+    outbox: Outbox,
+    /// VTS: the oracle's state, at the oracle node only.
+    vector_oracle: Option<VectorOracle>,
+    /// VTS: the largest stable vector this node has heard of; no read-only transaction it
+    /// coordinates from now on reads below it.
+    stable_vector: VClock,
+    /// VTS: the largest read horizon each node announced.
+    horizon_vectors: FxHashMap<NodeId, VClock>,
+    /// Ticks since the start: announcements go every [`ANNOUNCE_EVERY`]th.
+    ticks: u64,
     flavor: PhantomData<fn() -> F>,
 }
+
+/// Read horizons (DST, GTS, VTS) and the oracle's stable timestamp or vector (GTS, VTS) are
+/// announced every this many ticks, not every tick: at 31 nodes, every tick made about 18,000
+/// messages a second. An older announcement is still a valid lower bound (horizons and stable
+/// values only rise), so announcing less often only delays garbage collection.
+pub const ANNOUNCE_EVERY: u64 = 10;
 
 impl<F: Flavor> LockCommit<F> {
     /// Whether this flavor runs DST's timestamps.
     const DST: bool = matches!(F::TIMESTAMPS, Timestamping::Dst);
     /// Whether this flavor runs GTS's oracle.
     const GTS: bool = matches!(F::TIMESTAMPS, Timestamping::Gts);
-    /// Whether declared read-only transactions read a snapshot (DST, GTS).
-    const SNAPSHOTS: bool = Self::DST || Self::GTS;
+    /// Whether this flavor runs VTS's vector timestamps.
+    const VTS: bool = matches!(F::TIMESTAMPS, Timestamping::Vts);
+    /// Whether declared read-only transactions read a snapshot (DST, GTS, VTS).
+    const SNAPSHOTS: bool = Self::DST || Self::GTS || Self::VTS;
+    /// Whether declared read-only transactions wait at `Begin` for the oracle (GTS, VTS).
+    const FETCHES_STABLE: bool = Self::GTS || Self::VTS;
 
     /// The newest committed version of `key` here: its value and writer.
     pub fn latest(&self, key: &Key) -> Option<(TxnId, Option<Value>)> {
@@ -558,6 +648,23 @@ impl<F: Flavor> LockCommit<F> {
     /// GTS: the oracle's state, at the oracle node.
     pub fn oracle(&self) -> Option<&Oracle> {
         self.oracle.as_ref()
+    }
+
+    /// VTS: the oracle's state, at the oracle node.
+    pub fn vector_oracle(&self) -> Option<&VectorOracle> {
+        self.vector_oracle.as_ref()
+    }
+
+    /// VTS: the tag ⟨node : counter⟩ of `key`'s newest committed version here (counter 0: it
+    /// has none, or it was forgotten as visible to every snapshot).
+    pub fn tag_of(&self, key: &Key) -> Option<(NodeId, u64)> {
+        let v = self.store.get(key)?.latest_committed()?;
+        Some((v.writer.coordinator(), self.tags.of(v.writer)))
+    }
+
+    /// VTS: how many tags this coordinator still owes the oracle.
+    pub fn tags_owed(&self) -> usize {
+        self.outbox.len()
     }
 
     fn id(&self) -> NodeId {
@@ -605,13 +712,15 @@ impl<F: Flavor> LockCommit<F> {
                 snapshot: Some(snapshot),
                 ..
             } => self.serve_snapshot_read(ctx, txn, seq, key, snapshot),
+            Msg::ReadAt { txn, seq, key, at } => self.answer_read_at(ctx, txn, seq, key, &at),
             Msg::ReadReply {
                 txn,
                 seq,
                 value,
                 version,
                 ts,
-            } => self.read_reply(ctx, txn, seq, value, version, ts),
+                tag,
+            } => self.read_reply(ctx, txn, seq, value, (version, ts, tag)),
             Msg::ReadRefused { txn, seq, reason } => self.read_refused(ctx, txn, seq, reason),
             Msg::Prepare {
                 txn,
@@ -619,16 +728,20 @@ impl<F: Flavor> LockCommit<F> {
                 reads,
                 writes,
             } => self.prepare(ctx, txn, prio, reads, writes),
-            Msg::Vote { txn, vote } => self.vote(ctx, from, txn, Round::Prepare, vote),
+            Msg::Vote { txn, vote, deps } => {
+                self.vote(ctx, from, txn, Round::Prepare, vote.map(|ts| (ts, deps)))
+            }
             Msg::Validate { txn, reads, ts } => self.validate(ctx, txn, reads, ts),
-            Msg::Validated { txn, vote } => self.vote(ctx, from, txn, Round::Validate, vote),
-            Msg::Decide { txn, commit } => self.on_decide(ctx, txn, commit),
+            Msg::Validated { txn, vote } => {
+                let vote = vote.map(|ts| (ts, Deps::new()));
+                self.vote(ctx, from, txn, Round::Validate, vote)
+            }
+            Msg::Decide { txn, commit, tag } => self.on_decide(ctx, txn, commit, tag),
             Msg::Applied { txn } => {
                 let kept = self.decided.get(&txn).copied();
                 self.decided.acknowledge(ctx, txn, from);
                 if let Some(ts) = kept.filter(|_| self.decided.get(&txn).is_none()) {
-                    // Applied at every write replica: the oracle may count it stable.
-                    self.release_ts(ctx, txn, ts);
+                    self.applied_everywhere(ctx, txn, ts);
                 }
             }
             Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
@@ -636,6 +749,11 @@ impl<F: Flavor> LockCommit<F> {
                 let latest = self.horizons.entry(from).or_insert(ts);
                 *latest = (*latest).max(ts);
             }
+            Msg::HorizonVector { at } => {
+                let latest = self.horizon_vectors.entry(from).or_insert(at.clone());
+                latest.merge(&at);
+            }
+            Msg::Install { t, deps } => self.oracle_install(ctx, from, t, deps),
             Msg::FetchTs { txn } => {
                 if let Some(oracle) = self.oracle.as_mut() {
                     let ts = oracle.issue(ctx, txn);
@@ -645,6 +763,13 @@ impl<F: Flavor> LockCommit<F> {
             Msg::Done { txn, ts } => {
                 if let Some(oracle) = self.oracle.as_mut() {
                     oracle.release(txn, ts);
+                }
+            }
+            Msg::FetchStable { txn } if Self::VTS => {
+                if let Some(oracle) = self.vector_oracle.as_mut() {
+                    let at = oracle.publish(ctx);
+                    let msg = Msg::StableVector { txn: Some(txn), at };
+                    self.deliver(ctx, txn.coordinator(), msg);
                 }
             }
             Msg::FetchStable { txn } => {
@@ -670,7 +795,208 @@ impl<F: Flavor> LockCommit<F> {
             Msg::IssuedTs { txn, ts } => self.issued(ctx, txn, ts),
             Msg::Stable { txn, ts } => self.stable_arrived(ctx, txn, ts),
             Msg::QueryTs { txn, ts } => self.query_ts(ctx, txn, ts),
+            Msg::AskHeld { .. } if Self::VTS => self.install_owed(ctx, Duration::ZERO),
             Msg::AskHeld { bound } => self.ask_held(ctx, bound),
+            Msg::Stabilized { up_to } => self.outbox.stabilized(up_to),
+            Msg::StableVector { txn, at } => self.stable_vector_arrived(ctx, txn, at),
+        }
+    }
+
+    // ----- VTS -----
+
+    /// VTS: a read-only read at the master of `key`: the newest version visible at `at`.
+    fn answer_read_at(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        at: &VClock,
+    ) {
+        ctx.charge(Work::reads(1));
+        let tags = &self.tags;
+        let version = self
+            .store
+            .get(&key)
+            .and_then(|e| e.read_where(|v| tags.visible(v, at)));
+        let msg = Msg::ReadReply {
+            txn,
+            seq,
+            value: version.and_then(|v| v.value.clone()),
+            version: version.map(|v| v.writer),
+            ts: version.map_or(Timestamp::ZERO, |v| v.ts),
+            tag: version.map_or(0, |v| tags.of(v.writer)),
+        };
+        self.deliver(ctx, txn.coordinator(), msg);
+    }
+
+    /// VTS, at a write replica voting yes: the tags of the versions `writes` overwrite.
+    fn overwritten_deps(&self, writes: &Writes) -> Deps {
+        let mut deps = Deps::new();
+        for (key, _) in writes {
+            if let Some(v) = self.store.get(key).and_then(|e| e.latest_committed()) {
+                deps.add(v.writer.coordinator(), self.tags.of(v.writer));
+            }
+        }
+        deps
+    }
+
+    /// VTS, at the decision of `txn`, which wrote: its tag, logged with its deps before the
+    /// decision (a torn log keeps at worst a tag that no version carries).
+    fn assign_tag(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, deps: Deps) -> u64 {
+        let t = self.outbox.assign(txn, deps.clone(), ctx.now());
+        ctx.persist(vts::Record::Tagged { txn, t, deps }.into());
+        t
+    }
+
+    /// Every write replica applied `txn`'s commit at `ts`: GTS releases the timestamp, VTS
+    /// installs the tag.
+    fn applied_everywhere(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
+        if Self::GTS {
+            self.release_ts(ctx, txn, ts);
+        } else if Self::VTS {
+            self.install_tag(ctx, txn);
+        }
+    }
+
+    /// VTS: `txn`'s commit is applied everywhere: install its tag, if one is owed.
+    fn install_tag(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        if let Some((t, deps)) = self.outbox.applied(txn, ctx.now()) {
+            self.send_install(ctx, t, deps);
+        }
+    }
+
+    fn send_install(&mut self, ctx: &mut Ctx<'_, Self>, t: u64, deps: Deps) {
+        self.counters.installs += 1;
+        let oracle = self.oracle_id;
+        self.deliver(ctx, oracle, Msg::Install { t, deps });
+    }
+
+    /// VTS: act on the tags owed the oracle and not sent for `patience`: install the applied
+    /// ones again, send the others' decision again to the write replicas that have not
+    /// acknowledged it (see [`crate::vts`], "Failures").
+    fn install_owed(&mut self, ctx: &mut Ctx<'_, Self>, patience: Duration) {
+        for due in self.outbox.overdue(ctx.now(), patience) {
+            match due {
+                Ok((t, deps)) => self.send_install(ctx, t, deps),
+                Err(txn) => {
+                    let unapplied = self
+                        .decided
+                        .iter()
+                        .find(|(t, _, _)| **t == txn)
+                        .map(|(_, commit, replicas)| (*commit, replicas.to_vec()));
+                    let Some((commit, replicas)) = unapplied else {
+                        self.install_tag(ctx, txn);
+                        continue;
+                    };
+                    let tag = self.outbox.tag_of(txn);
+                    for node in replicas {
+                        let commit = Some(commit);
+                        self.deliver(ctx, node, Msg::Decide { txn, commit, tag });
+                    }
+                }
+            }
+        }
+    }
+
+    /// VTS, at the oracle: `INSTALL(⟨from:t⟩, deps)`. One stable already is acknowledged again
+    /// (as far as logged); otherwise the tick tells `from` once it is stable and logged.
+    fn oracle_install(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, t: u64, deps: Deps) {
+        let Some(oracle) = self.vector_oracle.as_mut() else {
+            return;
+        };
+        if oracle.install(from, t, deps) {
+            oracle.stabilize();
+        } else if let Some(up_to) = oracle.logged_of(from).filter(|up_to| t <= *up_to) {
+            self.deliver(ctx, from, Msg::Stabilized { up_to });
+        }
+    }
+
+    /// VTS: a stable vector arrived (for read-only `txn`'s `Begin`, or announced): a waiting
+    /// `Begin` reads at the largest stable vector heard of here, which only rises.
+    fn stable_vector_arrived(&mut self, ctx: &mut Ctx<'_, Self>, txn: Option<TxnId>, at: VClock) {
+        self.stable_vector.merge(&at);
+        let vector = self.stable_vector.clone();
+        let Some(t) = txn.and_then(|txn| self.coord.get_mut(&txn)) else {
+            return;
+        };
+        if !t.awaiting_stable {
+            return;
+        }
+        t.awaiting_stable = false;
+        // The snapshot is a vector; as `walter`'s, the time it was fixed stands in for the
+        // client (and is the read-only commit's timestamp).
+        let snapshot = ctx.now();
+        t.ts = snapshot;
+        t.vector = Some(vector);
+        t.last_active = ctx.now();
+        let txn = txn.expect("found above");
+        if let Some(pending) = t.pending.take() {
+            pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+        }
+    }
+
+    /// VTS, each tick: the coordinator's overdue duties; at the oracle, log the stable vector
+    /// if it moved, tell the workers how far their tags are stable, ask every node to install
+    /// again after a restart, and, when `announce`, announce the vector to every node.
+    fn vts_tick(&mut self, ctx: &mut Ctx<'_, Self>, announce: bool) {
+        let patience = self.env.options.participant_timeout;
+        self.install_owed(ctx, patience);
+        let Some(oracle) = self.vector_oracle.as_mut() else {
+            return;
+        };
+        let ask = oracle.take_restart();
+        let stable = oracle.publish(ctx);
+        let tell = oracle.to_tell();
+        for (node, up_to) in tell {
+            self.deliver(ctx, node, Msg::Stabilized { up_to });
+        }
+        let nodes: Vec<NodeId> = self.env.placement.nodes().collect();
+        if ask {
+            for &node in &nodes {
+                let bound = Timestamp::ZERO;
+                self.deliver(ctx, node, Msg::AskHeld { bound });
+            }
+        }
+        if announce {
+            for node in nodes {
+                let at = stable.clone();
+                self.deliver(ctx, node, Msg::StableVector { txn: None, at });
+            }
+        }
+    }
+
+    /// VTS's garbage collection (see [`crate::vts`]): this node's horizon is the
+    /// component-wise minimum of its running read-only transactions' vectors and the largest
+    /// stable vector heard of here; announced when `announce`; at each key, keep from the
+    /// newest version visible at the minimum of every node's horizon (none from some node yet:
+    /// keep everything), and forget the tags visible there.
+    fn collect_below_vector_horizon(&mut self, ctx: &mut Ctx<'_, Self>, announce: bool) {
+        let me = self.id();
+        let mut mine = self.stable_vector.clone();
+        for v in self.coord.values().filter_map(|t| t.vector.as_ref()) {
+            mine.meet(v);
+        }
+        let latest = self.horizon_vectors.entry(me).or_insert(mine.clone());
+        latest.merge(&mine);
+        let nodes: Vec<NodeId> = self.env.placement.nodes().collect();
+        if announce {
+            for &node in nodes.iter().filter(|n| **n != me) {
+                ctx.send(node, Msg::HorizonVector { at: mine.clone() });
+            }
+        }
+        let mut horizon = mine;
+        for node in &nodes {
+            match self.horizon_vectors.get(node) {
+                Some(v) => horizon.meet(v),
+                None => return,
+            }
+        }
+        let tags = &self.tags;
+        self.store
+            .collect_garbage_where(GC_BATCH, |v| tags.visible(v, &horizon));
+        if announce {
+            self.tags.prune(&horizon);
         }
     }
 
@@ -753,7 +1079,15 @@ impl<F: Flavor> LockCommit<F> {
             Some((commit, replicas)) => {
                 for node in replicas {
                     let commit = Some(commit);
-                    self.deliver(ctx, node, Msg::Decide { txn, commit });
+                    self.deliver(
+                        ctx,
+                        node,
+                        Msg::Decide {
+                            txn,
+                            commit,
+                            tag: 0,
+                        },
+                    );
                 }
             }
             None => self.release_ts(ctx, txn, ts),
@@ -791,14 +1125,14 @@ impl<F: Flavor> LockCommit<F> {
         Ok(t)
     }
 
+    /// A read's answer: the value and `(writer, timestamp, tag)` of the version read.
     fn read_reply(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         seq: u32,
         value: Option<Value>,
-        version: Option<TxnId>,
-        ts: Timestamp,
+        (version, ts, tag): (Option<TxnId>, Timestamp, u64),
     ) {
         let plus_one = self.mutant != Some(Mutant::NoPlusOne);
         let Some(t) = self.coord.get_mut(&txn) else {
@@ -813,6 +1147,13 @@ impl<F: Flavor> LockCommit<F> {
             // RW1: the commit timestamp goes above every version read.
             let above = if plus_one { ts.next() } else { ts };
             t.ts = t.ts.max(above);
+        }
+        if Self::VTS
+            && !t.read_only
+            && let Some(writer) = version
+        {
+            // Fig. 4 READ:3: the version read is a dependency.
+            t.deps.add(writer.coordinator(), tag);
         }
         // Under 2PL a key read twice returns one version while the shared lock is held; a
         // second one means the master lost the lock in a crash and a writer got in.
@@ -851,7 +1192,15 @@ impl<F: Flavor> LockCommit<F> {
             told.extend(participants);
         }
         for node in told {
-            self.deliver(ctx, node, Msg::Decide { txn, commit: None });
+            self.deliver(
+                ctx,
+                node,
+                Msg::Decide {
+                    txn,
+                    commit: None,
+                    tag: 0,
+                },
+            );
         }
         // GTS: an abort after the fetch releases the timestamp, or stable stalls behind it.
         if let Some(ts) = t.fetched {
@@ -869,14 +1218,17 @@ impl<F: Flavor> LockCommit<F> {
         from: NodeId,
         txn: TxnId,
         of: Round,
-        vote: Result<Timestamp, AbortReason>,
+        vote: Result<(Timestamp, Deps), AbortReason>,
     ) {
-        let Some(Phase::Voting {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return;
+        };
+        let Phase::Voting {
             round,
             waiting,
             commit_ts,
             ..
-        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        } = &mut t.phase
         else {
             return;
         };
@@ -885,8 +1237,10 @@ impl<F: Flavor> LockCommit<F> {
         }
         match vote {
             Err(reason) => return self.abort(ctx, txn, reason),
-            Ok(ts) => {
+            Ok((ts, deps)) => {
                 waiting.remove(&from);
+                // VTS (Fig. 4 WRITE:3): the versions overwritten are dependencies.
+                t.deps.merge(&deps);
                 // GTS: the oracle's timestamp is the commit timestamp; proposals are ignored.
                 if !Self::GTS {
                     *commit_ts = (*commit_ts).max(ts);
@@ -960,6 +1314,12 @@ impl<F: Flavor> LockCommit<F> {
             return;
         };
         let me = self.id();
+        // VTS: a commit that writes is tagged here (logged before the decision).
+        let tag = if Self::VTS && !write_replicas.is_empty() {
+            self.assign_tag(ctx, txn, t.deps)
+        } else {
+            0
+        };
         // This node's own participant applies within this handler, after the decision's
         // record: it needs no acknowledgement.
         let others = write_replicas.into_iter().filter(|n| *n != me).collect();
@@ -975,12 +1335,13 @@ impl<F: Flavor> LockCommit<F> {
         }
         for node in participants {
             let commit = Some(commit_ts);
-            self.deliver(ctx, node, Msg::Decide { txn, commit });
+            self.deliver(ctx, node, Msg::Decide { txn, commit, tag });
         }
-        // GTS: with no other write replica to hear from, the commit is applied everywhere now
-        // (this node's participant applied it above); otherwise the last `Applied` releases it.
-        if t.fetched.is_some() && self.decided.get(&txn).is_none() {
-            self.release_ts(ctx, txn, commit_ts);
+        // GTS, VTS: with no other write replica to hear from, the commit is applied everywhere
+        // now (this node's participant applied it above); otherwise the last `Applied` releases
+        // (installs) it.
+        if (t.fetched.is_some() || tag > 0) && self.decided.get(&txn).is_none() {
+            self.applied_everywhere(ctx, txn, commit_ts);
         }
     }
 
@@ -989,7 +1350,9 @@ impl<F: Flavor> LockCommit<F> {
         // Still running here: its decision, or its abort, will come.
         let running = self.coord.contains_key(&txn);
         if let Some(commit) = replica::outcome(&self.decided, txn, running) {
-            self.deliver(ctx, from, Msg::Decide { txn, commit });
+            // VTS: a commit still to be applied somewhere is owed the oracle, with its tag.
+            let tag = self.outbox.tag_of(txn);
+            self.deliver(ctx, from, Msg::Decide { txn, commit, tag });
         }
     }
 
@@ -1045,6 +1408,7 @@ impl<F: Flavor> LockCommit<F> {
             value: latest.and_then(|v| v.value.clone()),
             version: latest.map(|v| v.writer),
             ts: latest.map_or(Timestamp::ZERO, |v| v.ts),
+            tag: latest.map_or(0, |v| self.tags.of(v.writer)),
         };
         self.deliver(ctx, txn.coordinator(), msg);
         if self.mutant == Some(Mutant::EarlyReadUnlock) {
@@ -1129,6 +1493,7 @@ impl<F: Flavor> LockCommit<F> {
             value: version.and_then(|v| v.value.clone()),
             version: version.map(|v| v.writer),
             ts: version.map_or(Timestamp::ZERO, |v| v.ts),
+            tag: 0,
         };
         self.deliver(ctx, read.txn.coordinator(), msg);
     }
@@ -1256,6 +1621,11 @@ impl<F: Flavor> LockCommit<F> {
         } else {
             ctx.now().max(self.clock.next())
         };
+        let deps = if Self::VTS {
+            self.overwritten_deps(&p.writes)
+        } else {
+            Deps::new()
+        };
         let p = self.participants.get_mut(&txn).expect("checked above");
         p.floor = ts;
         p.voted = true;
@@ -1265,7 +1635,8 @@ impl<F: Flavor> LockCommit<F> {
             reads: p.reads.iter().map(|(k, _)| k.clone()).collect(),
             writes: p.writes.clone(),
         });
-        self.deliver(ctx, txn.coordinator(), Msg::Vote { txn, vote: Ok(ts) });
+        let vote = Ok(ts);
+        self.deliver(ctx, txn.coordinator(), Msg::Vote { txn, vote, deps });
     }
 
     /// `occ`'s validation at a master: every key read still has the version read and no other
@@ -1305,6 +1676,7 @@ impl<F: Flavor> LockCommit<F> {
             Msg::Vote {
                 txn,
                 vote: Err(reason),
+                deps: Deps::new(),
             },
         );
         self.release(ctx, txn);
@@ -1352,7 +1724,13 @@ impl<F: Flavor> LockCommit<F> {
         }
     }
 
-    fn on_decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, commit: Option<Timestamp>) {
+    fn on_decide(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        commit: Option<Timestamp>,
+        tag: u64,
+    ) {
         let Some(commit_ts) = commit else {
             self.ended.insert(txn, ctx.now());
             if let Some(p) = self.participants.remove(&txn) {
@@ -1382,8 +1760,19 @@ impl<F: Flavor> LockCommit<F> {
                 self.raise_read_timestamp(ctx, key, commit_ts);
             }
         }
-        ctx.persist(replica::Record::Committed { txn, commit_ts }.into());
         let wrote = !p.writes.is_empty();
+        if Self::VTS && wrote {
+            // The versions' tag, logged before them (a torn log keeps at worst a tag alone).
+            ctx.persist(
+                vts::Record::Tag {
+                    writer: txn,
+                    t: tag,
+                }
+                .into(),
+            );
+            self.tags.insert(txn, tag);
+        }
+        ctx.persist(replica::Record::Committed { txn, commit_ts }.into());
         self.install(commit_ts, txn, p.writes);
         ctx.charge(Work::writes(usize::from(wrote)));
         if wrote {
@@ -1453,11 +1842,16 @@ impl<F: Flavor> LockCommit<F> {
         }
         let horizon = now.saturating_sub(self.env.options.gc_retention);
         self.ended.retain(|_, at| *at >= horizon);
+        self.ticks += 1;
+        let announce = (self.ticks - 1).is_multiple_of(ANNOUNCE_EVERY);
         if Self::GTS {
-            self.oracle_tick(ctx);
+            self.oracle_tick(ctx, announce);
         }
-        if Self::SNAPSHOTS {
-            self.collect_below_horizon(ctx);
+        if Self::VTS {
+            self.vts_tick(ctx, announce);
+            self.collect_below_vector_horizon(ctx, announce);
+        } else if Self::SNAPSHOTS {
+            self.collect_below_horizon(ctx, announce);
         } else {
             // Single version: only the newest committed version of a key is ever read.
             self.store.collect_garbage(Timestamp::MAX, GC_BATCH);
@@ -1483,9 +1877,9 @@ impl<F: Flavor> LockCommit<F> {
 
     /// GTS, at the oracle node, each tick: ask the coordinators of timestamps pending too long
     /// what became of them; after a restart, ask the nodes that have not answered yet what
-    /// they hold; announce the stable timestamp to every node (which keeps their garbage
-    /// collection moving even where no read-only transaction runs).
-    fn oracle_tick(&mut self, ctx: &mut Ctx<'_, Self>) {
+    /// they hold; when `announce`, announce the stable timestamp to every node (which keeps
+    /// their garbage collection moving even where no read-only transaction runs).
+    fn oracle_tick(&mut self, ctx: &mut Ctx<'_, Self>, announce: bool) {
         let now = ctx.now();
         let patience = self.env.options.participant_timeout;
         let Some(oracle) = self.oracle.as_mut() else {
@@ -1503,6 +1897,9 @@ impl<F: Flavor> LockCommit<F> {
         }
         for node in unanswered {
             self.deliver(ctx, node, Msg::AskHeld { bound });
+        }
+        if !announce {
+            return;
         }
         let nodes: Vec<NodeId> = self.env.placement.nodes().collect();
         for node in nodes {
@@ -1526,11 +1923,11 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     /// DST's and GTS's garbage collection, which never makes a read-only transaction abort:
-    /// tell every node how low the read-only transactions coordinated here read, now and later
-    /// (the oldest running one's timestamp, and [`Self::future_snapshots_floor`]); then keep,
-    /// at every key, the newest version at or below the lowest announcement of every node
-    /// (none from some node yet: keep everything).
-    fn collect_below_horizon(&mut self, ctx: &mut Ctx<'_, Self>) {
+    /// tell every node (when `announce`) how low the read-only transactions coordinated here
+    /// read, now and later (the oldest running one's timestamp, and
+    /// [`Self::future_snapshots_floor`]); then keep, at every key, the newest version at or
+    /// below the lowest announcement of every node (none from some node yet: keep everything).
+    fn collect_below_horizon(&mut self, ctx: &mut Ctx<'_, Self>, announce: bool) {
         let now = ctx.now();
         let me = self.id();
         let mine = self
@@ -1542,8 +1939,10 @@ impl<F: Flavor> LockCommit<F> {
         let latest = self.horizons.entry(me).or_insert(mine);
         *latest = (*latest).max(mine);
         let nodes: Vec<NodeId> = self.env.placement.nodes().collect();
-        for &node in nodes.iter().filter(|n| **n != me) {
-            ctx.send(node, Msg::Horizon { ts: mine });
+        if announce {
+            for &node in nodes.iter().filter(|n| **n != me) {
+                ctx.send(node, Msg::Horizon { ts: mine });
+            }
         }
         if nodes.iter().all(|n| self.horizons.contains_key(n)) {
             let horizon = self
@@ -1601,6 +2000,14 @@ impl<F: Flavor> LockCommit<F> {
             }
             // Not written by this protocol.
             Record::Kit(Kit::Installed { .. }) => {}
+            Record::Vts(vts::Record::Tagged { txn, t, deps }) => self.outbox.replayed(txn, t, deps),
+            Record::Vts(vts::Record::Counter(local_ts)) => self.outbox.replayed_counter(local_ts),
+            Record::Vts(vts::Record::Tag { writer, t }) => self.tags.insert(writer, t),
+            Record::Vts(vts::Record::Stable(v)) => {
+                if let Some(oracle) = self.vector_oracle.as_mut() {
+                    oracle.replay_stable(&v);
+                }
+            }
             Record::Prepared { txn, reads, writes } => {
                 // The prepared held these locks together before the crash, so they are
                 // granted again; the oldest priority makes any requester, not them, yield.
@@ -1675,16 +2082,16 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             .as_ref()
             .and_then(|s| s.get(&pending.client).copied());
         let ts = match (F::TIMESTAMPS, read_only) {
-            (Timestamping::Single, _) | (Timestamping::Gts, false) => now,
+            (Timestamping::Single, _) | (Timestamping::Gts | Timestamping::Vts, false) => now,
             // RW1 starts at the session's floor too, so its commits rise along the session.
             (Timestamping::Dst, false) => {
                 session.map_or(Hybrid::at(now), |floor| floor.max(Hybrid::at(now)))
             }
             (Timestamping::Dst, true) => self.read_timestamp(now, session),
-            // Set when the oracle's stable timestamp arrives.
-            (Timestamping::Gts, true) => Timestamp::ZERO,
+            // Set when the oracle's stable timestamp (vector) arrives.
+            (Timestamping::Gts | Timestamping::Vts, true) => Timestamp::ZERO,
         };
-        let awaiting_stable = Self::GTS && read_only;
+        let awaiting_stable = Self::FETCHES_STABLE && read_only;
         self.coord.insert(
             txn,
             Coord {
@@ -1694,6 +2101,8 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 ts,
                 awaiting_stable,
                 fetched: None,
+                deps: Deps::new(),
+                vector: None,
                 reads: Vec::new(),
                 read_nodes: BTreeSet::new(),
                 pending: None,
@@ -1704,7 +2113,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             },
         );
         if awaiting_stable {
-            // GTS: `Begun` waits for the oracle's stable timestamp (one round trip).
+            // GTS, VTS: `Begun` waits for the oracle's stable timestamp (one round trip).
             let t = self.coord.get_mut(&txn).expect("just inserted");
             t.pending = Some(pending);
             self.counters.stable_fetches += 1;
@@ -1732,7 +2141,9 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         let seq = t.read_seq;
         let prio = t.prio;
         t.reading = Some(key.clone());
-        let snapshot = (Self::SNAPSHOTS && t.read_only).then_some(t.ts);
+        // VTS ships its vector instead of a snapshot timestamp.
+        let vector = t.vector.clone().filter(|_| Self::VTS && t.read_only);
+        let snapshot = (Self::SNAPSHOTS && !Self::VTS && t.read_only).then_some(t.ts);
         let partition = placement.partition_of(&key);
         let replica = match F::LOCKING {
             Locking::AtCommit => placement.closest_replica(me, partition),
@@ -1746,12 +2157,15 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             let timeout = self.env.options.participant_timeout;
             ctx.set_timer(timeout, Timer::Read(txn, seq));
         }
-        let msg = Msg::Read {
-            txn,
-            seq,
-            key,
-            prio,
-            snapshot,
+        let msg = match vector {
+            Some(at) => Msg::ReadAt { txn, seq, key, at },
+            None => Msg::Read {
+                txn,
+                seq,
+                key,
+                prio,
+                snapshot,
+            },
         };
         self.deliver(ctx, replica, msg);
     }
@@ -1803,13 +2217,22 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             }
             self.ages.remove(&t.client);
             for node in t.read_nodes {
-                self.deliver(ctx, node, Msg::Decide { txn, commit: None });
+                self.deliver(
+                    ctx,
+                    node,
+                    Msg::Decide {
+                        txn,
+                        commit: None,
+                        tag: 0,
+                    },
+                );
             }
             let commit_ts = match F::TIMESTAMPS {
                 Timestamping::Single => now,
                 Timestamping::Dst => t.ts,
                 // Nothing to order: where a snapshot taken now would put it.
                 Timestamping::Gts => self.stable_seen,
+                Timestamping::Vts => now,
             };
             self.told_commit(t.client, commit_ts);
             return pending.answer(ctx, ClientReply::Committed { commit_ts });
@@ -1824,7 +2247,15 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 let t = self.coord.remove(&txn).expect("just found");
                 // Under 2PL it holds shared locks where it read.
                 for node in t.read_nodes {
-                    self.deliver(ctx, node, Msg::Decide { txn, commit: None });
+                    self.deliver(
+                        ctx,
+                        node,
+                        Msg::Decide {
+                            txn,
+                            commit: None,
+                            tag: 0,
+                        },
+                    );
                 }
                 Ok(())
             }
@@ -1894,6 +2325,13 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             oracle: (Self::GTS && env.id == oracle_id).then(Oracle::new),
             stable_seen: Timestamp::ZERO,
             oracle_floor: Timestamp::ZERO,
+            tags: Tags::default(),
+            outbox: Outbox::default(),
+            vector_oracle: (Self::VTS && env.id == oracle_id)
+                .then(|| VectorOracle::new(env.placement.nodes().count())),
+            stable_vector: VClock::new(env.placement.nodes().count()),
+            horizon_vectors: FxHashMap::default(),
+            ticks: 0,
             flavor: PhantomData,
         }
     }
@@ -1910,6 +2348,13 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         {
             oracle.restarted(nodes);
         }
+        // VTS: the owed tags whose commit the decision log no longer awaits are applied
+        // everywhere; an oracle that logged anything lost its queues.
+        let decided = &node.decided;
+        node.outbox.recovered(|txn| decided.get(&txn).is_some());
+        if let Some(oracle) = node.vector_oracle.as_mut() {
+            oracle.recovered();
+        }
         node
     }
 
@@ -1920,6 +2365,14 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             emit(replica::Record::Served { up_to }.into());
         }
         if let Some(oracle) = &self.oracle {
+            oracle.checkpoint(emit);
+        }
+        if Self::VTS {
+            // The counter and owed tags, and the versions' tags before the versions.
+            self.outbox.checkpoint(&mut |r| emit(r.into()));
+            self.tags.checkpoint(&mut |r| emit(r.into()));
+        }
+        if let Some(oracle) = &self.vector_oracle {
             oracle.checkpoint(emit);
         }
         self.ids.checkpoint::<Record, Timestamp>(emit);
@@ -2007,6 +2460,17 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         if let Some(oracle) = &self.oracle {
             counters.push(("oracle_pending_now", oracle.pending_count() as u64));
         }
+        if Self::VTS {
+            counters.extend([
+                ("stable_fetches", c.stable_fetches),
+                ("installs", c.installs),
+                ("tags_owed_now", self.outbox.len() as u64),
+                ("tags_kept_now", self.tags.len() as u64),
+            ]);
+        }
+        if let Some(oracle) = &self.vector_oracle {
+            counters.push(("oracle_queued_now", oracle.queued() as u64));
+        }
         counters
     }
 }
@@ -2025,6 +2489,7 @@ mod tests {
             crate::dst_occ::INFO,
             crate::dst_2pl::INFO,
             crate::gts::INFO,
+            crate::vts::INFO,
         ] {
             for (name, _) in info.mutants {
                 assert_eq!(Mutant::offered(&info, name), Mutant::named(name), "{name}");

@@ -27,6 +27,8 @@
 //!   unreported.
 
 use super::replica::{self, ServeLease};
+use super::vclock::VClock;
+use crate::vts::{Deps, Record as VtsRecord};
 use augur_runtime::{Ctx, Protocol};
 use augur_types::{NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
@@ -221,5 +223,159 @@ impl Oracle {
         let up_to = self.lease.up_to();
         emit(replica::Record::Served { up_to }.into());
         emit(replica::Record::<Timestamp>::Watermark(self.logged).into());
+    }
+}
+
+/// VTS's oracle (DST, NSDI '21, §2.2, Fig. 4: `StableVTS` and one queue per worker; `vts`,
+/// [`crate::vts`]): workers install their tags ⟨i:t⟩ with the tags they depend on, and the
+/// oracle stabilises them. The paper leaves the "stability protocol" unspecified; the rule
+/// here: ⟨i:t⟩ becomes stable once ⟨i:t−1⟩ is stable and every dep ⟨j:s⟩ has
+/// `s ≤ StableVTS[j]`.
+///
+/// Durability, as [`Oracle`]'s stable timestamp: a `StableVTS` that leaves the oracle (a reply,
+/// an announcement, a worker told its tags are stable) was logged first, so it never goes back.
+/// The queues are volatile: the workers keep what they installed until told it is stable, and
+/// install it again (see [`crate::vts`], "Failures"). Unlike `gts`'s stable timestamp, the
+/// vector needs nothing from workers that have not installed anything, so a restarted oracle
+/// goes on at once.
+#[derive(Debug)]
+pub struct VectorOracle {
+    /// `StableVTS`.
+    stable: VClock,
+    /// The largest vector logged (hence possibly published).
+    logged: VClock,
+    /// Per worker, the entries above its stable counter, by counter.
+    queues: Vec<BTreeMap<u64, Deps>>,
+    /// Per worker, the stable counter it was last told of.
+    told: Vec<u64>,
+    /// Whether this incarnation has yet to ask every node to install again (after a restart).
+    restarted: bool,
+}
+
+impl VectorOracle {
+    /// A fresh oracle for `nodes` workers, nothing stable.
+    pub fn new(nodes: usize) -> VectorOracle {
+        VectorOracle {
+            stable: VClock::new(nodes),
+            logged: VClock::new(nodes),
+            queues: vec![BTreeMap::new(); nodes],
+            told: vec![0; nodes],
+            restarted: false,
+        }
+    }
+
+    /// Replay of [`VtsRecord::Stable`] (ignored if of another cluster size).
+    pub fn replay_stable(&mut self, v: &VClock) {
+        if v.len() == self.stable.len() {
+            self.stable.merge(v);
+            self.logged.merge(v);
+        }
+    }
+
+    /// After replay: if anything was logged, this is a restart and the queues were lost.
+    pub fn recovered(&mut self) {
+        self.restarted = self.logged.entries().iter().any(|t| *t > 0);
+        self.told = self.logged.entries().to_vec();
+    }
+
+    /// Once after a restart: whether to ask every node to install its outbox again.
+    pub fn take_restart(&mut self) -> bool {
+        std::mem::take(&mut self.restarted)
+    }
+
+    /// `INSTALL(⟨worker:t⟩, deps)`; the caller then runs [`Self::stabilize`]. Whether it is new
+    /// (not stable, not queued already).
+    pub fn install(&mut self, worker: NodeId, t: u64, deps: Deps) -> bool {
+        let i = worker.0 as usize;
+        if i >= self.queues.len() || t <= self.stable.get(i) {
+            return false;
+        }
+        match self.queues[i].entry(t) {
+            std::collections::btree_map::Entry::Occupied(_) => false,
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(deps);
+                true
+            }
+        }
+    }
+
+    /// `STABILIZE`: move every entry whose predecessor and deps are stable into `StableVTS`,
+    /// until none moves; whether any did.
+    pub fn stabilize(&mut self) -> bool {
+        let mut moved = false;
+        loop {
+            let mut progress = false;
+            for i in 0..self.queues.len() {
+                loop {
+                    let next = self.stable.get(i) + 1;
+                    let ready = self.queues[i]
+                        .get(&next)
+                        .is_some_and(|deps| deps.within(&self.stable));
+                    if !ready {
+                        break;
+                    }
+                    self.queues[i].remove(&next);
+                    self.stable.set(i, next);
+                    progress = true;
+                }
+            }
+            if !progress {
+                return moved;
+            }
+            moved = true;
+        }
+    }
+
+    /// `StableVTS`, logged first if it moved past the last vector logged.
+    pub fn publish<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> VClock
+    where
+        P::Record: From<VtsRecord>,
+    {
+        if self.stable != self.logged {
+            self.logged = self.stable.clone();
+            ctx.persist(VtsRecord::Stable(self.stable.clone()).into());
+        }
+        self.stable.clone()
+    }
+
+    /// `StableVTS` now (what the caller last published, or more).
+    pub fn stable(&self) -> &VClock {
+        &self.stable
+    }
+
+    /// A worker's logged stable counter, if the worker is one: what it may be told.
+    pub fn logged_of(&self, worker: NodeId) -> Option<u64> {
+        let i = worker.0 as usize;
+        (i < self.logged.len()).then(|| self.logged.get(i))
+    }
+
+    /// A worker's stable counter, if the worker is one.
+    pub fn stable_of(&self, worker: NodeId) -> Option<u64> {
+        let i = worker.0 as usize;
+        (i < self.stable.len()).then(|| self.stable.get(i))
+    }
+
+    /// After [`Self::publish`]: the workers whose stable counter moved since they were last
+    /// told, with it (they stop resending what it covers).
+    pub fn to_tell(&mut self) -> Vec<(NodeId, u64)> {
+        let mut tell = Vec::new();
+        for (i, told) in self.told.iter_mut().enumerate() {
+            let logged = self.logged.get(i);
+            if logged > *told {
+                *told = logged;
+                tell.push((NodeId(i as u32), logged));
+            }
+        }
+        tell
+    }
+
+    /// How many entries wait in the queues (a counter).
+    pub fn queued(&self) -> usize {
+        self.queues.iter().map(BTreeMap::len).sum()
+    }
+
+    /// The record that rebuilds the durable state: the logged vector.
+    pub fn checkpoint<R: From<VtsRecord>>(&self, emit: &mut dyn FnMut(R)) {
+        emit(VtsRecord::Stable(self.logged.clone()).into());
     }
 }

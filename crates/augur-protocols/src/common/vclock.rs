@@ -89,6 +89,18 @@ impl VClock {
         }
     }
 
+    /// Pointwise minimum with `other`: afterwards `self` has seen only what both clocks had (a
+    /// lower bound of both, as a garbage-collection horizon needs).
+    ///
+    /// # Panics
+    /// If the clocks have different lengths.
+    pub fn meet(&mut self, other: &VClock) {
+        self.assert_same_len(other);
+        for (mine, theirs) in self.0.iter_mut().zip(other.0.iter()) {
+            *mine = (*mine).min(*theirs);
+        }
+    }
+
     /// How `self` relates to `other` causally.
     ///
     /// # Panics
@@ -219,6 +231,13 @@ mod tests {
         let mut a = vc(&[1, 5, 0]);
         a.merge(&vc(&[3, 2, 0]));
         assert_eq!(a, vc(&[3, 5, 0]));
+    }
+
+    #[test]
+    fn meet_is_the_pointwise_minimum() {
+        let mut a = vc(&[1, 5, 0]);
+        a.meet(&vc(&[3, 2, 0]));
+        assert_eq!(a, vc(&[1, 2, 0]));
     }
 
     #[test]

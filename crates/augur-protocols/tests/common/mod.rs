@@ -104,6 +104,9 @@ pub struct Txn {
     /// Committed with `commit_speculative`: the client goes on at local commit and collects the
     /// final outcome once its last transaction is done.
     pub speculative_commit: bool,
+    /// Begun as a read-write transaction even if it writes nothing (otherwise a transaction
+    /// without writes is declared read-only).
+    pub read_write: bool,
     pub steps: Vec<Step>,
 }
 
@@ -113,6 +116,7 @@ impl Txn {
             name,
             speculative_reads: false,
             speculative_commit: false,
+            read_write: false,
             steps: Vec::new(),
         }
     }
@@ -124,6 +128,12 @@ impl Txn {
 
     pub fn write(mut self, key: &Key, value: &'static str) -> Txn {
         self.steps.push(Step::Write(key.clone(), value));
+        self
+    }
+
+    /// Declare it read-write, writes or not.
+    pub fn read_write(mut self) -> Txn {
+        self.read_write = true;
         self
     }
 
@@ -256,7 +266,8 @@ pub fn spawn_client_recorded<P: Protocol>(
         let mut speculative = Vec::new();
         'txns: for txn in txns {
             let name = txn.name;
-            let read_only = !txn.steps.iter().any(|s| matches!(s, Step::Write(..)));
+            let read_only =
+                !txn.read_write && !txn.steps.iter().any(|s| matches!(s, Step::Write(..)));
             let begun = if txn.speculative_reads {
                 session.begin_speculative(name, read_only).await
             } else {
