@@ -44,21 +44,10 @@ use augur_protocols::dst_2pl::Dst2Pl;
 use augur_protocols::dst_occ::DstOcc;
 use augur_types::{Hybrid, IsolationLevel, Key, NodeId};
 use common::scripted::Scripted;
+use common::scripted::keys::{a, b, c};
 use common::two_sites::{sim, sim_with};
 use common::{Txn, counter, ms, some};
 use std::time::Duration;
-
-fn a() -> Key {
-    Key::numbered(1, 1)
-}
-
-fn b() -> Key {
-    Key::numbered(1, 2)
-}
-
-fn c() -> Key {
-    Key::numbered(0, 3)
-}
 
 /// A scripted run of a DST flavor.
 type Run<F> = Scripted<LockCommit<F>>;

@@ -21,29 +21,10 @@ mod common;
 
 use augur_protocols::gts::{GtsNode, INFO};
 use augur_runtime::ProtocolOptions;
-use augur_types::{IsolationLevel, Key, NodeId, Timestamp};
+use augur_types::{IsolationLevel, NodeId, Timestamp};
 use common::scripted::Scripted;
+use common::scripted::keys::{a, b, c, d, k};
 use common::{Txn, assert_replicas, counter, ms, some};
-
-fn a() -> Key {
-    Key::numbered(1, 1)
-}
-
-fn b() -> Key {
-    Key::numbered(1, 2)
-}
-
-fn d() -> Key {
-    Key::numbered(1, 4)
-}
-
-fn c() -> Key {
-    Key::numbered(0, 3)
-}
-
-fn k() -> Key {
-    Key::numbered(0, 5)
-}
 
 /// A scripted run of `gts`.
 type Run = Scripted<GtsNode>;

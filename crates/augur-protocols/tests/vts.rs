@@ -29,27 +29,8 @@ use augur_protocols::vts::{INFO, VtsNode};
 use augur_runtime::ProtocolOptions;
 use augur_types::{IsolationLevel, Key, NodeId};
 use common::scripted::Scripted;
+use common::scripted::keys::{a, c, d, e, k};
 use common::{Txn, assert_replicas, counter, some};
-
-fn a() -> Key {
-    Key::numbered(1, 1)
-}
-
-fn d() -> Key {
-    Key::numbered(1, 4)
-}
-
-fn c() -> Key {
-    Key::numbered(0, 3)
-}
-
-fn k() -> Key {
-    Key::numbered(0, 5)
-}
-
-fn e() -> Key {
-    Key::numbered(0, 7)
-}
 
 /// A scripted run of `vts`.
 type Run = Scripted<VtsNode>;

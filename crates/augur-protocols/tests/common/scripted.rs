@@ -82,3 +82,34 @@ impl<P: Protocol> Scripted<P> {
         self.s.node(NodeId(n))
     }
 }
+
+/// The keys the timestamp protocols' scenarios name (`dst.rs`, `gts.rs`, `vts.rs`), by the
+/// letters their docs use: on the two-node ring, `a`, `b` and `d` are partition 1's, `c`, `k`
+/// and `e` partition 0's.
+pub mod keys {
+    use augur_types::Key;
+
+    pub fn a() -> Key {
+        Key::numbered(1, 1)
+    }
+
+    pub fn b() -> Key {
+        Key::numbered(1, 2)
+    }
+
+    pub fn c() -> Key {
+        Key::numbered(0, 3)
+    }
+
+    pub fn d() -> Key {
+        Key::numbered(1, 4)
+    }
+
+    pub fn k() -> Key {
+        Key::numbered(0, 5)
+    }
+
+    pub fn e() -> Key {
+        Key::numbered(0, 7)
+    }
+}
