@@ -256,18 +256,7 @@ impl<M> KeyEntry<M> {
             .committed_slice()
             .partition_point(|v| v.ts <= watermark);
         // Keep the newest of the `visible` versions: it is what a read at the watermark returns.
-        let dropped = visible.saturating_sub(1);
-        if dropped > 0 {
-            self.chain.drain(..dropped);
-            self.committed -= dropped as u32;
-        }
-        let len = self.chain.len();
-        // Shrink when the chain fits inline again, or when most of the buffer is unused (after a
-        // burst of writes); otherwise keep the buffer for the next writes.
-        if self.chain.spilled() && (len <= INLINE_VERSIONS || self.chain.capacity() >= 4 * len) {
-            self.chain.shrink_to_fit();
-        }
-        dropped
+        self.drop_oldest_committed(visible.saturating_sub(1))
     }
 
     /// Like [`collect_garbage`](Self::collect_garbage), with the oldest snapshot still in use
@@ -276,12 +265,18 @@ impl<M> KeyEntry<M> {
     /// returns). Nothing goes if `visible` accepts none.
     pub(crate) fn collect_garbage_where(&mut self, visible: impl FnMut(&Version) -> bool) -> usize {
         let newest_visible = self.committed_slice().iter().rposition(visible);
-        let dropped = newest_visible.unwrap_or(0);
+        self.drop_oldest_committed(newest_visible.unwrap_or(0))
+    }
+
+    /// Drop the `dropped` oldest committed versions; returns `dropped`.
+    fn drop_oldest_committed(&mut self, dropped: usize) -> usize {
         if dropped > 0 {
             self.chain.drain(..dropped);
             self.committed -= dropped as u32;
         }
         let len = self.chain.len();
+        // Shrink when the chain fits inline again, or when most of the buffer is unused (after a
+        // burst of writes); otherwise keep the buffer for the next writes.
         if self.chain.spilled() && (len <= INLINE_VERSIONS || self.chain.capacity() >= 4 * len) {
             self.chain.shrink_to_fit();
         }

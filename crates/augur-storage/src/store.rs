@@ -156,24 +156,7 @@ impl<M> MvStore<M> {
     /// A call examines each key at most once, so `max_keys >= key_count()` sweeps the whole
     /// store. The watermark must not exceed the oldest snapshot any reader may still use.
     pub fn collect_garbage(&mut self, watermark: Timestamp, max_keys: usize) -> GcStats {
-        self.settle();
-        let n = self.slots.len();
-        let mut stats = GcStats::default();
-        if n == 0 {
-            return stats;
-        }
-        let mut cursor = self.gc_cursor % n;
-        for _ in 0..max_keys.min(n) {
-            stats.versions_dropped += self.slots[cursor].entry.collect_garbage(watermark);
-            stats.keys_examined += 1;
-            cursor += 1;
-            if cursor == n {
-                cursor = 0;
-            }
-        }
-        self.gc_cursor = cursor;
-        self.versions -= stats.versions_dropped;
-        stats
+        self.sweep(max_keys, |entry| entry.collect_garbage(watermark))
     }
 
     /// Incremental garbage collection like [`collect_garbage`](Self::collect_garbage), for
@@ -187,6 +170,16 @@ impl<M> MvStore<M> {
         max_keys: usize,
         mut visible: impl FnMut(&Version) -> bool,
     ) -> GcStats {
+        self.sweep(max_keys, |entry| entry.collect_garbage_where(&mut visible))
+    }
+
+    /// The incremental walk both collections share: `collect` on at most `max_keys` entries,
+    /// from where the previous walk stopped (wrapping around), counting what it dropped.
+    fn sweep(
+        &mut self,
+        max_keys: usize,
+        mut collect: impl FnMut(&mut KeyEntry<M>) -> usize,
+    ) -> GcStats {
         self.settle();
         let n = self.slots.len();
         let mut stats = GcStats::default();
@@ -195,7 +188,7 @@ impl<M> MvStore<M> {
         }
         let mut cursor = self.gc_cursor % n;
         for _ in 0..max_keys.min(n) {
-            stats.versions_dropped += self.slots[cursor].entry.collect_garbage_where(&mut visible);
+            stats.versions_dropped += collect(&mut self.slots[cursor].entry);
             stats.keys_examined += 1;
             cursor += 1;
             if cursor == n {

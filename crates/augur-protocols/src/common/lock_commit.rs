@@ -306,6 +306,17 @@ pub enum Msg {
 
 /// Reads, prepares and validations go to replicas of their keys from the transaction's
 /// coordinator, which alone decides; answers go back to it.
+impl Msg {
+    /// The decision to abort `txn` (it also releases what a participant holds for it).
+    fn abort(txn: TxnId) -> Msg {
+        Msg::Decide {
+            txn,
+            commit: None,
+            tag: 0,
+        }
+    }
+}
+
 impl CheckMessage for Msg {
     fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
         match self {
@@ -1192,15 +1203,7 @@ impl<F: Flavor> LockCommit<F> {
             told.extend(participants);
         }
         for node in told {
-            self.deliver(
-                ctx,
-                node,
-                Msg::Decide {
-                    txn,
-                    commit: None,
-                    tag: 0,
-                },
-            );
+            self.deliver(ctx, node, Msg::abort(txn));
         }
         // GTS: an abort after the fetch releases the timestamp, or stable stalls behind it.
         if let Some(ts) = t.fetched {
@@ -2217,15 +2220,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             }
             self.ages.remove(&t.client);
             for node in t.read_nodes {
-                self.deliver(
-                    ctx,
-                    node,
-                    Msg::Decide {
-                        txn,
-                        commit: None,
-                        tag: 0,
-                    },
-                );
+                self.deliver(ctx, node, Msg::abort(txn));
             }
             let commit_ts = match F::TIMESTAMPS {
                 Timestamping::Single => now,
@@ -2247,15 +2242,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 let t = self.coord.remove(&txn).expect("just found");
                 // Under 2PL it holds shared locks where it read.
                 for node in t.read_nodes {
-                    self.deliver(
-                        ctx,
-                        node,
-                        Msg::Decide {
-                            txn,
-                            commit: None,
-                            tag: 0,
-                        },
-                    );
+                    self.deliver(ctx, node, Msg::abort(txn));
                 }
                 Ok(())
             }
