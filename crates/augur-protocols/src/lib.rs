@@ -17,6 +17,7 @@ pub mod planet;
 pub mod rc;
 pub mod registry;
 pub mod rococo;
+pub mod s_smr;
 pub mod sss;
 pub mod str;
 pub mod two_pl;

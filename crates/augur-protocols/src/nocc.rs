@@ -38,6 +38,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: &[],
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
+    sequencer: false,
 };
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

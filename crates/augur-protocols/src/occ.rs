@@ -89,6 +89,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: &[],
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
+    sequencer: false,
 };
 
 /// The mutants `occ` knows, with what each breaks.

@@ -44,6 +44,9 @@ pub struct ProtocolInfo {
     pub speculation: Option<SpeculationOffer>,
     /// The forms of client request it serves.
     pub forms: &'static [RequestForm],
+    /// Whether it orders transactions through the Raft sequencer (`common::sequencer`), whose
+    /// leader `augur check`'s `leader-crash` fault crashes.
+    pub sequencer: bool,
 }
 
 /// The request forms, defined with the runtime that refuses a form a protocol does not serve.
@@ -321,6 +324,8 @@ register! {
     AtCoordinator<crate::walter::Walter> => crate::walter::INFO,
     // rococo runs one-shot procedures as deferrable pieces itself (its module docs).
     crate::rococo::Rococo => crate::rococo::INFO,
+    // s-smr orders whole transactions, then runs them (its module docs).
+    crate::s_smr::SSmr => crate::s_smr::INFO,
 }
 
 const _: () = assert!(
@@ -353,7 +358,6 @@ pub const PLANNED: &[(&str, &str)] = &[
         "Sparkle: speculative deterministic concurrency control",
     ),
     ("calvin", "Sparkle baseline: Calvin"),
-    ("s-smr", "Sparkle baseline: S-SMR"),
     (
         "oab-spec",
         "speculative replication over optimistic atomic broadcast",
@@ -485,7 +489,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo, s-smr"
         );
     }
 }

@@ -123,6 +123,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         default: "auto",
     }),
     forms: INTERACTIVE_AND_ONE_SHOT,
+    sequencer: false,
 };
 
 /// A final commit as replicas receive it.

@@ -134,6 +134,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: &[],
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
+    sequencer: false,
 };
 
 /// The mutants `walter` knows, with what each breaks.
@@ -783,6 +784,12 @@ impl Walter {
         }
         if from != self.id() {
             ctx.send(from, Msg::Abort { txn });
+        } else {
+            // This node asked itself (it was the transaction's coordinator and one of its
+            // preferred sites, and lost the transaction in a crash): presumed abort here too,
+            // or its preferred-site locks would be held forever. A committed transaction is
+            // in the outbox until applied everywhere, and applying it releases them.
+            self.on_abort(ctx, txn);
         }
     }
 

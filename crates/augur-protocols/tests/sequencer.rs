@@ -306,7 +306,7 @@ fn bad_settings_are_refused_with_the_reason() {
     let placement = Arc::new(Placement::ring(profile, 3, 1).unwrap());
     for (k, v) in [
         ("sequencer_voters", "0"),
-        ("sequencer_voters", "4"),
+        ("sequencer_voters", "x"),
         ("epoch_ms", "x"),
     ] {
         let mut options = ProtocolOptions::default();

@@ -32,7 +32,7 @@ use augur_client::{
 pub use augur_types::RequestForm;
 use augur_types::{
     ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, ExecutedOp, Execution, Key,
-    RequestError, RequestId, Value,
+    NodeId, RequestError, RequestId, Value,
 };
 use futures::future::BoxFuture;
 use rustc_hash::FxHashMap;
@@ -48,6 +48,12 @@ pub const INTERACTIVE_ONLY: &[RequestForm] = &[RequestForm::Interactive];
 /// The forms of a protocol wrapped in [`AtCoordinator`].
 pub const INTERACTIVE_AND_ONE_SHOT: &[RequestForm] =
     &[RequestForm::Interactive, RequestForm::OneShot];
+/// The forms of a protocol that must know a transaction whole before it runs it (the
+/// order-then-execute protocols): one-shot transactions, and interactive ones only when they
+/// read nothing (blind writes, which is how benchmarks load data). One-shot comes first: it is
+/// the form such a protocol's clients use unless told otherwise.
+pub const ONE_SHOT_AND_BLIND_WRITES: &[RequestForm] =
+    &[RequestForm::OneShot, RequestForm::Interactive];
 
 /// Request ids with this bit set are the in-node client's; a real client's request carrying one
 /// is refused.
@@ -471,6 +477,18 @@ impl<P: Protocol> Protocol for AtCoordinator<P> {
         let mut counters = self.inner.counters();
         counters.push(("one_shot_executed", self.executed));
         counters
+    }
+
+    fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        self.inner.leftovers()
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.inner.leader()
+    }
+
+    fn state_digests(&self) -> Vec<(augur_types::PartitionId, u64)> {
+        self.inner.state_digests()
     }
 }
 

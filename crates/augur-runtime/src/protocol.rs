@@ -1,7 +1,7 @@
 use crate::inbound::CheckMessage;
 use crate::one_shot::{INTERACTIVE_ONLY, Procedures, RequestForm};
 use augur_types::{
-    ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId, Placement,
+    ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId, PartitionId, Placement,
     RequestError, Timestamp,
 };
 use rand_chacha::ChaCha8Rng;
@@ -124,6 +124,21 @@ pub trait Protocol: Send + Sized + 'static {
     /// bookkeeping can leak (an entry nobody removes, a writer held for a reader that ended)
     /// says here what to look at. The default keeps nothing that could leak.
     fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// The node this node believes leads the ordering of transactions (the Raft leader of a
+    /// protocol with a sequencer), for the faults that target it (`augur check`'s
+    /// `leader-crash`). `None` for a protocol with no leader, or while none is known.
+    fn leader(&self) -> Option<NodeId> {
+        None
+    }
+
+    /// A digest of the committed state of each partition this node replicates, equal at two
+    /// replicas that hold the same state, for checks that replicas agree once the cluster is
+    /// left alone (`augur check`). Empty for a protocol whose replicas may rightly differ at
+    /// rest, or that does not say.
+    fn state_digests(&self) -> Vec<(PartitionId, u64)> {
         Vec::new()
     }
 }

@@ -132,6 +132,64 @@ where
     }
 }
 
+/// The workload name of [`Observe`]'s one-shot call (`augur/read`), which every node's
+/// [`Catalog`] knows whatever workload runs.
+pub const OBSERVE_WORKLOAD: &str = "augur";
+
+/// A read-only transaction that reads `keys` in order and keeps what it read: how a tool that
+/// is not a workload (the nemesis's final reads) observes the store in either request form. In
+/// the one-shot form its call is `augur/read`, and the client's copy is replayed over what the
+/// node read, so [`Observe::values`] holds the values either way.
+pub struct Observe {
+    name: &'static str,
+    keys: Vec<Key>,
+    values: Arc<std::sync::Mutex<Vec<Option<Value>>>>,
+}
+
+impl Observe {
+    /// Read `keys`, recorded in histories under the transaction name `name`.
+    pub fn new(name: &'static str, keys: Vec<Key>) -> Observe {
+        Observe {
+            name,
+            keys,
+            values: Arc::default(),
+        }
+    }
+
+    /// What the last attempt read, key by key.
+    pub fn values(&self) -> Vec<Option<Value>> {
+        self.values.lock().expect("observed values").clone()
+    }
+}
+
+impl Procedure for Observe {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
+        Box::pin(async move {
+            let mut values = Vec::with_capacity(self.keys.len());
+            for key in &self.keys {
+                values.push(ops.read(key).await?);
+            }
+            *self.values.lock().expect("observed values") = values;
+            Ok(())
+        })
+    }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        let args = list_append::ReadKeysArgs {
+            keys: self.keys.clone(),
+        };
+        Some(ProcedureCall::encode(OBSERVE_WORKLOAD, "read", &args))
+    }
+}
+
 /// Every workload's procedures, by [`ProcedureCall`] name: what a node runs one-shot
 /// transactions with. A procedure is rebuilt from its call alone (its arguments capture every
 /// choice its body makes), so the instance a node runs does what the client's would.
@@ -150,6 +208,13 @@ impl ProcedureCatalog for Catalog {
             "bank" => bank::instantiate(call),
             "tpcc" => tpcc::instantiate(call),
             "rubis" => rubis::instantiate(call),
+            OBSERVE_WORKLOAD => match call.procedure.as_str() {
+                "read" => Ok(Box::new(list_append::ReadKeys::from_call(
+                    OBSERVE_WORKLOAD,
+                    call,
+                )?)),
+                _ => Err(unknown_procedure(call)),
+            },
             _ => Err(unknown_procedure(call)),
         }
     }

@@ -295,8 +295,8 @@ pub(crate) struct ReadKeys {
 
 /// A `read`'s one-shot arguments.
 #[derive(Serialize, Deserialize)]
-struct ReadKeysArgs {
-    keys: Vec<Key>,
+pub(crate) struct ReadKeysArgs {
+    pub(crate) keys: Vec<Key>,
 }
 
 impl ReadKeys {

@@ -26,7 +26,8 @@ use augur_types::history::{
     HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome, TxnRecord,
 };
 use augur_types::{
-    AbortReason, LatencyProfile, Layout, NodeId, Placement, PlacementError, RequestForm,
+    AbortReason, LatencyProfile, Layout, NodeId, PartitionId, Placement, PlacementError,
+    RequestForm,
 };
 use augur_workloads::Workload;
 use clap::Args;
@@ -117,7 +118,7 @@ pub struct CheckArgs {
     pub verbose: bool,
     /// How clients submit transactions: `interactive`, `one-shot`, or `mixed` (half the
     /// clients of each node in each form, so one history has both). Default: `mixed` for a
-    /// protocol that serves both forms.
+    /// protocol that serves both forms in full, one-shot for an order-then-execute protocol.
     #[arg(long)]
     pub txn_form: Option<String>,
 }
@@ -131,11 +132,16 @@ pub enum CheckForms {
 }
 
 impl CheckForms {
-    /// Parse `given` for a protocol serving `forms` (default: mixed when it serves both).
+    /// Parse `given` for a protocol serving `forms`. Default: mixed when it serves both in
+    /// full (interactive listed first); otherwise its first form (an order-then-execute
+    /// protocol lists one-shot first: it serves interactive transactions only for blind
+    /// writes).
     fn parse(given: Option<&str>, info: &ProtocolInfo) -> Result<CheckForms, String> {
         let both = info.forms.len() > 1;
         let forms = match given {
-            None if both => return Ok(CheckForms::Mixed),
+            None if both && info.forms[0] == RequestForm::Interactive => {
+                return Ok(CheckForms::Mixed);
+            }
             None => return Ok(CheckForms::All(info.forms[0])),
             Some("mixed") => CheckForms::Mixed,
             Some(name) => CheckForms::All(RequestForm::parse(name).ok_or_else(|| {
@@ -232,7 +238,7 @@ impl CheckArgs {
             )));
         }
         let seeds = parse_seeds(&self.seeds).map_err(bad)?;
-        let faults = FaultSpec::parse(&self.faults, &info.network).map_err(bad)?;
+        let faults = FaultSpec::parse(&self.faults, info).map_err(bad)?;
         if let Some(m) = &self.mutant
             && !info.mutants.iter().any(|(name, _)| name == m)
         {
@@ -654,6 +660,7 @@ impl ProtocolVisitor for RunSeed<'_> {
         if faults.reorder {
             sim.set_fifo(false);
         }
+        let mut crashed_leader = None;
         for (at, action) in schedule.actions {
             sim.run_until(at);
             match action {
@@ -661,6 +668,17 @@ impl ProtocolVisitor for RunSeed<'_> {
                 FaultAction::Heal => sim.heal(),
                 FaultAction::Crash(n) => sim.crash(n),
                 FaultAction::Restart(n) => sim.restart(n),
+                FaultAction::CrashLeader => {
+                    crashed_leader = current_leader(&sim, &config.placement);
+                    if let Some(n) = crashed_leader {
+                        sim.crash(n);
+                    }
+                }
+                FaultAction::RestartLeader => {
+                    if let Some(n) = crashed_leader.take() {
+                        sim.restart(n);
+                    }
+                }
                 FaultAction::Loss(p) => sim.set_message_loss(p),
             }
         }
@@ -678,6 +696,7 @@ impl ProtocolVisitor for RunSeed<'_> {
         let live = if sim.run_until_clients_done(deadline, Duration::from_millis(500)) {
             sim.run_for(QUIESCENCE);
             quiescent(&sim, &config.placement)
+                .and_then(|()| replicas_agree(&sim, &config.placement))
         } else {
             let stuck = clients - done.load(Ordering::SeqCst);
             Err(format!(
@@ -781,6 +800,41 @@ fn missed_writers_reply_after_readers(history: &History) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `Err` names a partition whose replicas hold different committed states once the cluster
+/// was left alone, for protocols that report their state ([`Protocol::state_digests`]).
+fn replicas_agree<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Result<(), String> {
+    let mut seen: BTreeMap<PartitionId, (NodeId, u64)> = BTreeMap::new();
+    for node in placement.nodes() {
+        for (partition, digest) in sim.node(node).state_digests() {
+            match seen.get(&partition) {
+                Some((first, d)) if *d != digest => {
+                    return Err(format!(
+                        "replicas of partition {} disagree: node {} and node {} hold different states",
+                        partition.0, first.0, node.0
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(partition, (node, digest));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The node most live nodes believe leads the sequencer (ties to the lowest id), if any does.
+fn current_leader<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Option<NodeId> {
+    let mut votes: BTreeMap<NodeId, usize> = BTreeMap::new();
+    for node in placement.nodes().filter(|n| sim.is_up(*n)) {
+        if let Some(leader) = sim.node(node).leader() {
+            *votes.entry(leader).or_default() += 1;
+        }
+    }
+    let most = votes.values().copied().max()?;
+    votes.into_iter().find(|(_, v)| *v == most).map(|(n, _)| n)
 }
 
 /// `Err` names, per node, what the protocol still keeps for transactions ([`Protocol::leftovers`])

@@ -5,7 +5,7 @@
 //! lossy and slow links recover. Clock skew is drawn once per seed and stays; it is bounded by
 //! [`MAX_CLOCK_SKEW`].
 
-use augur_protocols::registry::NetworkModel;
+use augur_protocols::registry::ProtocolInfo;
 use augur_types::NodeId;
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -36,6 +36,10 @@ pub const FAULT_KINDS: &[(&str, &str)] = &[
     ),
     ("crash", "a node crashes and restarts 0.2–1.5 s later"),
     (
+        "leader-crash",
+        "the sequencer's Raft leader crashes, whatever it is doing, and restarts 0.2–1.5 s later (protocols with a sequencer)",
+    ),
+    (
         "skew",
         "each node's clock is offset by up to ±50 ms for the whole run",
     ),
@@ -49,13 +53,16 @@ pub struct FaultSpec {
     pub loss: bool,
     pub partition: bool,
     pub crash: bool,
+    pub leader_crash: bool,
     pub skew: bool,
 }
 
 impl FaultSpec {
     /// Parse `none`, `all`, or a comma-separated list of kinds. `all` means every kind the
-    /// protocol's network model allows; naming a kind it does not allow is an error.
-    pub fn parse(spec: &str, network: &NetworkModel) -> Result<FaultSpec, String> {
+    /// protocol allows (its network model; `leader-crash` if it has a sequencer); naming a
+    /// kind it does not allow is an error.
+    pub fn parse(spec: &str, info: &ProtocolInfo) -> Result<FaultSpec, String> {
+        let network = &info.network;
         let mut f = FaultSpec::default();
         match spec.trim() {
             "none" | "" => return Ok(f),
@@ -66,6 +73,7 @@ impl FaultSpec {
                     loss: network.tolerates_loss,
                     partition: true,
                     crash: true,
+                    leader_crash: info.sequencer,
                     skew: true,
                 });
             }
@@ -83,6 +91,13 @@ impl FaultSpec {
                 }
                 "partition" => f.partition = true,
                 "crash" => f.crash = true,
+                "leader-crash" if info.sequencer => f.leader_crash = true,
+                "leader-crash" => {
+                    return Err(format!(
+                        "fault 'leader-crash' needs a protocol with a sequencer; {} has none",
+                        info.name
+                    ));
+                }
                 "skew" => f.skew = true,
                 other => {
                     let valid: Vec<&str> = FAULT_KINDS.iter().map(|(k, _)| *k).collect();
@@ -109,6 +124,7 @@ impl fmt::Display for FaultSpec {
             (self.loss, "loss"),
             (self.partition, "partition"),
             (self.crash, "crash"),
+            (self.leader_crash, "leader-crash"),
             (self.skew, "skew"),
         ]
         .iter()
@@ -130,6 +146,11 @@ pub enum FaultAction {
     Heal,
     Crash(NodeId),
     Restart(NodeId),
+    /// Crash the node the sequencer's leader is at that moment (the protocol says which,
+    /// `Protocol::leader`); nothing if no node knows one.
+    CrashLeader,
+    /// Restart the node the last `CrashLeader` crashed.
+    RestartLeader,
     Loss(f64),
 }
 
@@ -165,6 +186,12 @@ impl FaultSchedule {
                 let node = NodeId(rng.random_range(0..nodes as u32));
                 actions.push((start, FaultAction::Crash(node)));
                 actions.push((end, FaultAction::Restart(node)));
+            }
+        }
+        if spec.leader_crash {
+            for (start, end) in windows(span, rng) {
+                actions.push((start, FaultAction::CrashLeader));
+                actions.push((end, FaultAction::RestartLeader));
             }
         }
         if spec.loss {
@@ -203,15 +230,27 @@ fn windows(span: u64, rng: &mut ChaCha8Rng) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use augur_protocols::registry::NetworkModel;
     use rand::SeedableRng;
 
-    const LOSSY: NetworkModel = NetworkModel {
-        tolerates_loss: true,
-        tolerates_reordering: true,
+    const LOSSY: ProtocolInfo = ProtocolInfo {
+        network: NetworkModel {
+            tolerates_loss: true,
+            tolerates_reordering: true,
+        },
+        sequencer: false,
+        ..augur_protocols::nocc::INFO
     };
-    const FIFO: NetworkModel = NetworkModel {
-        tolerates_loss: false,
-        tolerates_reordering: false,
+    const FIFO: ProtocolInfo = ProtocolInfo {
+        network: NetworkModel {
+            tolerates_loss: false,
+            tolerates_reordering: false,
+        },
+        ..LOSSY
+    };
+    const SEQUENCED: ProtocolInfo = ProtocolInfo {
+        sequencer: true,
+        ..LOSSY
     };
 
     #[test]
@@ -231,26 +270,40 @@ mod tests {
                 .contains("unknown fault 'meteor'")
         );
         assert!(FaultSpec::parse("none", &LOSSY).unwrap().is_none());
+        let sequenced = FaultSpec::parse("all", &SEQUENCED).unwrap();
+        assert_eq!(
+            sequenced.to_string(),
+            "delay,reorder,loss,partition,crash,leader-crash,skew"
+        );
+        assert!(
+            FaultSpec::parse("leader-crash", &LOSSY)
+                .unwrap_err()
+                .contains("needs a protocol with a sequencer")
+        );
     }
 
     #[test]
     fn every_window_closes_inside_the_safety_phase() {
-        let spec = FaultSpec::parse("all", &LOSSY).unwrap();
+        let spec = FaultSpec::parse("all", &SEQUENCED).unwrap();
         for seed in 0..50 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let s = FaultSchedule::draw(&spec, 3, Duration::from_secs(8), &mut rng);
             let mut down = 0i32;
+            let mut leader_down = 0i32;
             let mut cut = 0i32;
             for (at, a) in &s.actions {
                 assert!(*at < Duration::from_secs(8));
                 match a {
                     FaultAction::Crash(_) => down += 1,
                     FaultAction::Restart(_) => down -= 1,
+                    FaultAction::CrashLeader => leader_down += 1,
+                    FaultAction::RestartLeader => leader_down -= 1,
                     FaultAction::Partition(_) => cut += 1,
                     FaultAction::Heal => cut -= 1,
                     FaultAction::Loss(_) => {}
                 }
                 assert!((0..=1).contains(&down) && (0..=1).contains(&cut));
+                assert!((0..=1).contains(&leader_down));
             }
             assert_eq!((down, cut), (0, 0));
         }

@@ -14,6 +14,9 @@
 //!   of its reads by the identity of the version read.
 //! * [`lock_commit`]: the single-version lock-and-2PC engine `2pc-baseline`, `occ` and `2pl` run
 //!   as flavors (where reads go, which locks are taken when, whether validation follows).
+//! * [`dispatch`]: deterministic dispatch over the sequencer (a transaction's position, its
+//!   entry and partitions, sibling values by position, the submitter's answers), which the
+//!   order-then-execute protocols share.
 //! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
 //!   grouped by partition, the garbage-collection watermark).
 //! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
@@ -27,6 +30,7 @@
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
 
 pub mod coordinator;
+pub mod dispatch;
 pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;

@@ -218,6 +218,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
+    sequencer: false,
 };
 
 /// The name of the lock-acquisition timeout setting.

@@ -20,6 +20,7 @@ pub const PEERS: &[ProtocolInfo] = &[
         settings: &[],
         speculation: None,
         forms: INTERACTIVE_ONLY,
+        sequencer: false,
     },
     ProtocolInfo {
         name: "postgres-repeatable-read",
@@ -36,6 +37,7 @@ pub const PEERS: &[ProtocolInfo] = &[
         settings: &[],
         speculation: None,
         forms: INTERACTIVE_ONLY,
+        sequencer: false,
     },
 ];
 

@@ -34,15 +34,17 @@ use augur::BadInput;
 use augur::check::{CHECK_SPECULATION, check_recorded, flatten_settings, write_history};
 use augur::cluster::{Cluster, ClusterFile};
 use augur_client::{
-    ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, RetryPolicy, RunObserver, Runner,
-    Session, Transport, TxnError,
+    ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, RetryPolicy, RunObserver,
+    Runner, Session, Transport, TxnError, run_once,
 };
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome};
-use augur_types::{AbortReason, IsolationLevel, Key, Layout, NodeId, Placement, Timestamp};
-use augur_workloads::Workload;
+use augur_types::{
+    AbortReason, IsolationLevel, Key, Layout, NodeId, Placement, RequestForm, Timestamp,
+};
 use augur_workloads::list_append::key_among;
+use augur_workloads::{Observe, Workload};
 use network::Network;
 use processes::NodeProcesses;
 use rand::seq::{IndexedRandom, SliceRandom};
@@ -375,6 +377,9 @@ struct RunReport {
 /// What the clients share.
 struct Shared {
     cluster: Cluster,
+    /// The form clients submit transactions in: the protocol's first (interactive, or
+    /// one-shot for an order-then-execute protocol, which refuses interactive reads).
+    form: RequestForm,
     clients: ClientConfig,
     workload: Arc<dyn Workload>,
     recorder: HistoryRecorder,
@@ -410,6 +415,7 @@ impl Run<'_> {
             .enable_all()
             .build()?;
         let shared = Arc::new(Shared {
+            form: self.info.forms[0],
             clients: cluster.client_config(REQUEST_TIMEOUT)?,
             cluster,
             workload: workload.clone(),
@@ -765,7 +771,7 @@ async fn run_client(shared: Arc<Shared>, home: NodeId, seed: u64) {
 /// Run transactions on one connection until an outcome is lost (the node may be gone) or the
 /// run stops.
 async fn run_session(shared: &Shared, transport: TcpTransport, home: NodeId, rng: &mut ChaCha8Rng) {
-    let session = Session::recorded(transport, shared.recorder.clone());
+    let session = Session::recorded(transport, shared.recorder.clone()).with_form(shared.form);
     let mut runner = Runner::new(
         &session,
         DegreeChoice::Fixed(CHECK_SPECULATION),
@@ -877,6 +883,11 @@ async fn final_read(
         let attempt = async {
             let transport = shared.connect(node).await?;
             let session = Session::recorded(transport, shared.recorder.clone());
+            if shared.form == RequestForm::OneShot {
+                // Ordered after every transaction acknowledged before it (strictly
+                // serializable), so it needs no snapshot to catch up.
+                return observe_one_shot(session.with_form(RequestForm::OneShot), name, keys).await;
+            }
             wait_for_snapshot(shared, node, after).await?;
             let mut txn = session
                 .begin_named(name, true)
@@ -899,6 +910,23 @@ async fn final_read(
         }
     }
     Err(last)
+}
+
+/// The final read as one one-shot transaction (the [`Observe`] procedure).
+async fn observe_one_shot(
+    session: Session<TcpTransport>,
+    name: &'static str,
+    keys: &[Key],
+) -> Result<Vec<Option<String>>, String> {
+    let mut observe = Observe::new(name, keys.to_vec());
+    match run_once(&session, &mut observe).await {
+        Outcome::Committed { .. } => Ok(observe
+            .values()
+            .into_iter()
+            .map(|v| v.map(|v| String::from_utf8_lossy(&v).into_owned()))
+            .collect()),
+        other => Err(format!("the final read ended {other:?}")),
+    }
 }
 
 /// Wait until `node` begins transactions at snapshots at or after `after` (on an unrecorded

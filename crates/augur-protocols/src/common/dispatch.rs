@@ -1,0 +1,298 @@
+//! Deterministic dispatch: what the order-then-execute protocols (`s-smr`, and `calvin` and
+//! `sparkle` to come) share on top of the [sequencer](crate::common::sequencer). A node turns a
+//! client's one-shot request into an [`Entry`] (the procedure call and the partitions it
+//! touches), the sequencer orders it, every replica of every partition it touches runs it at its
+//! place in the order, siblings exchange the values of the keys they own, and the replicas of
+//! the lowest participant partition report the [`Ran`] outcome to the submitting node, which
+//! answers its client once.
+//!
+//! What is here is the part that does not depend on how a partition executes:
+//!
+//! * [`position`]: a transaction's place in the order, which is also its commit timestamp;
+//! * [`Entry`] and its validation on delivery ([`Entry::check`]): the log is fed by Raft
+//!   messages, which a forged message could in principle have corrupted, so every node skips a
+//!   malformed entry by the same rule;
+//! * [`declare`]: the partitions a call touches, from a dry run over absent values;
+//! * [`Inbox`]: sibling values by position, kept until every local executor is past it;
+//! * [`Submissions`]: the submitter's side, which answers a client once from the first outcome
+//!   and resubmits a transaction that reached a partition it had not declared.
+//!
+//! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
+
+use crate::common::coordinator::Pending;
+use crate::common::procedure_run::Run;
+use augur_types::{
+    AbortReason, ClientReply, ExecutedOp, Execution, Key, PartitionId, Placement, ProcedureCall,
+    Timestamp, TxnId, Value,
+};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Bits of a position that number a transaction within its batch.
+const SLOT_BITS: u32 = 20;
+
+/// The place of the `slot`th transaction of the batch at Raft index `index` in the total order,
+/// used as its commit timestamp: `(index << 20) | slot`. It increases along the delivery order
+/// and is the same at every node. `None` for a slot or index too large to encode (a batch holds
+/// fewer than 2^20 transactions; 2^44 batches is beyond any run).
+pub fn position(index: u64, slot: usize) -> Option<Timestamp> {
+    let slot = u64::try_from(slot).ok().filter(|s| *s < 1 << SLOT_BITS)?;
+    let high = index
+        .checked_shl(SLOT_BITS)
+        .filter(|h| h >> SLOT_BITS == index)?;
+    Some(Timestamp(high | slot))
+}
+
+/// One transaction as the sequencer orders it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Its id; `txn.coordinator()` is the node that submitted it and answers its client.
+    pub txn: TxnId,
+    /// The partitions it touches (its participants), sorted and distinct.
+    pub partitions: Vec<PartitionId>,
+    pub body: Body,
+}
+
+/// What a transaction does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Body {
+    /// A one-shot transaction: a registered procedure and its arguments (postcard-encoded).
+    Call {
+        call: ProcedureCall,
+        read_only: bool,
+    },
+    /// An interactive transaction that only writes (blind writes, which is how benchmarks load
+    /// their data): it needs no reads, so it can be ordered once its client commits it.
+    Writes(Vec<(Key, Option<Value>)>),
+}
+
+impl Entry {
+    /// Whether the entry is well-formed for `placement`: its submitter is a node of the
+    /// cluster, its partitions exist and are sorted and distinct, and its blind writes fall
+    /// within them. (A call names a procedure every node may lack; that is decided when it is
+    /// instantiated, by the same catalogue everywhere.)
+    pub fn check(&self, placement: &Placement) -> Result<(), String> {
+        if self.txn.coordinator().0 as usize >= placement.node_count() {
+            return Err(format!(
+                "submitted by unknown node {}",
+                self.txn.coordinator()
+            ));
+        }
+        if self.partitions.is_empty() {
+            return Err("touches no partition".into());
+        }
+        if !self.partitions.windows(2).all(|w| w[0] < w[1]) {
+            return Err("partitions not sorted and distinct".into());
+        }
+        if let Some(p) = self.partitions.last()
+            && p.0 as usize >= placement.partition_count()
+        {
+            return Err(format!("names partition {} the cluster lacks", p.0));
+        }
+        if let Body::Writes(writes) = &self.body
+            && let Some((key, _)) = writes
+                .iter()
+                .find(|(key, _)| !self.partitions.contains(&placement.partition_of(key)))
+        {
+            return Err(format!("writes {key} outside its partitions"));
+        }
+        Ok(())
+    }
+
+    /// The participant that reports the outcome: the lowest partition.
+    pub fn reporter(&self) -> PartitionId {
+        self.partitions[0]
+    }
+}
+
+/// The partitions a run touched: those of every key it read or wrote. A run that ended early
+/// (a rollback over absent values) may write what it read over real values, which these
+/// already include.
+pub fn declare(placement: &Placement, run: &Run) -> Vec<PartitionId> {
+    let touched: BTreeSet<PartitionId> = run
+        .reads
+        .iter()
+        .chain(run.writes.keys())
+        .map(|key| placement.partition_of(key))
+        .collect();
+    touched.into_iter().collect()
+}
+
+/// How a transaction ended, as every participant computes it (identically) and the reporter
+/// sends it to the submitter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ran {
+    /// It ran to the end: committed (`Ok`) or rolled back by its own code (`Err`, with the
+    /// reason its body gave). `ops` are every read, with its value, and every write, in
+    /// program order.
+    Done {
+        ops: Vec<ExecutedOp>,
+        end: Result<(), AbortReason>,
+    },
+    /// It reached a key of `partition`, which it had not declared: it ended with no effect at
+    /// every participant, and the submitter orders it again with that partition added.
+    Undeclared { partition: PartitionId },
+    /// Its entry cannot run here (a procedure this cluster does not know): skipped everywhere.
+    Refused(String),
+}
+
+/// Sibling values by position: the value of each key a sibling partition read for the
+/// transaction at that position. The first copy of a value is kept (every replica of the
+/// owning partition sends the same one).
+#[derive(Debug, Default)]
+pub struct Inbox {
+    values: BTreeMap<Timestamp, BTreeMap<Key, Option<Value>>>,
+}
+
+impl Inbox {
+    /// Keep `value` of `key` for position `at`; false if it was already here.
+    pub fn put(&mut self, at: Timestamp, key: Key, value: Option<Value>) -> bool {
+        let at_position = self.values.entry(at).or_default();
+        if at_position.contains_key(&key) {
+            return false;
+        }
+        at_position.insert(key, value);
+        true
+    }
+
+    pub fn get(&self, at: Timestamp, key: &Key) -> Option<&Option<Value>> {
+        self.values.get(&at)?.get(key)
+    }
+
+    /// Forget every position at or below `through` (every local executor is past them).
+    pub fn prune_through(&mut self, through: Timestamp) {
+        self.values = self
+            .values
+            .split_off(&Timestamp(through.0.saturating_add(1)));
+    }
+
+    /// Positions holding values.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+/// The transactions a node submitted and still owes its clients an answer for. Volatile: a
+/// submitter that crashes forgets them, and their clients time out (the outcome is unknown to
+/// them; the transactions may still be ordered and run).
+#[derive(Default)]
+pub struct Submissions {
+    /// By transaction: the request to answer, the entry as last submitted, and when it was
+    /// first submitted.
+    waiting: FxHashMap<TxnId, (Pending, Entry, Timestamp)>,
+}
+
+/// What a submitter does with an outcome.
+pub enum Next {
+    /// Answer the client.
+    Answer(Pending, ClientReply),
+    /// Order the transaction again, with a partition it had not declared.
+    Resubmit(Entry),
+    /// Nothing: a duplicate, or a transaction this node no longer knows.
+    Nothing,
+}
+
+impl Submissions {
+    /// `entry`, submitted at `now` for `pending`.
+    pub fn add(&mut self, pending: Pending, entry: Entry, now: Timestamp) {
+        self.waiting.insert(entry.txn, (pending, entry, now));
+    }
+
+    /// Forget the transactions submitted before `cutoff`: their clients have given up (an
+    /// outcome lost on the way, or a batch lost with its proposer), and a late outcome finds
+    /// nothing to answer. Returns how many were forgotten.
+    pub fn forget_before(&mut self, cutoff: Timestamp) -> usize {
+        let before = self.waiting.len();
+        self.waiting.retain(|_, (_, _, since)| *since >= cutoff);
+        before - self.waiting.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Take in `txn`'s outcome at position `at`, reported by each replica of its reporter
+    /// partition (the first copy counts).
+    pub fn outcome(&mut self, txn: TxnId, at: Timestamp, ran: Ran) -> Next {
+        let Some((_, entry, _)) = self.waiting.get_mut(&txn) else {
+            return Next::Nothing;
+        };
+        if let Ran::Undeclared { partition } = ran {
+            // A copy for an attempt already resubmitted names a partition already added.
+            if entry.partitions.contains(&partition) {
+                return Next::Nothing;
+            }
+            entry.partitions.push(partition);
+            entry.partitions.sort();
+            return Next::Resubmit(entry.clone());
+        }
+        let (pending, entry, _) = self.waiting.remove(&txn).expect("just found");
+        let reply = match (ran, entry.body) {
+            (Ran::Done { ops, end }, Body::Call { .. }) => {
+                ClientReply::Executed(Box::new(Execution {
+                    txn: Some(txn),
+                    ops,
+                    info: Default::default(),
+                    end: match end {
+                        Ok(()) => ClientReply::Committed { commit_ts: at },
+                        Err(reason) => ClientReply::Aborted(reason),
+                    },
+                }))
+            }
+            (Ran::Done { end: Ok(()), .. }, Body::Writes(_)) => {
+                ClientReply::Committed { commit_ts: at }
+            }
+            (
+                Ran::Done {
+                    end: Err(reason), ..
+                },
+                Body::Writes(_),
+            ) => ClientReply::Aborted(reason),
+            (Ran::Refused(why), _) => {
+                ClientReply::Rejected(augur_types::RequestError::Invalid(why))
+            }
+            (Ran::Undeclared { .. }, _) => unreachable!("handled above"),
+        };
+        Next::Answer(pending, reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_increase_along_the_order_and_refuse_what_does_not_fit() {
+        let a = position(1, 0).unwrap();
+        let b = position(1, 1).unwrap();
+        let c = position(2, 0).unwrap();
+        assert!(a < b && b < c);
+        assert!(position(1, 1 << 20).is_none());
+        assert!(position(u64::MAX, 0).is_none());
+    }
+
+    #[test]
+    fn the_inbox_keeps_the_first_copy_and_prunes_by_position() {
+        let mut inbox = Inbox::default();
+        let k = Key::numbered(0, 1);
+        assert!(inbox.put(Timestamp(5), k.clone(), Some(Value::from_static(b"a"))));
+        assert!(!inbox.put(Timestamp(5), k.clone(), Some(Value::from_static(b"b"))));
+        assert_eq!(
+            inbox.get(Timestamp(5), &k),
+            Some(&Some(Value::from_static(b"a")))
+        );
+        inbox.put(Timestamp(7), k.clone(), None);
+        inbox.prune_through(Timestamp(5));
+        assert!(inbox.get(Timestamp(5), &k).is_none());
+        assert_eq!(inbox.len(), 1);
+    }
+}
