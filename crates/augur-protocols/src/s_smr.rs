@@ -19,8 +19,8 @@
 //!   call with them to the [sequencer](crate::common::sequencer): one Raft group, one batch per
 //!   node per epoch. Its place in the order ([`dispatch::position`]) is its commit timestamp.
 //! * **Execution**: each partition a node replicates has one executor, which runs the
-//!   delivered transactions that touch it strictly in order. It runs the procedure over the
-//!   values gathered so far ([`procedure_run`]); a missing key of its own partition is read from
+//!   delivered transactions that touch it strictly in order. It runs the procedure until it
+//!   needs a key it does not have ([`procedure_run::Resumable`]); a missing key of its own partition is read from
 //!   the store (the state just before this position) and sent to every replica of every other
 //!   participant; a missing key of a sibling partition blocks the executor — the whole
 //!   partition — until the sibling's value arrives (S-SMR's multi-partition cost). Every
@@ -71,11 +71,11 @@
 
 use crate::common::coordinator::Pending;
 use crate::common::dispatch::{self, Body, Entry, Inbox, Next, Ran, Submissions};
-use crate::common::procedure_run::{self, Source};
+use crate::common::procedure_run::{self, Progress, Resumable, Source};
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::registry::{IsolationLevel, NetworkModel, ProtocolInfo};
-use augur_client::{Procedure, TxnError};
+use augur_client::TxnError;
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
 use augur_runtime::{Ctx, NodeEnv, Protocol, SerialResource, Work};
@@ -265,10 +265,8 @@ struct Executor {
 struct Running {
     at: Timestamp,
     entry: Arc<Entry>,
-    /// The procedure (calls only), or why it cannot run.
-    procedure: Result<Box<dyn Procedure>, String>,
-    /// Every value the run has read so far, from the store or from siblings.
-    values: BTreeMap<Key, Option<Value>>,
+    /// The procedure's run (calls only), or why it cannot run.
+    run: Result<Resumable, String>,
     /// The sibling key it waits for.
     waiting_for: Option<Key>,
 }
@@ -556,19 +554,19 @@ impl SSmr {
                 let Some((at, entry)) = ex.queue.pop_front() else {
                     break;
                 };
-                let procedure = match &entry.body {
+                let run = match &entry.body {
                     Body::Call { call, .. } => self
                         .env
                         .procedures
                         .instantiate(call)
+                        .map(Resumable::start)
                         .map_err(|e| e.to_string()),
                     Body::Writes(_) => Err(String::new()),
                 };
                 ex.running = Some(Running {
                     at,
                     entry,
-                    procedure,
-                    values: BTreeMap::new(),
+                    run,
                     waiting_for: None,
                 });
             }
@@ -614,7 +612,7 @@ impl SSmr {
             .expect("running");
         let at = running.at;
         let entry = Arc::clone(&running.entry);
-        let procedure = match (&entry.body, &mut running.procedure) {
+        let run = match (&entry.body, &mut running.run) {
             (Body::Writes(writes), _) => {
                 let ops = writes
                     .iter()
@@ -629,38 +627,32 @@ impl SSmr {
             (Body::Call { .. }, Err(why)) => {
                 return Step::Done(Ran::Refused(why.clone()), BTreeMap::new());
             }
-            (Body::Call { .. }, Ok(procedure)) => procedure,
+            (Body::Call { .. }, Ok(run)) => run,
         };
         running.waiting_for = None;
         loop {
-            let Some(run) = procedure_run::run(procedure.as_mut(), Source::Read(&running.values))
-            else {
-                let why = "the procedure waits on more than its reads".to_string();
-                return Step::Done(Ran::Refused(why), BTreeMap::new());
-            };
-            work.steps = work
-                .steps
-                .saturating_add(u32::try_from(run.ops.len()).unwrap_or(u32::MAX));
-            let Some(key) = run.missing else {
-                if let Some(q) = run
-                    .writes
-                    .keys()
-                    .map(|k| placement.partition_of(k))
-                    .find(|q| !entry.partitions.contains(q))
-                {
-                    return Step::Done(Ran::Undeclared { partition: q }, BTreeMap::new());
+            let key = match run.resume() {
+                Progress::Needs(key) => key,
+                Progress::Ended(run) => {
+                    work.steps = work
+                        .steps
+                        .saturating_add(u32::try_from(run.ops.len()).unwrap_or(u32::MAX));
+                    if let Some(q) = run
+                        .writes
+                        .keys()
+                        .map(|k| placement.partition_of(k))
+                        .find(|q| !entry.partitions.contains(q))
+                    {
+                        return Step::Done(Ran::Undeclared { partition: q }, BTreeMap::new());
+                    }
+                    let end = match run.end {
+                        Ok(()) => Ok(()),
+                        Err(TxnError::Aborted(reason)) => Err(reason),
+                        Err(_) => Err(AbortReason::UserRollback),
+                    };
+                    let writes = if end.is_ok() { run.writes } else { BTreeMap::new() };
+                    return Step::Done(Ran::Done { ops: run.ops, end }, writes);
                 }
-                let end = match run.end {
-                    Ok(()) => Ok(()),
-                    Err(TxnError::Aborted(reason)) => Err(reason),
-                    Err(_) => Err(AbortReason::UserRollback),
-                };
-                let writes = if end.is_ok() {
-                    run.writes
-                } else {
-                    BTreeMap::new()
-                };
-                return Step::Done(Ran::Done { ops: run.ops, end }, writes);
             };
             let owner = placement.partition_of(&key);
             let value = if owner == p {
@@ -682,7 +674,7 @@ impl SSmr {
                 running.waiting_for = Some(key);
                 return Step::Blocked;
             };
-            running.values.insert(key, value);
+            run.supply(key, value);
         }
     }
 
@@ -821,11 +813,11 @@ impl SSmr {
                 .and_then(|v| v.value.clone())
         } else {
             let running = self.executors[&p].running.as_ref();
-            match running
+            let supplied = running
                 .filter(|r| r.at == at)
-                .and_then(|r| r.values.get(&key))
-            {
-                Some(v) => v.clone(),
+                .and_then(|r| r.run.as_ref().ok()?.supplied(&key));
+            match supplied {
+                Some(v) => v,
                 None => return,
             }
         };
