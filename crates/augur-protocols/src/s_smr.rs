@@ -404,7 +404,8 @@ impl SSmr {
         let mut partitions = dispatch::declare(&self.env.placement, &dry);
         if partitions.is_empty() {
             // It touches nothing over absent values; it still runs, in order, somewhere.
-            partitions.push(self.env.placement.local_partitions(self.me())[0]);
+            let here = self.env.placement.local_partitions(self.me()).first();
+            partitions.push(here.copied().unwrap_or(PartitionId(0)));
         }
         let txn = self.ids.allocate(ctx);
         let entry = Entry {
