@@ -12,8 +12,10 @@
 //! * [`lock_sets`]: the participant side of lock-based 2PC with read validation (SSS's
 //!   participant, `2pc-baseline`): a transaction's whole lock set acquired at once, and validation
 //!   of its reads by the identity of the version read.
-//! * [`lock_commit`]: the single-version lock-and-2PC engine `2pc-baseline`, `occ` and `2pl` run
-//!   as flavors (where reads go, which locks are taken when, whether validation follows).
+//! * [`lock_commit`]: the single-version lock-and-2PC engine `2pc-baseline`, `occ`, `2pl`,
+//!   `rc`, `dst-occ`, `dst-2pl`, `gts` and `vts` run as flavors (where reads go, which locks are
+//!   taken when, whether validation follows, and which timestamp scheme gives commit timestamps
+//!   and read-only snapshots: [`lock_commit::scheme`]).
 //! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
 //!   grouped by partition, the garbage-collection watermark).
 //! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
