@@ -11,8 +11,8 @@
 //! # The protocol
 //!
 //! It runs on the kit's single-version lock-and-2PC engine ([`crate::common::lock_commit`]) as
-//! `2pl`'s [`Locking::TwoPhase`] flavor with DST's timestamp scheme ([`Dst`]). The timestamps, the
-//! read-only transactions (RO1/RO2), the claim ceiling and garbage collection are `dst-occ`'s
+//! `2pl`'s [`Locking::TwoPhase`] flavor with DST's timestamp scheme ([`Dst`]). The timestamps,
+//! the read-only transactions (RO1/RO2), the claim ceiling and garbage collection are `dst-occ`'s
 //! (see [`crate::dst_occ`], which also gives the correctness argument); what differs is where
 //! RW1 and RW2 ride:
 //!

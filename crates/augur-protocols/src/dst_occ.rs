@@ -15,11 +15,11 @@
 //!
 //! It runs on the kit's single-version lock-and-2PC engine ([`crate::common::lock_commit`]) as
 //! `occ`'s [`Locking::Optimistic`] flavor with DST's timestamp scheme, [`Dst`], which is this
-//! module's (`dst-2pl` is the same with 2PL). Timestamps are hybrid ([`augur_types::Hybrid`]: 52 bits of clock microseconds, 12
-//! of counter; "+1" is a logical step). Every tuple carries a read timestamp `rts` (the highest
-//! claim or read-set install, in the store entry's metadata, an entry made for an absent key
-//! too, trap T-6); each version carries its commit timestamp, and the newest one's is the
-//! tuple's write timestamp `wts`. Tuple timestamps only rise.
+//! module's (`dst-2pl` is the same with 2PL). Timestamps are hybrid ([`augur_types::Hybrid`]:
+//! 52 bits of clock microseconds, 12 of counter; "+1" is a logical step). Every tuple carries a
+//! read timestamp `rts` (the highest claim or read-set install, in the store entry's metadata,
+//! an entry made for an absent key too, trap T-6); each version carries its commit timestamp,
+//! and the newest one's is the tuple's write timestamp `wts`. Tuple timestamps only rise.
 //!
 //! * **Read-write execution** is `occ`'s: reads at the master, no locks; the reply also
 //!   carries the version's timestamp. The coordinator keeps `TS ≥ hybrid(begin)` and, per

@@ -19,8 +19,8 @@
 //! # The protocol
 //!
 //! It runs on the kit's lock-and-2PC engine ([`crate::common::lock_commit`]) as `occ`'s
-//! [`Locking::Optimistic`] flavor with GTS's timestamp scheme, [`GtsScheme`]; the oracle's state and durability
-//! are [`crate::common::oracle`].
+//! [`Locking::Optimistic`] flavor with GTS's timestamp scheme, [`GtsScheme`], which is this
+//! module's; the oracle's state and durability are [`crate::common::oracle`].
 //!
 //! * **The oracle** is one node, named by the setting `oracle` (a node id of the cluster,
 //!   default 0); it is also an ordinary node. It keeps the last timestamp issued

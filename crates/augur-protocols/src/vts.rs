@@ -19,8 +19,8 @@
 //! # The protocol
 //!
 //! It runs on the kit's lock-and-2PC engine ([`crate::common::lock_commit`]) as `occ`'s
-//! [`Locking::Optimistic`] flavor with VTS's timestamp scheme, [`VtsScheme`]; the oracle's state and durability
-//! are [`crate::common::oracle::VectorOracle`]; the pieces below ([`Deps`], [`Tags`],
+//! [`Locking::Optimistic`] flavor with VTS's timestamp scheme, [`VtsScheme`]; the oracle's
+//! state and durability are [`crate::common::oracle::VectorOracle`]; the pieces below ([`Deps`], [`Tags`],
 //! [`Outbox`], [`Record`]) are this module's.
 //!
 //! * **Workers are nodes.** Each node's coordinator keeps `LocalTS`. A read-write transaction
