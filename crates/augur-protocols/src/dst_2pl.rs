@@ -11,8 +11,8 @@
 //! # The protocol
 //!
 //! It runs on the kit's single-version lock-and-2PC engine ([`crate::common::lock_commit`]) as
-//! `2pl`'s [`Locking::TwoPhase`] flavor with [`Timestamping::Dst`]. The timestamps, the
-//! read-only transactions (RO1/RO2), the claim ceiling and garbage collection are `dst-occ`'s
+//! `2pl`'s [`Locking::TwoPhase`] flavor with DST's timestamp scheme ([`Dst`]). The timestamps,
+//! the read-only transactions (RO1/RO2), the claim ceiling and garbage collection are `dst-occ`'s
 //! (see [`crate::dst_occ`], which also gives the correctness argument); what differs is where
 //! RW1 and RW2 ride:
 //!
@@ -47,7 +47,8 @@
 //!
 //! `dst-occ`'s, which all apply (see [`MUTANTS`]).
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, Timestamping};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking};
+use crate::dst_occ::Dst;
 use crate::registry::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo, SettingInfo,
 };
@@ -117,7 +118,7 @@ pub struct Dst2Pl;
 impl Flavor for Dst2Pl {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::TwoPhase;
-    const TIMESTAMPS: Timestamping = Timestamping::Dst;
+    type Scheme = Dst;
     const DEFAULT_LOCK_TIMEOUT: Duration = crate::two_pl::DEFAULT_LOCK_TIMEOUT;
 }
 

@@ -14,12 +14,12 @@
 //! # The protocol
 //!
 //! It runs on the kit's single-version lock-and-2PC engine ([`crate::common::lock_commit`]) as
-//! `occ`'s [`Locking::Optimistic`] flavor with [`Timestamping::Dst`] (`dst-2pl` is the same
-//! with 2PL). Timestamps are hybrid ([`augur_types::Hybrid`]: 52 bits of clock microseconds, 12
-//! of counter; "+1" is a logical step). Every tuple carries a read timestamp `rts` (the highest
-//! claim or read-set install, in the store entry's metadata, an entry made for an absent key
-//! too, trap T-6); each version carries its commit timestamp, and the newest one's is the
-//! tuple's write timestamp `wts`. Tuple timestamps only rise.
+//! `occ`'s [`Locking::Optimistic`] flavor with DST's timestamp scheme, [`Dst`], which is this
+//! module's (`dst-2pl` is the same with 2PL). Timestamps are hybrid ([`augur_types::Hybrid`]:
+//! 52 bits of clock microseconds, 12 of counter; "+1" is a logical step). Every tuple carries a
+//! read timestamp `rts` (the highest claim or read-set install, in the store entry's metadata,
+//! an entry made for an absent key too, trap T-6); each version carries its commit timestamp,
+//! and the newest one's is the tuple's write timestamp `wts`. Tuple timestamps only rise.
 //!
 //! * **Read-write execution** is `occ`'s: reads at the master, no locks; the reply also
 //!   carries the version's timestamp. The coordinator keeps `TS ≥ hybrid(begin)` and, per
@@ -119,12 +119,22 @@
 //! See [`MUTANTS`], each with the seeds `augur check --faults all --latency 3dc` needs; the one
 //! marked `[scenario]` is shown by `tests/dst.rs` (8e) rather than within 50 random seeds.
 
-use crate::common::lock_commit::{
-    Flavor, LockCommit, Locking, READ_STALENESS, READ_STALENESS_VALUES, SESSION, Timestamping,
+use crate::common::lock_commit::scheme::{
+    Begin, Horizons, Mail, Node, Participating, Parts, SnapshotRead, Then, TimestampScheme,
+    answer_snapshot_read, read_message,
 };
+use crate::common::lock_commit::{
+    CLAIM_SLACK, Coord, Flavor, LockCommit, Locking, Mutant, READ_STALENESS, READ_STALENESS_VALUES,
+    SESSION,
+};
+use crate::common::replica::{self, ServeLease, Writes};
 use crate::registry::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
+use augur_runtime::{Ctx, NodeEnv};
+use augur_storage::MvStore;
+use augur_types::{ClientId, Hybrid, Key, NodeId, Timestamp, TxnId};
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 pub use crate::common::lock_commit::{Msg, Record, Timer};
@@ -208,10 +218,361 @@ pub struct DstOcc;
 impl Flavor for DstOcc {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::Optimistic;
-    const TIMESTAMPS: Timestamping = Timestamping::Dst;
+    type Scheme = Dst;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
 }
 
 /// One node running `dst-occ`.
 pub type DstOccNode = LockCommit<DstOcc>;
+
+/// DST's decentralized scalar timestamps as the engine's timestamp scheme (`dst-occ`,
+/// `dst-2pl`; the rules and why they are correct are in the module docs).
+pub struct Dst {
+    me: NodeId,
+    nodes: Vec<NodeId>,
+    mutant: Option<Mutant>,
+    /// The durable claim ceiling: no tuple timestamp here exceeds it, and after a restart
+    /// every new writer's timestamp exceeds the recovered one.
+    ceiling: ServeLease,
+    /// Read staleness δ.
+    staleness: Duration,
+    /// With the session rule (§6): per client, the largest commit timestamp this coordinator
+    /// told it. Volatile: a restarted coordinator no longer knows its clients' floors (the
+    /// paper keeps them in the session, and a client that moves to another coordinator loses
+    /// them too).
+    sessions: Option<FxHashMap<ClientId, Timestamp>>,
+    /// Read-only reads waiting for a writer, by the writer.
+    snapshot_reads: FxHashMap<TxnId, Vec<SnapshotRead>>,
+    /// The latest read horizon each node announced.
+    horizons: Horizons,
+    counters: DstCounters,
+}
+
+/// DST's counters.
+#[derive(Clone, Copy, Debug, Default)]
+struct DstCounters {
+    /// Read-only reads that waited for a writer.
+    snapshot_read_waits: u64,
+    /// Read-only reads that raised a tuple timestamp.
+    claims: u64,
+    /// Claim ceilings persisted.
+    ceiling_writes: u64,
+    /// How far the garbage-collection horizon was behind the clock at the last tick, µs.
+    gc_horizon_lag_us: u64,
+}
+
+impl Dst {
+    fn plus_one(&self) -> bool {
+        self.mutant != Some(Mutant::NoPlusOne)
+    }
+
+    /// The read timestamp for a read-only transaction beginning now (RO1): the hybrid clock
+    /// `δ` ago, and at least `floor` (§6's session rule: the largest commit timestamp the
+    /// session was told).
+    fn read_timestamp(&self, now: Timestamp, floor: Option<Timestamp>) -> Timestamp {
+        let ts = Hybrid::at(now.saturating_sub(self.staleness));
+        floor.map_or(ts, |floor| ts.max(floor))
+    }
+
+    /// Raise `key`'s tuple read timestamp to `ts` (never lower it), under the durable claim
+    /// ceiling; whether it rose. An absent key gets an entry, so a later writer sees the claim
+    /// (trap T-6).
+    fn raise_read_timestamp<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        key: &Key,
+        ts: Timestamp,
+    ) -> bool {
+        if self.ceiling.cover_with::<N, Timestamp>(ctx, ts, |now| {
+            Hybrid::add(ts.max(Hybrid::at(now)), CLAIM_SLACK)
+        }) {
+            self.counters.ceiling_writes += 1;
+        }
+        let rts = &mut store.entry(key).meta;
+        let rose = ts > *rts;
+        *rts = (*rts).max(ts);
+        rose
+    }
+
+    /// The least commit timestamp a writer locking `key` now may take (RW1): above the tuple's
+    /// write timestamp (its newest version's) and read timestamp, and above every timestamp
+    /// claimed here before the last restart.
+    fn writer_floor(&self, store: &MvStore<Timestamp>, key: &Key) -> Timestamp {
+        let entry = store.get(key);
+        let wts = entry
+            .and_then(|e| e.latest_committed())
+            .map_or(Timestamp::ZERO, |v| v.ts);
+        let tuple = wts.max(entry.map_or(Timestamp::ZERO, |e| e.meta));
+        let above = if self.plus_one() { tuple.next() } else { tuple };
+        above.max(self.ceiling.proposal_floor())
+    }
+
+    /// Park `read` behind the writer it must wait for, if there is one (`first`: a new wait,
+    /// counted); otherwise answer it. A writer waited for is the one holding the key
+    /// exclusively whose floor (the lower bound on its commit timestamp it computed when it
+    /// locked) is at or below the reader's timestamp: it may commit inside the snapshot. A
+    /// writer with a higher floor, or one that locks after the claim (its floor is above the
+    /// claim), commits outside it. Shared locks never make a reader wait.
+    fn wait_or_answer<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        read: SnapshotRead,
+        node: &Participating<'_>,
+        first: bool,
+        mail: &mut Mail,
+    ) {
+        let holder = node.locks.writer(&read.key).filter(|holder| {
+            *holder != read.txn
+                && node
+                    .participants
+                    .get(holder)
+                    .is_none_or(|p| p.floor <= read.snapshot)
+        });
+        match holder {
+            Some(holder) => {
+                if first {
+                    self.counters.snapshot_read_waits += 1;
+                }
+                self.snapshot_reads.entry(holder).or_default().push(read);
+            }
+            None => answer_snapshot_read(ctx, node.me, node.store, read, mail),
+        }
+    }
+}
+
+impl TimestampScheme for Dst {
+    type Txn = ();
+    const SNAPSHOTS: bool = true;
+
+    fn new(env: &NodeEnv, mutant: Option<Mutant>) -> Dst {
+        Dst {
+            me: env.id,
+            nodes: env.placement.nodes().collect(),
+            mutant,
+            ceiling: ServeLease::default(),
+            staleness: env
+                .options
+                .settings
+                .get(READ_STALENESS)
+                .and_then(|v| v.parse().ok())
+                .map_or(Duration::ZERO, Duration::from_millis),
+            sessions: (env.options.settings.get(SESSION).map(String::as_str) == Some("on"))
+                .then(FxHashMap::default),
+            snapshot_reads: FxHashMap::default(),
+            horizons: Horizons::default(),
+            counters: DstCounters::default(),
+        }
+    }
+
+    /// A read-write transaction's lower bound on its commit timestamp starts at the session's
+    /// floor too (RW1), so its commits rise along the session; a read-only one reads at its
+    /// read timestamp (RO1).
+    fn begin(&mut self, now: Timestamp, client: ClientId, read_only: bool) -> Begin {
+        let session = self.sessions.as_ref().and_then(|s| s.get(&client).copied());
+        Begin::At(if read_only {
+            self.read_timestamp(now, session)
+        } else {
+            session.map_or(Hybrid::at(now), |floor| floor.max(Hybrid::at(now)))
+        })
+    }
+
+    fn read(&self, t: &Coord<()>, txn: TxnId, seq: u32, key: Key) -> Msg {
+        read_message(txn, seq, key, t.prio, t.read_only.then_some(t.ts))
+    }
+
+    /// RW1: the commit timestamp goes above every version read.
+    fn read_returned(&self, t: &mut Coord<()>, _: Option<TxnId>, ts: Timestamp, _: u64) {
+        if !t.read_only {
+            let above = if self.plus_one() { ts.next() } else { ts };
+            t.ts = t.ts.max(above);
+        }
+    }
+
+    /// RW1 starts from the begin time and the versions read; the votes add the floors of the
+    /// tuples locked.
+    fn commit_ts_start(&self, t: &Coord<()>) -> Timestamp {
+        t.ts
+    }
+
+    fn empty_commit_ts(&self, t: &Coord<()>, _: Timestamp) -> Timestamp {
+        t.ts
+    }
+
+    fn told_commit(&mut self, client: ClientId, commit_ts: Timestamp) {
+        if let Some(sessions) = &mut self.sessions {
+            let floor = sessions.entry(client).or_insert(commit_ts);
+            *floor = (*floor).max(commit_ts);
+        }
+    }
+
+    /// RO2 (`DEP_READ`): claim the tuple (raise its read timestamp to the snapshot, so every
+    /// writer that locks it from now on commits above the reader), then wait while a writer
+    /// whose timestamp may still fall at or below the snapshot holds it, then read the newest
+    /// version at or below the snapshot.
+    fn serve_snapshot_read<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        read: SnapshotRead,
+        node: Participating<'_>,
+        mail: &mut Mail,
+    ) {
+        let snapshot = read.snapshot;
+        let (claim, wait) = match self.mutant {
+            Some(Mutant::NoDepRead) => (false, false),
+            Some(Mutant::ClaimWithoutWait) => (true, false),
+            // Fig. 9 as written guards both on the tuple timestamp (trap T-1).
+            Some(Mutant::LiteralFig9Wait) => {
+                let rts = node
+                    .store
+                    .get(&read.key)
+                    .map_or(Timestamp::ZERO, |e| e.meta);
+                let guard = rts <= snapshot;
+                (guard, guard)
+            }
+            _ => (true, true),
+        };
+        if claim && self.raise_read_timestamp(ctx, node.store, &read.key, snapshot) {
+            self.counters.claims += 1;
+        }
+        if wait {
+            self.wait_or_answer(ctx, read, &node, true, mail);
+        } else {
+            answer_snapshot_read(ctx, node.me, node.store, read, mail);
+        }
+    }
+
+    /// The read-only reads that waited for `txn` look again, once the new holders computed
+    /// their floors above: a new holder locked after the claim, so it does not hold them back,
+    /// unless it is one recovered or still gathering its locks.
+    fn released<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        node: Participating<'_>,
+        mail: &mut Mail,
+    ) {
+        for read in self.snapshot_reads.remove(&txn).unwrap_or_default() {
+            self.wait_or_answer(ctx, read, &node, false, mail);
+        }
+    }
+
+    /// RW1 at the lock: above every tuple written here (a participant that only holds shared
+    /// locks adds nothing). Readers of these keys compare it with their snapshot.
+    fn proposal(&self, store: &MvStore<Timestamp>, writes: &Writes, _: Timestamp) -> Timestamp {
+        writes
+            .iter()
+            .map(|(key, _)| self.writer_floor(store, key))
+            .max()
+            .unwrap_or(Timestamp::ZERO)
+    }
+
+    /// RW2 for the read set, in the handler that validated (T-4): a writer that locks one of
+    /// these keys from now on commits above `ts`. If the transaction aborts elsewhere the
+    /// raised timestamps stay, harmlessly.
+    fn validated<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        reads: &[(Key, Option<TxnId>)],
+        ts: Timestamp,
+        _: Timestamp,
+    ) -> Timestamp {
+        if self.mutant != Some(Mutant::NoReadSetInstall) {
+            for (key, _) in reads {
+                self.raise_read_timestamp(ctx, store, key, ts);
+            }
+        }
+        ts
+    }
+
+    /// RW2 for the read set under 2PL: at the masters holding the shared locks, before they go
+    /// (under OCC the validation did it).
+    fn committing<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        _: TxnId,
+        read_locked: &[(Key, Option<TxnId>)],
+        _: bool,
+        commit_ts: Timestamp,
+        _: u64,
+    ) {
+        if self.mutant != Some(Mutant::NoReadSetInstall) {
+            for (key, _) in read_locked {
+                self.raise_read_timestamp(ctx, store, key, commit_ts);
+            }
+        }
+    }
+
+    /// RW2: tuple timestamps only rise (T-2); a reader may have claimed above `commit_ts`
+    /// while the writer held the lock. The version's own timestamp already bounds later
+    /// writers; this keeps the paper's single tuple timestamp.
+    fn installed(&self, meta: &mut Timestamp, commit_ts: Timestamp) {
+        *meta = if self.mutant == Some(Mutant::OverwriteTs) {
+            commit_ts
+        } else {
+            (*meta).max(commit_ts)
+        };
+    }
+
+    fn handle<N: Node>(
+        &mut self,
+        _: &mut Ctx<'_, N>,
+        from: NodeId,
+        msg: Msg,
+        _: Parts<'_, ()>,
+        _: &mut Mail,
+    ) -> Then {
+        if let Msg::Horizon { ts } = msg {
+            self.horizons.heard(from, ts);
+        }
+        Then::Nothing
+    }
+
+    /// Garbage collection below the read horizon; the lowest snapshot a read-only transaction
+    /// coordinated here may begin to read at from now on is the read timestamp now (clocks
+    /// only advance).
+    fn collect_garbage<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        coord: &FxHashMap<TxnId, Coord<()>>,
+        announce: bool,
+    ) {
+        let now = ctx.now();
+        let future = self.read_timestamp(now, None);
+        let (me, nodes) = (self.me, &self.nodes);
+        if let Some(horizon) = self
+            .horizons
+            .collect(ctx, me, nodes, store, coord, future, announce)
+        {
+            let lag = now.0.saturating_sub(Hybrid::physical(horizon).0);
+            self.counters.gc_horizon_lag_us = lag;
+        }
+    }
+
+    /// The claim ceiling.
+    fn replay(&mut self, record: Record) {
+        if let Record::Kit(replica::Record::Served { up_to }) = record {
+            self.ceiling.replayed(up_to);
+        }
+    }
+
+    /// The claim ceiling outlives the log records that raised it.
+    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+        let up_to = self.ceiling.up_to();
+        emit(replica::Record::Served { up_to }.into());
+    }
+
+    fn counters(&self, out: &mut Vec<(&'static str, u64)>) {
+        let c = self.counters;
+        out.extend([
+            ("read_only_waits", c.snapshot_read_waits),
+            ("claims", c.claims),
+            ("ceiling_writes", c.ceiling_writes),
+            ("gc_horizon_lag_us", c.gc_horizon_lag_us),
+        ]);
+    }
+}

@@ -19,8 +19,8 @@
 //! # The protocol
 //!
 //! It runs on the kit's lock-and-2PC engine ([`crate::common::lock_commit`]) as `occ`'s
-//! [`Locking::Optimistic`] flavor with [`Timestamping::Gts`]; the oracle's state and durability
-//! are [`crate::common::oracle`].
+//! [`Locking::Optimistic`] flavor with GTS's timestamp scheme, [`GtsScheme`], which is this
+//! module's; the oracle's state and durability are [`crate::common::oracle`].
 //!
 //! * **The oracle** is one node, named by the setting `oracle` (a node id of the cluster,
 //!   default 0); it is also an ordinary node. It keeps the last timestamp issued
@@ -112,11 +112,24 @@
 //!
 //! See [`MUTANTS`].
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, ORACLE, Timestamping};
+use crate::common::lock_commit::scheme::{
+    Begin, Horizons, Mail, Node, Parts, Then, TimestampScheme, oracle_of, read_message,
+    send_or_mail,
+};
+use crate::common::lock_commit::{
+    Coord, Flavor, LockCommit, Locking, Mutant, ORACLE, Phase, Round,
+};
+use crate::common::oracle::Oracle;
+use crate::common::replica::{self, DecisionLog};
 use crate::registry::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NODE_ID_VALUES, NetworkModel, Promise, ProtocolInfo,
     SettingInfo,
 };
+use crate::vts::Deps;
+use augur_runtime::{Ctx, NodeEnv};
+use augur_storage::MvStore;
+use augur_types::{AbortReason, ClientId, ClientReply, Key, NodeId, Timestamp, TxnId};
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 pub use crate::common::lock_commit::{Msg, Record, Timer};
@@ -166,10 +179,456 @@ pub struct Gts;
 impl Flavor for Gts {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::Optimistic;
-    const TIMESTAMPS: Timestamping = Timestamping::Gts;
+    type Scheme = GtsScheme;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
 }
 
 /// One node running `gts`.
 pub type GtsNode = LockCommit<Gts>;
+
+/// GTS's timestamp oracle as the engine's timestamp scheme (the rules and why they are correct
+/// are in the module docs).
+pub struct GtsScheme {
+    me: NodeId,
+    nodes: Vec<NodeId>,
+    read_at_global_ts: bool,
+    /// How long a timestamp issued may stay pending before the oracle asks about it.
+    patience: Duration,
+    /// The oracle node (the `oracle` setting).
+    oracle_id: NodeId,
+    /// The oracle's state, at the oracle node only.
+    oracle: Option<Oracle>,
+    /// The largest stable timestamp this node has heard of; no read-only transaction it
+    /// coordinates from now on reads below it.
+    stable_seen: Timestamp,
+    /// Timestamps at or below this were issued by an oracle incarnation that has since
+    /// restarted and been told what this node holds; one arriving now is refused.
+    oracle_floor: Timestamp,
+    /// The latest read horizon each node announced.
+    horizons: Horizons,
+    /// Commit timestamps fetched from the oracle.
+    ts_fetches: u64,
+    /// Stable timestamps fetched from the oracle.
+    stable_fetches: u64,
+}
+
+/// What GTS keeps for a transaction a coordinator runs.
+#[derive(Default)]
+pub struct GtsTxn {
+    /// The commit timestamp the oracle issued (held until released).
+    fetched: Option<Timestamp>,
+}
+
+impl<F: Flavor<Scheme = GtsScheme>> LockCommit<F> {
+    /// The oracle's state, at the oracle node.
+    pub fn oracle(&self) -> Option<&Oracle> {
+        self.scheme().oracle.as_ref()
+    }
+}
+
+impl GtsScheme {
+    /// Send `msg` to `to`; at this node, handle one of GTS's own at once (the issued timestamp
+    /// excepted: the engine goes on with its transaction).
+    fn deliver<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, GtsTxn>,
+        to: NodeId,
+        msg: Msg,
+        mail: &mut Mail,
+    ) {
+        let own = matches!(
+            msg,
+            Msg::Done { .. }
+                | Msg::Stable { .. }
+                | Msg::QueryTs { .. }
+                | Msg::AskHeld { .. }
+                | Msg::Held { .. }
+                | Msg::FetchTs { .. }
+                | Msg::FetchStable { .. }
+                | Msg::Horizon { .. }
+        );
+        if to == self.me && own {
+            let me = self.me;
+            let then = self.handle(ctx, me, msg, parts.reborrow(), mail);
+            debug_assert!(matches!(then, Then::Nothing));
+        } else {
+            send_or_mail(ctx, self.me, to, msg, mail);
+        }
+    }
+
+    /// `txn` no longer holds `ts`; tell the oracle.
+    fn release_ts<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, GtsTxn>,
+        txn: TxnId,
+        ts: Timestamp,
+        mail: &mut Mail,
+    ) {
+        let oracle = self.oracle_id;
+        self.deliver(ctx, parts, oracle, Msg::Done { txn, ts }, mail);
+    }
+
+    /// The oracle issued `ts` to `txn`. A transaction waiting for it validates and decides at
+    /// `ts`; one that is not (it aborted, or the reply repeats) releases it; one from an oracle
+    /// incarnation this node already told what it holds is refused (the restarted oracle does
+    /// not count it pending), and its transaction aborts.
+    fn issued<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        mut parts: Parts<'_, GtsTxn>,
+        txn: TxnId,
+        ts: Timestamp,
+        mail: &mut Mail,
+    ) -> Then {
+        let stale = ts <= self.oracle_floor;
+        let waiting = match parts.coord.get(&txn) {
+            None => false,
+            Some(t) if t.scheme.fetched == Some(ts) => return Then::Nothing,
+            Some(t) => {
+                t.scheme.fetched.is_none()
+                    && matches!(
+                        t.phase,
+                        Phase::Voting {
+                            round: Round::Fetch,
+                            ..
+                        }
+                    )
+            }
+        };
+        if !waiting {
+            self.release_ts(ctx, &mut parts, txn, ts, mail);
+            return Then::Nothing;
+        }
+        if stale {
+            return Then::Abort(txn, AbortReason::Timeout);
+        }
+        let t = parts.coord.get_mut(&txn).expect("found above");
+        t.scheme.fetched = Some(ts);
+        if let Phase::Voting {
+            round, commit_ts, ..
+        } = &mut t.phase
+        {
+            *commit_ts = ts;
+            *round = Round::Prepare;
+        }
+        Then::GoOn(txn)
+    }
+
+    /// The stable timestamp `ts` arrived (for read-only `txn`'s `Begin`, or announced): a
+    /// waiting `Begin` reads at the largest stable timestamp heard of here, which only rises.
+    fn stable_arrived<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: Parts<'_, GtsTxn>,
+        txn: Option<TxnId>,
+        ts: Timestamp,
+    ) {
+        self.stable_seen = self.stable_seen.max(ts);
+        let snapshot = self.stable_seen;
+        let Some(t) = txn.and_then(|txn| parts.coord.get_mut(&txn)) else {
+            return;
+        };
+        if !t.awaiting_stable {
+            return;
+        }
+        t.awaiting_stable = false;
+        t.ts = snapshot;
+        t.last_active = ctx.now();
+        let txn = txn.expect("found above");
+        if let Some(pending) = t.pending.take() {
+            pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+        }
+    }
+
+    /// The oracle asks what became of `ts`, issued to `txn`. Nothing while `txn` runs here
+    /// with it (or waits for it); while its commit is not applied everywhere, the decision goes
+    /// again to the write replicas that have not acknowledged it (their acknowledgements
+    /// release it); otherwise it is released.
+    fn query_ts<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        mut parts: Parts<'_, GtsTxn>,
+        txn: TxnId,
+        ts: Timestamp,
+        mail: &mut Mail,
+    ) {
+        if let Some(t) = parts.coord.get(&txn)
+            && t.scheme.fetched.is_none_or(|held| held == ts)
+        {
+            return;
+        }
+        match parts.unapplied(txn) {
+            Some((commit, replicas)) => {
+                for node in replicas {
+                    let commit = Some(commit);
+                    let msg = Msg::Decide {
+                        txn,
+                        commit,
+                        tag: 0,
+                    };
+                    self.deliver(ctx, &mut parts, node, msg, mail);
+                }
+            }
+            None => self.release_ts(ctx, &mut parts, txn, ts, mail),
+        }
+    }
+
+    /// A restarted oracle asks which timestamps this node's coordinators hold: those of its
+    /// running transactions, and of its commits not yet applied everywhere. From now on a
+    /// timestamp at or below `bound` (issued before that restart) is refused.
+    fn ask_held<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        mut parts: Parts<'_, GtsTxn>,
+        bound: Timestamp,
+        mail: &mut Mail,
+    ) {
+        self.oracle_floor = self.oracle_floor.max(bound);
+        let mut held: Vec<(TxnId, Timestamp)> = parts
+            .coord
+            .iter()
+            .filter_map(|(txn, t)| t.scheme.fetched.map(|ts| (*txn, ts)))
+            .chain(parts.decided.iter().map(|(txn, ts, _)| (*txn, *ts)))
+            .collect();
+        held.sort();
+        let oracle = self.oracle_id;
+        self.deliver(ctx, &mut parts, oracle, Msg::Held { held }, mail);
+    }
+}
+
+impl TimestampScheme for GtsScheme {
+    type Txn = GtsTxn;
+    const SNAPSHOTS: bool = true;
+
+    fn new(env: &NodeEnv, mutant: Option<Mutant>) -> GtsScheme {
+        let oracle_id = oracle_of(env);
+        GtsScheme {
+            me: env.id,
+            nodes: env.placement.nodes().collect(),
+            read_at_global_ts: mutant == Some(Mutant::ReadAtGlobalTs),
+            patience: env.options.participant_timeout,
+            oracle_id,
+            oracle: (env.id == oracle_id).then(Oracle::new),
+            stable_seen: Timestamp::ZERO,
+            oracle_floor: Timestamp::ZERO,
+            horizons: Horizons::default(),
+            ts_fetches: 0,
+            stable_fetches: 0,
+        }
+    }
+
+    /// A read-only transaction's `Begun` waits for the oracle's stable timestamp (one round
+    /// trip).
+    fn begin(&mut self, now: Timestamp, _: ClientId, read_only: bool) -> Begin {
+        if read_only {
+            self.stable_fetches += 1;
+            Begin::FetchStable(self.oracle_id)
+        } else {
+            Begin::At(now)
+        }
+    }
+
+    fn read(&self, t: &Coord<GtsTxn>, txn: TxnId, seq: u32, key: Key) -> Msg {
+        read_message(txn, seq, key, t.prio, t.read_only.then_some(t.ts))
+    }
+
+    /// The oracle's timestamp is the commit timestamp; proposals are ignored.
+    fn voted(&self, _: &mut GtsTxn, _: &mut Timestamp, _: Timestamp, _: &Deps) {}
+
+    /// Fetch the commit timestamp first, inside the critical section: every write lock held,
+    /// no read validated yet (trap T-9).
+    fn before_decision(&mut self, txn: TxnId, t: &mut Coord<GtsTxn>) -> Option<(NodeId, Msg)> {
+        if t.scheme.fetched.is_some() {
+            return None;
+        }
+        let Phase::Voting { round, .. } = &mut t.phase else {
+            return None;
+        };
+        *round = Round::Fetch;
+        self.ts_fetches += 1;
+        Some((self.oracle_id, Msg::FetchTs { txn }))
+    }
+
+    fn owes_applied(&self, t: &GtsTxn, _: u64) -> bool {
+        t.fetched.is_some()
+    }
+
+    /// Release the timestamp.
+    fn applied_everywhere<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        ts: Timestamp,
+        mut parts: Parts<'_, GtsTxn>,
+        mail: &mut Mail,
+    ) {
+        self.release_ts(ctx, &mut parts, txn, ts, mail);
+    }
+
+    /// An abort after the fetch releases the timestamp, or stable stalls behind it.
+    fn aborted<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        t: &GtsTxn,
+        mut parts: Parts<'_, GtsTxn>,
+        mail: &mut Mail,
+    ) {
+        if let Some(ts) = t.fetched {
+            self.release_ts(ctx, &mut parts, txn, ts, mail);
+        }
+    }
+
+    /// Nothing to order: where a snapshot taken now would put it.
+    fn empty_commit_ts(&self, _: &Coord<GtsTxn>, _: Timestamp) -> Timestamp {
+        self.stable_seen
+    }
+
+    fn handle<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        from: NodeId,
+        msg: Msg,
+        mut parts: Parts<'_, GtsTxn>,
+        mail: &mut Mail,
+    ) -> Then {
+        match msg {
+            Msg::Horizon { ts } => self.horizons.heard(from, ts),
+            Msg::FetchTs { txn } => {
+                if let Some(oracle) = self.oracle.as_mut() {
+                    let ts = oracle.issue(ctx, txn);
+                    let msg = Msg::IssuedTs { txn, ts };
+                    self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
+                }
+            }
+            Msg::Done { txn, ts } => {
+                if let Some(oracle) = self.oracle.as_mut() {
+                    oracle.release(txn, ts);
+                }
+            }
+            Msg::FetchStable { txn } => {
+                let global = self.read_at_global_ts;
+                if let Some(oracle) = self.oracle.as_mut() {
+                    let ts = if global {
+                        oracle.last_issued()
+                    } else {
+                        oracle.publish(ctx)
+                    };
+                    let msg = Msg::Stable { txn: Some(txn), ts };
+                    self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
+                }
+            }
+            Msg::Held { held } => {
+                let now = ctx.now();
+                if let Some(oracle) = self.oracle.as_mut() {
+                    oracle.held(now, from, &held);
+                }
+            }
+            // From the oracle only (a node that is not takes no part in its bookkeeping).
+            _ if from != self.oracle_id => {}
+            Msg::IssuedTs { txn, ts } => return self.issued(ctx, parts, txn, ts, mail),
+            Msg::Stable { txn, ts } => self.stable_arrived(ctx, parts, txn, ts),
+            Msg::QueryTs { txn, ts } => self.query_ts(ctx, parts, txn, ts, mail),
+            Msg::AskHeld { bound } => self.ask_held(ctx, parts, bound, mail),
+            _ => {}
+        }
+        Then::Nothing
+    }
+
+    /// At the oracle node: ask the coordinators of timestamps pending too long what became of
+    /// them; after a restart, ask the nodes that have not answered yet what they hold; when
+    /// `announce`, announce the stable timestamp to every node (which keeps their garbage
+    /// collection moving even where no read-only transaction runs).
+    fn tick<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        mut parts: Parts<'_, GtsTxn>,
+        announce: bool,
+        mail: &mut Mail,
+    ) {
+        let now = ctx.now();
+        let patience = self.patience;
+        let Some(oracle) = self.oracle.as_mut() else {
+            return;
+        };
+        let overdue = oracle.overdue(now, patience);
+        let bound = oracle.restart_bound();
+        let unanswered: Vec<NodeId> = oracle
+            .recovering()
+            .map(|nodes| nodes.iter().copied().collect())
+            .unwrap_or_default();
+        let stable = oracle.publish(ctx);
+        for (txn, ts) in overdue {
+            let msg = Msg::QueryTs { txn, ts };
+            self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
+        }
+        for node in unanswered {
+            self.deliver(ctx, &mut parts, node, Msg::AskHeld { bound }, mail);
+        }
+        if !announce {
+            return;
+        }
+        for node in self.nodes.clone() {
+            let msg = Msg::Stable {
+                txn: None,
+                ts: stable,
+            };
+            self.deliver(ctx, &mut parts, node, msg, mail);
+        }
+    }
+
+    /// Garbage collection below the read horizon; a snapshot this node's read-only
+    /// transactions take from now on is at least the largest stable timestamp heard of here.
+    fn collect_garbage<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        coord: &FxHashMap<TxnId, Coord<GtsTxn>>,
+        announce: bool,
+    ) {
+        let future = self.stable_seen;
+        let (me, nodes) = (self.me, &self.nodes);
+        self.horizons
+            .collect(ctx, me, nodes, store, coord, future, announce);
+    }
+
+    /// The oracle's bound on the timestamps it issued, and its logged stable timestamp.
+    fn replay(&mut self, record: Record) {
+        let Some(oracle) = self.oracle.as_mut() else {
+            return;
+        };
+        match record {
+            Record::Kit(replica::Record::Served { up_to }) => oracle.replay_issued(up_to),
+            Record::Kit(replica::Record::Watermark(ts)) => oracle.replay_stable(ts),
+            _ => {}
+        }
+    }
+
+    /// An oracle that ever issued or published anything lost its pending timestamps.
+    fn recovered(&mut self, _: &DecisionLog<Timestamp>) {
+        if let Some(oracle) = self.oracle.as_mut()
+            && oracle.used()
+        {
+            oracle.restarted(self.nodes.iter().copied());
+        }
+    }
+
+    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+        if let Some(oracle) = &self.oracle {
+            oracle.checkpoint(emit);
+        }
+    }
+
+    fn counters(&self, out: &mut Vec<(&'static str, u64)>) {
+        out.extend([
+            ("ts_fetches", self.ts_fetches),
+            ("stable_fetches", self.stable_fetches),
+        ]);
+        if let Some(oracle) = &self.oracle {
+            out.push(("oracle_pending_now", oracle.pending_count() as u64));
+        }
+    }
+}

@@ -67,7 +67,7 @@
 //!   trap M-17: `rc`'s reads under a strict claim; read skew). Caught by the first seed for
 //!   `list-append` and `bank`, the second for `rw-register`.
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use std::time::Duration;
 
@@ -110,6 +110,7 @@ pub struct Occ;
 impl Flavor for Occ {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::Optimistic;
+    type Scheme = Single;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
 }

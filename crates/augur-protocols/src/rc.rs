@@ -43,7 +43,7 @@
 //! None: nothing a read-committed claim proscribes depends on a mechanism `rc` has beyond
 //! `occ`'s own.
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, ReadOnly};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, ReadOnly, Single};
 use crate::registry::Promise;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use std::time::Duration;
@@ -75,6 +75,7 @@ pub struct Rc;
 impl Flavor for Rc {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::Optimistic;
+    type Scheme = Single;
     const READ_ONLY: ReadOnly = ReadOnly::Unvalidated;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;

@@ -72,7 +72,7 @@
 //!   skew). Caught by `augur check --faults all --latency 3dc` by the first seed for
 //!   `list-append` and `rw-register`, the second for `bank`.
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
 use crate::registry::SettingInfo;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
@@ -122,6 +122,7 @@ pub struct TwoPl;
 impl Flavor for TwoPl {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::TwoPhase;
+    type Scheme = Single;
     const DEFAULT_LOCK_TIMEOUT: Duration = DEFAULT_LOCK_TIMEOUT;
 }
 

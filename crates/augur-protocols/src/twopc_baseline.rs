@@ -94,7 +94,7 @@
 //!   without locks or validation — SSS's read-only shortcut (A1:L3) without the snapshot-queues
 //!   that make it safe (read skew).
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
 use crate::registry::SettingInfo;
 use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
@@ -150,6 +150,7 @@ pub struct Baseline;
 impl Flavor for Baseline {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::AtCommit;
+    type Scheme = Single;
     const DEFAULT_LOCK_TIMEOUT: Duration = DEFAULT_LOCK_TIMEOUT;
 }
 

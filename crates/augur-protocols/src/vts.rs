@@ -19,8 +19,8 @@
 //! # The protocol
 //!
 //! It runs on the kit's lock-and-2PC engine ([`crate::common::lock_commit`]) as `occ`'s
-//! [`Locking::Optimistic`] flavor with [`Timestamping::Vts`]; the oracle's state and durability
-//! are [`crate::common::oracle::VectorOracle`]; the pieces below ([`Deps`], [`Tags`],
+//! [`Locking::Optimistic`] flavor with VTS's timestamp scheme, [`VtsScheme`]; the oracle's
+//! state and durability are [`crate::common::oracle::VectorOracle`]; the pieces below ([`Deps`], [`Tags`],
 //! [`Outbox`], [`Record`]) are this module's.
 //!
 //! * **Workers are nodes.** Each node's coordinator keeps `LocalTS`. A read-write transaction
@@ -147,16 +147,24 @@
 //! None.
 //!
 //! [`Locking::Optimistic`]: crate::common::lock_commit::Locking::Optimistic
-//! [`Timestamping::Vts`]: crate::common::lock_commit::Timestamping::Vts
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, Timestamping};
+use crate::common::lock_commit::scheme::{
+    Begin, Mail, Node, Parts, Then, TimestampScheme, oracle_of, read_message, send_or_mail,
+};
+use crate::common::lock_commit::{Coord, Flavor, LockCommit, Locking, Mutant, Record as LcRecord};
+use crate::common::oracle::VectorOracle;
+use crate::common::replica::{DecisionLog, Writes};
+use crate::common::two_phase::GC_BATCH;
 use crate::common::vclock::VClock;
 use crate::gts::ORACLE_SETTING;
 use crate::registry::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
 use augur_runtime::inbound::{BadMessage, Inbound};
+use augur_runtime::{Ctx, NodeEnv, Work};
+use augur_storage::MvStore;
 use augur_storage::Version;
+use augur_types::{ClientId, ClientReply, Key};
 use augur_types::{NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -193,7 +201,7 @@ pub struct Vts;
 impl Flavor for Vts {
     const INFO: ProtocolInfo = INFO;
     const LOCKING: Locking = Locking::Optimistic;
-    const TIMESTAMPS: Timestamping = Timestamping::Vts;
+    type Scheme = VtsScheme;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
 }
@@ -518,5 +526,512 @@ mod tests {
         );
         let due = p.overdue(Timestamp(0), Duration::ZERO);
         assert_eq!(due[..2], [Ok((2, Deps::new())), Err(c)]);
+    }
+}
+
+/// VTS's vector timestamps as the engine's timestamp scheme (the rules and why are in the
+/// module docs).
+pub struct VtsScheme {
+    me: NodeId,
+    nodes: Vec<NodeId>,
+    /// How long a tag owed the oracle waits before it is acted on again.
+    patience: Duration,
+    /// The oracle node (the `oracle` setting).
+    oracle_id: NodeId,
+    /// The counter of each writer whose versions this node stores.
+    tags: Tags,
+    /// This coordinator's `LocalTS` and the tags it owes the oracle.
+    outbox: Outbox,
+    /// The oracle's state, at the oracle node only.
+    vector_oracle: Option<VectorOracle>,
+    /// The largest stable vector this node has heard of; no read-only transaction it
+    /// coordinates from now on reads below it.
+    stable_vector: VClock,
+    /// The largest read horizon each node announced.
+    horizon_vectors: FxHashMap<NodeId, VClock>,
+    /// Stable vectors fetched from the oracle.
+    stable_fetches: u64,
+    /// Installs sent to the oracle (resends included).
+    installs: u64,
+}
+
+/// What VTS keeps for a transaction a coordinator runs.
+#[derive(Default)]
+pub struct VtsTxn {
+    /// A read-write transaction's deps so far.
+    deps: Deps,
+    /// A read-only one's vector (once fetched).
+    vector: Option<VClock>,
+}
+
+impl<F: Flavor<Scheme = VtsScheme>> LockCommit<F> {
+    /// The oracle's state, at the oracle node.
+    pub fn vector_oracle(&self) -> Option<&VectorOracle> {
+        self.scheme().vector_oracle.as_ref()
+    }
+
+    /// The tag ⟨node : counter⟩ of `key`'s newest committed version here (counter 0: it has
+    /// none, or it was forgotten as visible to every snapshot).
+    pub fn tag_of(&self, key: &Key) -> Option<(NodeId, u64)> {
+        let (writer, _) = self.latest(key)?;
+        Some((writer.coordinator(), self.scheme().tags.of(writer)))
+    }
+
+    /// How many tags this coordinator still owes the oracle.
+    pub fn tags_owed(&self) -> usize {
+        self.scheme().outbox.len()
+    }
+}
+
+impl VtsScheme {
+    /// Send `msg` to `to`; at this node, handle one of VTS's own at once.
+    fn deliver<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, VtsTxn>,
+        to: NodeId,
+        msg: Msg,
+        mail: &mut Mail,
+    ) {
+        let own = matches!(
+            msg,
+            Msg::Install { .. }
+                | Msg::Stabilized { .. }
+                | Msg::StableVector { .. }
+                | Msg::AskHeld { .. }
+                | Msg::FetchStable { .. }
+                | Msg::HorizonVector { .. }
+        );
+        if to == self.me && own {
+            let me = self.me;
+            self.handle(ctx, me, msg, parts.reborrow(), mail);
+        } else {
+            send_or_mail(ctx, self.me, to, msg, mail);
+        }
+    }
+
+    /// At the decision of `txn`, which wrote: its tag, logged with its deps before the
+    /// decision (a torn log keeps at worst a tag that no version carries).
+    fn assign_tag<N: Node>(&mut self, ctx: &mut Ctx<'_, N>, txn: TxnId, deps: Deps) -> u64 {
+        let t = self.outbox.assign(txn, deps.clone(), ctx.now());
+        ctx.persist(Record::Tagged { txn, t, deps }.into());
+        t
+    }
+
+    /// `txn`'s commit is applied everywhere: install its tag, if one is owed.
+    fn install_tag<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, VtsTxn>,
+        txn: TxnId,
+        mail: &mut Mail,
+    ) {
+        if let Some((t, deps)) = self.outbox.applied(txn, ctx.now()) {
+            self.send_install(ctx, parts, t, deps, mail);
+        }
+    }
+
+    fn send_install<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, VtsTxn>,
+        t: u64,
+        deps: Deps,
+        mail: &mut Mail,
+    ) {
+        self.installs += 1;
+        let oracle = self.oracle_id;
+        self.deliver(ctx, parts, oracle, Msg::Install { t, deps }, mail);
+    }
+
+    /// Act on the tags owed the oracle and not sent for `patience`: install the applied ones
+    /// again, send the others' decision again to the write replicas that have not
+    /// acknowledged it (see the module docs, "Failures").
+    fn install_owed<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, VtsTxn>,
+        patience: Duration,
+        mail: &mut Mail,
+    ) {
+        for due in self.outbox.overdue(ctx.now(), patience) {
+            match due {
+                Ok((t, deps)) => self.send_install(ctx, parts, t, deps, mail),
+                Err(txn) => {
+                    let Some((commit, replicas)) = parts.unapplied(txn) else {
+                        self.install_tag(ctx, parts, txn, mail);
+                        continue;
+                    };
+                    let tag = self.outbox.tag_of(txn);
+                    for node in replicas {
+                        let commit = Some(commit);
+                        self.deliver(ctx, parts, node, Msg::Decide { txn, commit, tag }, mail);
+                    }
+                }
+            }
+        }
+    }
+
+    /// At the oracle: `INSTALL(⟨from:t⟩, deps)`. One stable already is acknowledged again (as
+    /// far as logged); otherwise the tick tells `from` once it is stable and logged.
+    fn oracle_install<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, VtsTxn>,
+        from: NodeId,
+        (t, deps): (u64, Deps),
+        mail: &mut Mail,
+    ) {
+        let Some(oracle) = self.vector_oracle.as_mut() else {
+            return;
+        };
+        if oracle.install(from, t, deps) {
+            oracle.stabilize();
+        } else if let Some(up_to) = oracle.logged_of(from).filter(|up_to| t <= *up_to) {
+            self.deliver(ctx, parts, from, Msg::Stabilized { up_to }, mail);
+        }
+    }
+
+    /// A stable vector arrived (for read-only `txn`'s `Begin`, or announced): a waiting
+    /// `Begin` reads at the largest stable vector heard of here, which only rises.
+    fn stable_vector_arrived<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: Parts<'_, VtsTxn>,
+        txn: Option<TxnId>,
+        at: VClock,
+    ) {
+        self.stable_vector.merge(&at);
+        let vector = self.stable_vector.clone();
+        let Some(t) = txn.and_then(|txn| parts.coord.get_mut(&txn)) else {
+            return;
+        };
+        if !t.awaiting_stable {
+            return;
+        }
+        t.awaiting_stable = false;
+        // The snapshot is a vector; as `walter`'s, the time it was fixed stands in for the
+        // client (and is the read-only commit's timestamp).
+        let snapshot = ctx.now();
+        t.ts = snapshot;
+        t.scheme.vector = Some(vector);
+        t.last_active = ctx.now();
+        let txn = txn.expect("found above");
+        if let Some(pending) = t.pending.take() {
+            pending.answer(ctx, ClientReply::Begun { txn, snapshot });
+        }
+    }
+
+    /// A read-only read at the master of `key`: the newest version visible at `at`.
+    fn answer_read_at<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &Parts<'_, VtsTxn>,
+        (txn, seq, key): (TxnId, u32, Key),
+        at: &VClock,
+        mail: &mut Mail,
+    ) {
+        ctx.charge(Work::reads(1));
+        let tags = &self.tags;
+        let version = parts
+            .store
+            .get(&key)
+            .and_then(|e| e.read_where(|v| tags.visible(v, at)));
+        let msg = Msg::ReadReply {
+            txn,
+            seq,
+            value: version.and_then(|v| v.value.clone()),
+            version: version.map(|v| v.writer),
+            ts: version.map_or(Timestamp::ZERO, |v| v.ts),
+            tag: version.map_or(0, |v| tags.of(v.writer)),
+        };
+        send_or_mail(ctx, self.me, txn.coordinator(), msg, mail);
+    }
+}
+
+impl TimestampScheme for VtsScheme {
+    type Txn = VtsTxn;
+    const SNAPSHOTS: bool = true;
+
+    fn new(env: &NodeEnv, _: Option<Mutant>) -> VtsScheme {
+        let oracle_id = oracle_of(env);
+        let nodes: Vec<NodeId> = env.placement.nodes().collect();
+        VtsScheme {
+            me: env.id,
+            patience: env.options.participant_timeout,
+            oracle_id,
+            tags: Tags::default(),
+            outbox: Outbox::default(),
+            vector_oracle: (env.id == oracle_id).then(|| VectorOracle::new(nodes.len())),
+            stable_vector: VClock::new(nodes.len()),
+            horizon_vectors: FxHashMap::default(),
+            nodes,
+            stable_fetches: 0,
+            installs: 0,
+        }
+    }
+
+    /// A read-only transaction's `Begun` waits for the oracle's stable vector (one round
+    /// trip).
+    fn begin(&mut self, now: Timestamp, _: ClientId, read_only: bool) -> Begin {
+        if read_only {
+            self.stable_fetches += 1;
+            Begin::FetchStable(self.oracle_id)
+        } else {
+            Begin::At(now)
+        }
+    }
+
+    /// A read-only read ships its vector instead of a snapshot timestamp.
+    fn read(&self, t: &Coord<VtsTxn>, txn: TxnId, seq: u32, key: Key) -> Msg {
+        match t.scheme.vector.clone().filter(|_| t.read_only) {
+            Some(at) => Msg::ReadAt { txn, seq, key, at },
+            None => read_message(txn, seq, key, t.prio, None),
+        }
+    }
+
+    /// Fig. 4 READ:3: the version read is a dependency.
+    fn read_returned(&self, t: &mut Coord<VtsTxn>, version: Option<TxnId>, _: Timestamp, tag: u64) {
+        if !t.read_only
+            && let Some(writer) = version
+        {
+            t.scheme.deps.add(writer.coordinator(), tag);
+        }
+    }
+
+    /// Fig. 4 WRITE:3: the versions overwritten are dependencies.
+    fn voted(&self, t: &mut VtsTxn, commit_ts: &mut Timestamp, proposal: Timestamp, deps: &Deps) {
+        t.deps.merge(deps);
+        *commit_ts = (*commit_ts).max(proposal);
+    }
+
+    /// A commit that writes is tagged here (logged before the decision).
+    fn tag_decision<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        t: &mut VtsTxn,
+        writes: bool,
+    ) -> u64 {
+        if writes {
+            self.assign_tag(ctx, txn, std::mem::take(&mut t.deps))
+        } else {
+            0
+        }
+    }
+
+    fn owes_applied(&self, _: &VtsTxn, tag: u64) -> bool {
+        tag > 0
+    }
+
+    /// Install the tag.
+    fn applied_everywhere<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        _: Timestamp,
+        mut parts: Parts<'_, VtsTxn>,
+        mail: &mut Mail,
+    ) {
+        self.install_tag(ctx, &mut parts, txn, mail);
+    }
+
+    /// A commit still to be applied somewhere is owed the oracle, with its tag.
+    fn decision_tag(&self, txn: TxnId) -> u64 {
+        self.outbox.tag_of(txn)
+    }
+
+    fn version_tag(&self, writer: TxnId) -> u64 {
+        self.tags.of(writer)
+    }
+
+    /// At a write replica voting yes: the tags of the versions `writes` overwrite.
+    fn overwritten(&self, store: &MvStore<Timestamp>, writes: &Writes) -> Deps {
+        let mut deps = Deps::new();
+        for (key, _) in writes {
+            if let Some(v) = store.get(key).and_then(|e| e.latest_committed()) {
+                deps.add(v.writer.coordinator(), self.tags.of(v.writer));
+            }
+        }
+        deps
+    }
+
+    /// The versions' tag, logged before them (a torn log keeps at worst a tag alone).
+    fn committing<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        _: &mut MvStore<Timestamp>,
+        txn: TxnId,
+        _: &[(Key, Option<TxnId>)],
+        wrote: bool,
+        _: Timestamp,
+        tag: u64,
+    ) {
+        if wrote {
+            ctx.persist(
+                Record::Tag {
+                    writer: txn,
+                    t: tag,
+                }
+                .into(),
+            );
+            self.tags.insert(txn, tag);
+        }
+    }
+
+    fn handle<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        from: NodeId,
+        msg: Msg,
+        mut parts: Parts<'_, VtsTxn>,
+        mail: &mut Mail,
+    ) -> Then {
+        match msg {
+            Msg::ReadAt { txn, seq, key, at } => {
+                self.answer_read_at(ctx, &parts, (txn, seq, key), &at, mail)
+            }
+            Msg::HorizonVector { at } => {
+                let latest = self.horizon_vectors.entry(from).or_insert(at.clone());
+                latest.merge(&at);
+            }
+            Msg::Install { t, deps } => self.oracle_install(ctx, &mut parts, from, (t, deps), mail),
+            Msg::FetchStable { txn } => {
+                if let Some(oracle) = self.vector_oracle.as_mut() {
+                    let at = oracle.publish(ctx);
+                    let msg = Msg::StableVector { txn: Some(txn), at };
+                    self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
+                }
+            }
+            // From the oracle only (a node that is not takes no part in its bookkeeping).
+            _ if from != self.oracle_id => {}
+            Msg::AskHeld { .. } => self.install_owed(ctx, &mut parts, Duration::ZERO, mail),
+            Msg::Stabilized { up_to } => self.outbox.stabilized(up_to),
+            Msg::StableVector { txn, at } => self.stable_vector_arrived(ctx, parts, txn, at),
+            _ => {}
+        }
+        Then::Nothing
+    }
+
+    /// The coordinator's overdue duties; at the oracle, log the stable vector if it moved,
+    /// tell the workers how far their tags are stable, ask every node to install again after
+    /// a restart, and, when `announce`, announce the vector to every node.
+    fn tick<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        mut parts: Parts<'_, VtsTxn>,
+        announce: bool,
+        mail: &mut Mail,
+    ) {
+        let patience = self.patience;
+        self.install_owed(ctx, &mut parts, patience, mail);
+        let Some(oracle) = self.vector_oracle.as_mut() else {
+            return;
+        };
+        let ask = oracle.take_restart();
+        let stable = oracle.publish(ctx);
+        let tell = oracle.to_tell();
+        for (node, up_to) in tell {
+            self.deliver(ctx, &mut parts, node, Msg::Stabilized { up_to }, mail);
+        }
+        let nodes = self.nodes.clone();
+        if ask {
+            for &node in &nodes {
+                let bound = Timestamp::ZERO;
+                self.deliver(ctx, &mut parts, node, Msg::AskHeld { bound }, mail);
+            }
+        }
+        if announce {
+            for node in nodes {
+                let at = stable.clone();
+                let msg = Msg::StableVector { txn: None, at };
+                self.deliver(ctx, &mut parts, node, msg, mail);
+            }
+        }
+    }
+
+    /// VTS's garbage collection (see the module docs): this node's horizon is the
+    /// component-wise minimum of its running read-only transactions' vectors and the largest
+    /// stable vector heard of here; announced when `announce`; at each key, keep from the
+    /// newest version visible at the minimum of every node's horizon (none from some node yet:
+    /// keep everything), and forget the tags visible there.
+    fn collect_garbage<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        coord: &FxHashMap<TxnId, Coord<VtsTxn>>,
+        announce: bool,
+    ) {
+        let me = self.me;
+        let mut mine = self.stable_vector.clone();
+        for v in coord.values().filter_map(|t| t.scheme.vector.as_ref()) {
+            mine.meet(v);
+        }
+        let latest = self.horizon_vectors.entry(me).or_insert(mine.clone());
+        latest.merge(&mine);
+        if announce {
+            for &node in self.nodes.iter().filter(|n| **n != me) {
+                ctx.send(node, Msg::HorizonVector { at: mine.clone() });
+            }
+        }
+        let mut horizon = mine;
+        for node in &self.nodes {
+            match self.horizon_vectors.get(node) {
+                Some(v) => horizon.meet(v),
+                None => return,
+            }
+        }
+        let tags = &self.tags;
+        store.collect_garbage_where(GC_BATCH, |v| tags.visible(v, &horizon));
+        if announce {
+            self.tags.prune(&horizon);
+        }
+    }
+
+    /// The tags, owed installs and the oracle's stable vector.
+    fn replay(&mut self, record: LcRecord) {
+        let LcRecord::Vts(record) = record else {
+            return;
+        };
+        match record {
+            Record::Tagged { txn, t, deps } => self.outbox.replayed(txn, t, deps),
+            Record::Counter(local_ts) => self.outbox.replayed_counter(local_ts),
+            Record::Tag { writer, t } => self.tags.insert(writer, t),
+            Record::Stable(v) => {
+                if let Some(oracle) = self.vector_oracle.as_mut() {
+                    oracle.replay_stable(&v);
+                }
+            }
+        }
+    }
+
+    /// The owed tags whose commit the decision log no longer awaits are applied everywhere;
+    /// an oracle that logged anything lost its queues.
+    fn recovered(&mut self, decided: &DecisionLog<Timestamp>) {
+        self.outbox.recovered(|txn| decided.get(&txn).is_some());
+        if let Some(oracle) = self.vector_oracle.as_mut() {
+            oracle.recovered();
+        }
+    }
+
+    /// The counter and owed tags, and the versions' tags before the versions.
+    fn checkpoint(&self, emit: &mut dyn FnMut(LcRecord)) {
+        self.outbox.checkpoint(&mut |r| emit(r.into()));
+        self.tags.checkpoint(&mut |r| emit(r.into()));
+        if let Some(oracle) = &self.vector_oracle {
+            oracle.checkpoint(emit);
+        }
+    }
+
+    fn counters(&self, out: &mut Vec<(&'static str, u64)>) {
+        out.extend([
+            ("stable_fetches", self.stable_fetches),
+            ("installs", self.installs),
+            ("tags_owed_now", self.outbox.len() as u64),
+            ("tags_kept_now", self.tags.len() as u64),
+        ]);
+        if let Some(oracle) = &self.vector_oracle {
+            out.push(("oracle_queued_now", oracle.queued() as u64));
+        }
     }
 }

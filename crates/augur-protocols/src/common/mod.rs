@@ -12,8 +12,10 @@
 //! * [`lock_sets`]: the participant side of lock-based 2PC with read validation (SSS's
 //!   participant, `2pc-baseline`): a transaction's whole lock set acquired at once, and validation
 //!   of its reads by the identity of the version read.
-//! * [`lock_commit`]: the single-version lock-and-2PC engine `2pc-baseline`, `occ` and `2pl` run
-//!   as flavors (where reads go, which locks are taken when, whether validation follows).
+//! * [`lock_commit`]: the single-version lock-and-2PC engine `2pc-baseline`, `occ`, `2pl`,
+//!   `rc`, `dst-occ`, `dst-2pl`, `gts` and `vts` run as flavors (where reads go, which locks are
+//!   taken when, whether validation follows, and which timestamp scheme gives commit timestamps
+//!   and read-only snapshots: [`lock_commit::scheme`]).
 //! * [`dispatch`]: deterministic dispatch over the sequencer (a transaction's position, its
 //!   entry and partitions, sibling values by position, the submitter's answers), which the
 //!   order-then-execute protocols share.
@@ -21,9 +23,10 @@
 //!   grouped by partition, the garbage-collection watermark).
 //! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
 //!   durable across its restarts, which the lock-and-2PC engine's `gts` flavor asks.
-//! * [`procedure_run`]: a one-shot procedure run without waiting over values at hand (absent
-//!   ones, or those gathered so far), telling the keys it read and wrote and the first it
-//!   missed (`rococo`'s dry run and piece replay; the order-then-execute executors).
+//! * [`procedure_run`]: a one-shot procedure run over values at hand (absent ones, or those
+//!   gathered so far), telling the keys it read and wrote and the first it missed (`rococo`'s
+//!   dry run and piece replay), or run resumably, stopping at each key it lacks until its value
+//!   is supplied (the order-then-execute executors).
 //! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
 //!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
 //!   `s-smr` and `sparkle`).

@@ -1,0 +1,532 @@
+//! The timestamp schemes of the lock-and-2PC engine: where commit timestamps come from and what
+//! declared read-only transactions read. [`LockCommit`](super::LockCommit) is generic over one
+//! [`TimestampScheme`] per flavor ([`Flavor::Scheme`](super::Flavor::Scheme), static dispatch)
+//! and asks it at the hooks below instead of branching on the scheme; each scheme keeps its own
+//! state.
+//!
+//! * [`Single`] (here): one version is read, the newest. Each participant proposes a timestamp
+//!   above every version it applied and the commit takes the largest; read-only transactions
+//!   run as the flavor's [`ReadOnly`](super::ReadOnly) says.
+//! * DST's decentralized scalar timestamps, [`crate::dst_occ::Dst`] (`dst-occ`, `dst-2pl`):
+//!   hybrid commit timestamps above every tuple timestamp read or locked, installed into every
+//!   tuple read and written; declared read-only transactions read a snapshot at a timestamp of
+//!   their own, claiming each tuple and waiting for at most one writer.
+//! * GTS's timestamp oracle, [`crate::gts::GtsScheme`] (`gts`): commit timestamps fetched from
+//!   the oracle once the write set is locked and before the reads are validated, released once
+//!   applied everywhere; declared read-only transactions read at the oracle's stable timestamp.
+//! * VTS's vector timestamps, [`crate::vts::VtsScheme`] (`vts`): versions tagged ⟨coordinator :
+//!   LocalTS⟩ at the decision, tags installed at the oracle once applied everywhere; declared
+//!   read-only transactions read the versions the oracle's stable vector admits.
+//!
+//! Under DST, GTS and VTS ([`TimestampScheme::SNAPSHOTS`]) a declared read-only transaction
+//! commits with no message, at its snapshot.
+//!
+//! # Hooks
+//!
+//! At a coordinator: the transaction's timestamp at `Begin`, or the oracle to fetch the stable
+//! value from ([`TimestampScheme::begin`]); the message a read sends ([`TimestampScheme::read`])
+//! and what its reply adds ([`TimestampScheme::read_returned`]); where the commit timestamp
+//! starts ([`TimestampScheme::commit_ts_start`]) and what each vote adds
+//! ([`TimestampScheme::voted`]); a round before validation and decision
+//! ([`TimestampScheme::before_decision`]); the decision's tag
+//! ([`TimestampScheme::tag_decision`]); what is owed once every write replica applied a commit
+//! ([`TimestampScheme::owes_applied`], [`TimestampScheme::applied_everywhere`]) and after an
+//! abort ([`TimestampScheme::aborted`]); the timestamp of a commit with nothing to order
+//! ([`TimestampScheme::empty_commit_ts`]); a commit told to a client
+//! ([`TimestampScheme::told_commit`]); the tag a decision resent carries
+//! ([`TimestampScheme::decision_tag`]).
+//!
+//! At a participant: the tag a read reply carries ([`TimestampScheme::version_tag`]); serving a
+//! snapshot read ([`TimestampScheme::serve_snapshot_read`]) and the reads parked behind a writer
+//! once it releases ([`TimestampScheme::released`]); what a yes vote proposes and carries
+//! ([`TimestampScheme::proposal`], [`TimestampScheme::overwritten`]); `occ`'s validation
+//! ([`TimestampScheme::validated`]); a commit before it installs
+//! ([`TimestampScheme::committing`]) and each key it installs ([`TimestampScheme::installed`]).
+//!
+//! Node-wide: the scheme's own messages (oracle, horizons: [`TimestampScheme::handle`]); the
+//! periodic tick's duties and garbage collection ([`TimestampScheme::tick`],
+//! [`TimestampScheme::collect_garbage`]); recovery records, replay and checkpoint
+//! ([`TimestampScheme::replay`], [`TimestampScheme::recovered`],
+//! [`TimestampScheme::checkpoint`]); counters ([`TimestampScheme::counters`]).
+//!
+//! # Messages to this node
+//!
+//! The engine handles a message it sends to its own node at once, inside the handler sending
+//! it. A hook does the same with the scheme's own messages (an oracle on a node that also
+//! coordinates); the others it sends to this node (a read's reply, GTS's issued timestamp) go
+//! into its [`Mail`], which the engine handles, in order, as soon as the hook returns.
+
+use super::{Coord, Msg, Mutant, Participant, Record, Timer};
+use crate::common::lock_sets::LockSets;
+use crate::common::replica::{DecisionLog, Writes};
+use crate::common::two_phase::GC_BATCH;
+use crate::vts::Deps;
+use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_storage::MvStore;
+use augur_types::{AbortReason, ClientId, Key, NodeId, Timestamp, TxnId};
+use rustc_hash::FxHashMap;
+
+/// A node of the engine, whatever its flavor (what a hook's context is for).
+pub trait Node: Protocol<Msg = Msg, Timer = Timer, Record = Record> {}
+
+impl<P: Protocol<Msg = Msg, Timer = Timer, Record = Record>> Node for P {}
+
+/// Messages to this node a hook leaves to the engine, handled in order once it returns (see
+/// the module docs).
+pub type Mail = Vec<Msg>;
+
+/// Send `msg` to `to`, or, when `to` is this node (`me`), leave it to the engine.
+pub(crate) fn send_or_mail<N: Node>(
+    ctx: &mut Ctx<'_, N>,
+    me: NodeId,
+    to: NodeId,
+    msg: Msg,
+    mail: &mut Mail,
+) {
+    if to == me {
+        mail.push(msg);
+    } else {
+        ctx.send(to, msg);
+    }
+}
+
+/// How a transaction begins.
+pub enum Begin {
+    /// At this timestamp, answered at once.
+    At(Timestamp),
+    /// Once the stable timestamp (vector) that the oracle node named here is asked for
+    /// arrives; until then the timestamp is zero.
+    FetchStable(NodeId),
+}
+
+/// What the engine does once a scheme handled one of its messages.
+pub enum Then {
+    Nothing,
+    /// Go on committing the transaction: validate its reads, or decide.
+    GoOn(TxnId),
+    /// Abort the transaction.
+    Abort(TxnId, AbortReason),
+}
+
+/// The coordinator's side of the engine a scheme's message handler may use.
+pub struct Parts<'a, T> {
+    pub(crate) me: NodeId,
+    pub(crate) store: &'a MvStore<Timestamp>,
+    pub(crate) coord: &'a mut FxHashMap<TxnId, Coord<T>>,
+    pub(crate) decided: &'a DecisionLog<Timestamp>,
+}
+
+impl<T> Parts<'_, T> {
+    /// The same parts, for a nested call.
+    pub(crate) fn reborrow(&mut self) -> Parts<'_, T> {
+        Parts {
+            me: self.me,
+            store: self.store,
+            coord: &mut *self.coord,
+            decided: self.decided,
+        }
+    }
+
+    /// The commit of `txn` decided here and not yet applied by every write replica: its
+    /// timestamp and the replicas that have not acknowledged it.
+    pub(crate) fn unapplied(&self, txn: TxnId) -> Option<(Timestamp, Vec<NodeId>)> {
+        self.decided
+            .iter()
+            .find(|(t, _, _)| **t == txn)
+            .map(|(_, commit, replicas)| (*commit, replicas.to_vec()))
+    }
+}
+
+/// The participant's side of the engine a snapshot read may use.
+pub struct Participating<'a> {
+    pub(crate) me: NodeId,
+    pub(crate) store: &'a mut MvStore<Timestamp>,
+    pub(crate) locks: &'a LockSets<Timestamp>,
+    pub(crate) participants: &'a FxHashMap<TxnId, Participant>,
+}
+
+/// A read-only read at a snapshot timestamp, at the master of its key.
+pub struct SnapshotRead {
+    pub(crate) txn: TxnId,
+    pub(crate) seq: u32,
+    pub(crate) key: Key,
+    pub(crate) snapshot: Timestamp,
+}
+
+/// Answer `read` with the newest committed version at or below its snapshot (DST after its
+/// claim and wait; GTS at once: every version at or below a stable timestamp is installed).
+pub(crate) fn answer_snapshot_read<N: Node>(
+    ctx: &mut Ctx<'_, N>,
+    me: NodeId,
+    store: &MvStore<Timestamp>,
+    read: SnapshotRead,
+    mail: &mut Mail,
+) {
+    ctx.charge(Work::reads(1));
+    let version = store.get(&read.key).and_then(|e| e.read_at(read.snapshot));
+    let msg = Msg::ReadReply {
+        txn: read.txn,
+        seq: read.seq,
+        value: version.and_then(|v| v.value.clone()),
+        version: version.map(|v| v.writer),
+        ts: version.map_or(Timestamp::ZERO, |v| v.ts),
+        tag: 0,
+    };
+    send_or_mail(ctx, me, read.txn.coordinator(), msg, mail);
+}
+
+/// The read of `key` a coordinator sends, at `snapshot` if it is one.
+pub(crate) fn read_message(
+    txn: TxnId,
+    seq: u32,
+    key: Key,
+    prio: Timestamp,
+    snapshot: Option<Timestamp>,
+) -> Msg {
+    Msg::Read {
+        txn,
+        seq,
+        key,
+        prio,
+        snapshot,
+    }
+}
+
+/// Where commit timestamps come from and what declared read-only transactions read: the
+/// hooks the engine asks (see the module docs). The defaults are [`Single`]'s.
+pub trait TimestampScheme: Send + Sized + 'static {
+    /// What the scheme keeps for each transaction a coordinator runs.
+    type Txn: Default + Send;
+    /// Whether declared read-only transactions read a snapshot at their timestamp and commit
+    /// with no message.
+    const SNAPSHOTS: bool = false;
+
+    fn new(env: &NodeEnv, mutant: Option<Mutant>) -> Self;
+
+    // ----- coordinator -----
+
+    /// The timestamp of a transaction of `client` beginning `now`, or the oracle to fetch a
+    /// read-only snapshot from.
+    fn begin(&mut self, now: Timestamp, client: ClientId, read_only: bool) -> Begin {
+        let _ = (client, read_only);
+        Begin::At(now)
+    }
+
+    /// The message of `t`'s read `seq` of `key`.
+    fn read(&self, t: &Coord<Self::Txn>, txn: TxnId, seq: u32, key: Key) -> Msg {
+        read_message(txn, seq, key, t.prio, None)
+    }
+
+    /// `t`'s read returned the version `version` wrote, at `ts`, tagged `tag`.
+    fn read_returned(
+        &self,
+        t: &mut Coord<Self::Txn>,
+        version: Option<TxnId>,
+        ts: Timestamp,
+        tag: u64,
+    ) {
+        let _ = (t, version, ts, tag);
+    }
+
+    /// Where `t`'s commit timestamp starts, before any vote.
+    fn commit_ts_start(&self, t: &Coord<Self::Txn>) -> Timestamp {
+        let _ = t;
+        Timestamp::ZERO
+    }
+
+    /// A yes vote (or validation) proposing `proposal`, with the `deps` it carries.
+    fn voted(
+        &self,
+        t: &mut Self::Txn,
+        commit_ts: &mut Timestamp,
+        proposal: Timestamp,
+        deps: &Deps,
+    ) {
+        let _ = (t, deps);
+        *commit_ts = (*commit_ts).max(proposal);
+    }
+
+    /// Every participant voted yes: a message to send before validating or deciding, which
+    /// the engine waits for the answer to (GTS: fetch the commit timestamp).
+    fn before_decision(&mut self, txn: TxnId, t: &mut Coord<Self::Txn>) -> Option<(NodeId, Msg)> {
+        let _ = (txn, t);
+        None
+    }
+
+    /// The tag of `txn`'s commit, decided here (`writes`: it wrote), logged before the decision.
+    fn tag_decision<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        t: &mut Self::Txn,
+        writes: bool,
+    ) -> u64 {
+        let _ = (ctx, txn, t, writes);
+        0
+    }
+
+    /// Whether the commit of `t`, tagged `tag`, owes the scheme something once every write
+    /// replica applied it.
+    fn owes_applied(&self, t: &Self::Txn, tag: u64) -> bool {
+        let _ = (t, tag);
+        false
+    }
+
+    /// Every write replica applied `txn`'s commit at `ts`.
+    fn applied_everywhere<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        ts: Timestamp,
+        parts: Parts<'_, Self::Txn>,
+        mail: &mut Mail,
+    ) {
+        let _ = (ctx, txn, ts, parts, mail);
+    }
+
+    /// `txn` aborted here, its participants told.
+    fn aborted<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        t: &Self::Txn,
+        parts: Parts<'_, Self::Txn>,
+        mail: &mut Mail,
+    ) {
+        let _ = (ctx, txn, t, parts, mail);
+    }
+
+    /// The timestamp of `t`'s commit with nothing read or written to order.
+    fn empty_commit_ts(&self, t: &Coord<Self::Txn>, now: Timestamp) -> Timestamp {
+        let _ = t;
+        now
+    }
+
+    /// `client` was told of a commit at `commit_ts`.
+    fn told_commit(&mut self, client: ClientId, commit_ts: Timestamp) {
+        let _ = (client, commit_ts);
+    }
+
+    /// The tag the decision of `txn` carries when it goes again.
+    fn decision_tag(&self, txn: TxnId) -> u64 {
+        let _ = txn;
+        0
+    }
+
+    // ----- participant -----
+
+    /// The tag a read reply carries for the version `writer` wrote.
+    fn version_tag(&self, writer: TxnId) -> u64 {
+        let _ = writer;
+        0
+    }
+
+    /// A read-only read at a snapshot, at the master of its key.
+    fn serve_snapshot_read<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        read: SnapshotRead,
+        node: Participating<'_>,
+        mail: &mut Mail,
+    ) {
+        answer_snapshot_read(ctx, node.me, node.store, read, mail);
+    }
+
+    /// `txn` released its locks here (the reads and prepares that now hold theirs went on).
+    fn released<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        node: Participating<'_>,
+        mail: &mut Mail,
+    ) {
+        let _ = (ctx, txn, node, mail);
+    }
+
+    /// The timestamp a yes vote for `writes` proposes (`otherwise`: above every version
+    /// applied here).
+    fn proposal(
+        &self,
+        store: &MvStore<Timestamp>,
+        writes: &Writes,
+        otherwise: Timestamp,
+    ) -> Timestamp {
+        let _ = (store, writes);
+        otherwise
+    }
+
+    /// What a yes vote for `writes` carries of the versions it overwrites.
+    fn overwritten(&self, store: &MvStore<Timestamp>, writes: &Writes) -> Deps {
+        let _ = (store, writes);
+        Deps::new()
+    }
+
+    /// `occ`'s validation of `reads` succeeded for a commit at `ts`: the timestamp proposed
+    /// (`otherwise`: above every version applied here).
+    fn validated<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        reads: &[(Key, Option<TxnId>)],
+        ts: Timestamp,
+        otherwise: Timestamp,
+    ) -> Timestamp {
+        let _ = (ctx, store, reads, ts);
+        otherwise
+    }
+
+    /// `txn` commits here at `commit_ts`, tagged `tag`, before it installs (`read_locked`:
+    /// the keys it read under shared locks here, `wrote`: it installs writes).
+    #[allow(clippy::too_many_arguments)]
+    fn committing<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        txn: TxnId,
+        read_locked: &[(Key, Option<TxnId>)],
+        wrote: bool,
+        commit_ts: Timestamp,
+        tag: u64,
+    ) {
+        let _ = (ctx, store, txn, read_locked, wrote, commit_ts, tag);
+    }
+
+    /// A version committed at `commit_ts` is installed at a key whose metadata is `meta`.
+    fn installed(&self, meta: &mut Timestamp, commit_ts: Timestamp) {
+        let _ = (meta, commit_ts);
+    }
+
+    // ----- node-wide -----
+
+    /// One of the scheme's own messages (the engine handles the others).
+    fn handle<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        from: NodeId,
+        msg: Msg,
+        parts: Parts<'_, Self::Txn>,
+        mail: &mut Mail,
+    ) -> Then {
+        let _ = (ctx, from, msg, parts, mail);
+        Then::Nothing
+    }
+
+    /// The periodic tick's duties (`announce`: every [`super::ANNOUNCE_EVERY`]th tick).
+    fn tick<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: Parts<'_, Self::Txn>,
+        announce: bool,
+        mail: &mut Mail,
+    ) {
+        let _ = (ctx, parts, announce, mail);
+    }
+
+    /// The periodic tick's garbage collection, after its duties.
+    fn collect_garbage<N: Node>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        store: &mut MvStore<Timestamp>,
+        coord: &FxHashMap<TxnId, Coord<Self::Txn>>,
+        announce: bool,
+    ) {
+        let _ = (ctx, coord, announce);
+        // Single version: only the newest committed version of a key is ever read.
+        store.collect_garbage(Timestamp::MAX, GC_BATCH);
+    }
+
+    /// Rebuild the scheme's state from one of its durable records.
+    fn replay(&mut self, record: Record) {
+        let _ = record;
+    }
+
+    /// Every record is replayed (`decided`: the decisions still kept).
+    fn recovered(&mut self, decided: &DecisionLog<Timestamp>) {
+        let _ = decided;
+    }
+
+    /// The scheme's state, before the engine's, in a checkpoint.
+    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+        let _ = emit;
+    }
+
+    /// The scheme's counters, after the engine's.
+    fn counters(&self, out: &mut Vec<(&'static str, u64)>) {
+        let _ = out;
+    }
+}
+
+/// One version is read, the newest: every hook's default.
+pub struct Single;
+
+impl TimestampScheme for Single {
+    type Txn = ();
+
+    fn new(_: &NodeEnv, _: Option<Mutant>) -> Single {
+        Single
+    }
+}
+
+/// The oracle node of GTS and VTS (the [`super::ORACLE`] setting; settings are validated
+/// against the cluster before nodes are built, and node 0 stands in for anything else).
+pub(crate) fn oracle_of(env: &NodeEnv) -> NodeId {
+    env.options
+        .settings
+        .get(super::ORACLE)
+        .and_then(|v| v.parse().ok())
+        .map(NodeId)
+        .filter(|n| env.placement.nodes().any(|m| m == *n))
+        .unwrap_or(NodeId(0))
+}
+
+/// DST's and GTS's garbage collection, which never makes a read-only transaction abort: the
+/// latest read horizon each node announced.
+#[derive(Default)]
+pub(crate) struct Horizons(FxHashMap<NodeId, Timestamp>);
+
+impl Horizons {
+    /// `from` announced `ts` (horizons only rise).
+    pub(crate) fn heard(&mut self, from: NodeId, ts: Timestamp) {
+        let latest = self.0.entry(from).or_insert(ts);
+        *latest = (*latest).max(ts);
+    }
+
+    /// Tell every node (when `announce`) how low the read-only transactions coordinated here
+    /// read, now and later (the oldest running one's timestamp, and `future`, the lowest
+    /// snapshot one beginning from now on may read at); then keep, at every key, the newest
+    /// version at or below the lowest announcement of every node (none from some node yet:
+    /// keep everything). The horizon collected below, if any.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn collect<N: Node, T>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        me: NodeId,
+        nodes: &[NodeId],
+        store: &mut MvStore<Timestamp>,
+        coord: &FxHashMap<TxnId, Coord<T>>,
+        future: Timestamp,
+        announce: bool,
+    ) -> Option<Timestamp> {
+        let mine = coord
+            .values()
+            .filter(|t| t.read_only && !t.awaiting_stable)
+            .map(|t| t.ts)
+            .fold(future, Timestamp::min);
+        self.heard(me, mine);
+        if announce {
+            for &node in nodes.iter().filter(|n| **n != me) {
+                ctx.send(node, Msg::Horizon { ts: mine });
+            }
+        }
+        if !nodes.iter().all(|n| self.0.contains_key(n)) {
+            return None;
+        }
+        let horizon = self
+            .0
+            .values()
+            .copied()
+            .fold(Timestamp::MAX, Timestamp::min);
+        store.collect_garbage(horizon, GC_BATCH);
+        Some(horizon)
+    }
+}
