@@ -652,7 +652,11 @@ impl SSmr {
                         Err(TxnError::Aborted(reason)) => Err(reason),
                         Err(_) => Err(AbortReason::UserRollback),
                     };
-                    let writes = if end.is_ok() { run.writes } else { BTreeMap::new() };
+                    let writes = if end.is_ok() {
+                        run.writes
+                    } else {
+                        BTreeMap::new()
+                    };
                     return Step::Done(Ran::Done { ops: run.ops, end }, writes);
                 }
             };
