@@ -582,6 +582,14 @@ impl SSmr {
             match step {
                 Step::Blocked => {
                     self.counters.waits += 1;
+                    // A replica of the owner that announced it is past this position will
+                    // never push the value (it sent it long ago, maybe while this node was
+                    // down): ask it now rather than after `PULL_AFTER`, or a node catching up
+                    // after a restart would wait that long at every such position.
+                    let waiting = self.executors[&p].running.as_ref();
+                    if let Some(key) = waiting.and_then(|r| r.waiting_for.clone()) {
+                        self.ask_for(ctx, at, key, true);
+                    }
                     let ex = self.executors.get_mut(&p).expect("local");
                     if !ex.pulling {
                         ex.pulling = true;
@@ -844,10 +852,17 @@ impl SSmr {
             return;
         };
         ctx.set_timer(PULL_AFTER, Timer::Pull(p));
+        self.ask_for(ctx, at, key, false);
+    }
+
+    /// Ask the other replicas of `key`'s partition for its value at `at`: all of them, or
+    /// (`only_past`) those that announced a horizon at or past `at`.
+    fn ask_for(&mut self, ctx: &mut Ctx<'_, Self>, at: Timestamp, key: Key, only_past: bool) {
         let owner = self.env.placement.partition_of(&key);
         let me = self.me();
         for node in self.env.placement.replicas(owner) {
-            if *node != me {
+            let past = self.horizons.get(node).is_some_and(|h| *h >= at);
+            if *node != me && (past || !only_past) {
                 let msg = Msg::NeedValue {
                     at,
                     key: key.clone(),
