@@ -16,7 +16,7 @@
 //!
 //! * **Ordering**: the node that receives a one-shot request runs the procedure once over
 //!   absent values to learn the partitions it touches ([`dispatch::declare`]) and submits the
-//!   call with them to the [sequencer](crate::common::sequencer): one Raft group, one batch per
+//!   call with them to the sequencer ([`crate::common::sequencer`]): one Raft group, one batch per
 //!   node per epoch. Its place in the order ([`dispatch::position`]) is its commit timestamp.
 //! * **Execution**: each partition a node replicates has one executor, which runs the
 //!   delivered transactions that touch it strictly in order. It runs the procedure until it

@@ -1,5 +1,5 @@
 //! Deterministic dispatch: what the order-then-execute protocols (`s-smr`, and `calvin` and
-//! `sparkle` to come) share on top of the [sequencer](crate::common::sequencer). A node turns a
+//! `sparkle` to come) share on top of the [sequencer](super::sequencer). A node turns a
 //! client's one-shot request into an [`Entry`] (the procedure call and the partitions it
 //! touches), the sequencer orders it, every replica of every partition it touches runs it at its
 //! place in the order, siblings exchange the values of the keys they own, and the replicas of
