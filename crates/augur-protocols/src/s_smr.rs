@@ -72,7 +72,7 @@
 
 use crate::common::coordinator::Pending;
 use crate::common::dispatch::{self, Body, Entry, Inbox, Next, Ran, Submissions};
-use crate::common::procedure_run::{self, Progress, Resumable, Source};
+use crate::common::procedure_run::{self, Progress, Resumable};
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::registry::{IsolationLevel, NetworkModel, ProtocolInfo};
@@ -375,33 +375,13 @@ impl SSmr {
         call: ProcedureCall,
         read_only: bool,
     ) {
-        let reject = |ctx: &mut Ctx<'_, Self>, e: RequestError| {
-            pending.answer(ctx, ClientReply::Rejected(e));
+        let (procedure, dry) = match procedure_run::dry_run(&self.env.procedures, &call, read_only)
+        {
+            Ok(checked) => checked,
+            Err(e) => return pending.answer(ctx, ClientReply::Rejected(e)),
         };
-        let mut procedure = match self.env.procedures.instantiate(&call) {
-            Ok(p) => p,
-            Err(e) => return reject(ctx, e),
-        };
-        if procedure.read_only() != read_only {
-            return reject(
-                ctx,
-                RequestError::Invalid(format!(
-                    "procedure {}/{} is not as read-only as the request says",
-                    call.workload, call.procedure
-                )),
-            );
-        }
         // What travels is the postcard form, whatever form the client wrote the arguments in.
         let call = procedure.call().unwrap_or(call);
-        let Some(dry) = procedure_run::run(procedure.as_mut(), Source::Absent) else {
-            return reject(
-                ctx,
-                RequestError::Invalid(format!(
-                    "procedure {}/{} waits on more than its reads",
-                    call.workload, call.procedure
-                )),
-            );
-        };
         let mut partitions = dispatch::declare(&self.env.placement, &dry);
         if partitions.is_empty() {
             // It touches nothing over absent values; it still runs, in order, somewhere.

@@ -241,3 +241,29 @@ impl Resumable {
         })
     }
 }
+
+/// The checks a node makes of a one-shot request before it orders or runs it, and the dry run
+/// over absent values that tells which keys it touches (`rococo`, `s-smr`): the procedure `call`
+/// names, rebuilt from `procedures`, must be as read-only as the request says and must wait on
+/// nothing but its reads. Returns the procedure and its dry run, or the error to answer with.
+pub fn dry_run(
+    procedures: &augur_runtime::one_shot::Procedures,
+    call: &augur_types::ProcedureCall,
+    read_only: bool,
+) -> Result<(Box<dyn Procedure>, Run), augur_types::RequestError> {
+    use augur_types::RequestError;
+    let mut procedure = procedures.instantiate(call)?;
+    if procedure.read_only() != read_only {
+        return Err(RequestError::Invalid(format!(
+            "procedure {}/{} is not as read-only as the request says",
+            call.workload, call.procedure
+        )));
+    }
+    let Some(dry) = run(procedure.as_mut(), Source::Absent) else {
+        return Err(RequestError::Invalid(format!(
+            "procedure {}/{} waits on more than its reads",
+            call.workload, call.procedure
+        )));
+    };
+    Ok((procedure, dry))
+}

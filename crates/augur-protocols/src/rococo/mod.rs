@@ -1299,26 +1299,12 @@ impl Rococo {
         let reject = |ctx: &mut Ctx<'_, Self>, e: RequestError| {
             pending.answer(ctx, ClientReply::Rejected(e));
         };
-        let mut procedure = match self.env.procedures.instantiate(&call) {
-            Ok(p) => p,
-            Err(e) => return reject(ctx, e),
-        };
-        if procedure.read_only() != read_only {
-            let why = format!(
-                "procedure {}/{} is not as read-only as the request says",
-                call.workload, call.procedure
-            );
-            return reject(ctx, RequestError::Invalid(why));
-        }
         // The dry run: which keys the pieces read and write (ROCOCO knows its pieces in
         // advance; augur's procedures are code, so they are run once over absent values).
-        let Some(dry) = procedure_run::run(procedure.as_mut(), procedure_run::Source::Absent)
-        else {
-            let why = format!(
-                "procedure {}/{} waits on more than its reads",
-                call.workload, call.procedure
-            );
-            return reject(ctx, RequestError::Invalid(why));
+        let (procedure, dry) = match procedure_run::dry_run(&self.env.procedures, &call, read_only)
+        {
+            Ok(checked) => checked,
+            Err(e) => return reject(ctx, e),
         };
         let mut writes: Vec<Key> = dry.writes.keys().cloned().collect();
         if dry.end.is_err() && !read_only {
