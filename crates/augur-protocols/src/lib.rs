@@ -6,6 +6,7 @@
 //! machine over the shared multi-version store, so it runs unchanged in the simulator, in process
 //! and over TCP. [`registry`] is how the rest of augur finds them by name at run time.
 
+pub mod calvin;
 pub mod clocksi_rep;
 pub mod common;
 pub mod dst_2pl;

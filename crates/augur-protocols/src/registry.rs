@@ -326,6 +326,8 @@ register! {
     crate::rococo::Rococo => crate::rococo::INFO,
     // s-smr orders whole transactions, then runs them (its module docs).
     crate::s_smr::SSmr => crate::s_smr::INFO,
+    // calvin orders whole transactions, then locks and runs them (its module docs).
+    crate::calvin::Calvin => crate::calvin::INFO,
 }
 
 const _: () = assert!(
@@ -357,7 +359,6 @@ pub const PLANNED: &[(&str, &str)] = &[
         "sparkle",
         "Sparkle: speculative deterministic concurrency control",
     ),
-    ("calvin", "Sparkle baseline: Calvin"),
     (
         "oab-spec",
         "speculative replication over optimistic atomic broadcast",
@@ -489,7 +490,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo, s-smr"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo, s-smr, calvin"
         );
     }
 }

@@ -29,7 +29,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings accepted through `--set`.
-pub const SETTINGS: &[&str] = &["keys", "max_ops", "read_only_fraction"];
+pub const SETTINGS: &[&str] = &[
+    "keys",
+    "max_ops",
+    "read_only_fraction",
+    "dependent_fraction",
+];
 
 /// The settings `list-append` and `rw-register` share.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -40,20 +45,31 @@ pub struct Settings {
     pub max_ops: usize,
     /// The share of transactions that are read-only.
     pub read_only_fraction: f64,
+    /// `list-append` only: the share of appends whose key is chosen by a list read first (a
+    /// dependent transaction, whose keys an order-then-execute protocol cannot know from its
+    /// arguments). 0 unless set; echoed only when set (`rw-register` does not take it).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dependent_fraction: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Settings {
     /// Parse and validate `given` for `workload`, whose accepted keys are [`SETTINGS`].
     pub(crate) fn from_given(
         workload: &'static str,
+        accepted: &[&str],
         given: &BTreeMap<String, String>,
     ) -> Result<Settings, WorkloadError> {
-        reject_unknown(workload, SETTINGS, given)?;
+        reject_unknown(workload, accepted, given)?;
         let get = |key: &str, default: &str| given.get(key).cloned().unwrap_or(default.into());
         let settings = Settings {
             keys: parse("keys", &get("keys", "12"))?,
             max_ops: parse("max_ops", &get("max_ops", "4"))?,
             read_only_fraction: parse("read_only_fraction", &get("read_only_fraction", "0.2"))?,
+            dependent_fraction: parse("dependent_fraction", &get("dependent_fraction", "0"))?,
         };
         if settings.keys == 0 {
             return Err(bad("keys", "0", "must be at least 1"));
@@ -64,6 +80,10 @@ impl Settings {
         if !(0.0..=1.0).contains(&settings.read_only_fraction) {
             let value = settings.read_only_fraction.to_string();
             return Err(bad("read_only_fraction", value, "must be within 0..=1"));
+        }
+        if !(0.0..=1.0).contains(&settings.dependent_fraction) {
+            let value = settings.dependent_fraction.to_string();
+            return Err(bad("dependent_fraction", value, "must be within 0..=1"));
         }
         Ok(settings)
     }
@@ -122,7 +142,7 @@ impl ListAppend {
         placement: Arc<Placement>,
     ) -> Result<ListAppend, WorkloadError> {
         Ok(ListAppend {
-            settings: Settings::from_given("list-append", given)?,
+            settings: Settings::from_given("list-append", SETTINGS, given)?,
             placement,
             next_element: Arc::new(AtomicU64::new(1)),
         })
@@ -162,10 +182,24 @@ impl Workload for ListAppend {
             })
             .collect();
         // An update transaction always appends something.
-        if !steps.iter().any(|s| matches!(s, Step::Append(_))) {
+        if !steps.iter().any(|s| !matches!(s, Step::Read(_))) {
             let last = steps.pop().expect("at least one operation");
-            let (Step::Read(k) | Step::Append(k)) = last;
+            let (Step::Read(k) | Step::Append(k) | Step::AppendVia { pointer: k, .. }) = last;
             steps.push(Step::Append(k));
+        }
+        let dependent = self.settings.dependent_fraction;
+        if dependent > 0.0 {
+            for step in &mut steps {
+                if let Step::Append(k) = step
+                    && rng.random_bool(dependent)
+                {
+                    let targets = (0..2)
+                        .map(|_| key_of(&self.placement, rng.random_range(0..self.settings.keys)))
+                        .collect();
+                    let pointer = k.clone();
+                    *step = Step::AppendVia { pointer, targets };
+                }
+            }
         }
         Box::new(Append {
             steps,
@@ -184,6 +218,12 @@ enum Step {
     Read(Key),
     /// Read the list, then write it back with a fresh element appended.
     Append(Key),
+    /// Read the list at `pointer`, then append to `targets[n % targets.len()]` where `n` is
+    /// that list's length: which key it writes depends on what it read.
+    AppendVia {
+        pointer: Key,
+        targets: Vec<Key>,
+    },
 }
 
 /// `append`: reads and appends in program order.
@@ -209,7 +249,7 @@ impl Append {
     fn appends(&self) -> u64 {
         self.steps
             .iter()
-            .filter(|s| matches!(s, Step::Append(_)))
+            .filter(|s| !matches!(s, Step::Read(_)))
             .count() as u64
     }
 }
@@ -257,6 +297,20 @@ impl Procedure for Append {
                         ops.read(key).await?;
                     }
                     Step::Append(key) => {
+                        let old = ops.read(key).await?;
+                        let new = appended(old.as_deref(), element);
+                        element += 1;
+                        ops.write(key.clone(), Some(Bytes::from(new)))?;
+                    }
+                    Step::AppendVia { pointer, targets } => {
+                        let list = ops.read(pointer).await?;
+                        let length = list
+                            .as_deref()
+                            .and_then(|text| std::str::from_utf8(text).ok())
+                            .map_or(0, |text| text.split_ascii_whitespace().count());
+                        let Some(key) = targets.get(length % targets.len().max(1)) else {
+                            continue;
+                        };
                         let old = ops.read(key).await?;
                         let new = appended(old.as_deref(), element);
                         element += 1;
@@ -568,12 +622,18 @@ mod tests {
         );
         let e = workload(&[("key", "3")]).err().unwrap();
         assert!(matches!(e, WorkloadError::UnknownSetting { .. }), "{e}");
-        assert!(e.to_string().contains("keys, max_ops, read_only_fraction"));
+        assert!(
+            e.to_string()
+                .contains("keys, max_ops, read_only_fraction, dependent_fraction")
+        );
+        let w = workload(&[("dependent_fraction", "0.5")]).unwrap();
+        assert_eq!(w.settings()["dependent_fraction"], 0.5);
         for bad in [
             ("keys", "0"),
             ("max_ops", "0"),
             ("read_only_fraction", "1.5"),
             ("read_only_fraction", "-0.1"),
+            ("dependent_fraction", "2"),
             ("keys", "many"),
         ] {
             let e = workload(&[bad]).err().unwrap();

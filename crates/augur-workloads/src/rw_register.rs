@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings accepted through `--set`.
-pub const SETTINGS: &[&str] = crate::list_append::SETTINGS;
+pub const SETTINGS: &[&str] = &["keys", "max_ops", "read_only_fraction"];
 
 pub struct RwRegister {
     settings: Settings,
@@ -46,7 +46,7 @@ impl RwRegister {
         placement: Arc<Placement>,
     ) -> Result<RwRegister, WorkloadError> {
         Ok(RwRegister {
-            settings: Settings::from_given("rw-register", given)?,
+            settings: Settings::from_given("rw-register", SETTINGS, given)?,
             placement,
             next_value: Arc::new(AtomicU64::new(1)),
         })

@@ -1,4 +1,4 @@
-//! Deterministic dispatch: what the order-then-execute protocols (`s-smr`, and `calvin` and
+//! Deterministic dispatch: what the order-then-execute protocols (`s-smr`, `calvin`, and
 //! `sparkle` to come) share on top of the [sequencer](super::sequencer). A node turns a
 //! client's one-shot request into an [`Entry`] (the procedure call and the partitions it
 //! touches), the sequencer orders it, every replica of every partition it touches runs it at its
@@ -13,9 +13,12 @@
 //!   messages, which a forged message could in principle have corrupted, so every node skips a
 //!   malformed entry by the same rule;
 //! * [`declare`]: the partitions a call touches, from a dry run over absent values;
+//! * [`Footprint`]: the keys a transaction reads and writes, predicted before it is ordered
+//!   (Calvin locks them; a run that strays outside them ends [`Ran::Mispredicted`]);
 //! * [`Inbox`]: sibling values by position, kept until every local executor is past it;
 //! * [`Submissions`]: the submitter's side, which answers a client once from the first outcome
-//!   and resubmits a transaction that reached a partition it had not declared.
+//!   and orders again a transaction that reached a partition it had not declared or a key its
+//!   footprint did not predict.
 //!
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
@@ -52,6 +55,40 @@ pub struct Entry {
     /// The partitions it touches (its participants), sorted and distinct.
     pub partitions: Vec<PartitionId>,
     pub body: Body,
+    /// The keys it reads and writes, predicted before ordering, for protocols that lock them
+    /// (`calvin`); `None` where partitions are all a protocol needs (`s-smr`).
+    pub footprint: Option<Footprint>,
+}
+
+/// The keys a transaction is predicted to read and write: by a dry run over absent values, or,
+/// for a transaction whose keys depend on what it reads, by reconnaissance (a read-only run over
+/// current values before it is ordered). A run at its position that reads a key outside `reads`
+/// or writes one outside `writes` ends [`Ran::Mispredicted`] at every participant.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Footprint {
+    pub reads: BTreeSet<Key>,
+    pub writes: BTreeSet<Key>,
+}
+
+impl Footprint {
+    /// The keys `run` read and wrote.
+    pub fn of(run: &Run) -> Footprint {
+        Footprint {
+            reads: run.reads.iter().cloned().collect(),
+            writes: run.writes.keys().cloned().collect(),
+        }
+    }
+
+    /// The partitions of its keys, sorted.
+    pub fn partitions(&self, placement: &Placement) -> Vec<PartitionId> {
+        let touched: BTreeSet<PartitionId> = self
+            .reads
+            .iter()
+            .chain(&self.writes)
+            .map(|key| placement.partition_of(key))
+            .collect();
+        touched.into_iter().collect()
+    }
 }
 
 /// What a transaction does.
@@ -73,6 +110,20 @@ impl Entry {
     /// within them. (A call names a procedure every node may lack; that is decided when it is
     /// instantiated, by the same catalogue everywhere.)
     pub fn check(&self, placement: &Placement) -> Result<(), String> {
+        if let Some(fp) = &self.footprint
+            && let Some(key) = fp
+                .reads
+                .iter()
+                .chain(&fp.writes)
+                .find(|key| !self.partitions.contains(&placement.partition_of(key)))
+        {
+            return Err(format!("its footprint names {key} outside its partitions"));
+        }
+        if let (Some(fp), Body::Writes(writes)) = (&self.footprint, &self.body)
+            && let Some((key, _)) = writes.iter().find(|(key, _)| !fp.writes.contains(key))
+        {
+            return Err(format!("writes {key} outside its footprint"));
+        }
         if self.txn.coordinator().0 as usize >= placement.node_count() {
             return Err(format!(
                 "submitted by unknown node {}",
@@ -100,9 +151,30 @@ impl Entry {
         Ok(())
     }
 
-    /// The participant that reports the outcome: the lowest partition.
-    pub fn reporter(&self) -> PartitionId {
-        self.partitions[0]
+    /// Whether participant `p` runs the procedure. Without a footprint every participant does.
+    /// With one, the participants it writes at do, and the others only read their part of the
+    /// footprint for them (Calvin's passive participants); a transaction that writes nothing
+    /// runs at its lowest participant.
+    pub fn runs_at(&self, p: PartitionId, placement: &Placement) -> bool {
+        let Some(fp) = &self.footprint else {
+            return true;
+        };
+        let mut writers = fp.writes.iter().map(|key| placement.partition_of(key));
+        match writers.clone().next() {
+            None => p == self.partitions[0],
+            Some(_) => writers.any(|q| q == p),
+        }
+    }
+
+    /// The participant that reports the outcome: the lowest one that runs the procedure.
+    pub fn reporter(&self, placement: &Placement) -> PartitionId {
+        let lowest_writer = self.footprint.as_ref().and_then(|fp| {
+            fp.writes
+                .iter()
+                .map(|key| placement.partition_of(key))
+                .min()
+        });
+        lowest_writer.unwrap_or(self.partitions[0])
     }
 }
 
@@ -133,6 +205,10 @@ pub enum Ran {
     /// It reached a key of `partition`, which it had not declared: it ended with no effect at
     /// every participant, and the submitter orders it again with that partition added.
     Undeclared { partition: PartitionId },
+    /// It read or wrote a key outside its [`Footprint`]: it ended with no effect at every
+    /// participant, and the submitter predicts its footprint again (reconnaissance) and orders
+    /// it anew.
+    Mispredicted,
     /// Its entry cannot run here (a procedure this cluster does not know): skipped everywhere.
     Refused(String),
 }
@@ -182,9 +258,20 @@ impl Inbox {
 /// them; the transactions may still be ordered and run).
 #[derive(Default)]
 pub struct Submissions {
-    /// By transaction: the request to answer, the entry as last submitted, and when it was
-    /// first submitted.
-    waiting: FxHashMap<TxnId, (Pending, Entry, Timestamp)>,
+    waiting: FxHashMap<TxnId, Submission>,
+}
+
+/// A transaction a node submitted.
+struct Submission {
+    /// The request to answer.
+    pending: Pending,
+    /// The entry as last submitted.
+    entry: Entry,
+    /// When it was first submitted.
+    since: Timestamp,
+    /// The position of the last attempt that ended in a retry: a copy of an outcome at or below
+    /// it comes from an attempt already retried.
+    retried_through: Timestamp,
 }
 
 /// What a submitter does with an outcome.
@@ -193,6 +280,8 @@ pub enum Next {
     Answer(Pending, ClientReply),
     /// Order the transaction again, with a partition it had not declared.
     Resubmit(Entry),
+    /// Predict the transaction's footprint again and order it anew.
+    Predict(Entry),
     /// Nothing: a duplicate, or a transaction this node no longer knows.
     Nothing,
 }
@@ -200,7 +289,36 @@ pub enum Next {
 impl Submissions {
     /// `entry`, submitted at `now` for `pending`.
     pub fn add(&mut self, pending: Pending, entry: Entry, now: Timestamp) {
-        self.waiting.insert(entry.txn, (pending, entry, now));
+        let submission = Submission {
+            pending,
+            entry,
+            since: now,
+            retried_through: Timestamp::ZERO,
+        };
+        self.waiting.insert(submission.entry.txn, submission);
+    }
+
+    /// Whether `txn` still waits for its answer.
+    pub fn contains(&self, txn: TxnId) -> bool {
+        self.waiting.contains_key(&txn)
+    }
+
+    /// `entry` is how its transaction is submitted now (a new prediction). False if the
+    /// transaction was forgotten meanwhile: then it must not be ordered.
+    pub fn replace(&mut self, entry: Entry) -> bool {
+        match self.waiting.get_mut(&entry.txn) {
+            Some(s) => {
+                s.entry = entry;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Give up on `txn`, which has not taken effect anywhere and will not be ordered again: the
+    /// request to answer.
+    pub fn abandon(&mut self, txn: TxnId) -> Option<Pending> {
+        self.waiting.remove(&txn).map(|s| s.pending)
     }
 
     /// Forget the transactions submitted before `cutoff`: their clients have given up (an
@@ -208,7 +326,7 @@ impl Submissions {
     /// nothing to answer. Returns how many were forgotten.
     pub fn forget_before(&mut self, cutoff: Timestamp) -> usize {
         let before = self.waiting.len();
-        self.waiting.retain(|_, (_, _, since)| *since >= cutoff);
+        self.waiting.retain(|_, s| s.since >= cutoff);
         before - self.waiting.len()
     }
 
@@ -223,19 +341,28 @@ impl Submissions {
     /// Take in `txn`'s outcome at position `at`, reported by each replica of its reporter
     /// partition (the first copy counts).
     pub fn outcome(&mut self, txn: TxnId, at: Timestamp, ran: Ran) -> Next {
-        let Some((_, entry, _)) = self.waiting.get_mut(&txn) else {
+        let Some(s) = self.waiting.get_mut(&txn) else {
             return Next::Nothing;
         };
-        if let Ran::Undeclared { partition } = ran {
-            // A copy for an attempt already resubmitted names a partition already added.
-            if entry.partitions.contains(&partition) {
-                return Next::Nothing;
-            }
-            entry.partitions.push(partition);
-            entry.partitions.sort();
-            return Next::Resubmit(entry.clone());
+        if at <= s.retried_through {
+            return Next::Nothing;
         }
-        let (pending, entry, _) = self.waiting.remove(&txn).expect("just found");
+        match ran {
+            Ran::Undeclared { partition } => {
+                s.retried_through = at;
+                if !s.entry.partitions.contains(&partition) {
+                    s.entry.partitions.push(partition);
+                    s.entry.partitions.sort();
+                }
+                return Next::Resubmit(s.entry.clone());
+            }
+            Ran::Mispredicted => {
+                s.retried_through = at;
+                return Next::Predict(s.entry.clone());
+            }
+            _ => {}
+        }
+        let Submission { pending, entry, .. } = self.waiting.remove(&txn).expect("just found");
         let reply = match (ran, entry.body) {
             (Ran::Done { ops, end }, Body::Call { .. }) => {
                 ClientReply::Executed(Box::new(Execution {
@@ -260,7 +387,7 @@ impl Submissions {
             (Ran::Refused(why), _) => {
                 ClientReply::Rejected(augur_types::RequestError::Invalid(why))
             }
-            (Ran::Undeclared { .. }, _) => unreachable!("handled above"),
+            (Ran::Undeclared { .. } | Ran::Mispredicted, _) => unreachable!("handled above"),
         };
         Next::Answer(pending, reply)
     }

@@ -38,6 +38,7 @@ pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;
 pub mod oracle;
+pub mod ordered;
 pub mod procedure_run;
 pub mod replica;
 pub mod sequencer;

@@ -1,0 +1,1398 @@
+//! The node every order-then-execute protocol runs (`s-smr`, `calvin`): clients' one-shot
+//! transactions are ordered whole through the [sequencer](super::sequencer), then every replica
+//! of every partition a transaction touches runs it at its place in the order
+//! ([`dispatch`]). A protocol is this node under its own [`Schedule`], which decides when a
+//! partition may start a delivered transaction: `s-smr` one at a time in order (one executor per
+//! partition), `calvin` once its locks are granted in order (one lock thread per partition,
+//! workers for the runs). Everything else is common and written here once:
+//!
+//! * **Submission.** The receiving node checks the call and runs it once over absent values
+//!   ([`procedure_run::dry_run`]) to learn the partitions it touches, or, for a schedule that
+//!   locks keys ([`Schedule::FOOTPRINTS`]), its [`Footprint`]. A procedure type whose footprint
+//!   a dry run once mispredicted is *reconnoitred* from then on: run read-only over current
+//!   values (local keys from the store, remote ones asked of a replica of their partition,
+//!   `ReconRead`) before it is ordered (Calvin's OLLP).
+//! * **Runs.** A run stops at each key it lacks ([`Resumable`]): a key of its own partition is
+//!   read from the store at the position just before its own (every earlier transaction
+//!   touching that key is applied: the schedule guarantees it) and sent to every replica of the
+//!   other participants that run the procedure; a sibling's key blocks the run until the value
+//!   arrives (`Value`), or is asked for (`NeedValue`) when it does not. With a footprint, a
+//!   partition reads its part of the footprint's reads up front and sends them at once, a
+//!   participant that writes nothing only does that (Calvin's passive participants), and a run
+//!   that reads or writes outside the footprint ends [`Ran::Mispredicted`] everywhere alike.
+//!   At its end a run applies its partition's writes at its position.
+//! * **Answers.** The replicas of the reporting participant ([`Entry::reporter`]) send the
+//!   outcome to the submitting node, which answers its client once ([`Submissions`]) or orders
+//!   the transaction again (an undeclared partition, a mispredicted footprint).
+//! * **Failures.** A run's writes are logged (`Applied`) before its outcome leaves, and every few
+//!   ticks how far each partition got (`Through`); a restarted node rebuilds its store from them,
+//!   the sequencer delivers every batch again, and what is done is skipped. Versions are kept
+//!   until every node announced (`Horizon`) it is past them, so a sibling's value can always be
+//!   answered from them.
+//!
+//! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
+
+use crate::common::coordinator::Pending;
+use crate::common::dispatch::{self, Body, Entry, Footprint, Inbox, Next, Ran, Submissions};
+use crate::common::procedure_run::{self, Progress, Resumable};
+use crate::common::replica::{self, TxnIds};
+use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
+use crate::registry::ProtocolInfo;
+use augur_client::TxnError;
+use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
+use augur_runtime::{Ctx, NodeEnv, Protocol, SerialResource, Work};
+use augur_storage::MvStore;
+use augur_types::{
+    AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, ExecutedOp, Key, NodeId,
+    PartitionId, Placement, ProcedureCall, RequestError, RequestForm, Timestamp, TxnId, Value,
+};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a blocked run waits for a sibling's value before asking for it (and between asks),
+/// and how long reconnaissance waits for a remote value before asking another replica.
+pub const PULL_AFTER: Duration = Duration::from_millis(200);
+/// Garbage collection and inbox pruning run every tick; horizons are announced (and logged)
+/// every [`ANNOUNCE_EVERY`]th.
+const TICK: Duration = Duration::from_millis(50);
+const ANNOUNCE_EVERY: u64 = 10;
+/// Keys examined per garbage-collection step.
+const GC_BATCH: usize = 2048;
+
+/// When a partition may start the transactions delivered to it: the part of an
+/// order-then-execute protocol that is its own. One value per partition a node replicates.
+///
+/// The engine calls [`deliver`](Schedule::deliver) in the order, then
+/// [`ready`](Schedule::ready) on the schedule's resource, and starts what it returns; a
+/// transaction it started is [`finished`](Schedule::finished) once its run ended. A schedule
+/// must return a transaction only when every earlier transaction touching any key it will
+/// touch here has finished, and must not let a later one touching its keys start before it
+/// finished: runs read the store just below their position and apply at it, so that is what
+/// makes the execution equal to the serial one in the order.
+pub trait Schedule: Send + Sized + 'static {
+    /// The protocol's registry entry.
+    const INFO: ProtocolInfo;
+    /// Transactions carry a [`Footprint`] (the keys to lock), predicted before ordering.
+    const FOOTPRINTS: bool;
+    /// A partition finishes its transactions in the order: one applied at a position means
+    /// every earlier one is done there.
+    const IN_ORDER: bool;
+
+    fn new(env: &NodeEnv, partition: PartitionId) -> Self;
+    /// The resource scheduling holds (a lock thread, an executor).
+    fn schedule_on(&self) -> SerialResource;
+    /// The resource a run holds: the schedule's own (then runs go on in the same handler) or
+    /// none (any worker core).
+    fn run_on(&self) -> Option<SerialResource>;
+    /// The transaction at `at`, which touches this partition, was delivered.
+    fn deliver(&mut self, at: Timestamp, entry: &Entry, placement: &Placement);
+    /// The transaction at `at` finished here.
+    fn finished(&mut self, at: Timestamp);
+    /// The delivered transactions that may start now, charging what deciding it cost to `work`.
+    fn ready(&mut self, work: &mut Work) -> Vec<Timestamp>;
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// The sequencer's Raft traffic.
+    Raft(RaftMessage),
+    /// The value of `key` (owned by the sender's partition) before position `at`, for the
+    /// other participants of the transaction there.
+    Value {
+        at: Timestamp,
+        key: Key,
+        value: Option<Value>,
+    },
+    /// The sender's run at `at` waits for `key`'s value and has not received it.
+    NeedValue { at: Timestamp, key: Key },
+    /// How the transaction `txn` at `at` ended, for its submitter.
+    Outcome { txn: TxnId, at: Timestamp, ran: Ran },
+    /// Every partition of the sender is past `through` and will never run a position at or
+    /// below it again (it is logged).
+    Horizon { through: Timestamp },
+    /// Reconnaissance of `txn` at its submitter reads `key`: its current committed value.
+    ReconRead { txn: TxnId, key: Key },
+    /// The answer to a [`Msg::ReconRead`].
+    ReconValue {
+        txn: TxnId,
+        key: Key,
+        value: Option<Value>,
+    },
+}
+
+impl From<RaftMessage> for Msg {
+    fn from(m: RaftMessage) -> Msg {
+        Msg::Raft(m)
+    }
+}
+
+impl CheckMessage for Msg {
+    fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        match self {
+            Msg::Raft(m) => m.check(at),
+            Msg::Value { at: pos, key, .. } => {
+                from_owner(at, key)?;
+                nonzero(at, *pos)
+            }
+            Msg::NeedValue { at: pos, key } => {
+                at.key_here(key)?;
+                nonzero(at, *pos)
+            }
+            Msg::Outcome { txn, at: pos, .. } => {
+                at.txn_here(*txn)?;
+                nonzero(at, *pos)
+            }
+            Msg::Horizon { .. } => Ok(()),
+            Msg::ReconRead { key, .. } => at.key_here(key),
+            Msg::ReconValue { txn, key, .. } => {
+                at.txn_here(*txn)?;
+                from_owner(at, key)
+            }
+        }
+    }
+}
+
+fn from_owner(at: &Inbound<'_>, key: &Key) -> Result<(), BadMessage> {
+    let owner = at.placement.partition_of(key);
+    if !at.placement.replicates(at.from, owner) {
+        return Err(at.bad(format!(
+            "{} sent the value of {key}, which it does not replicate",
+            at.from
+        )));
+    }
+    Ok(())
+}
+
+fn nonzero(at: &Inbound<'_>, pos: Timestamp) -> Result<(), BadMessage> {
+    if pos == Timestamp::ZERO {
+        return Err(at.bad("position 0 precedes every transaction".into()));
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+pub enum Timer {
+    Sequencer(SequencerTimer),
+    /// Partition `p`'s schedule has something to decide.
+    Schedule(PartitionId),
+    /// Run (on) partition `p`'s transaction at the position.
+    Run(PartitionId, Timestamp),
+    /// Ask for the sibling values partition `p`'s runs wait for, if they still wait.
+    Pull(PartitionId),
+    /// Reconnaissance of the transaction waits for a remote value: ask again, or give up.
+    Recon(TxnId),
+    Tick,
+}
+
+impl From<SequencerTimer> for Timer {
+    fn from(t: SequencerTimer) -> Timer {
+        Timer::Sequencer(t)
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Record {
+    Sequencer(SequencerRecord),
+    /// Transaction ids (`IdsReserved`).
+    Kit(replica::Record<Timestamp>),
+    /// `txn`, at position `at`, wrote `writes` to `partition` here.
+    Applied {
+        partition: PartitionId,
+        at: Timestamp,
+        txn: TxnId,
+        writes: Vec<(Key, Option<Value>)>,
+    },
+    /// `partition` here is past every position up to `at`.
+    Through {
+        partition: PartitionId,
+        at: Timestamp,
+    },
+}
+
+impl From<SequencerRecord> for Record {
+    fn from(r: SequencerRecord) -> Record {
+        Record::Sequencer(r)
+    }
+}
+
+impl From<replica::Record<Timestamp>> for Record {
+    fn from(r: replica::Record<Timestamp>) -> Record {
+        Record::Kit(r)
+    }
+}
+
+/// The mutants the engine knows; a protocol offers those its [`ProtocolInfo`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mutant {
+    /// A run that misses a sibling's value proceeds as if the key were absent (`s-smr`).
+    NoSiblingWait,
+    /// A run that strays outside its footprint goes on instead of ending mispredicted: it reads
+    /// a local key it holds no lock on from the store, a remote one as absent, and applies
+    /// writes outside the footprint (`calvin`).
+    UnvalidatedRecon,
+}
+
+#[derive(Default)]
+struct Counters {
+    executed: u64,
+    multi_partition: u64,
+    resubmitted: u64,
+    mispredicted: u64,
+    reconnaissances: u64,
+    recon_reads: u64,
+    refused_entries: u64,
+    values_sent: u64,
+    values_pulled: u64,
+    waits: u64,
+}
+
+/// One partition this node replicates.
+struct Part<S> {
+    schedule: S,
+    /// Delivered transactions not finished here, by position.
+    pending: BTreeMap<Timestamp, Arc<Entry>>,
+    /// The started ones.
+    running: BTreeMap<Timestamp, Running>,
+    /// Every position at or below this is done here, and logged: it is never run again.
+    durable: Timestamp,
+    /// Positions above `durable` done before a restart (their writes were logged).
+    done_above: BTreeSet<Timestamp>,
+    /// A `Schedule` timer is set.
+    scheduling: bool,
+    /// A `Pull` timer is set.
+    pulling: bool,
+}
+
+/// A transaction a partition runs.
+struct Running {
+    entry: Arc<Entry>,
+    /// The procedure's run (calls only), or why it cannot run.
+    run: Result<Resumable, String>,
+    /// Its footprint's reads of this partition were read and sent.
+    footprint_read: bool,
+    /// The sibling key it waits for.
+    waiting_for: Option<Key>,
+}
+
+/// How far a run got.
+enum Step {
+    Blocked,
+    /// It ended: how (`None` for a participant that only read for the others), and its writes.
+    Done(Option<Ran>, BTreeMap<Key, Option<Value>>),
+}
+
+/// Reconnaissance of a transaction at its submitter.
+struct Recon {
+    entry: Entry,
+    run: Resumable,
+    /// The remote key it waits for, and how many replicas were asked.
+    waiting: Option<(Key, usize)>,
+    since: Timestamp,
+}
+
+/// One node of an order-then-execute protocol.
+pub struct Ordered<S: Schedule> {
+    env: NodeEnv,
+    mutant: Option<Mutant>,
+    seq: Sequencer<Entry>,
+    ids: TxnIds,
+    /// The versions of every key of the partitions this node replicates, by position.
+    store: MvStore<()>,
+    parts: BTreeMap<PartitionId, Part<S>>,
+    inbox: Inbox,
+    submissions: Submissions,
+    /// Procedure types (workload, procedure) whose dry-run footprint was once mispredicted:
+    /// reconnoitred before they are ordered.
+    dependent: FxHashSet<(String, String)>,
+    recons: FxHashMap<TxnId, Recon>,
+    /// Interactive (blind-write) transactions begun here, with their clients and when.
+    open: FxHashMap<TxnId, (ClientId, Timestamp)>,
+    /// The last position delivered.
+    delivered: Timestamp,
+    /// The latest horizon each node announced.
+    horizons: FxHashMap<NodeId, Timestamp>,
+    ticks: u64,
+    counters: Counters,
+}
+
+impl<S: Schedule> Ordered<S> {
+    fn build(env: &NodeEnv, seq: Sequencer<Entry>) -> Self {
+        let mutant = match env.options.mutant.as_deref() {
+            Some("no-sibling-wait") => Some(Mutant::NoSiblingWait),
+            Some("unvalidated-recon") => Some(Mutant::UnvalidatedRecon),
+            _ => None,
+        };
+        let parts = env
+            .placement
+            .local_partitions(env.id)
+            .iter()
+            .map(|p| {
+                let part = Part {
+                    schedule: S::new(env, *p),
+                    pending: BTreeMap::new(),
+                    running: BTreeMap::new(),
+                    durable: Timestamp::ZERO,
+                    done_above: BTreeSet::new(),
+                    scheduling: false,
+                    pulling: false,
+                };
+                (*p, part)
+            })
+            .collect();
+        Ordered {
+            env: env.clone(),
+            mutant,
+            seq,
+            ids: TxnIds::new(env.id),
+            store: MvStore::new(),
+            parts,
+            inbox: Inbox::default(),
+            submissions: Submissions::default(),
+            dependent: FxHashSet::default(),
+            recons: FxHashMap::default(),
+            open: FxHashMap::default(),
+            delivered: Timestamp::ZERO,
+            horizons: FxHashMap::default(),
+            ticks: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    fn me(&self) -> NodeId {
+        self.env.id
+    }
+
+    /// Every position at or below this is done by partition `p` here.
+    fn frontier(&self, p: PartitionId) -> Timestamp {
+        let part = &self.parts[&p];
+        let done = match part.pending.keys().next() {
+            Some(at) => Timestamp(at.0 - 1),
+            None => self.delivered,
+        };
+        done.max(part.durable)
+    }
+
+    /// Every position at or below this is done by every partition here.
+    fn local_frontier(&self) -> Timestamp {
+        self.parts
+            .keys()
+            .map(|p| self.frontier(*p))
+            .min()
+            .unwrap_or(self.delivered)
+    }
+
+    // ----- Clients -----
+
+    fn on_execute(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        call: ProcedureCall,
+        read_only: bool,
+    ) {
+        let (procedure, dry) = match procedure_run::dry_run(&self.env.procedures, &call, read_only)
+        {
+            Ok(checked) => checked,
+            Err(e) => return pending.answer(ctx, ClientReply::Rejected(e)),
+        };
+        // What travels is the postcard form, whatever form the client wrote the arguments in.
+        let call = procedure.call().unwrap_or(call);
+        let dependent = self
+            .dependent
+            .contains(&(call.workload.clone(), call.procedure.clone()));
+        let txn = self.ids.allocate(ctx);
+        let mut entry = Entry {
+            txn,
+            partitions: Vec::new(),
+            body: Body::Call { call, read_only },
+            footprint: None,
+        };
+        if S::FOOTPRINTS && dependent {
+            self.submissions.add(pending, entry.clone(), ctx.now());
+            return self.reconnoitre(ctx, entry);
+        }
+        if S::FOOTPRINTS {
+            let footprint = Footprint::of(&dry);
+            entry.partitions = footprint.partitions(&self.env.placement);
+            entry.footprint = Some(footprint);
+        } else {
+            entry.partitions = dispatch::declare(&self.env.placement, &dry);
+        }
+        self.ensure_participant(&mut entry);
+        self.submissions.add(pending, entry.clone(), ctx.now());
+        self.seq.submit(entry);
+    }
+
+    /// A transaction that touches nothing (over the values it was predicted with) still runs,
+    /// in order, somewhere.
+    fn ensure_participant(&self, entry: &mut Entry) {
+        if entry.partitions.is_empty() {
+            let here = self.env.placement.local_partitions(self.me()).first();
+            entry
+                .partitions
+                .push(here.copied().unwrap_or(PartitionId(0)));
+        }
+    }
+
+    fn on_client_op(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        let pending = Pending::of(&request);
+        match request.op {
+            ClientOp::Execute {
+                call, read_only, ..
+            } => self.on_execute(ctx, pending, call, read_only),
+            ClientOp::Begin { .. } => {
+                let txn = self.ids.allocate(ctx);
+                self.open.insert(txn, (request.client, ctx.now()));
+                pending.answer(
+                    ctx,
+                    ClientReply::Begun {
+                        txn,
+                        snapshot: Timestamp::ZERO,
+                    },
+                );
+            }
+            ClientOp::Read { txn, .. } => {
+                self.open.remove(&txn);
+                pending.answer(
+                    ctx,
+                    ClientReply::Rejected(RequestError::Invalid(format!(
+                        "{} orders whole transactions before it runs them: an interactive \
+                         transaction may only write (blind writes); submit transactions that \
+                         read in the one-shot form",
+                        S::INFO.name
+                    ))),
+                );
+            }
+            ClientOp::Commit { txn, writes, .. } => {
+                if self.open.remove(&txn).map(|(client, _)| client) != Some(request.client) {
+                    let e = RequestError::UnknownTransaction(txn);
+                    return pending.answer(ctx, ClientReply::Rejected(e));
+                }
+                if writes.is_empty() {
+                    // Nothing to order: it read nothing and writes nothing.
+                    let reply = ClientReply::Committed {
+                        commit_ts: self.delivered,
+                    };
+                    return pending.answer(ctx, reply);
+                }
+                let placement = &self.env.placement;
+                let partitions: BTreeSet<PartitionId> = writes
+                    .iter()
+                    .map(|(k, _)| placement.partition_of(k))
+                    .collect();
+                let footprint = S::FOOTPRINTS.then(|| Footprint {
+                    reads: BTreeSet::new(),
+                    writes: writes.iter().map(|(k, _)| k.clone()).collect(),
+                });
+                let entry = Entry {
+                    txn,
+                    partitions: partitions.into_iter().collect(),
+                    body: Body::Writes(writes),
+                    footprint,
+                };
+                self.submissions.add(pending, entry.clone(), ctx.now());
+                self.seq.submit(entry);
+            }
+            ClientOp::Abort { txn } => {
+                let reply = match self.open.remove(&txn) {
+                    Some(_) => ClientReply::Aborted(AbortReason::UserRollback),
+                    None => ClientReply::Rejected(RequestError::UnknownTransaction(txn)),
+                };
+                pending.answer(ctx, reply);
+            }
+            ClientOp::AwaitOutcome { txn } => {
+                let e = RequestError::UnknownTransaction(txn);
+                pending.answer(ctx, ClientReply::Rejected(e));
+            }
+            ClientOp::NodeStats => {}
+        }
+    }
+
+    fn on_outcome(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, at: Timestamp, ran: Ran) {
+        match self.submissions.outcome(txn, at, ran) {
+            Next::Answer(pending, reply) => pending.answer(ctx, reply),
+            Next::Resubmit(entry) => {
+                self.counters.resubmitted += 1;
+                self.seq.submit(entry);
+            }
+            Next::Predict(entry) => {
+                self.counters.mispredicted += 1;
+                if let Body::Call { call, .. } = &entry.body {
+                    let name = (call.workload.clone(), call.procedure.clone());
+                    self.dependent.insert(name);
+                }
+                self.reconnoitre(ctx, entry);
+            }
+            Next::Nothing => {}
+        }
+    }
+
+    // ----- Reconnaissance -----
+
+    /// Predict `entry`'s footprint from current values, then order it. Its submission is
+    /// already recorded.
+    fn reconnoitre(&mut self, ctx: &mut Ctx<'_, Self>, entry: Entry) {
+        let Body::Call { call, .. } = &entry.body else {
+            // Blind writes know their footprint.
+            self.seq.submit(entry);
+            return;
+        };
+        let procedure = match self.env.procedures.instantiate(call) {
+            Ok(p) => p,
+            Err(e) => {
+                if let Some(pending) = self.submissions.abandon(entry.txn) {
+                    pending.answer(ctx, ClientReply::Rejected(e));
+                }
+                return;
+            }
+        };
+        self.counters.reconnaissances += 1;
+        let txn = entry.txn;
+        let recon = Recon {
+            entry,
+            run: Resumable::start(procedure),
+            waiting: None,
+            since: ctx.now(),
+        };
+        self.recons.insert(txn, recon);
+        self.recon_advance(ctx, txn);
+    }
+
+    /// Run `txn`'s reconnaissance on until it waits for a remote value or ends; at its end,
+    /// order the transaction with the footprint it found.
+    fn recon_advance(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(recon) = self.recons.get_mut(&txn) else {
+            return;
+        };
+        recon.waiting = None;
+        loop {
+            match recon.run.resume() {
+                Progress::Needs(key) => {
+                    let owner = self.env.placement.partition_of(&key);
+                    if self.parts.contains_key(&owner) {
+                        let value = self
+                            .store
+                            .read_at(&key, Timestamp::MAX)
+                            .and_then(|v| v.value.clone());
+                        recon.run.supply(key, value);
+                        continue;
+                    }
+                    recon.waiting = Some((key.clone(), 0));
+                    let node = self.env.placement.replicas(owner)[0];
+                    self.counters.recon_reads += 1;
+                    ctx.send(node, Msg::ReconRead { txn, key });
+                    ctx.set_timer(PULL_AFTER, Timer::Recon(txn));
+                    return;
+                }
+                Progress::Ended(run) => {
+                    let mut entry = self.recons.remove(&txn).expect("running").entry;
+                    let footprint = Footprint::of(&run);
+                    entry.partitions = footprint.partitions(&self.env.placement);
+                    entry.footprint = Some(footprint);
+                    self.ensure_participant(&mut entry);
+                    if self.submissions.replace(entry.clone()) {
+                        self.seq.submit(entry);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_recon_value(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        key: Key,
+        value: Option<Value>,
+    ) {
+        let Some(recon) = self.recons.get_mut(&txn) else {
+            return;
+        };
+        if recon.waiting.as_ref().map(|(k, _)| k) != Some(&key) {
+            return;
+        }
+        recon.run.supply(key, value);
+        self.recon_advance(ctx, txn);
+    }
+
+    /// `txn`'s reconnaissance has waited a while: ask the next replica, or give up once its
+    /// client has (nothing of it took effect: its earlier attempts, if any, were mispredicted).
+    fn recon_timer(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        let Some(recon) = self.recons.get_mut(&txn) else {
+            return;
+        };
+        let Some((key, asked)) = recon.waiting.as_mut() else {
+            return;
+        };
+        let idle = self.env.options.idle_txn_timeout;
+        if ctx.now() >= recon.since.saturating_add(idle) {
+            self.recons.remove(&txn);
+            if let Some(pending) = self.submissions.abandon(txn) {
+                pending.answer(ctx, ClientReply::Aborted(AbortReason::Timeout));
+            }
+            return;
+        }
+        *asked += 1;
+        let replicas = self
+            .env
+            .placement
+            .replicas(self.env.placement.partition_of(key));
+        let node = replicas[*asked % replicas.len()];
+        let key = key.clone();
+        self.counters.recon_reads += 1;
+        ctx.send(node, Msg::ReconRead { txn, key });
+        ctx.set_timer(PULL_AFTER, Timer::Recon(txn));
+    }
+
+    fn on_recon_read(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, key: Key) {
+        let value = self
+            .store
+            .read_at(&key, Timestamp::MAX)
+            .and_then(|v| v.value.clone());
+        ctx.send(from, Msg::ReconValue { txn, key, value });
+    }
+
+    // ----- Ordering -----
+
+    /// Hand every transaction of the delivered batches to the schedules of the local
+    /// partitions it touches.
+    fn take(&mut self, ctx: &mut Ctx<'_, Self>, batches: Vec<sequencer::Batch<Entry>>) {
+        let placement = Arc::clone(&self.env.placement);
+        let mut woken = BTreeSet::new();
+        for batch in batches {
+            for (slot, entry) in batch.items.into_iter().enumerate() {
+                let Some(at) = dispatch::position(batch.index, slot) else {
+                    self.counters.refused_entries += 1;
+                    continue;
+                };
+                self.delivered = self.delivered.max(at);
+                let unpredicted = S::FOOTPRINTS && entry.footprint.is_none();
+                if unpredicted || entry.check(&placement).is_err() {
+                    self.counters.refused_entries += 1;
+                    continue;
+                }
+                let entry = Arc::new(entry);
+                for p in &entry.partitions {
+                    if let Some(part) = self.parts.get_mut(p)
+                        && at > part.durable
+                        && !part.done_above.contains(&at)
+                    {
+                        part.schedule.deliver(at, &entry, &placement);
+                        part.pending.insert(at, Arc::clone(&entry));
+                        woken.insert(*p);
+                    }
+                }
+            }
+        }
+        for p in woken {
+            self.wake(ctx, p);
+        }
+    }
+
+    /// Let partition `p`'s schedule decide.
+    fn wake(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        let part = self.parts.get_mut(&p).expect("a local partition");
+        if !part.scheduling {
+            part.scheduling = true;
+            ctx.set_timer(Duration::ZERO, Timer::Schedule(p));
+        }
+    }
+
+    // ----- Execution -----
+
+    /// Partition `p`'s schedule decides what may start; each is started, and run at once if
+    /// runs hold the schedule's own resource (then, as each ends, what it let start runs too).
+    fn schedule(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        let part = self.parts.get_mut(&p).expect("local");
+        part.scheduling = false;
+        let mut work = Work::on(part.schedule.schedule_on());
+        let ready = part.schedule.ready(&mut work);
+        self.start_all(ctx, p, ready, &mut work);
+        ctx.charge(work);
+    }
+
+    /// Start the transactions at `ready` on partition `p`.
+    fn start_all(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        ready: Vec<Timestamp>,
+        work: &mut Work,
+    ) {
+        let mut ready = VecDeque::from(ready);
+        while let Some(at) = ready.pop_front() {
+            let part = self.parts.get_mut(&p).expect("local");
+            let Some(entry) = part.pending.get(&at).cloned() else {
+                continue;
+            };
+            let run = match &entry.body {
+                Body::Call { call, .. } => self
+                    .env
+                    .procedures
+                    .instantiate(call)
+                    .map(Resumable::start)
+                    .map_err(|e| e.to_string()),
+                Body::Writes(_) => Err(String::new()),
+            };
+            let running = Running {
+                entry,
+                run,
+                footprint_read: false,
+                waiting_for: None,
+            };
+            part.running.insert(at, running);
+            let inline = part.schedule.run_on() == Some(part.schedule.schedule_on());
+            if !inline {
+                ctx.set_timer(Duration::ZERO, Timer::Run(p, at));
+                continue;
+            }
+            if self.step(ctx, p, at, work) {
+                let part = self.parts.get_mut(&p).expect("local");
+                ready.extend(part.schedule.ready(work));
+            }
+        }
+    }
+
+    /// Run partition `p`'s transaction at `at` on (a sibling's value arrived, or a worker took
+    /// it up).
+    fn run(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, at: Timestamp) {
+        let Some(part) = self.parts.get(&p) else {
+            return;
+        };
+        if !part.running.contains_key(&at) {
+            return;
+        }
+        let mut work = Work {
+            serial: part.schedule.run_on(),
+            ..Work::default()
+        };
+        let inline = part.schedule.run_on() == Some(part.schedule.schedule_on());
+        if self.step(ctx, p, at, &mut work) {
+            if inline {
+                let ready = self
+                    .parts
+                    .get_mut(&p)
+                    .expect("local")
+                    .schedule
+                    .ready(&mut work);
+                self.start_all(ctx, p, ready, &mut work);
+            } else {
+                self.wake(ctx, p);
+            }
+        }
+        ctx.charge(work);
+    }
+
+    /// Run partition `p`'s transaction at `at` as far as it goes; true if it finished.
+    fn step(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        work: &mut Work,
+    ) -> bool {
+        let mut reads = Vec::new();
+        let step = self.advance(p, at, &mut reads, work);
+        let entry = Arc::clone(&self.parts[&p].running[&at].entry);
+        self.share(ctx, p, at, &entry, reads);
+        match step {
+            Step::Blocked => {
+                self.counters.waits += 1;
+                // A replica of the owner that announced it is past this position will never
+                // push the value (it sent it long ago, maybe while this node was down): ask it
+                // now rather than after `PULL_AFTER`, or a node catching up after a restart
+                // would wait that long at every such position.
+                let waiting = self.parts[&p].running[&at].waiting_for.clone();
+                if let Some(key) = waiting {
+                    self.ask_for(ctx, at, key, true);
+                }
+                let part = self.parts.get_mut(&p).expect("local");
+                if !part.pulling {
+                    part.pulling = true;
+                    ctx.set_timer(PULL_AFTER, Timer::Pull(p));
+                }
+                false
+            }
+            Step::Done(ran, writes) => {
+                self.finish(ctx, p, at, &entry, ran, writes, work);
+                true
+            }
+        }
+    }
+
+    /// Run partition `p`'s transaction at `at` as far as the values at hand let it; the keys
+    /// of `p` it read from the store go to `reads`, for the siblings.
+    fn advance(
+        &mut self,
+        p: PartitionId,
+        at: Timestamp,
+        reads: &mut Vec<(Key, Option<Value>)>,
+        work: &mut Work,
+    ) -> Step {
+        let placement = Arc::clone(&self.env.placement);
+        let store = &self.store;
+        let inbox = &self.inbox;
+        let mutant = self.mutant;
+        let running = self
+            .parts
+            .get_mut(&p)
+            .and_then(|part| part.running.get_mut(&at))
+            .expect("running");
+        let entry = Arc::clone(&running.entry);
+        // The state just before this position: the schedule let every earlier transaction
+        // touching these keys finish, and this one applies its writes only at its end.
+        let before = Timestamp(at.0 - 1);
+        let read_here = |key: &Key, work: &mut Work| {
+            work.reads = work.reads.saturating_add(1);
+            store.read_at(key, before).and_then(|v| v.value.clone())
+        };
+        if let Some(fp) = &entry.footprint
+            && !running.footprint_read
+        {
+            running.footprint_read = true;
+            for key in fp.reads.iter().filter(|k| placement.partition_of(k) == p) {
+                let value = read_here(key, work);
+                reads.push((key.clone(), value.clone()));
+                if let Ok(run) = &mut running.run {
+                    run.supply(key.clone(), value);
+                }
+            }
+            if !entry.runs_at(p, &placement) {
+                return Step::Done(None, BTreeMap::new());
+            }
+        }
+        let run = match (&entry.body, &mut running.run) {
+            (Body::Writes(writes), _) => {
+                let ops = writes
+                    .iter()
+                    .map(|(key, value)| ExecutedOp::Write {
+                        key: key.clone(),
+                        value: value.clone(),
+                    })
+                    .collect();
+                let ran = Ran::Done { ops, end: Ok(()) };
+                return Step::Done(Some(ran), writes.iter().cloned().collect());
+            }
+            (Body::Call { .. }, Err(why)) => {
+                return Step::Done(Some(Ran::Refused(why.clone())), BTreeMap::new());
+            }
+            (Body::Call { .. }, Ok(run)) => run,
+        };
+        running.waiting_for = None;
+        let unvalidated = mutant == Some(Mutant::UnvalidatedRecon);
+        loop {
+            let key = match run.resume() {
+                Progress::Needs(key) => key,
+                Progress::Ended(run) => {
+                    work.steps = work
+                        .steps
+                        .saturating_add(u32::try_from(run.ops.len()).unwrap_or(u32::MAX));
+                    match &entry.footprint {
+                        Some(fp) if !unvalidated => {
+                            if run.writes.keys().any(|k| !fp.writes.contains(k)) {
+                                return Step::Done(Some(Ran::Mispredicted), BTreeMap::new());
+                            }
+                        }
+                        Some(_) => {}
+                        None => {
+                            if let Some(q) = run
+                                .writes
+                                .keys()
+                                .map(|k| placement.partition_of(k))
+                                .find(|q| !entry.partitions.contains(q))
+                            {
+                                let ran = Ran::Undeclared { partition: q };
+                                return Step::Done(Some(ran), BTreeMap::new());
+                            }
+                        }
+                    }
+                    let end = match run.end {
+                        Ok(()) => Ok(()),
+                        Err(TxnError::Aborted(reason)) => Err(reason),
+                        Err(_) => Err(AbortReason::UserRollback),
+                    };
+                    let writes = if end.is_ok() {
+                        run.writes
+                    } else {
+                        BTreeMap::new()
+                    };
+                    return Step::Done(Some(Ran::Done { ops: run.ops, end }), writes);
+                }
+            };
+            let owner = placement.partition_of(&key);
+            let value = match &entry.footprint {
+                // Every read of the footprint is supplied here or awaited from its owner; any
+                // other is a misprediction, which every participant meets at the same point.
+                Some(fp) if !fp.reads.contains(&key) => {
+                    if !unvalidated {
+                        return Step::Done(Some(Ran::Mispredicted), BTreeMap::new());
+                    }
+                    if owner == p {
+                        read_here(&key, work)
+                    } else {
+                        None
+                    }
+                }
+                _ if owner == p => {
+                    let v = read_here(&key, work);
+                    reads.push((key.clone(), v.clone()));
+                    v
+                }
+                _ if !entry.partitions.contains(&owner) => {
+                    let ran = Ran::Undeclared { partition: owner };
+                    return Step::Done(Some(ran), BTreeMap::new());
+                }
+                _ => match inbox.get(at, &key) {
+                    Some(v) => v.clone(),
+                    None if mutant == Some(Mutant::NoSiblingWait) => None,
+                    None => {
+                        running.waiting_for = Some(key);
+                        return Step::Blocked;
+                    }
+                },
+            };
+            run.supply(key, value);
+        }
+    }
+
+    /// Send the values partition `p` read for the transaction at `at` to every replica of
+    /// every other participant that runs the procedure (this node's other partitions take
+    /// them from the inbox).
+    fn share(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        entry: &Entry,
+        reads: Vec<(Key, Option<Value>)>,
+    ) {
+        if reads.is_empty() || entry.partitions.len() == 1 {
+            return;
+        }
+        let me = self.me();
+        let placement = Arc::clone(&self.env.placement);
+        let mut nodes = BTreeSet::new();
+        let mut local = false;
+        for q in entry.partitions.iter().filter(|q| **q != p) {
+            if !entry.runs_at(*q, &placement) {
+                continue;
+            }
+            for node in placement.replicas(*q) {
+                if *node == me {
+                    local = true;
+                } else {
+                    nodes.insert(*node);
+                }
+            }
+        }
+        for (key, value) in reads {
+            for node in &nodes {
+                self.counters.values_sent += 1;
+                let msg = Msg::Value {
+                    at,
+                    key: key.clone(),
+                    value: value.clone(),
+                };
+                ctx.send(*node, msg);
+            }
+            if local {
+                self.take_value(ctx, at, key, value);
+            }
+        }
+    }
+
+    /// A sibling's value: keep it for the transaction at `at`, and wake the local runs waiting
+    /// for it.
+    fn take_value(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        at: Timestamp,
+        key: Key,
+        value: Option<Value>,
+    ) {
+        if at <= self.local_frontier() {
+            return; // every local partition is past it
+        }
+        if !self.inbox.put(at, key.clone(), value) {
+            return;
+        }
+        for (p, part) in &self.parts {
+            let waits = part.running.get(&at);
+            if waits.is_some_and(|r| r.waiting_for.as_ref() == Some(&key)) {
+                ctx.set_timer(Duration::ZERO, Timer::Run(*p, at));
+            }
+        }
+    }
+
+    /// Partition `p`'s transaction at `at` ended: apply and log its writes to `p`, and report
+    /// the outcome if `p` is the reporter.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        entry: &Entry,
+        ran: Option<Ran>,
+        writes: BTreeMap<Key, Option<Value>>,
+        work: &mut Work,
+    ) {
+        let placement = Arc::clone(&self.env.placement);
+        let local: Vec<(Key, Option<Value>)> = writes
+            .into_iter()
+            .filter(|(key, _)| placement.partition_of(key) == p)
+            .collect();
+        let part = self.parts.get_mut(&p).expect("local");
+        part.running.remove(&at);
+        part.pending.remove(&at);
+        part.schedule.finished(at);
+        if !local.is_empty() {
+            for (key, value) in &local {
+                self.store
+                    .entry(key)
+                    .put_committed(entry.txn, at, value.clone());
+            }
+            work.writes = work
+                .writes
+                .saturating_add(u32::try_from(local.len()).unwrap_or(u32::MAX));
+            ctx.persist(Record::Applied {
+                partition: p,
+                at,
+                txn: entry.txn,
+                writes: local,
+            });
+            if S::IN_ORDER {
+                part.durable = at;
+            }
+        }
+        let Some(ran) = ran else {
+            return; // it only read for the others
+        };
+        self.counters.executed += 1;
+        if entry.partitions.len() > 1 {
+            self.counters.multi_partition += 1;
+        }
+        if entry.reporter(&placement) != p {
+            return;
+        }
+        let submitter = entry.txn.coordinator();
+        if submitter == self.me() {
+            self.on_outcome(ctx, entry.txn, at, ran);
+        } else {
+            let txn = entry.txn;
+            ctx.send(submitter, Msg::Outcome { txn, at, ran });
+        }
+    }
+
+    /// A sibling asks for `key`'s value at `at`: answer if this node's partition of the key is
+    /// past `at` (from its versions), or runs `at` and has read it.
+    fn need_value(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, at: Timestamp, key: Key) {
+        let p = self.env.placement.partition_of(&key);
+        let Some(part) = self.parts.get(&p) else {
+            return;
+        };
+        let before = Timestamp(at.0 - 1);
+        let read = || {
+            self.store
+                .read_at(&key, before)
+                .and_then(|v| v.value.clone())
+        };
+        let value = if self.frontier(p) >= at {
+            read()
+        } else {
+            let Some(running) = part.running.get(&at) else {
+                return;
+            };
+            match &running.entry.footprint {
+                // Its locks are held: the value before `at` is settled.
+                Some(fp) if fp.reads.contains(&key) => read(),
+                _ => match running.run.as_ref().ok().and_then(|r| r.supplied(&key)) {
+                    Some(v) => v,
+                    None => return,
+                },
+            }
+        };
+        self.counters.values_pulled += 1;
+        ctx.send(from, Msg::Value { at, key, value });
+    }
+
+    /// Partition `p`'s runs have waited a while: ask for the sibling values they still wait
+    /// for from every replica of the owning partitions.
+    fn pull(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        let part = self.parts.get_mut(&p).expect("local");
+        let waiting: Vec<(Timestamp, Key)> = part
+            .running
+            .iter()
+            .filter_map(|(at, r)| Some((*at, r.waiting_for.clone()?)))
+            .collect();
+        if waiting.is_empty() {
+            part.pulling = false;
+            return;
+        }
+        ctx.set_timer(PULL_AFTER, Timer::Pull(p));
+        for (at, key) in waiting {
+            self.ask_for(ctx, at, key, false);
+        }
+    }
+
+    /// Ask the other replicas of `key`'s partition for its value at `at`: all of them, or
+    /// (`only_past`) those that announced a horizon at or past `at`.
+    fn ask_for(&mut self, ctx: &mut Ctx<'_, Self>, at: Timestamp, key: Key, only_past: bool) {
+        let owner = self.env.placement.partition_of(&key);
+        let me = self.me();
+        for node in self.env.placement.replicas(owner) {
+            let past = self.horizons.get(node).is_some_and(|h| *h >= at);
+            if *node != me && (past || !only_past) {
+                let msg = Msg::NeedValue {
+                    at,
+                    key: key.clone(),
+                };
+                ctx.send(*node, msg);
+            }
+        }
+    }
+
+    // ----- Housekeeping -----
+
+    fn tick(&mut self, ctx: &mut Ctx<'_, Self>) {
+        ctx.set_timer(TICK, Timer::Tick);
+        self.ticks += 1;
+        // Clients wait for an answer far less than this; what is older was given up.
+        let idle = self.env.options.idle_txn_timeout;
+        let cutoff = Timestamp(ctx.now().0.saturating_sub(idle.as_micros() as u64));
+        self.submissions.forget_before(cutoff);
+        self.open.retain(|_, (_, since)| *since >= cutoff);
+        self.inbox.prune_through(self.local_frontier());
+        let horizon = self
+            .env
+            .placement
+            .nodes()
+            .map(|n| self.horizons.get(&n).copied().unwrap_or(Timestamp::ZERO))
+            .min()
+            .unwrap_or(Timestamp::ZERO);
+        self.store.collect_garbage(horizon, GC_BATCH);
+        if !self.ticks.is_multiple_of(ANNOUNCE_EVERY) {
+            return;
+        }
+        // Log how far each partition got before saying so: a restarted node never runs a
+        // position at or below what it announced, so nobody needs versions below it.
+        let partitions: Vec<PartitionId> = self.parts.keys().copied().collect();
+        for p in partitions {
+            let through = self.frontier(p);
+            let part = self.parts.get_mut(&p).expect("local");
+            if through > part.durable {
+                part.durable = through;
+                part.done_above = part.done_above.split_off(&through.next());
+                ctx.persist(Record::Through {
+                    partition: p,
+                    at: through,
+                });
+            }
+        }
+        let through = self.local_frontier();
+        let me = self.me();
+        self.raise_horizon(me, through);
+        for node in self.env.placement.nodes().filter(|n| *n != me) {
+            ctx.send(node, Msg::Horizon { through });
+        }
+    }
+
+    fn raise_horizon(&mut self, node: NodeId, through: Timestamp) {
+        let h = self.horizons.entry(node).or_insert(Timestamp::ZERO);
+        *h = (*h).max(through);
+    }
+
+    fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Raft(m) => {
+                let batches = self.seq.on_message(ctx, from, m);
+                self.take(ctx, batches);
+            }
+            Msg::Value { at, key, value } => self.take_value(ctx, at, key, value),
+            Msg::NeedValue { at, key } => self.need_value(ctx, from, at, key),
+            Msg::Outcome { txn, at, ran } => self.on_outcome(ctx, txn, at, ran),
+            Msg::Horizon { through } => self.raise_horizon(from, through),
+            Msg::ReconRead { txn, key } => self.on_recon_read(ctx, from, txn, key),
+            Msg::ReconValue { txn, key, value } => self.on_recon_value(ctx, txn, key, value),
+        }
+    }
+}
+
+impl<S: Schedule> Protocol for Ordered<S> {
+    type Msg = Msg;
+    type Timer = Timer;
+    type Record = Record;
+
+    const FORMS: &'static [RequestForm] = ONE_SHOT_AND_BLIND_WRITES;
+
+    fn new(env: &NodeEnv) -> Self {
+        let seq = Sequencer::new(env).unwrap_or_else(|e| panic!("{}: {e}", S::INFO.name));
+        Ordered::build(env, seq)
+    }
+
+    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Record>) -> Self {
+        let mut seq_records = Vec::new();
+        let mut applied = Vec::new();
+        let mut reserved = 0;
+        for record in records {
+            match record {
+                Record::Sequencer(r) => seq_records.push(r),
+                Record::Kit(replica::Record::IdsReserved { below }) => {
+                    reserved = reserved.max(below)
+                }
+                Record::Kit(_) => {}
+                other => applied.push(other),
+            }
+        }
+        let seq = Sequencer::restore(env, seq_records)
+            .unwrap_or_else(|e| panic!("{}: {e}", S::INFO.name));
+        let mut node = Ordered::build(env, seq);
+        node.ids.resume_below(reserved);
+        for record in applied {
+            match record {
+                Record::Applied {
+                    partition,
+                    at,
+                    txn,
+                    writes,
+                } => {
+                    for (key, value) in writes {
+                        let entry = node.store.entry(&key);
+                        if entry.read_at(at).is_none_or(|v| v.ts != at) {
+                            entry.put_committed(txn, at, value);
+                        }
+                    }
+                    if let Some(part) = node.parts.get_mut(&partition) {
+                        if S::IN_ORDER {
+                            part.durable = part.durable.max(at);
+                        } else {
+                            part.done_above.insert(at);
+                        }
+                    }
+                }
+                Record::Through { partition, at } => {
+                    if let Some(part) = node.parts.get_mut(&partition) {
+                        part.durable = part.durable.max(at);
+                    }
+                }
+                Record::Sequencer(_) | Record::Kit(_) => {}
+            }
+        }
+        for part in node.parts.values_mut() {
+            part.done_above = part.done_above.split_off(&part.durable.next());
+        }
+        node
+    }
+
+    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+        self.seq.checkpoint(emit);
+        self.ids.checkpoint(emit);
+        for (key, entry) in self.store.iter() {
+            let partition = self.env.placement.partition_of(key);
+            for v in entry.versions() {
+                emit(Record::Applied {
+                    partition,
+                    at: v.ts,
+                    txn: v.writer,
+                    writes: vec![(key.clone(), v.value.clone())],
+                });
+            }
+        }
+        for (p, part) in &self.parts {
+            emit(Record::Through {
+                partition: *p,
+                at: part.durable,
+            });
+        }
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        self.seq.on_start(ctx);
+        ctx.set_timer(TICK, Timer::Tick);
+    }
+
+    fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+        self.on_client_op(ctx, request);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        self.handle(ctx, from, msg);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
+        match timer {
+            Timer::Sequencer(t) => {
+                let batches = self.seq.on_timer(ctx, t);
+                self.take(ctx, batches);
+            }
+            Timer::Schedule(p) => self.schedule(ctx, p),
+            Timer::Run(p, at) => self.run(ctx, p, at),
+            Timer::Pull(p) => self.pull(ctx, p),
+            Timer::Recon(txn) => self.recon_timer(ctx, txn),
+            Timer::Tick => self.tick(ctx),
+        }
+    }
+
+    fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        let busy = self
+            .parts
+            .values()
+            .filter(|part| !part.pending.is_empty())
+            .count();
+        vec![
+            ("submissions_unanswered", self.submissions.len() as u64),
+            ("blind_write_transactions_open", self.open.len() as u64),
+            ("partitions_busy", busy as u64),
+            ("inbox_positions", self.inbox.len() as u64),
+            ("reconnaissances_open", self.recons.len() as u64),
+        ]
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.seq.leader()
+    }
+
+    /// Per local partition, an order-independent digest of every key's newest version (key,
+    /// position, value): the replicas of a partition that ran the same prefix of the order
+    /// agree on it whatever order their stores were rebuilt in.
+    fn state_digests(&self) -> Vec<(PartitionId, u64)> {
+        let mut digests: BTreeMap<PartitionId, u64> = self.parts.keys().map(|p| (*p, 0)).collect();
+        for (key, entry) in self.store.iter() {
+            let Some(newest) = entry.latest_committed() else {
+                continue;
+            };
+            let mut h = std::hash::DefaultHasher::new();
+            (key, newest.ts, &newest.value).hash(&mut h);
+            if let Some(d) = digests.get_mut(&self.env.placement.partition_of(key)) {
+                *d ^= h.finish();
+            }
+        }
+        digests.into_iter().collect()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        let s = self.seq.counters();
+        vec![
+            ("executed", c.executed),
+            ("multi_partition_executed", c.multi_partition),
+            ("resubmitted_undeclared", c.resubmitted),
+            ("mispredicted", c.mispredicted),
+            ("reconnaissances", c.reconnaissances),
+            ("recon_reads", c.recon_reads),
+            ("refused_entries", c.refused_entries),
+            ("values_sent", c.values_sent),
+            ("values_pulled", c.values_pulled),
+            ("sibling_waits", c.waits),
+            ("batches_proposed", s.batches_proposed),
+            ("batches_reproposed", s.batches_reproposed),
+            ("batches_delivered", s.batches_delivered),
+        ]
+    }
+}
