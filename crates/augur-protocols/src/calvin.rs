@@ -202,3 +202,85 @@ impl Schedule for OrderedLocking {
         ready
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::dispatch::{Body, Footprint};
+    use augur_runtime::ProtocolOptions;
+    use augur_types::{LatencyProfile, NodeId};
+    use std::sync::Arc;
+
+    fn env(mutant: Option<&str>) -> NodeEnv {
+        let profile = LatencyProfile::named("lan").unwrap().truncated(1).unwrap();
+        let options = ProtocolOptions {
+            mutant: mutant.map(str::to_string),
+            ..ProtocolOptions::default()
+        };
+        NodeEnv {
+            id: NodeId(0),
+            placement: Arc::new(Placement::ring(profile, 1, 1).unwrap()),
+            options: Arc::new(options),
+            procedures: Default::default(),
+        }
+    }
+
+    /// A transaction reading `reads` and writing `writes` (keys of partition 0).
+    fn entry(reads: &[u64], writes: &[u64]) -> Entry {
+        let keys = |ks: &[u64]| -> Vec<Key> { ks.iter().map(|k| Key::numbered(0, *k)).collect() };
+        let writes = keys(writes);
+        Entry {
+            txn: TxnId::new(augur_types::NodeId(0), 1),
+            partitions: vec![PartitionId(0)],
+            body: Body::Writes(writes.iter().map(|k| (k.clone(), None)).collect()),
+            footprint: Some(Footprint {
+                reads: keys(reads).into_iter().collect(),
+                writes: writes.into_iter().collect(),
+            }),
+        }
+    }
+
+    fn deliver(s: &mut OrderedLocking, env: &NodeEnv, txns: &[(u64, Entry)]) {
+        for (at, e) in txns {
+            s.deliver(Timestamp(*at), e, &env.placement);
+        }
+    }
+
+    fn ready(s: &mut OrderedLocking) -> Vec<u64> {
+        s.ready(&mut Work::default()).iter().map(|t| t.0).collect()
+    }
+
+    #[test]
+    fn locks_go_to_transactions_in_the_order_and_pass_on_at_release() {
+        let env = env(None);
+        let mut s = OrderedLocking::new(&env, PartitionId(0));
+        // 1 writes a; 2 reads a and b; 3 reads b; 4 writes b.
+        let txns = [
+            (1, entry(&[], &[1])),
+            (2, entry(&[1, 2], &[])),
+            (3, entry(&[2], &[])),
+            (4, entry(&[], &[2])),
+        ];
+        deliver(&mut s, &env, &txns);
+        // 3 shares b with 2 and goes at once; 2 waits for 1's write of a; 4 for both readers.
+        assert_eq!(ready(&mut s), vec![1, 3]);
+        s.finished(Timestamp(1));
+        assert_eq!(ready(&mut s), vec![2]);
+        s.finished(Timestamp(3));
+        assert_eq!(ready(&mut s), Vec::<u64>::new());
+        s.finished(Timestamp(2));
+        assert_eq!(ready(&mut s), vec![4]);
+    }
+
+    #[test]
+    fn the_mutant_lets_a_later_transaction_lock_first() {
+        let env = env(Some("locks-out-of-order"));
+        let mut s = OrderedLocking::new(&env, PartitionId(0));
+        deliver(
+            &mut s,
+            &env,
+            &[(1, entry(&[], &[1])), (2, entry(&[], &[1]))],
+        );
+        assert_eq!(ready(&mut s), vec![2], "2 took a before 1");
+    }
+}

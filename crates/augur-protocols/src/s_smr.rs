@@ -15,12 +15,12 @@
 //! # The protocol
 //!
 //! * **Ordering**: the node that receives a one-shot request runs the procedure once over
-//!   absent values to learn the partitions it touches ([`dispatch::declare`]) and submits the
+//!   absent values to learn the partitions it touches ([`dispatch::declare`](crate::common::dispatch::declare)) and submits the
 //!   call with them to the sequencer ([`crate::common::sequencer`]): one Raft group, one batch per
-//!   node per epoch. Its place in the order ([`dispatch::position`]) is its commit timestamp.
+//!   node per epoch. Its place in the order ([`dispatch::position`](crate::common::dispatch::position)) is its commit timestamp.
 //! * **Execution**: each partition a node replicates has one executor, which runs the
 //!   delivered transactions that touch it strictly in order. It runs the procedure until it
-//!   needs a key it does not have ([`procedure_run::Resumable`]); a missing key of its own partition is read from
+//!   needs a key it does not have ([`procedure_run::Resumable`](crate::common::procedure_run::Resumable)); a missing key of its own partition is read from
 //!   the store (the state just before this position) and sent to every replica of every other
 //!   participant; a missing key of a sibling partition blocks the executor — the whole
 //!   partition — until the sibling's value arrives (S-SMR's multi-partition cost). Every
@@ -28,7 +28,7 @@
 //!   same order and each sibling reaches every read it owns. At the end each applies its own
 //!   partition's writes at the position.
 //! * **Answer**: every replica of the lowest participant partition sends the outcome to the
-//!   submitting node, which answers its client once ([`dispatch::Submissions`]).
+//!   submitting node, which answers its client once ([`dispatch::Submissions`](crate::common::dispatch::Submissions)).
 //! * **Undeclared partitions**: a procedure whose keys depend on what it reads may reach a
 //!   partition its dry run did not declare. Every participant stops there identically, with no
 //!   writes, and the submitter orders it again with that partition added (same transaction id,

@@ -1,5 +1,5 @@
 //! The node every order-then-execute protocol runs (`s-smr`, `calvin`): clients' one-shot
-//! transactions are ordered whole through the [sequencer](super::sequencer), then every replica
+//! transactions are ordered whole through the [`sequencer`], then every replica
 //! of every partition a transaction touches runs it at its place in the order
 //! ([`dispatch`]). A protocol is this node under its own [`Schedule`], which decides when a
 //! partition may start a delivered transaction: `s-smr` one at a time in order (one executor per
@@ -148,7 +148,17 @@ impl CheckMessage for Msg {
                 nonzero(at, *pos)
             }
             Msg::Horizon { .. } => Ok(()),
-            Msg::ReconRead { key, .. } => at.key_here(key),
+            Msg::ReconRead { txn, key } => {
+                // Only a transaction's submitter reconnoitres it (and gets the answer).
+                if txn.coordinator() != at.from {
+                    return Err(at.bad(format!(
+                        "{} reconnoitres {txn}, which {} submitted",
+                        at.from,
+                        txn.coordinator()
+                    )));
+                }
+                at.key_here(key)
+            }
             Msg::ReconValue { txn, key, .. } => {
                 at.txn_here(*txn)?;
                 from_owner(at, key)

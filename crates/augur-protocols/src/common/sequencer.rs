@@ -59,7 +59,7 @@ use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_types::NodeId;
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
 use raft::storage::MemStorage;
-use raft::{Config, RawNode, StateRole, Storage};
+use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
 use raft_prost::Message as _;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -662,6 +662,14 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         P::Msg: From<RaftMessage>,
     {
         for m in messages {
+            // The log is never compacted, so no follower ever needs a snapshot; raft-rs asks for
+            // one only when forged messages confused its view of a follower's progress. Send
+            // nothing (the receiver would refuse it) and let the leader probe the follower again.
+            if MessageType::from_i32(m.msg_type) == Some(MessageType::MsgSnapshot) {
+                self.counters.raft_messages_refused += 1;
+                self.raft.report_snapshot(m.to, SnapshotStatus::Failure);
+                continue;
+            }
             if let Some(to) = node_of(m.to) {
                 ctx.send(to, RaftMessage(m.encode_to_vec()).into());
             }
