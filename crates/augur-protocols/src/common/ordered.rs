@@ -689,9 +689,12 @@ impl<S: Schedule> Ordered<S> {
                 }
                 let entry = Arc::new(entry);
                 for p in &entry.partitions {
+                    // A position delivered again (the sequencer replays its log after a
+                    // restart of its Raft instance) is taken once.
                     if let Some(part) = self.parts.get_mut(p)
                         && at > part.durable
                         && !part.done_above.contains(&at)
+                        && !part.pending.contains_key(&at)
                     {
                         part.schedule.deliver(at, &entry, &placement);
                         part.pending.insert(at, Arc::clone(&entry));
