@@ -151,30 +151,37 @@ impl Entry {
         Ok(())
     }
 
-    /// Whether participant `p` runs the procedure. Without a footprint every participant does.
-    /// With one, the participants it writes at do, and the others only read their part of the
-    /// footprint for them (Calvin's passive participants); a transaction that writes nothing
-    /// runs at its lowest participant.
-    pub fn runs_at(&self, p: PartitionId, placement: &Placement) -> bool {
+    /// The participants that run the procedure, sorted. Without a footprint, every one. With
+    /// one, those it writes at; the others only read their part of the footprint for them
+    /// (Calvin's passive participants). A transaction that writes nothing runs at its lowest
+    /// participant.
+    pub fn runners(&self, placement: &Placement) -> Vec<PartitionId> {
         let Some(fp) = &self.footprint else {
-            return true;
+            return self.partitions.clone();
         };
-        let mut writers = fp.writes.iter().map(|key| placement.partition_of(key));
-        match writers.clone().next() {
-            None => p == self.partitions[0],
-            Some(_) => writers.any(|q| q == p),
+        let writers: BTreeSet<PartitionId> = fp
+            .writes
+            .iter()
+            .map(|key| placement.partition_of(key))
+            .collect();
+        if writers.is_empty() {
+            return vec![self.partitions[0]];
         }
+        writers.into_iter().collect()
     }
 
-    /// The participant that reports the outcome: the lowest one that runs the procedure.
+    /// Whether participant `p` is one of the [`runners`](Entry::runners).
+    pub fn runs_at(&self, p: PartitionId, placement: &Placement) -> bool {
+        self.footprint.is_none() || self.runners(placement).contains(&p)
+    }
+
+    /// The participant that reports the outcome: the lowest of the
+    /// [`runners`](Entry::runners).
     pub fn reporter(&self, placement: &Placement) -> PartitionId {
-        let lowest_writer = self.footprint.as_ref().and_then(|fp| {
-            fp.writes
-                .iter()
-                .map(|key| placement.partition_of(key))
-                .min()
-        });
-        lowest_writer.unwrap_or(self.partitions[0])
+        if self.footprint.is_none() {
+            return self.partitions[0];
+        }
+        self.runners(placement)[0]
     }
 }
 

@@ -412,9 +412,10 @@ impl<S: Schedule> Ordered<S> {
         };
         // What travels is the postcard form, whatever form the client wrote the arguments in.
         let call = procedure.call().unwrap_or(call);
-        let dependent = self
-            .dependent
-            .contains(&(call.workload.clone(), call.procedure.clone()));
+        let dependent = S::FOOTPRINTS
+            && self
+                .dependent
+                .contains(&(call.workload.clone(), call.procedure.clone()));
         let txn = self.ids.allocate(ctx);
         let mut entry = Entry {
             txn,
@@ -422,7 +423,7 @@ impl<S: Schedule> Ordered<S> {
             body: Body::Call { call, read_only },
             footprint: None,
         };
-        if S::FOOTPRINTS && dependent {
+        if dependent {
             self.submissions.add(pending, entry.clone(), ctx.now());
             return self.reconnoitre(ctx, entry);
         }
@@ -992,11 +993,8 @@ impl<S: Schedule> Ordered<S> {
         let placement = Arc::clone(&self.env.placement);
         let mut nodes = BTreeSet::new();
         let mut local = false;
-        for q in entry.partitions.iter().filter(|q| **q != p) {
-            if !entry.runs_at(*q, &placement) {
-                continue;
-            }
-            for node in placement.replicas(*q) {
+        for q in entry.runners(&placement).into_iter().filter(|q| *q != p) {
+            for node in placement.replicas(q) {
                 if *node == me {
                     local = true;
                 } else {
