@@ -211,6 +211,7 @@ fn generate(model: &mut dyn Model, seed: u64) -> History {
             ops,
             outcome,
             ops_unknown: false,
+            call: None,
         });
     }
     History {

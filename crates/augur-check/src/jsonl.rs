@@ -110,6 +110,7 @@ mod tests {
                 ],
                 outcome: RecordedOutcome::Committed { commit_ts: 15 },
                 ops_unknown: false,
+                call: None,
             }],
         };
         let mut buf = Vec::new();

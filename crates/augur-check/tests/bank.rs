@@ -64,6 +64,7 @@ fn txn(index: usize, name: &str, ops: Vec<Op>, outcome: RecordedOutcome) -> TxnR
         ops,
         outcome,
         ops_unknown: false,
+        call: None,
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::session::{Outcome, Session};
 use crate::transport::Transport;
 use augur_types::history::{Op, RecordedOutcome, TxnRecord};
-use augur_types::{AbortReason, ExecutedOp, TxnId, Value};
+use augur_types::{AbortReason, ExecutedOp, ProcedureCall, TxnId, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,6 +46,9 @@ pub(crate) struct AttemptLog {
     pub(crate) invoked: Duration,
     pub(crate) ops: Vec<Op>,
     pub(crate) outcome: Option<RecordedOutcome>,
+    /// The procedure a one-shot attempt called (boxed: an attempt log travels inside the
+    /// speculative-commit handle, which is kept small).
+    pub(crate) call: Option<Box<ProcedureCall>>,
 }
 
 pub(crate) fn text(value: &Option<Value>) -> Option<String> {
@@ -83,12 +86,19 @@ impl<T: Transport> Session<T> {
             ops: log.ops,
             outcome: log.outcome.unwrap_or_else(|| aborted(unfinished)),
             ops_unknown: false,
+            call: log.call.map(|call| *call),
         });
     }
 
     /// Record a one-shot attempt invoked at `invoked` whose reply never came: its outcome and
     /// its operations are unknown.
-    pub(crate) fn record_lost(&self, name: &'static str, read_only: bool, invoked: Duration) {
+    pub(crate) fn record_lost(
+        &self,
+        name: &'static str,
+        read_only: bool,
+        invoked: Duration,
+        call: Option<ProcedureCall>,
+    ) {
         let Some(recorder) = &self.recorder else {
             return;
         };
@@ -103,6 +113,7 @@ impl<T: Transport> Session<T> {
             ops: Vec::new(),
             outcome: RecordedOutcome::Unknown,
             ops_unknown: true,
+            call,
         });
     }
 }

@@ -73,6 +73,8 @@ async fn one_shot<'s, T: Transport>(
 ) -> Shipped<'s, T> {
     let invoked = session.transport.now();
     let read_only = procedure.read_only();
+    // Only a recorded session keeps the call, for the history.
+    let recorded_call = session.recorder.as_ref().map(|_| Box::new(call.clone()));
     let op = ClientOp::Execute {
         call,
         read_only,
@@ -102,7 +104,12 @@ async fn one_shot<'s, T: Transport>(
         }
         // The procedure may have committed; what it read and wrote is unknown.
         Err(_) => {
-            session.record_lost(procedure.name(), read_only, invoked);
+            session.record_lost(
+                procedure.name(),
+                read_only,
+                invoked,
+                recorded_call.map(|c| *c),
+            );
             return Shipped::Done(Attempt::Done(finish(procedure, stats, Outcome::Unknown)));
         }
     };
@@ -119,6 +126,7 @@ async fn one_shot<'s, T: Transport>(
         invoked,
         ops: ops.iter().map(history_op).collect(),
         outcome: None,
+        call: recorded_call,
     });
     let outcome = match (end, txn) {
         (ClientReply::Committed { commit_ts }, _) => Outcome::Committed { commit_ts },

@@ -165,6 +165,7 @@ impl<T: Transport> Session<T> {
                     invoked,
                     ops: Vec::new(),
                     outcome: None,
+                    call: None,
                 }),
             }),
             ClientReply::Aborted(r) => Err(TxnError::Aborted(r)),

@@ -73,7 +73,7 @@ use crate::common::lock_sets::LockSets;
 use crate::common::locks::Policy;
 use crate::common::ordered::{Ordered, Schedule};
 use crate::common::sequencer;
-use crate::registry::{IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
 use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
 use augur_runtime::{NodeEnv, SerialResource, Work};
 use augur_types::{Key, PartitionId, Placement, Timestamp, TxnId};
@@ -85,7 +85,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "Sparkle (PVLDB 12) §5 baseline: Calvin (SIGMOD 2012), ordered locking on one lock thread per partition over a Raft-replicated sequencer, OLLP for dependent transactions",
     summary: "orders whole one-shot transactions through Raft, then each partition's lock thread grants their item locks in that order and workers run them; dependent transactions are reconnoitred first",
     commit_order_evidence: true,
-    promises: &[],
+    promises: &[Promise::SerialReplay],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

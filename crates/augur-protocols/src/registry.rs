@@ -77,6 +77,11 @@ pub enum Promise {
     /// difference between two nodes' clocks, plus one clock tick (DST §3.4;
     /// `augur_check::bounded_staleness`). Checked on `list-append` and `rw-register`.
     BoundedStaleness,
+    /// Commit timestamps are positions in one total order, and running the committed
+    /// procedures again one at a time in that order, from the names and arguments the history
+    /// recorded, gives every client's results and the replicas' final state (the
+    /// order-then-execute protocols; `augur::serial_replay`). Checked on every workload.
+    SerialReplay,
 }
 
 /// How a mutant's description starts when only scenario tests show its anomaly.

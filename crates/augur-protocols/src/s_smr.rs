@@ -77,7 +77,7 @@
 use crate::common::dispatch::Entry;
 use crate::common::ordered::{Ordered, Schedule};
 use crate::common::sequencer;
-use crate::registry::{IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::registry::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
 use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
 use augur_runtime::{NodeEnv, SerialResource, Work};
 use augur_types::{PartitionId, Placement, Timestamp};
@@ -90,7 +90,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     paper: "Sparkle (PVLDB 12) §5 baseline: S-SMR (DSN 2014), one sequential executor per partition over a Raft-replicated sequencer",
     summary: "orders whole one-shot transactions through Raft, then runs them one at a time per partition with no concurrency control; multi-partition transactions block until the siblings' values arrive",
     commit_order_evidence: true,
-    promises: &[],
+    promises: &[Promise::SerialReplay],
     network: NetworkModel {
         tolerates_loss: true,
         tolerates_reordering: true,

@@ -87,6 +87,10 @@ pub struct TxnRecord {
     /// have written garbage while a history holds such attempts.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ops_unknown: bool,
+    /// The procedure a one-shot attempt called, with its arguments: what a serial replay of
+    /// the history runs again (absent for interactive attempts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<crate::ProcedureCall>,
 }
 
 impl TxnRecord {

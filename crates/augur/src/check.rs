@@ -15,6 +15,7 @@
 
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
+use crate::serial_replay;
 use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
@@ -491,6 +492,9 @@ impl CheckConfig {
                 (Promise::BoundedStaleness, Some(model)) => {
                     augur_check::bounded_staleness(history, model, self.promised_staleness())
                 }
+                (Promise::SerialReplay, _) => {
+                    serial_replay::replay(history, &crate::procedures()).map(|_| ())
+                }
                 (
                     Promise::MissedWriterRepliesAfterReader
                     | Promise::TimestampsOrderDependencies
@@ -693,16 +697,10 @@ impl ProtocolVisitor for RunSeed<'_> {
         }
         liveness.store(true, Ordering::SeqCst);
         let deadline = config.safety + LIVENESS_DEADLINE;
-        let live = if sim.run_until_clients_done(deadline, Duration::from_millis(500)) {
+        let finished = sim.run_until_clients_done(deadline, Duration::from_millis(500));
+        if finished {
             sim.run_for(QUIESCENCE);
-            quiescent(&sim, &config.placement)
-                .and_then(|()| replicas_agree(&sim, &config.placement))
-        } else {
-            let stuck = clients - done.load(Ordering::SeqCst);
-            Err(format!(
-                "{stuck} of {clients} clients did not commit within {LIVENESS_DEADLINE:?} after the faults ended"
-            ))
-        };
+        }
         let history = History {
             header: HistoryHeader {
                 format: HISTORY_FORMAT,
@@ -714,6 +712,16 @@ impl ProtocolVisitor for RunSeed<'_> {
                 settings: config.workload_settings.clone(),
             },
             txns: recorder.records(),
+        };
+        let live = if finished {
+            quiescent(&sim, &config.placement)
+                .and_then(|()| replicas_agree(&sim, &config.placement))
+                .and_then(|()| replicas_hold_the_serial_state(&sim, info, &history))
+        } else {
+            let stuck = clients - done.load(Ordering::SeqCst);
+            Err(format!(
+                "{stuck} of {clients} clients did not commit within {LIVENESS_DEADLINE:?} after the faults ended"
+            ))
         };
         (history, live, sim.messages_lost(), sim.forgery_counts())
     }
@@ -819,6 +827,39 @@ fn replicas_agree<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Re
                 None => {
                     seen.insert(partition, (node, digest));
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `Err` names a partition whose replicas' final state is not the one the serial replay of
+/// `history` ends in, for protocols that promise [`Promise::SerialReplay`], when the replay's
+/// final state is known (no attempt's outcome was lost).
+fn replicas_hold_the_serial_state<P: Protocol>(
+    sim: &Simulation<P>,
+    info: &ProtocolInfo,
+    history: &History,
+) -> Result<(), String> {
+    if !info.promises.contains(&Promise::SerialReplay) {
+        return Ok(());
+    }
+    let placement = sim.placement();
+    // A replay that fails is reported by the promise's own check.
+    let Ok(replayed) = serial_replay::replay(history, &crate::procedures()) else {
+        return Ok(());
+    };
+    let Some(expected) = replayed.digests(placement) else {
+        return Ok(());
+    };
+    for node in placement.nodes() {
+        for (partition, digest) in sim.node(node).state_digests() {
+            if expected.get(&partition).copied().unwrap_or(0) != digest {
+                return Err(format!(
+                    "node {} holds a state of partition {} that the serial replay of the \
+                     {} committed transactions does not end in",
+                    node.0, partition.0, replayed.committed
+                ));
             }
         }
     }

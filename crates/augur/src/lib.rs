@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod faults;
 pub mod metrics_http;
 pub mod provision;
+pub mod serial_replay;
 pub mod shell;
 
 /// What augur's nodes run one-shot transactions with: every workload's procedures.

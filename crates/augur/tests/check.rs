@@ -277,3 +277,84 @@ fn survives(c: &CheckConfig) {
         );
     }
 }
+
+/// The serial-replay oracle on the protocols that promise it: each committed procedure run
+/// again in position order gives what its client was told, and the replicas end in the state
+/// the replay ends in. Fault-free, so no outcome is lost and the whole history is replayed; and
+/// a history altered three ways (a read's value, two conflicting positions swapped, two
+/// attempts at one position) is refused.
+#[test]
+fn order_then_execute_histories_replay_serially() {
+    use augur::serial_replay::replay;
+    use augur_types::history::{Op, RecordedOutcome};
+    let procedures = augur::procedures();
+    for p in PROTOCOLS
+        .iter()
+        .filter(|p| p.promises.contains(&Promise::SerialReplay))
+    {
+        for workload in ["list-append", "bank"] {
+            let mut c = config(p.name, workload, "1..3", None);
+            c.faults = FaultSpec::default();
+            for seed in c.seeds.clone() {
+                let outcome = c.run_seed(seed).expect("seed runs");
+                assert!(outcome.passed(), "{} {workload} seed {seed}", p.name);
+                let replayed = replay(&outcome.history, &procedures).expect("replays");
+                assert!(replayed.committed > 50, "{}", replayed.committed);
+                assert_eq!(replayed.checked, replayed.committed);
+                assert!(replayed.final_state.is_some());
+            }
+        }
+        let mut c = config(p.name, "list-append", "1", None);
+        c.faults = FaultSpec::default();
+        let history = c.run_seed(1).expect("seed runs").history;
+        let committed = |t: &&augur_types::history::TxnRecord| t.is_committed();
+        // A read that returned something else.
+        let mut altered = history.clone();
+        let read = altered
+            .txns
+            .iter_mut()
+            .filter(|t| t.is_committed())
+            .flat_map(|t| t.ops.iter_mut())
+            .find_map(|op| match op {
+                Op::Read { value, .. } if value.is_some() => Some(value),
+                _ => None,
+            })
+            .expect("a committed read of a value");
+        *read = Some("9999".into());
+        let why = replay(&altered, &procedures).err().expect("refused");
+        assert!(why.contains("run again it issues"), "{why}");
+        // Two attempts that touch one key, their positions swapped.
+        let mut swapped = history.clone();
+        let writers: Vec<usize> = swapped
+            .txns
+            .iter()
+            .filter(committed)
+            .filter(|t| t.ops.iter().any(|op| matches!(op, Op::Write { .. })))
+            .map(|t| t.index)
+            .collect();
+        let key_of = |i: usize| {
+            swapped.txns[i].ops.iter().find_map(|op| match op {
+                Op::Write { key, .. } => Some(key.clone()),
+                _ => None,
+            })
+        };
+        let (a, b) = writers
+            .iter()
+            .flat_map(|a| writers.iter().map(move |b| (*a, *b)))
+            .find(|(a, b)| a != b && key_of(*a) == key_of(*b))
+            .expect("two writers of one key");
+        let ts = |t: &augur_types::history::TxnRecord| match t.outcome {
+            RecordedOutcome::Committed { commit_ts } => commit_ts,
+            _ => unreachable!(),
+        };
+        let (ta, tb) = (ts(&swapped.txns[a]), ts(&swapped.txns[b]));
+        swapped.txns[a].outcome = RecordedOutcome::Committed { commit_ts: tb };
+        swapped.txns[b].outcome = RecordedOutcome::Committed { commit_ts: ta };
+        assert!(replay(&swapped, &procedures).is_err(), "{} swapped", p.name);
+        // Two attempts at one position.
+        let mut twice = history.clone();
+        twice.txns[b].outcome = RecordedOutcome::Committed { commit_ts: ta };
+        let why = replay(&twice, &procedures).err().expect("refused");
+        assert!(why.contains("both committed at position"), "{why}");
+    }
+}

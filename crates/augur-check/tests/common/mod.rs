@@ -66,6 +66,7 @@ impl Builder {
             ops,
             outcome,
             ops_unknown: false,
+            call: None,
         });
         index
     }

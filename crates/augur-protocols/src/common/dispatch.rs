@@ -47,6 +47,22 @@ pub fn position(index: u64, slot: usize) -> Option<Timestamp> {
     Some(Timestamp(high | slot))
 }
 
+/// The Raft index of the batch holding the transaction at `position` (the inverse of
+/// [`position`]).
+pub fn batch_of(position: Timestamp) -> u64 {
+    position.0 >> SLOT_BITS
+}
+
+/// The digest of `key`'s version written at position `at`: what a replica reports of each
+/// key's newest version, XORed per partition (`Protocol::state_digests`), and what the
+/// serial-replay oracle computes from a history to compare with it.
+pub fn version_digest(key: &Key, at: Timestamp, value: &Option<Value>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (key, at, value).hash(&mut h);
+    h.finish()
+}
+
 /// One transaction as the sequencer orders it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {

@@ -50,7 +50,6 @@ use augur_types::{
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1188,6 +1187,10 @@ impl<S: Schedule> Ordered<S> {
             .min()
             .unwrap_or(Timestamp::ZERO);
         self.store.collect_garbage(horizon, GC_BATCH);
+        // Every batch wholly at or below the horizon is done and logged at every node: none
+        // will ask for it again, so the sequencer's log may drop it.
+        self.seq
+            .compact_through(dispatch::batch_of(horizon).saturating_sub(1));
         if !self.ticks.is_multiple_of(ANNOUNCE_EVERY) {
             return;
         }
@@ -1378,10 +1381,8 @@ impl<S: Schedule> Protocol for Ordered<S> {
             let Some(newest) = entry.latest_committed() else {
                 continue;
             };
-            let mut h = std::hash::DefaultHasher::new();
-            (key, newest.ts, &newest.value).hash(&mut h);
             if let Some(d) = digests.get_mut(&self.env.placement.partition_of(key)) {
-                *d ^= h.finish();
+                *d ^= dispatch::version_digest(key, newest.ts, &newest.value);
             }
         }
         digests.into_iter().collect()
@@ -1404,6 +1405,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("batches_proposed", s.batches_proposed),
             ("batches_reproposed", s.batches_reproposed),
             ("batches_delivered", s.batches_delivered),
+            ("raft_entries_compacted", s.entries_compacted),
         ]
     }
 }

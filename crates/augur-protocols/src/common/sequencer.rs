@@ -47,11 +47,21 @@
 //! a message still make raft-rs panic, the panic is caught and the Raft instance is rebuilt
 //! from the node's durable Raft state, exactly as after a crash of the node.
 //!
+//! # Compaction
+//!
+//! The executor above the sequencer says how far the log may be cut
+//! ([`Sequencer::compact_through`]): `common::ordered` cuts below the position every node of
+//! the cluster announced done and logged, so no node ever needs an entry that was cut. A node
+//! therefore never needs a Raft snapshot (the executors' state is spread over the partitions
+//! and rebuilt from each node's own log), and none is ever sent. A cut keeps the index and term
+//! of its last entry (raft-rs's snapshot metadata, with no data) and the once-only delivery
+//! state as of that entry, so a restart replays only the entries above the cut and skips the
+//! same batches every other node skipped. A node that stays down holds every other node's
+//! log back until it returns, as in any Raft deployment that never ships snapshots.
+//!
 //! # Left out
 //!
-//! The log is never compacted: a node keeps (and a restart replays) every batch since the
-//! cluster started. Compaction needs the executors' state in a snapshot, which the protocols
-//! built on the sequencer do not produce yet. Membership is fixed by the placement.
+//! Membership is fixed by the placement.
 
 use crate::registry::SettingInfo;
 use augur_runtime::inbound::{BadMessage, Inbound};
@@ -124,6 +134,14 @@ pub enum SequencerRecord {
     HardState(Vec<u8>),
     /// This node may have numbered its batches up to (not including) `below`.
     Reserved { below: u64 },
+    /// The log was cut through `index` (whose entry was of `term`); `delivered` is, per origin,
+    /// which batch numbers were delivered by then (the numbers below the first, and the
+    /// others listed).
+    Compacted {
+        index: u64,
+        term: u64,
+        delivered: Vec<(NodeId, u64, Vec<u64>)>,
+    },
 }
 
 /// The sequencer's timers.
@@ -152,6 +170,30 @@ struct Proposal<T> {
     /// Every batch number of `origin` below this is abandoned (see the module docs).
     floor: u64,
     items: Vec<T>,
+}
+
+/// The leading fields of a [`Proposal`], decoded alone: whether a batch is delivered is
+/// decided from them, so a cut of the log can replay that decision without its items.
+#[derive(Deserialize)]
+struct ProposalHeader {
+    origin: NodeId,
+    seq: u64,
+    floor: u64,
+}
+
+impl ProposalHeader {
+    /// The header of a normal entry's data; `None` for an empty entry (a new leader's) or one
+    /// that does not decode (every node skips it alike).
+    fn of(entry: &Entry) -> Option<ProposalHeader> {
+        if EntryType::from_i32(entry.entry_type) != Some(EntryType::EntryNormal)
+            || entry.data.is_empty()
+        {
+            return None;
+        }
+        postcard::take_from_bytes::<ProposalHeader>(&entry.data)
+            .ok()
+            .map(|(header, _)| header)
+    }
 }
 
 /// Per origin, which batch numbers were delivered (or abandoned): all below `low`, and those in
@@ -189,6 +231,8 @@ pub struct SequencerCounters {
     pub batches_skipped: u64,
     pub raft_messages_refused: u64,
     pub raft_restarts: u64,
+    /// Entries cut from the log ([`Sequencer::compact_through`]).
+    pub entries_compacted: u64,
 }
 
 /// Where the Raft group's members are, and this node's place in it.
@@ -359,6 +403,9 @@ pub struct Sequencer<T> {
     /// The last log index delivered.
     applied: u64,
     delivered: BTreeMap<NodeId, Delivered>,
+    /// The last index cut from the log, and what was delivered through it.
+    compacted: u64,
+    delivered_when_compacted: BTreeMap<NodeId, Delivered>,
     counters: SequencerCounters,
 }
 
@@ -387,6 +434,8 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         };
         let storage = MemStorage::new_with_conf_state(group.conf_state());
         let mut reserved = 0;
+        let mut compacted = 0;
+        let mut delivered_when_compacted = BTreeMap::new();
         for record in records {
             match record {
                 SequencerRecord::Entries(entries) => {
@@ -395,10 +444,29 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                         .map(|e| Entry::decode(e.as_slice()))
                         .collect::<Result<_, _>>()
                         .map_err(|e| format!("sequencer log: undecodable entry: {e}"))?;
-                    storage
-                        .wl()
-                        .append(&entries)
-                        .map_err(|e| format!("sequencer log: {e}"))?;
+                    // What a cut covers was written before it; only what follows it counts.
+                    let above: Vec<Entry> = entries
+                        .into_iter()
+                        .filter(|e| e.index > compacted)
+                        .collect();
+                    append(&storage, &above)?;
+                }
+                SequencerRecord::Compacted {
+                    index,
+                    term,
+                    delivered,
+                } => {
+                    if index > compacted {
+                        cut(&storage, group.conf_state(), index, term)?;
+                        compacted = index;
+                        delivered_when_compacted = delivered
+                            .into_iter()
+                            .map(|(origin, low, above)| {
+                                let above = above.into_iter().collect();
+                                (origin, Delivered { low, above })
+                            })
+                            .collect();
+                    }
                 }
                 SequencerRecord::HardState(hs) => {
                     let hs = HardState::decode(hs.as_slice())
@@ -421,8 +489,10 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
             next_seq: reserved,
             reserved,
             floor: reserved,
-            applied: 0,
-            delivered: BTreeMap::new(),
+            applied: compacted,
+            delivered: delivered_when_compacted.clone(),
+            compacted,
+            delivered_when_compacted,
             counters: SequencerCounters::default(),
         })
     }
@@ -681,29 +751,24 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     fn deliver(&mut self, entries: Vec<Entry>, out: &mut Vec<Batch<T>>) {
         for entry in entries {
             self.applied = self.applied.max(entry.index);
-            if EntryType::from_i32(entry.entry_type) != Some(EntryType::EntryNormal)
-                || entry.data.is_empty()
-            {
-                continue;
-            }
-            // Every node wrote what it proposed with the same encoder; an entry that does not
-            // decode is skipped by every node alike.
-            let Ok(proposal) = postcard::from_bytes::<Proposal<T>>(&entry.data) else {
-                self.counters.batches_skipped += 1;
+            let Some(header) = ProposalHeader::of(&entry) else {
                 continue;
             };
-            if proposal.origin == self.group.me {
-                self.in_flight.remove(&proposal.seq);
+            if header.origin == self.group.me {
+                self.in_flight.remove(&header.seq);
             }
             let first = self
                 .delivered
-                .entry(proposal.origin)
+                .entry(header.origin)
                 .or_default()
-                .first_time(proposal.seq, proposal.floor);
-            if !first {
+                .first_time(header.seq, header.floor);
+            // Every node wrote what it proposed with the same encoder; an entry that does not
+            // decode is skipped by every node alike.
+            let proposal = postcard::from_bytes::<Proposal<T>>(&entry.data);
+            let Some(proposal) = proposal.ok().filter(|_| first) else {
                 self.counters.batches_skipped += 1;
                 continue;
-            }
+            };
             self.counters.batches_delivered += 1;
             out.push(Batch {
                 index: entry.index,
@@ -713,9 +778,54 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         }
     }
 
-    /// Records that rebuild the durable state on their own: every entry, the hard state and
-    /// the lease.
+    /// Cut the log through `index` (at most what was delivered): the caller guarantees no node
+    /// will need those entries again. The cut itself is logged by the next checkpoint.
+    pub fn compact_through(&mut self, index: u64) {
+        let index = index.min(self.applied);
+        if index <= self.compacted {
+            return;
+        }
+        let context = raft::GetEntriesContext::empty(false);
+        let Ok(cut_entries) = self
+            .storage
+            .entries(self.compacted + 1, index + 1, None, context)
+        else {
+            return;
+        };
+        let Ok(term) = self.storage.term(index) else {
+            return;
+        };
+        for header in cut_entries.iter().filter_map(ProposalHeader::of) {
+            self.delivered_when_compacted
+                .entry(header.origin)
+                .or_default()
+                .first_time(header.seq, header.floor);
+        }
+        if cut(&self.storage, self.group.conf_state(), index, term).is_ok() {
+            self.counters.entries_compacted += index - self.compacted;
+            self.compacted = index;
+        }
+    }
+
+    /// Records that rebuild the durable state on their own: the cut, every entry above it, the
+    /// hard state and the lease.
     pub fn checkpoint<R: From<SequencerRecord>>(&self, emit: &mut dyn FnMut(R)) {
+        if self.compacted > 0 {
+            let term = self.storage.term(self.compacted).unwrap_or(0);
+            let delivered = self
+                .delivered_when_compacted
+                .iter()
+                .map(|(origin, d)| (*origin, d.low, d.above.iter().copied().collect()))
+                .collect();
+            emit(
+                SequencerRecord::Compacted {
+                    index: self.compacted,
+                    term,
+                    delivered,
+                }
+                .into(),
+            );
+        }
         let first = self.storage.first_index().unwrap_or(1);
         let last = self.storage.last_index().unwrap_or(0);
         if last >= first {
@@ -734,6 +844,62 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
             .into(),
         );
     }
+}
+
+/// Append `entries` to `storage`, refusing what raft-rs would panic on (entries that overlap
+/// a cut, or leave a gap).
+fn append(storage: &MemStorage, entries: &[Entry]) -> Result<(), String> {
+    let Some(first) = entries.first() else {
+        return Ok(());
+    };
+    let low = storage
+        .first_index()
+        .map_err(|e| format!("sequencer log: {e}"))?;
+    let high = storage
+        .last_index()
+        .map_err(|e| format!("sequencer log: {e}"))?;
+    if first.index < low || first.index > high + 1 {
+        return Err(format!(
+            "sequencer log: entries from {} do not follow the log ({low}..={high})",
+            first.index
+        ));
+    }
+    storage
+        .wl()
+        .append(entries)
+        .map_err(|e| format!("sequencer log: {e}"))
+}
+
+/// Cut `storage` through `index` (an entry of `term`), keeping the entries above it and the
+/// hard state. raft-rs's own `compact` forgets the term of the last entry cut, which Raft needs
+/// to append after it; a snapshot's metadata keeps it.
+fn cut(storage: &MemStorage, conf: ConfState, index: u64, term: u64) -> Result<(), String> {
+    let last = storage
+        .last_index()
+        .map_err(|e| format!("sequencer log: {e}"))?;
+    let kept = if last > index {
+        let context = raft::GetEntriesContext::empty(false);
+        storage
+            .entries(index + 1, last + 1, None, context)
+            .map_err(|e| format!("sequencer log: {e}"))?
+    } else {
+        Vec::new()
+    };
+    let mut core = storage.wl();
+    let hard_state = core.hard_state().clone();
+    let mut snapshot = raft::eraftpb::Snapshot::default();
+    let meta = snapshot.mut_metadata();
+    meta.index = index;
+    meta.term = term;
+    meta.set_conf_state(conf);
+    core.apply_snapshot(snapshot)
+        .map_err(|e| format!("sequencer log: {e}"))?;
+    core.append(&kept)
+        .map_err(|e| format!("sequencer log: {e}"))?;
+    if hard_state.commit >= index {
+        core.set_hardstate(hard_state);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
