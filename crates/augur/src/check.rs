@@ -988,7 +988,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     let mut totals = Totals::default();
     for seed in config.seeds.clone() {
         let outcome = config.run_seed(seed)?;
-        totals.add(&outcome);
+        totals.add(&outcome, config.info);
         if let Some(path) = config.history_path(seed) {
             write_history(&path, &outcome.history)?;
         }
@@ -1030,6 +1030,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         "  {} transactions: {} committed, {} aborted, {} unknown; {} messages lost to faults",
         totals.txns, totals.committed, totals.aborted, totals.unknown, totals.lost
     );
+    if config.info.promises.contains(&Promise::SerialReplay) {
+        println!(
+            "  serial replay: {} of {} committed run again over the serial order's values; final \
+             state compared with the replicas in {} of {seeds_run} seeds",
+            totals.replayed_in_full, totals.committed, totals.final_states_compared
+        );
+    }
     if !totals.allowed.is_empty() {
         let seen: Vec<String> = totals
             .allowed
@@ -1062,11 +1069,21 @@ struct Totals {
     unknown: usize,
     lost: u64,
     allowed: BTreeMap<String, usize>,
+    /// Committed attempts the serial replay ran over the serial order's values, and seeds whose
+    /// final state it compared (protocols promising [`Promise::SerialReplay`]).
+    replayed_in_full: usize,
+    final_states_compared: usize,
 }
 
 impl Totals {
-    fn add(&mut self, o: &SeedOutcome) {
+    fn add(&mut self, o: &SeedOutcome, info: &ProtocolInfo) {
         self.seeds += 1;
+        if info.promises.contains(&Promise::SerialReplay)
+            && let Ok(replayed) = serial_replay::replay(&o.history, &crate::procedures())
+        {
+            self.replayed_in_full += replayed.checked;
+            self.final_states_compared += usize::from(replayed.final_state.is_some());
+        }
         self.txns += o.history.txns.len();
         self.committed += o.history.txns.iter().filter(|t| t.is_committed()).count();
         self.aborted += o.history.txns.iter().filter(|t| t.is_aborted()).count();
