@@ -279,6 +279,12 @@ impl std::error::Error for Interrupted {}
 /// the noise (16-23 s): by 8 it is no longer the latency that limits it.
 pub const LOADER_SESSIONS_PER_NODE: usize = 8;
 
+/// At least this many loader sessions in all, however few nodes. On one node, 8 in flight leave
+/// a protocol that batches its commits into epochs (`calvin`, `s-smr`: 10 ms, then Raft) bound
+/// by its commit latency: Sparkle Fig. 6's 50-warehouse TPC-C took 36 s to load through `s-smr`
+/// with 8 sessions and 8 s of CPU.
+pub const MIN_LOADER_SESSIONS: usize = 32;
+
 /// At most this many loader sessions in all, however many nodes: each is a task (over TCP a
 /// connection; against PostgreSQL a server backend, of the 300 `scripts/postgres.sh` allows,
 /// which the clients share), and beyond a few hundred transactions in flight two cores are the
@@ -286,11 +292,13 @@ pub const LOADER_SESSIONS_PER_NODE: usize = 8;
 pub const MAX_LOADER_SESSIONS: usize = 256;
 
 /// The home node of each loader session for `loads` load transactions over `placement`:
-/// [`LOADER_SESSIONS_PER_NODE`] per node, round-robin over the nodes, at most
-/// [`MAX_LOADER_SESSIONS`] and never more than there are transactions to run.
+/// [`LOADER_SESSIONS_PER_NODE`] per node, round-robin over the nodes, at least
+/// [`MIN_LOADER_SESSIONS`], at most [`MAX_LOADER_SESSIONS`] and never more than there are
+/// transactions to run.
 fn loader_homes(placement: &Placement, loads: usize) -> Vec<NodeId> {
     let nodes: Vec<NodeId> = placement.nodes().collect();
     let sessions = (nodes.len() * LOADER_SESSIONS_PER_NODE)
+        .max(MIN_LOADER_SESSIONS)
         .min(MAX_LOADER_SESSIONS)
         .min(loads);
     (0..sessions).map(|i| nodes[i % nodes.len()]).collect()
@@ -765,14 +773,19 @@ mod tests {
     }
 
     #[test]
-    fn loader_sessions_are_a_fixed_number_per_node_spread_over_the_nodes() {
-        let homes = loader_homes(&placement(3), 10_000);
-        assert_eq!(homes.len(), 3 * LOADER_SESSIONS_PER_NODE);
-        for node in placement(3).nodes() {
+    fn loader_sessions_are_a_fixed_number_per_node_within_bounds() {
+        let homes = loader_homes(&placement(8), 10_000);
+        assert_eq!(homes.len(), 8 * LOADER_SESSIONS_PER_NODE);
+        for node in placement(8).nodes() {
             let at = homes.iter().filter(|h| **h == node).count();
             assert_eq!(at, LOADER_SESSIONS_PER_NODE, "{node}");
         }
         assert_eq!(homes[..3], [NodeId(0), NodeId(1), NodeId(2)]);
+        // A few nodes get more each, up to the minimum in all.
+        assert_eq!(
+            loader_homes(&placement(1), 10_000).len(),
+            MIN_LOADER_SESSIONS
+        );
         // Never more than there are transactions to run, nor than the cap.
         assert_eq!(loader_homes(&placement(3), 5).len(), 5);
         assert_eq!(loader_homes(&placement(3), 0).len(), 0);
