@@ -112,4 +112,14 @@ pub trait ProcedureCatalog: Send + Sync + 'static {
     /// A procedure ready to run `call`, or why there is none: `UnknownProcedure`, or `Invalid`
     /// arguments.
     fn instantiate(&self, call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError>;
+
+    /// The lock that guards `key` for a protocol that locks what a transaction will touch
+    /// before running it (`calvin`), when it is coarser than `key` itself: a row whose key comes
+    /// from a counter's value (TPC-C's orders, keyed by D_NEXT_O_ID) locked through the
+    /// counter's row, so that a transaction's locks can be known before the counter is read.
+    /// Must be a function of `key` alone, on `key`'s shard, the same for every transaction.
+    fn lock_name(&self, key: &Key) -> Option<Key> {
+        let _ = key;
+        None
+    }
 }

@@ -90,6 +90,18 @@ impl Procedures {
     }
 }
 
+impl Procedures {
+    /// The lock that guards `key` ([`ProcedureCatalog::lock_name`]): `key` itself unless the
+    /// catalog names a coarser one.
+    pub fn lock_name(&self, key: &augur_types::Key) -> augur_types::Key {
+        self.0
+            .as_ref()
+            .and_then(|catalog| catalog.lock_name(key))
+            .filter(|lock| lock.shard() == key.shard())
+            .unwrap_or_else(|| key.clone())
+    }
+}
+
 impl fmt::Debug for Procedures {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self.0 {

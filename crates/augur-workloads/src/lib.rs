@@ -218,6 +218,12 @@ impl ProcedureCatalog for Catalog {
             _ => Err(unknown_procedure(call)),
         }
     }
+
+    /// TPC-C's rows keyed by a district's counters are locked through the district's row
+    /// ([`tpcc::schema::counter_guard`]); no other workload's keys have their shape.
+    fn lock_name(&self, key: &Key) -> Option<Key> {
+        tpcc::schema::counter_guard(key)
+    }
 }
 
 /// The error for a call no workload registered.

@@ -82,17 +82,26 @@ pub struct Entry {
 /// or writes one outside `writes` ends [`Ran::Mispredicted`] at every participant.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Footprint {
+    /// The keys it reads, each read up front by its partition and sent to the others.
     pub reads: BTreeSet<Key>,
+    /// The locks of the keys it writes (`Procedures::lock_name`: the key itself, or a coarser
+    /// lock on its shard that every transaction touching the key takes, so that a row keyed by
+    /// a counter's value need not be predicted).
     pub writes: BTreeSet<Key>,
 }
 
 impl Footprint {
-    /// The keys `run` read and wrote.
-    pub fn of(run: &Run) -> Footprint {
+    /// The keys `run` read, and the locks (`lock_name`) of those it wrote.
+    pub fn of(run: &Run, lock_name: impl Fn(&Key) -> Key) -> Footprint {
         Footprint {
             reads: run.reads.iter().cloned().collect(),
-            writes: run.writes.keys().cloned().collect(),
+            writes: run.writes.keys().map(lock_name).collect(),
         }
+    }
+
+    /// Whether writing `key` (whose lock is `lock_name(key)`) stays inside the footprint.
+    pub fn covers_write(&self, key: &Key, lock_name: impl Fn(&Key) -> Key) -> bool {
+        self.writes.contains(&lock_name(key))
     }
 
     /// The partitions of its keys, sorted.

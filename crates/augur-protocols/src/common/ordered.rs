@@ -427,7 +427,7 @@ impl<S: Schedule> Ordered<S> {
             return self.reconnoitre(ctx, entry);
         }
         if S::FOOTPRINTS {
-            let footprint = Footprint::of(&dry);
+            let footprint = Footprint::of(&dry, |k| self.env.procedures.lock_name(k));
             entry.partitions = footprint.partitions(&self.env.placement);
             entry.footprint = Some(footprint);
         } else {
@@ -495,9 +495,14 @@ impl<S: Schedule> Ordered<S> {
                     .iter()
                     .map(|(k, _)| placement.partition_of(k))
                     .collect();
+                // Each key and its lock (the same key, or a coarser lock): the check of an
+                // entry (`Entry::check`) knows keys, the lock thread takes both.
                 let footprint = S::FOOTPRINTS.then(|| Footprint {
                     reads: BTreeSet::new(),
-                    writes: writes.iter().map(|(k, _)| k.clone()).collect(),
+                    writes: writes
+                        .iter()
+                        .flat_map(|(k, _)| [k.clone(), self.env.procedures.lock_name(k)])
+                        .collect(),
                 });
                 let entry = Entry {
                     txn,
@@ -601,7 +606,7 @@ impl<S: Schedule> Ordered<S> {
                 }
                 Progress::Ended(run) => {
                     let mut entry = self.recons.remove(&txn).expect("running").entry;
-                    let footprint = Footprint::of(&run);
+                    let footprint = Footprint::of(&run, |k| self.env.procedures.lock_name(k));
                     entry.partitions = footprint.partitions(&self.env.placement);
                     entry.footprint = Some(footprint);
                     self.ensure_participant(&mut entry);
@@ -849,6 +854,7 @@ impl<S: Schedule> Ordered<S> {
         work: &mut Work,
     ) -> Step {
         let placement = Arc::clone(&self.env.placement);
+        let procedures = &self.env.procedures;
         let store = &self.store;
         let inbox = &self.inbox;
         let mutant = self.mutant;
@@ -908,7 +914,8 @@ impl<S: Schedule> Ordered<S> {
                         .saturating_add(u32::try_from(run.ops.len()).unwrap_or(u32::MAX));
                     match &entry.footprint {
                         Some(fp) if !unvalidated => {
-                            if run.writes.keys().any(|k| !fp.writes.contains(k)) {
+                            let lock_name = |k: &Key| procedures.lock_name(k);
+                            if run.writes.keys().any(|k| !fp.covers_write(k, lock_name)) {
                                 return Step::Done(Some(Ran::Mispredicted), BTreeMap::new());
                             }
                         }
