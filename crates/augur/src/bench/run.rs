@@ -298,8 +298,7 @@ pub const MAX_LOADER_SESSIONS: usize = 256;
 fn loader_homes(placement: &Placement, loads: usize) -> Vec<NodeId> {
     let nodes: Vec<NodeId> = placement.nodes().collect();
     let sessions = (nodes.len() * LOADER_SESSIONS_PER_NODE)
-        .max(MIN_LOADER_SESSIONS)
-        .min(MAX_LOADER_SESSIONS)
+        .clamp(MIN_LOADER_SESSIONS, MAX_LOADER_SESSIONS)
         .min(loads);
     (0..sessions).map(|i| nodes[i % nodes.len()]).collect()
 }
