@@ -129,8 +129,9 @@ pub(crate) fn recorded(outcome: Outcome) -> RecordedOutcome {
     }
 }
 
-/// A one-shot operation as a history records it.
-pub(crate) fn history_op(op: &ExecutedOp) -> Op {
+/// A one-shot operation as a history records it (also what the serial replay of a history
+/// compares its runs' operations with).
+pub fn history_op(op: &ExecutedOp) -> Op {
     match op {
         ExecutedOp::Read { key, value } => Op::Read {
             key: key.to_string(),

@@ -34,7 +34,7 @@ pub use attempt::{
     Attempt, RetryReport, Speculation, commit_attempt, resolve, run_body, run_once,
     run_speculative, run_with_retry,
 };
-pub use history::HistoryRecorder;
+pub use history::{HistoryRecorder, history_op};
 pub use one_shot::execute_one_shot;
 pub use procedure::{CommitStats, Ops, Procedure, ProcedureCatalog};
 pub use runner::{Backoff, ChainRoom, DegreeChoice, RetryPolicy, RunObserver, Runner};

@@ -30,7 +30,7 @@ use augur_protocols::common::dispatch;
 use augur_protocols::common::procedure_run::{Progress, Resumable};
 use augur_runtime::one_shot::Procedures;
 use augur_types::history::{History, Op, RecordedOutcome, TxnRecord};
-use augur_types::{AbortReason, ExecutedOp, Key, PartitionId, Placement, Timestamp, Value};
+use augur_types::{AbortReason, Key, PartitionId, Placement, Timestamp, Value};
 use std::collections::BTreeMap;
 
 /// What a replay found.
@@ -164,22 +164,7 @@ fn rerun(
             t.index, t.name
         ));
     }
-    Ok(ended.ops.iter().map(recorded).collect())
-}
-
-/// An operation as a history records it.
-fn recorded(op: &ExecutedOp) -> Op {
-    let text = |v: &Option<Value>| v.as_ref().map(|v| String::from_utf8_lossy(v).into_owned());
-    match op {
-        ExecutedOp::Read { key, value } => Op::Read {
-            key: key.to_string(),
-            value: text(value),
-        },
-        ExecutedOp::Write { key, value } => Op::Write {
-            key: key.to_string(),
-            value: text(value),
-        },
-    }
+    Ok(ended.ops.iter().map(augur_client::history_op).collect())
 }
 
 fn show(ops: &[Op]) -> String {
