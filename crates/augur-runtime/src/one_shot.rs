@@ -88,9 +88,7 @@ impl Procedures {
             ))),
         }
     }
-}
 
-impl Procedures {
     /// The lock that guards `key` ([`ProcedureCatalog::lock_name`]): `key` itself unless the
     /// catalog names a coarser one.
     pub fn lock_name(&self, key: &augur_types::Key) -> augur_types::Key {

@@ -442,6 +442,9 @@ pub struct SeedOutcome {
     /// breaks, and where.
     pub promises: Result<(), String>,
     pub messages_lost: u64,
+    /// The serial replay of the history, for protocols that promise [`Promise::SerialReplay`]
+    /// and whose history replayed.
+    pub replayed: Option<serial_replay::Replayed>,
 }
 
 impl SeedOutcome {
@@ -458,10 +461,10 @@ impl CheckConfig {
             seed,
             forgery: 0.0,
         };
-        let (history, liveness, messages_lost, _) =
+        let (history, liveness, messages_lost, _, replayed) =
             registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
         let report = self.check_history(&history)?;
-        let promises = self.check_promises(&history);
+        let promises = self.check_promises_after(&history, replayed.as_ref());
         Ok(SeedOutcome {
             seed,
             history,
@@ -469,6 +472,7 @@ impl CheckConfig {
             liveness,
             promises,
             messages_lost,
+            replayed: replayed.and_then(Result::ok),
         })
     }
 
@@ -477,6 +481,15 @@ impl CheckConfig {
     /// vacuously where the values do not give it: on `bank`, and, for
     /// `MissedWriterRepliesAfterReader`, which needs lists, on `rw-register`.
     pub fn check_promises(&self, history: &History) -> Result<(), String> {
+        self.check_promises_after(history, None)
+    }
+
+    /// [`Self::check_promises`], given the serial replay of `history` when it was already run.
+    fn check_promises_after(
+        &self,
+        history: &History,
+        replayed: Option<&Result<serial_replay::Replayed, String>>,
+    ) -> Result<(), String> {
         let model = value_model(&self.workload);
         self.info
             .promises
@@ -492,9 +505,10 @@ impl CheckConfig {
                 (Promise::BoundedStaleness, Some(model)) => {
                     augur_check::bounded_staleness(history, model, self.promised_staleness())
                 }
-                (Promise::SerialReplay, _) => {
-                    serial_replay::replay(history, &crate::procedures()).map(|_| ())
-                }
+                (Promise::SerialReplay, _) => match replayed {
+                    Some(replayed) => replayed.as_ref().map(|_| ()).map_err(Clone::clone),
+                    None => serial_replay::replay(history, &crate::procedures()).map(|_| ()),
+                },
                 (
                     Promise::MissedWriterRepliesAfterReader
                     | Promise::TimestampsOrderDependencies
@@ -546,7 +560,8 @@ impl CheckConfig {
             seed,
             forgery,
         };
-        let (.., counts) = registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
+        let (_, _, _, counts, _) =
+            registry::visit(self.info.name, run).map_err(|e| bad(e.to_string()))?;
         Ok(counts)
     }
 
@@ -604,7 +619,13 @@ struct RunSeed<'a> {
 
 /// What a seed's run produced: its history, whether every client committed after the faults,
 /// how many messages were lost, and what forging messages did.
-type SeedRun = (History, Result<(), String>, u64, ForgeryCounts);
+type SeedRun = (
+    History,
+    Result<(), String>,
+    u64,
+    ForgeryCounts,
+    Option<Result<serial_replay::Replayed, String>>,
+);
 
 impl ProtocolVisitor for RunSeed<'_> {
     type Output = SeedRun;
@@ -713,17 +734,27 @@ impl ProtocolVisitor for RunSeed<'_> {
             },
             txns: recorder.records(),
         };
+        let replayed = info
+            .promises
+            .contains(&Promise::SerialReplay)
+            .then(|| serial_replay::replay(&history, &crate::procedures()));
         let live = if finished {
             quiescent(&sim, &config.placement)
                 .and_then(|()| replicas_agree(&sim, &config.placement))
-                .and_then(|()| replicas_hold_the_serial_state(&sim, info, &history))
+                .and_then(|()| replicas_hold_the_serial_state(&sim, replayed.as_ref()))
         } else {
             let stuck = clients - done.load(Ordering::SeqCst);
             Err(format!(
                 "{stuck} of {clients} clients did not commit within {LIVENESS_DEADLINE:?} after the faults ended"
             ))
         };
-        (history, live, sim.messages_lost(), sim.forgery_counts())
+        (
+            history,
+            live,
+            sim.messages_lost(),
+            sim.forgery_counts(),
+            replayed,
+        )
     }
 }
 
@@ -834,21 +865,18 @@ fn replicas_agree<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Re
 }
 
 /// `Err` names a partition whose replicas' final state is not the one the serial replay of
-/// `history` ends in, for protocols that promise [`Promise::SerialReplay`], when the replay's
-/// final state is known (no attempt's outcome was lost).
+/// the run's history ends in (`replayed`: for protocols that promise
+/// [`Promise::SerialReplay`]), when the replay's final state is known (no attempt's outcome was
+/// lost).
 fn replicas_hold_the_serial_state<P: Protocol>(
     sim: &Simulation<P>,
-    info: &ProtocolInfo,
-    history: &History,
+    replayed: Option<&Result<serial_replay::Replayed, String>>,
 ) -> Result<(), String> {
-    if !info.promises.contains(&Promise::SerialReplay) {
-        return Ok(());
-    }
-    let placement = sim.placement();
     // A replay that fails is reported by the promise's own check.
-    let Ok(replayed) = serial_replay::replay(history, &crate::procedures()) else {
+    let Some(Ok(replayed)) = replayed else {
         return Ok(());
     };
+    let placement = sim.placement();
     let Some(expected) = replayed.digests(placement) else {
         return Ok(());
     };
@@ -988,7 +1016,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     let mut totals = Totals::default();
     for seed in config.seeds.clone() {
         let outcome = config.run_seed(seed)?;
-        totals.add(&outcome, config.info);
+        totals.add(&outcome);
         if let Some(path) = config.history_path(seed) {
             write_history(&path, &outcome.history)?;
         }
@@ -1076,11 +1104,9 @@ struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, o: &SeedOutcome, info: &ProtocolInfo) {
+    fn add(&mut self, o: &SeedOutcome) {
         self.seeds += 1;
-        if info.promises.contains(&Promise::SerialReplay)
-            && let Ok(replayed) = serial_replay::replay(&o.history, &crate::procedures())
-        {
+        if let Some(replayed) = &o.replayed {
             self.replayed_in_full += replayed.checked;
             self.final_states_compared += usize::from(replayed.final_state.is_some());
         }

@@ -33,6 +33,9 @@ use augur_types::history::{History, Op, RecordedOutcome, TxnRecord};
 use augur_types::{AbortReason, Key, PartitionId, Placement, Timestamp, Value};
 use std::collections::BTreeMap;
 
+/// The replay's store: each key's newest position and value, by printed key.
+type State = BTreeMap<String, (u64, Option<String>)>;
+
 /// What a replay found.
 pub struct Replayed {
     /// Committed attempts run again, and how many of them in the fully checked prefix.
@@ -40,7 +43,7 @@ pub struct Replayed {
     pub checked: usize,
     /// The newest value of each key and its position, by printed key; `None` when attempts of
     /// unknown outcome leave it unknown.
-    pub final_state: Option<BTreeMap<String, (u64, Option<String>)>>,
+    pub final_state: Option<State>,
 }
 
 /// Replay `history`'s committed attempts in position order (see the module docs). `Err` says
@@ -67,7 +70,7 @@ pub fn replay(history: &History, procedures: &Procedures) -> Result<Replayed, St
         .filter(|t| may_have_committed(t))
         .map(|t| t.invoke_us)
         .min();
-    let mut state: BTreeMap<String, (u64, Option<String>)> = BTreeMap::new();
+    let mut state = State::new();
     let mut checked = 0;
     let mut in_prefix = true;
     for (at, t) in &committed {
@@ -129,7 +132,7 @@ fn may_have_committed(t: &TxnRecord) -> bool {
 fn rerun(
     t: &TxnRecord,
     procedure: Box<dyn augur_client::Procedure>,
-    state: &BTreeMap<String, (u64, Option<String>)>,
+    state: &State,
     in_prefix: bool,
 ) -> Result<Vec<Op>, String> {
     let mut run = Resumable::start(procedure);

@@ -132,9 +132,14 @@ pub enum Body {
 impl Entry {
     /// Whether the entry is well-formed for `placement`: its submitter is a node of the
     /// cluster, its partitions exist and are sorted and distinct, and its blind writes fall
-    /// within them. (A call names a procedure every node may lack; that is decided when it is
-    /// instantiated, by the same catalogue everywhere.)
-    pub fn check(&self, placement: &Placement) -> Result<(), String> {
+    /// within them and, with a footprint, within its locks (`lock_name`). (A call names a
+    /// procedure every node may lack; that is decided when it is instantiated, by the same
+    /// catalogue everywhere.)
+    pub fn check(
+        &self,
+        placement: &Placement,
+        lock_name: impl Fn(&Key) -> Key,
+    ) -> Result<(), String> {
         if let Some(fp) = &self.footprint
             && let Some(key) = fp
                 .reads
@@ -145,7 +150,9 @@ impl Entry {
             return Err(format!("its footprint names {key} outside its partitions"));
         }
         if let (Some(fp), Body::Writes(writes)) = (&self.footprint, &self.body)
-            && let Some((key, _)) = writes.iter().find(|(key, _)| !fp.writes.contains(key))
+            && let Some((key, _)) = writes
+                .iter()
+                .find(|(key, _)| !fp.covers_write(key, &lock_name))
         {
             return Err(format!("writes {key} outside its footprint"));
         }

@@ -495,13 +495,11 @@ impl<S: Schedule> Ordered<S> {
                     .iter()
                     .map(|(k, _)| placement.partition_of(k))
                     .collect();
-                // Each key and its lock (the same key, or a coarser lock): the check of an
-                // entry (`Entry::check`) knows keys, the lock thread takes both.
                 let footprint = S::FOOTPRINTS.then(|| Footprint {
                     reads: BTreeSet::new(),
                     writes: writes
                         .iter()
-                        .flat_map(|(k, _)| [k.clone(), self.env.procedures.lock_name(k)])
+                        .map(|(k, _)| self.env.procedures.lock_name(k))
                         .collect(),
                 });
                 let entry = Entry {
@@ -688,7 +686,8 @@ impl<S: Schedule> Ordered<S> {
                 };
                 self.delivered = self.delivered.max(at);
                 let unpredicted = S::FOOTPRINTS && entry.footprint.is_none();
-                if unpredicted || entry.check(&placement).is_err() {
+                let lock_name = |k: &Key| self.env.procedures.lock_name(k);
+                if unpredicted || entry.check(&placement, lock_name).is_err() {
                     self.counters.refused_entries += 1;
                     continue;
                 }

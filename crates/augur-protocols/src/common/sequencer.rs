@@ -135,12 +135,11 @@ pub enum SequencerRecord {
     /// This node may have numbered its batches up to (not including) `below`.
     Reserved { below: u64 },
     /// The log was cut through `index` (whose entry was of `term`); `delivered` is, per origin,
-    /// which batch numbers were delivered by then (the numbers below the first, and the
-    /// others listed).
+    /// which batch numbers were delivered by then.
     Compacted {
         index: u64,
         term: u64,
-        delivered: Vec<(NodeId, u64, Vec<u64>)>,
+        delivered: BTreeMap<NodeId, Delivered>,
     },
 }
 
@@ -198,8 +197,8 @@ impl ProposalHeader {
 
 /// Per origin, which batch numbers were delivered (or abandoned): all below `low`, and those in
 /// `above`.
-#[derive(Clone, Debug, Default)]
-struct Delivered {
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivered {
     low: u64,
     above: BTreeSet<u64>,
 }
@@ -459,13 +458,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                     if index > compacted {
                         cut(&storage, group.conf_state(), index, term)?;
                         compacted = index;
-                        delivered_when_compacted = delivered
-                            .into_iter()
-                            .map(|(origin, low, above)| {
-                                let above = above.into_iter().collect();
-                                (origin, Delivered { low, above })
-                            })
-                            .collect();
+                        delivered_when_compacted = delivered;
                     }
                 }
                 SequencerRecord::HardState(hs) => {
@@ -764,8 +757,10 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                 .first_time(header.seq, header.floor);
             // Every node wrote what it proposed with the same encoder; an entry that does not
             // decode is skipped by every node alike.
-            let proposal = postcard::from_bytes::<Proposal<T>>(&entry.data);
-            let Some(proposal) = proposal.ok().filter(|_| first) else {
+            let proposal = first
+                .then(|| postcard::from_bytes::<Proposal<T>>(&entry.data).ok())
+                .flatten();
+            let Some(proposal) = proposal else {
                 self.counters.batches_skipped += 1;
                 continue;
             };
@@ -812,16 +807,11 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     pub fn checkpoint<R: From<SequencerRecord>>(&self, emit: &mut dyn FnMut(R)) {
         if self.compacted > 0 {
             let term = self.storage.term(self.compacted).unwrap_or(0);
-            let delivered = self
-                .delivered_when_compacted
-                .iter()
-                .map(|(origin, d)| (*origin, d.low, d.above.iter().copied().collect()))
-                .collect();
             emit(
                 SequencerRecord::Compacted {
                     index: self.compacted,
                     term,
-                    delivered,
+                    delivered: self.delivered_when_compacted.clone(),
                 }
                 .into(),
             );
