@@ -36,7 +36,7 @@ pub use attempt::{
 };
 pub use history::{HistoryRecorder, history_op};
 pub use one_shot::execute_one_shot;
-pub use procedure::{CommitStats, Ops, Procedure, ProcedureCatalog};
+pub use procedure::{CommitStats, DeclaredKeys, Ops, Procedure, ProcedureCatalog};
 pub use runner::{Backoff, ChainRoom, DegreeChoice, RetryPolicy, RunObserver, Runner};
 pub use session::{
     CommitProgress, Outcome, Resolution, Session, SpeculativeCommit, Txn, TxnError, TxnInfo,

@@ -103,6 +103,27 @@ pub trait Procedure: Send {
     fn call(&self) -> Option<ProcedureCall> {
         None
     }
+
+    /// The keys this attempt reads and writes, when its arguments alone determine them: what a
+    /// protocol that locks before it runs (`calvin`) takes as the lock set without running the
+    /// body first, and an order-then-execute protocol as the partitions it touches (Calvin's
+    /// *independent* transactions). `None` (the default) when they depend on what it reads,
+    /// as a customer chosen by last name does: such a procedure is predicted by running it. A
+    /// declaration that misses a key costs a misprediction (the run is validated against it)
+    /// and never correctness; one that names a key the body does not touch costs a lock.
+    fn declared_keys(&self) -> Option<DeclaredKeys> {
+        None
+    }
+}
+
+/// The keys a procedure declares it touches ([`Procedure::declared_keys`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeclaredKeys {
+    /// Every key the body may read (before writing it).
+    pub reads: Vec<Key>,
+    /// Every key the body may write; for a key that is not known before the body runs (a row
+    /// numbered by a counter it reads), the key's lock ([`ProcedureCatalog::lock_name`]).
+    pub writes: Vec<Key>,
 }
 
 /// The procedures a node can run for one-shot transactions, by [`ProcedureCall`] name. Built

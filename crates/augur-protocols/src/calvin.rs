@@ -42,7 +42,11 @@
 //!   ([`LockSets`] with [`Policy::Wait`]): requests queue in arrival order, so a lock goes to
 //!   the transactions in the order of their positions, and since each transaction requests all
 //!   its locks before the next requests any, no cycle of waits can form.
-//! * **Execution.** A transaction whose locks are all granted runs on a worker (any core): each
+//! * **Execution.** A transaction whose locks are all granted runs on a worker: its procedure run
+//!   is handed off the node's handler thread ([`augur_runtime::Ctx::offload`]) to the node's
+//!   worker pool in the real runtimes, to any free core in the simulator's CPU model, and its
+//!   result comes back to the node, which applies it (setting `workers=inline` runs it on the
+//!   handler thread instead, for comparison). Each
 //!   participant reads its part of the footprint's reads and sends it to the participants that
 //!   write (Calvin's *active* participants); a participant that writes nothing (*passive*) does
 //!   only that and releases its locks; each active participant runs the procedure over its own
@@ -81,7 +85,7 @@
 use crate::common::dispatch::Entry;
 use crate::common::lock_sets::LockSets;
 use crate::common::locks::Policy;
-use crate::common::ordered::{Ordered, Schedule};
+use crate::common::ordered::{self, Ordered, Schedule};
 use crate::common::sequencer;
 use crate::registry::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
 use augur_runtime::one_shot::{ONE_SHOT_AND_BLIND_WRITES, Procedures};
@@ -101,7 +105,11 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_reordering: true,
     },
     mutants: MUTANTS,
-    settings: sequencer::SETTINGS,
+    settings: &[
+        sequencer::EPOCH_SETTING,
+        sequencer::VOTERS_SETTING,
+        ordered::WORKERS,
+    ],
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,
     sequencer: true,

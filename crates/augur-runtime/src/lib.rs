@@ -4,7 +4,9 @@
 //! client request, a message from a peer, a timer it set) together with a [`Ctx`] that carries the
 //! node's clock reading and seeded random numbers and collects the effects the handler asks for
 //! (messages to send, replies to clients, timers to set). It never does I/O, never reads the OS
-//! clock, never starts a thread. Because of that, the same protocol code runs
+//! clock, never starts a thread: CPU-heavy work without side effects it hands off
+//! ([`Ctx::offload`]), and the runtime runs it on a worker pool ([`workers`]) or, in the
+//! simulator, on a core of the CPU model. Because of that, the same protocol code runs
 //!
 //! * in the [`sim`] runtime: one thread, virtual time, a latency matrix between data centres and
 //!   every choice drawn from one seed, so the same seed yields a byte-identical history;
@@ -28,8 +30,9 @@ pub mod sim;
 pub mod tcp;
 pub mod telemetry;
 pub mod wal;
+pub mod workers;
 
 pub use protocol::{
-    Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, SerialResource, Work,
-    deliver_client,
+    Ctx, Effects, Held, HeldOutput, NodeEnv, Offload, Protocol, ProtocolOptions, SerialResource,
+    Work, deliver_client,
 };

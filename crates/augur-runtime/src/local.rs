@@ -6,6 +6,7 @@
 use crate::clock::RealClock;
 use crate::one_shot::Procedures;
 use crate::wal::{self, LogConfig, NodeLog};
+use crate::workers::WorkerPool;
 use crate::{Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
@@ -72,12 +73,15 @@ pub async fn run_node<P: Protocol>(
     net: Arc<dyn PeerNet<P::Msg>>,
 ) {
     let id = env.id;
+    let (done_tx, mut done) = mpsc::unbounded_channel();
     let mut node = NodeLoop {
         id,
         protocol,
         log,
         held: HeldOutput::default(),
         timers: DelayQueue::new(),
+        workers: WorkerPool::per_core(format!("augur-worker-n{}", id.0)),
+        done_tx,
         clients: FxHashMap::default(),
         net,
     };
@@ -129,6 +133,11 @@ pub async fn run_node<P: Protocol>(
                 let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
                 node.protocol.on_timer(&mut ctx, expired.into_inner());
             }
+            // The sender is the node's own (`done_tx`): this never ends the loop.
+            Some(result) = done.recv() => {
+                let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
+                node.protocol.on_timer(&mut ctx, result);
+            }
         }
     }
     // Stopping: the writer syncs what it was given when the log is dropped; what waited for
@@ -154,6 +163,9 @@ struct NodeLoop<P: Protocol> {
     log: NodeLog,
     held: HeldOutput<P>,
     timers: DelayQueue<P::Timer>,
+    /// Runs what handlers hand off ([`Ctx::offload`]); each result comes back on `done_tx`.
+    workers: WorkerPool,
+    done_tx: mpsc::UnboundedSender<P::Timer>,
     clients: FxHashMap<ClientId, ReplySender>,
     net: Arc<dyn PeerNet<P::Msg>>,
 }
@@ -165,6 +177,14 @@ impl<P: Protocol> NodeLoop<P> {
         effects.work = Default::default();
         for (after, timer) in effects.timers.drain(..) {
             self.timers.insert(timer, after);
+        }
+        for job in effects.offloads.drain(..) {
+            let done = self.done_tx.clone();
+            self.workers.submit(Box::new(move || {
+                let (result, _work) = job();
+                // The node may have stopped meanwhile: its results go with it.
+                let _ = done.send(result);
+            }));
         }
         if !effects.persist.is_empty() {
             self.log.append(&effects.persist);

@@ -178,12 +178,14 @@ pub fn deliver_client<P: Protocol>(protocol: &mut P, ctx: &mut Ctx<'_, P>, reque
 /// Records in `persist` are appended to the node's log first. The sends and replies of this
 /// handler — and of every later one — leave the node only once the log is durable up to those
 /// records, so nothing outside the node ever depends on state a crash could take back.
-/// Timers are internal and are set at once.
+/// Timers are internal and are set at once; so is offloaded work ([`Ctx::offload`]).
 pub struct Effects<P: Protocol> {
     pub persist: Vec<P::Record>,
     pub sends: Vec<(NodeId, P::Msg)>,
     pub replies: Vec<(ClientId, ClientResponse)>,
     pub timers: Vec<(Duration, P::Timer)>,
+    /// Work handed off the node's handler thread, in the order it was handed off.
+    pub offloads: Vec<Offload<P>>,
     /// The work the handler reported ([`Ctx::charge`]), for the simulator's CPU model.
     pub work: Work,
 }
@@ -239,6 +241,11 @@ impl Work {
     }
 }
 
+/// Work a handler hands off the node's handler thread ([`Ctx::offload`]): a side-effect-free
+/// computation over what it owns (a procedure run over the values it was given) that returns
+/// the timer to deliver its result with, and the work it did (for the simulator's CPU model).
+pub type Offload<P> = Box<dyn FnOnce() -> (<P as Protocol>::Timer, Work) + Send>;
+
 /// A resource of a node that one handler at a time may use, whatever the number of cores: a
 /// lock manager's thread, a partition's single executor. The CPU model runs work that names
 /// one only once the previous work on it has finished. Protocols number their own resources.
@@ -252,6 +259,7 @@ impl<P: Protocol> Default for Effects<P> {
             sends: Vec::new(),
             replies: Vec::new(),
             timers: Vec::new(),
+            offloads: Vec::new(),
             work: Work::default(),
         }
     }
@@ -380,6 +388,17 @@ impl<'a, P: Protocol> Ctx<'a, P> {
         self.effects.timers.push((after, timer));
     }
 
+    /// Run `job` off the node's handler thread and deliver the timer it returns as an input
+    /// ([`Protocol::on_timer`]) once it is done: CPU-heavy, side-effect-free work (a procedure
+    /// run over the values it was handed) that may run in parallel with the node's handlers
+    /// and with other jobs. The real runtimes run it on the node's worker pool, so two jobs
+    /// handed off one after the other may finish in either order; the simulator runs it on a
+    /// core of the CPU model, costed by the [`Work`] it returns, as a new input waiting its
+    /// turn. Like a timer, a job in flight is lost in a crash.
+    pub fn offload(&mut self, job: impl FnOnce() -> (P::Timer, Work) + Send + 'static) {
+        self.effects.offloads.push(Box::new(job));
+    }
+
     /// Report work this handler did (reads and writes of the store, procedure steps), or the
     /// serial resource it runs on, to the simulator's CPU model (see [`Work`]). Costs nothing
     /// in the real runtimes.
@@ -405,6 +424,7 @@ impl<'a, P: Protocol> Ctx<'a, P> {
         self.effects.sends.extend(effects.sends);
         self.effects.replies.extend(effects.replies);
         self.effects.timers.extend(effects.timers);
+        self.effects.offloads.extend(effects.offloads);
         self.effects.work = self.effects.work.plus(effects.work);
     }
 }

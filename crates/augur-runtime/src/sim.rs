@@ -211,6 +211,7 @@ enum WorkOutput<P: Protocol> {
         sends: Vec<(NodeId, P::Msg)>,
         replies: Vec<(ClientId, ClientResponse)>,
         timers: Vec<(Duration, P::Timer)>,
+        offloads: Vec<crate::Offload<P>>,
         upto: u64,
         records: u64,
     },
@@ -220,10 +221,15 @@ enum WorkOutput<P: Protocol> {
 
 /// An input waiting for a free core of its node, under the CPU model.
 enum Job<P: Protocol> {
-    Deliver { from: NodeId, msg: P::Msg },
+    Deliver {
+        from: NodeId,
+        msg: P::Msg,
+    },
     Request(ClientRequest),
     Timer(P::Timer),
     ClientSend(ClientRequest),
+    /// Work a handler handed off ([`Ctx::offload`]).
+    Offloaded(crate::Offload<P>),
 }
 
 impl<P: Protocol> Job<P> {
@@ -233,6 +239,7 @@ impl<P: Protocol> Job<P> {
             Job::Request(_) => InputKind::Request,
             Job::Timer(_) => InputKind::Timer,
             Job::ClientSend(_) => InputKind::Client,
+            Job::Offloaded(_) => InputKind::Worker,
         }
     }
 }
@@ -822,6 +829,7 @@ impl<P: Protocol> Simulation<P> {
                 self.handle(node, input, |p, ctx| p.on_timer(ctx, timer))
             }
             Job::ClientSend(request) => return self.client_work(node, request),
+            Job::Offloaded(job) => return self.offloaded(node, job, timing),
         };
         let Some((incarnation, effects)) = handled else {
             return;
@@ -851,6 +859,7 @@ impl<P: Protocol> Simulation<P> {
             sends,
             replies,
             timers,
+            offloads,
             work,
         } = effects;
         if self.tracing {
@@ -865,6 +874,7 @@ impl<P: Protocol> Simulation<P> {
             sends,
             replies,
             timers,
+            offloads,
             upto: n.log.end(),
             records: n.records,
         };
@@ -892,6 +902,39 @@ impl<P: Protocol> Simulation<P> {
                 output,
             },
         );
+    }
+
+    /// Run work `node` handed off, and deliver its result as a timer: at once without a CPU
+    /// model, else once a core has spent the work's cost on it. The job itself is a pure
+    /// function of what it was handed, so running it now keeps the simulation deterministic.
+    fn offloaded(
+        &mut self,
+        node: NodeId,
+        job: crate::Offload<P>,
+        timing: Option<(CpuModel, Instant)>,
+    ) {
+        let n = &self.nodes[node.0 as usize];
+        if !n.up {
+            return;
+        }
+        let (incarnation, upto, records) = (n.incarnation, n.log.end(), n.records);
+        let (timer, work) = job();
+        let timers = vec![(Duration::ZERO, timer)];
+        let Some((model, started)) = timing else {
+            return self.set_timers(node, incarnation, timers);
+        };
+        let cost = model.cost(InputKind::Worker, work);
+        self.accounts
+            .record(InputKind::Worker, work, cost, started.elapsed());
+        let output = WorkOutput::Handler {
+            sends: Vec::new(),
+            replies: Vec::new(),
+            timers,
+            offloads: Vec::new(),
+            upto,
+            records,
+        };
+        self.occupy_core(node, incarnation, cost, work.serial, output);
     }
 
     /// Under the CPU model, a co-located client's own work for `request`, on a core of its
@@ -929,11 +972,15 @@ impl<P: Protocol> Simulation<P> {
                 sends,
                 replies,
                 timers,
+                offloads,
                 upto,
                 records,
             } => {
                 self.set_timers(node, incarnation, timers);
                 self.emit(node, incarnation, sends, replies, upto, records);
+                for job in offloads {
+                    self.input(node, Job::Offloaded(job));
+                }
             }
             WorkOutput::ClientSend(request) => {
                 let at = self.now_us + self.client_delay_us();
@@ -963,6 +1010,7 @@ impl<P: Protocol> Simulation<P> {
             sends,
             replies,
             timers,
+            offloads,
             work: _,
         } = effects;
         if self.tracing {
@@ -973,6 +1021,9 @@ impl<P: Protocol> Simulation<P> {
         let n = &self.nodes[node.0 as usize];
         let (upto, records) = (n.log.end(), n.records);
         self.emit(node, incarnation, sends, replies, upto, records);
+        for job in offloads {
+            self.input(node, Job::Offloaded(job));
+        }
     }
 
     /// Append a handler's records to `node`'s log, taking a checkpoint when one is due.

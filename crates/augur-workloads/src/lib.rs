@@ -67,6 +67,10 @@ pub trait Workload: Send + Sync {
 /// with the call.
 macro_rules! result_procedure {
     ($ty:ty, $name:expr, $read_only:expr, $workload:expr) => {
+        $crate::result_procedure!($ty, $name, $read_only, $workload, |_| None);
+    };
+    // `$declared`: a function of `&$ty` giving its `Procedure::declared_keys`.
+    ($ty:ty, $name:expr, $read_only:expr, $workload:expr, $declared:expr) => {
         impl augur_client::Procedure for $ty {
             fn name(&self) -> &'static str {
                 $name
@@ -89,6 +93,10 @@ macro_rules! result_procedure {
 
             fn call(&self) -> Option<augur_types::ProcedureCall> {
                 Some(augur_types::ProcedureCall::encode($workload, $name, self))
+            }
+
+            fn declared_keys(&self) -> Option<augur_client::DeclaredKeys> {
+                ($declared)(self)
             }
         }
     };
@@ -266,6 +274,31 @@ pub enum WorkloadError {
         value: String,
         why: String,
     },
+}
+
+/// Settings that shrink the named workload's data for a smoke run (`augur bench --config
+/// --smoke`, which checks that an experiment file runs, not what it measures): where `settings`
+/// ask for a database larger than one smoke second needs, the smaller value to use instead.
+/// TPC-C keeps a warehouse per node (at least two, which Stock-Level across districts and
+/// remote transactions need); the other workloads load little and keep their settings.
+pub fn smoke_settings(
+    name: &str,
+    settings: &BTreeMap<String, String>,
+    nodes: usize,
+) -> Vec<(String, String)> {
+    match name {
+        "tpcc" => {
+            let enough = u32::try_from(nodes.max(2)).unwrap_or(u32::MAX);
+            let asked = settings
+                .get("warehouses")
+                .and_then(|w| w.parse::<u32>().ok());
+            match asked {
+                Some(w) if w > enough => vec![("warehouses".to_string(), enough.to_string())],
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Build the named workload with `settings` (`--set key=value`) over `placement`.

@@ -12,7 +12,7 @@ use augur::BadInput;
 use augur_protocols::registry;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::Path;
 #[cfg(test)]
@@ -365,6 +365,24 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 args.runtime = selection.runtime;
             }
             args.set.extend(selection.sim_settings.iter().cloned());
+            if smoke {
+                // A smoke run checks that the file runs: it loads no more than that needs.
+                let given: BTreeMap<String, String> = args
+                    .set
+                    .iter()
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                for (key, value) in
+                    augur_workloads::smoke_settings(&args.workload, &given, args.nodes)
+                {
+                    println!(
+                        "{label}: smoke: {key}={value} (the file asks for {})",
+                        given[&key]
+                    );
+                    args.set.push(format!("{key}={value}"));
+                }
+            }
             let mut config = args.validate()?;
             if smoke {
                 let workload = &config.workload;

@@ -24,6 +24,7 @@
 
 use crate::common::coordinator::Pending;
 use crate::common::procedure_run::Run;
+use augur_client::DeclaredKeys;
 use augur_types::{
     AbortReason, ClientReply, ExecutedOp, Execution, Key, PartitionId, Placement, ProcedureCall,
     Timestamp, TxnId, Value,
@@ -96,6 +97,15 @@ impl Footprint {
         Footprint {
             reads: run.reads.iter().cloned().collect(),
             writes: run.writes.keys().map(lock_name).collect(),
+        }
+    }
+
+    /// The keys a procedure declared ([`DeclaredKeys`]), with the locks (`lock_name`) of
+    /// those it writes.
+    pub fn declared(declared: DeclaredKeys, lock_name: impl Fn(&Key) -> Key) -> Footprint {
+        Footprint {
+            reads: declared.reads.into_iter().collect(),
+            writes: declared.writes.iter().map(lock_name).collect(),
         }
     }
 

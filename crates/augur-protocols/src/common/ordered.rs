@@ -37,7 +37,7 @@ use crate::common::dispatch::{self, Body, Entry, Footprint, Inbox, Next, Ran, Su
 use crate::common::procedure_run::{self, Progress, Resumable};
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
-use crate::registry::ProtocolInfo;
+use crate::registry::{ProtocolInfo, SettingInfo};
 use augur_client::TxnError;
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
@@ -62,6 +62,23 @@ const TICK: Duration = Duration::from_millis(50);
 const ANNOUNCE_EVERY: u64 = 10;
 /// Keys examined per garbage-collection step.
 const GC_BATCH: usize = 2048;
+
+/// The setting naming where runs that hold no serial resource go (`calvin`'s workers).
+pub const WORKERS: SettingInfo = SettingInfo {
+    name: "workers",
+    values: &["pool", "inline"],
+    default: "pool",
+    doc: "where a transaction whose locks are granted runs: `pool`, handed off to the node's worker threads (the simulator: any free core), or `inline`, on the node's handler thread",
+};
+
+/// Where runs that hold no serial resource go ([`WORKERS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Workers {
+    /// Handed off ([`Ctx::offload`]): the real runtimes' worker pool, a core in the simulator.
+    Pool,
+    /// On the node's handler thread.
+    Inline,
+}
 
 /// When a partition may start the transactions delivered to it: the part of an
 /// order-then-execute protocol that is its own. One value per partition a node replicates.
@@ -191,11 +208,30 @@ pub enum Timer {
     Schedule(PartitionId),
     /// Run (on) partition `p`'s transaction at the position.
     Run(PartitionId, Timestamp),
+    /// A worker ran partition `p`'s transaction at the position as far as its values went
+    /// ([`Ctx::offload`]).
+    Ran(PartitionId, Timestamp, Box<WorkerRun>),
     /// Ask for the sibling values partition `p`'s runs wait for, if they still wait.
     Pull(PartitionId),
     /// Reconnaissance of the transaction waits for a remote value: ask again, or give up.
     Recon(TxnId),
     Tick,
+}
+
+/// A procedure run a worker took as far as the values it was handed let it: the run, to go on
+/// with, and where it stopped.
+pub struct WorkerRun {
+    run: Resumable,
+    progress: Progress,
+}
+
+impl std::fmt::Debug for WorkerRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.progress {
+            Progress::Needs(key) => write!(f, "needs {key:?}"),
+            Progress::Ended(run) => write!(f, "ended after {} operations", run.ops.len()),
+        }
+    }
 }
 
 impl From<SequencerTimer> for Timer {
@@ -258,6 +294,7 @@ struct Counters {
     values_sent: u64,
     values_pulled: u64,
     waits: u64,
+    handed_off: u64,
 }
 
 /// One partition this node replicates.
@@ -280,8 +317,8 @@ struct Part<S> {
 /// A transaction a partition runs.
 struct Running {
     entry: Arc<Entry>,
-    /// The procedure's run (calls only), or why it cannot run.
-    run: Result<Resumable, String>,
+    /// The procedure's run (calls only; `None` while a worker has it), or why it cannot run.
+    run: Result<Option<Resumable>, String>,
     /// Its footprint's reads of this partition were read and sent.
     footprint_read: bool,
     /// The sibling key it waits for.
@@ -291,6 +328,10 @@ struct Running {
 /// How far a run got.
 enum Step {
     Blocked,
+    /// The run goes on on a worker ([`Ctx::offload`]), with the values it has.
+    Handoff(Resumable),
+    /// A worker has the run.
+    OnWorker,
     /// It ended: how (`None` for a participant that only read for the others), and its writes.
     Done(Option<Ran>, BTreeMap<Key, Option<Value>>),
 }
@@ -309,6 +350,7 @@ pub struct Ordered<S: Schedule> {
     env: NodeEnv,
     mutant: Option<Mutant>,
     seq: Sequencer<Entry>,
+    workers: Workers,
     ids: TxnIds,
     /// The versions of every key of the partitions this node replicates, by position.
     store: MvStore<()>,
@@ -336,6 +378,11 @@ impl<S: Schedule> Ordered<S> {
             Some("unvalidated-recon") => Some(Mutant::UnvalidatedRecon),
             _ => None,
         };
+        // The registry accepts only the values `WORKERS` lists.
+        let workers = match env.options.settings.get(WORKERS.name) {
+            Some(v) if v.eq_ignore_ascii_case("inline") => Workers::Inline,
+            _ => Workers::Pool,
+        };
         let parts = env
             .placement
             .local_partitions(env.id)
@@ -357,6 +404,7 @@ impl<S: Schedule> Ordered<S> {
             env: env.clone(),
             mutant,
             seq,
+            workers,
             ids: TxnIds::new(env.id),
             store: MvStore::new(),
             parts,
@@ -409,9 +457,15 @@ impl<S: Schedule> Ordered<S> {
             Ok(checked) => checked,
             Err(e) => return pending.answer(ctx, ClientReply::Rejected(e)),
         };
+        ctx.charge(Work {
+            steps: u32::try_from(dry.ops.len()).unwrap_or(u32::MAX),
+            ..Work::default()
+        });
         // What travels is the postcard form, whatever form the client wrote the arguments in.
         let call = procedure.call().unwrap_or(call);
+        let declared = procedure.declared_keys();
         let dependent = S::FOOTPRINTS
+            && declared.is_none()
             && self
                 .dependent
                 .contains(&(call.workload.clone(), call.procedure.clone()));
@@ -426,8 +480,13 @@ impl<S: Schedule> Ordered<S> {
             self.submissions.add(pending, entry.clone(), ctx.now());
             return self.reconnoitre(ctx, entry);
         }
-        if S::FOOTPRINTS {
-            let footprint = Footprint::of(&dry, |k| self.env.procedures.lock_name(k));
+        let lock_name = |k: &Key| self.env.procedures.lock_name(k);
+        if let Some(declared) = declared {
+            let footprint = Footprint::declared(declared, lock_name);
+            entry.partitions = footprint.partitions(&self.env.placement);
+            entry.footprint = S::FOOTPRINTS.then_some(footprint);
+        } else if S::FOOTPRINTS {
+            let footprint = Footprint::of(&dry, lock_name);
             entry.partitions = footprint.partitions(&self.env.placement);
             entry.footprint = Some(footprint);
         } else {
@@ -583,11 +642,14 @@ impl<S: Schedule> Ordered<S> {
             return;
         };
         recon.waiting = None;
+        // Reconnaissance runs on the handler thread: it reads the store as it goes.
+        let mut work = Work::default();
         loop {
             match recon.run.resume() {
                 Progress::Needs(key) => {
                     let owner = self.env.placement.partition_of(&key);
                     if self.parts.contains_key(&owner) {
+                        work.reads = work.reads.saturating_add(1);
                         let value = self
                             .store
                             .read_at(&key, Timestamp::MAX)
@@ -600,9 +662,12 @@ impl<S: Schedule> Ordered<S> {
                     self.counters.recon_reads += 1;
                     ctx.send(node, Msg::ReconRead { txn, key });
                     ctx.set_timer(PULL_AFTER, Timer::Recon(txn));
+                    ctx.charge(work);
                     return;
                 }
                 Progress::Ended(run) => {
+                    work.steps = u32::try_from(run.ops.len()).unwrap_or(u32::MAX);
+                    ctx.charge(work);
                     let mut entry = self.recons.remove(&txn).expect("running").entry;
                     let footprint = Footprint::of(&run, |k| self.env.procedures.lock_name(k));
                     entry.partitions = footprint.partitions(&self.env.placement);
@@ -753,7 +818,7 @@ impl<S: Schedule> Ordered<S> {
                     .env
                     .procedures
                     .instantiate(call)
-                    .map(Resumable::start)
+                    .map(|procedure| Some(Resumable::start(procedure)))
                     .map_err(|e| e.to_string()),
                 Body::Writes(_) => Err(String::new()),
             };
@@ -769,28 +834,43 @@ impl<S: Schedule> Ordered<S> {
                 ctx.set_timer(Duration::ZERO, Timer::Run(p, at));
                 continue;
             }
-            if self.step(ctx, p, at, work) {
+            if self.step(ctx, p, at, None, work) {
                 let part = self.parts.get_mut(&p).expect("local");
                 ready.extend(part.schedule.ready(work));
             }
         }
     }
 
-    /// Run partition `p`'s transaction at `at` on (a sibling's value arrived, or a worker took
-    /// it up).
-    fn run(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, at: Timestamp) {
-        let Some(part) = self.parts.get(&p) else {
+    /// Run partition `p`'s transaction at `at` on (a sibling's value arrived, a worker core
+    /// took it up, or a worker ran it as far as it could: `worker`).
+    fn run(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        worker: Option<Box<WorkerRun>>,
+    ) {
+        let Some(running) = self
+            .parts
+            .get_mut(&p)
+            .and_then(|part| part.running.get_mut(&at))
+        else {
             return;
         };
-        if !part.running.contains_key(&at) {
-            return;
-        }
+        let first = match worker {
+            Some(worker) => {
+                running.run = Ok(Some(worker.run));
+                Some(worker.progress)
+            }
+            None => None,
+        };
+        let part = &self.parts[&p];
         let mut work = Work {
             serial: part.schedule.run_on(),
             ..Work::default()
         };
         let inline = part.schedule.run_on() == Some(part.schedule.schedule_on());
-        if self.step(ctx, p, at, &mut work) {
+        if self.step(ctx, p, at, first, &mut work) {
             if inline {
                 let ready = self
                     .parts
@@ -806,19 +886,39 @@ impl<S: Schedule> Ordered<S> {
         ctx.charge(work);
     }
 
-    /// Run partition `p`'s transaction at `at` as far as it goes; true if it finished.
+    /// Run partition `p`'s transaction at `at` as far as it goes, going on from where a worker
+    /// left it (`first`); true if it finished.
     fn step(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         p: PartitionId,
         at: Timestamp,
+        first: Option<Progress>,
         work: &mut Work,
     ) -> bool {
         let mut reads = Vec::new();
-        let step = self.advance(p, at, &mut reads, work);
+        let step = self.advance(p, at, first, &mut reads, work);
         let entry = Arc::clone(&self.parts[&p].running[&at].entry);
         self.share(ctx, p, at, &entry, reads);
         match step {
+            Step::OnWorker => false,
+            Step::Handoff(mut run) => {
+                self.counters.handed_off += 1;
+                ctx.offload(move || {
+                    let progress = run.resume();
+                    let steps = match &progress {
+                        Progress::Ended(ran) => ran.ops.len(),
+                        Progress::Needs(_) => 0,
+                    };
+                    let work = Work {
+                        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+                        ..Work::default()
+                    };
+                    let worker = Box::new(WorkerRun { run, progress });
+                    (Timer::Ran(p, at, worker), work)
+                });
+                false
+            }
             Step::Blocked => {
                 self.counters.waits += 1;
                 // A replica of the owner that announced it is past this position will never
@@ -843,15 +943,24 @@ impl<S: Schedule> Ordered<S> {
         }
     }
 
-    /// Run partition `p`'s transaction at `at` as far as the values at hand let it; the keys
-    /// of `p` it read from the store go to `reads`, for the siblings.
+    /// Run partition `p`'s transaction at `at` as far as the values at hand let it, going on
+    /// from `first` if a worker ran it that far; the keys of `p` it read from the store go to
+    /// `reads`, for the siblings. A run that holds no serial resource is handed off to a worker
+    /// with the values it has whenever it would run on (`Step::Handoff`), unless the protocol
+    /// runs them inline (`workers=inline`).
     fn advance(
         &mut self,
         p: PartitionId,
         at: Timestamp,
+        first: Option<Progress>,
         reads: &mut Vec<(Key, Option<Value>)>,
         work: &mut Work,
     ) -> Step {
+        let offload = self.workers == Workers::Pool
+            && self
+                .parts
+                .get(&p)
+                .is_some_and(|part| part.schedule.run_on().is_none());
         let placement = Arc::clone(&self.env.placement);
         let procedures = &self.env.procedures;
         let store = &self.store;
@@ -877,7 +986,7 @@ impl<S: Schedule> Ordered<S> {
             for key in fp.reads.iter().filter(|k| placement.partition_of(k) == p) {
                 let value = read_here(key, work);
                 reads.push((key.clone(), value.clone()));
-                if let Ok(run) = &mut running.run {
+                if let Ok(Some(run)) = &mut running.run {
                     run.supply(key.clone(), value);
                 }
             }
@@ -885,7 +994,7 @@ impl<S: Schedule> Ordered<S> {
                 return Step::Done(None, BTreeMap::new());
             }
         }
-        let run = match (&entry.body, &mut running.run) {
+        let mut run = match (&entry.body, &mut running.run) {
             (Body::Writes(writes), _) => {
                 let ops = writes
                     .iter()
@@ -900,17 +1009,40 @@ impl<S: Schedule> Ordered<S> {
             (Body::Call { .. }, Err(why)) => {
                 return Step::Done(Some(Ran::Refused(why.clone())), BTreeMap::new());
             }
-            (Body::Call { .. }, Ok(run)) => run,
+            (Body::Call { .. }, Ok(run)) => match run.take() {
+                Some(run) => run,
+                None => return Step::OnWorker,
+            },
         };
         running.waiting_for = None;
         let unvalidated = mutant == Some(Mutant::UnvalidatedRecon);
+        // Procedure steps are charged by whoever saw the run end: the worker, if it ran there.
+        let mut ran_here = first.is_none();
+        let mut progress = match first {
+            Some(progress) => progress,
+            None if offload => {
+                // Hand the worker every value the footprint's reads have here by now, so it
+                // stops only at a sibling's value still on its way.
+                if let Some(fp) = &entry.footprint {
+                    for key in fp.reads.iter().filter(|k| placement.partition_of(k) != p) {
+                        if let Some(value) = inbox.get(at, key) {
+                            run.supply(key.clone(), value.clone());
+                        }
+                    }
+                }
+                return Step::Handoff(run);
+            }
+            None => run.resume(),
+        };
         loop {
-            let key = match run.resume() {
+            let key = match progress {
                 Progress::Needs(key) => key,
                 Progress::Ended(run) => {
-                    work.steps = work
-                        .steps
-                        .saturating_add(u32::try_from(run.ops.len()).unwrap_or(u32::MAX));
+                    if ran_here {
+                        work.steps = work
+                            .steps
+                            .saturating_add(u32::try_from(run.ops.len()).unwrap_or(u32::MAX));
+                    }
                     match &entry.footprint {
                         Some(fp) if !unvalidated => {
                             let lock_name = |k: &Key| procedures.lock_name(k);
@@ -972,11 +1104,17 @@ impl<S: Schedule> Ordered<S> {
                     None if mutant == Some(Mutant::NoSiblingWait) => None,
                     None => {
                         running.waiting_for = Some(key);
+                        running.run = Ok(Some(run));
                         return Step::Blocked;
                     }
                 },
             };
             run.supply(key, value);
+            if offload {
+                return Step::Handoff(run);
+            }
+            ran_here = true;
+            progress = run.resume();
         }
     }
 
@@ -1128,7 +1266,13 @@ impl<S: Schedule> Ordered<S> {
             match &running.entry.footprint {
                 // Its locks are held: the value before `at` is settled.
                 Some(fp) if fp.reads.contains(&key) => read(),
-                _ => match running.run.as_ref().ok().and_then(|r| r.supplied(&key)) {
+                _ => match running
+                    .run
+                    .as_ref()
+                    .ok()
+                    .and_then(Option::as_ref)
+                    .and_then(|r| r.supplied(&key))
+                {
                     Some(v) => v,
                     None => return,
                 },
@@ -1352,7 +1496,8 @@ impl<S: Schedule> Protocol for Ordered<S> {
                 self.take(ctx, batches);
             }
             Timer::Schedule(p) => self.schedule(ctx, p),
-            Timer::Run(p, at) => self.run(ctx, p, at),
+            Timer::Run(p, at) => self.run(ctx, p, at, None),
+            Timer::Ran(p, at, worker) => self.run(ctx, p, at, Some(worker)),
             Timer::Pull(p) => self.pull(ctx, p),
             Timer::Recon(txn) => self.recon_timer(ctx, txn),
             Timer::Tick => self.tick(ctx),
@@ -1408,6 +1553,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("values_sent", c.values_sent),
             ("values_pulled", c.values_pulled),
             ("sibling_waits", c.waits),
+            ("runs_handed_off", c.handed_off),
             ("batches_proposed", s.batches_proposed),
             ("batches_reproposed", s.batches_reproposed),
             ("batches_delivered", s.batches_delivered),

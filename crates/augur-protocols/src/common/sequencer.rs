@@ -88,20 +88,21 @@ pub const DEFAULT_EPOCH: Duration = Duration::from_millis(10);
 
 /// The settings of every protocol built on the sequencer. A voter count above the cluster's
 /// node count means every node votes.
-pub const SETTINGS: &[SettingInfo] = &[
-    SettingInfo {
-        name: EPOCH_MS,
-        values: &["1", "2", "5", "10", "20", "50", "100", "200"],
-        default: "10",
-        doc: "milliseconds between two batches of a node's submissions (Calvin's epoch)",
-    },
-    SettingInfo {
-        name: SEQUENCER_VOTERS,
-        values: &["1", "3", "5", "7"],
-        default: "5",
-        doc: "how many nodes (the lowest ids) vote in the sequencer's Raft group; the others follow as learners (capped at the node count)",
-    },
-];
+pub const SETTINGS: &[SettingInfo] = &[EPOCH_SETTING, VOTERS_SETTING];
+/// The epoch setting.
+pub const EPOCH_SETTING: SettingInfo = SettingInfo {
+    name: EPOCH_MS,
+    values: &["1", "2", "5", "10", "20", "50", "100", "200"],
+    default: "10",
+    doc: "milliseconds between two batches of a node's submissions (Calvin's epoch)",
+};
+/// The voters setting.
+pub const VOTERS_SETTING: SettingInfo = SettingInfo {
+    name: SEQUENCER_VOTERS,
+    values: &["1", "3", "5", "7"],
+    default: "5",
+    doc: "how many nodes (the lowest ids) vote in the sequencer's Raft group; the others follow as learners (capped at the node count)",
+};
 /// Raft's logical clock: one `tick` per this much time.
 pub const RAFT_TICK: Duration = Duration::from_millis(10);
 /// A leader's heartbeat interval, in ticks.

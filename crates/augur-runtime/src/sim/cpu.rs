@@ -86,14 +86,18 @@ pub enum InputKind {
     /// A co-located client's own work for one transaction attempt (see
     /// [`WorkCosts::client`]).
     Client,
+    /// Work a handler handed off to a worker ([`crate::Ctx::offload`]): only the work it
+    /// reports costs, its hand-off is the timer that delivers its result.
+    Worker,
 }
 
 impl InputKind {
-    pub const ALL: [InputKind; 4] = [
+    pub const ALL: [InputKind; 5] = [
         InputKind::Message,
         InputKind::Request,
         InputKind::Timer,
         InputKind::Client,
+        InputKind::Worker,
     ];
 
     pub fn name(self) -> &'static str {
@@ -102,6 +106,7 @@ impl InputKind {
             InputKind::Request => "request",
             InputKind::Timer => "timer",
             InputKind::Client => "client",
+            InputKind::Worker => "worker",
         }
     }
 
@@ -209,6 +214,7 @@ impl CpuModel {
             InputKind::Request => c.request,
             InputKind::Timer => c.timer,
             InputKind::Client => c.client,
+            InputKind::Worker => Duration::ZERO,
         };
         base + c.read * work.reads + c.write * work.writes + c.step * work.steps
     }
@@ -340,7 +346,7 @@ pub struct KindReport {
 /// Per-kind accounting kept while a simulation runs.
 #[derive(Debug, Default)]
 pub(crate) struct CpuAccounts {
-    kinds: [KindReport; 4],
+    kinds: [KindReport; InputKind::ALL.len()],
 }
 
 impl CpuAccounts {

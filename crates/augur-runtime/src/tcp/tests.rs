@@ -18,7 +18,9 @@ use augur_types::{AbortReason, Key, LatencyProfile, Placement, RequestError, Tim
 use std::io::{Read, Write};
 
 /// A test protocol: `Begin` at node `i` pings node `i + 1` (mod n) and is answered when the
-/// pong comes back, with the ponging node's id as snapshot; reads echo the key.
+/// pong comes back, with the ponging node's id as snapshot; reads echo the key; a commit is
+/// answered from work handed off to a worker ([`Ctx::offload`]), with commit timestamp 1 when
+/// that work ran on one of the node's worker threads.
 struct Relay {
     id: NodeId,
     nodes: u32,
@@ -46,7 +48,8 @@ impl crate::inbound::CheckMessage for RelayMsg {
 
 impl Protocol for Relay {
     type Msg = RelayMsg;
-    type Timer = ();
+    /// The result of a commit's offloaded work: whom to answer, and whether it ran on a worker.
+    type Timer = (ClientId, RequestId, bool);
     type Record = ();
 
     fn new(env: &NodeEnv) -> Self {
@@ -71,9 +74,15 @@ impl Protocol for Relay {
             ClientOp::Read { key, .. } => {
                 ClientReply::Value(Some(Bytes::copy_from_slice(key.as_bytes())))
             }
-            ClientOp::Commit { .. } => ClientReply::Committed {
-                commit_ts: ctx.now(),
-            },
+            ClientOp::Commit { .. } => {
+                let (client, id) = (request.client, request.id);
+                ctx.offload(move || {
+                    let name = std::thread::current().name().map(str::to_string);
+                    let on_worker = name.is_some_and(|n| n.starts_with("augur-worker-n"));
+                    ((client, id, on_worker), crate::Work::default())
+                });
+                return;
+            }
             ClientOp::Abort { .. } => ClientReply::Aborted(AbortReason::UserRollback),
             ClientOp::AwaitOutcome { txn } => {
                 ClientReply::Rejected(RequestError::UnknownTransaction(txn))
@@ -115,7 +124,12 @@ impl Protocol for Relay {
         }
     }
 
-    fn on_timer(&mut self, _ctx: &mut Ctx<'_, Self>, _timer: ()) {}
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, (client, id, on_worker): Self::Timer) {
+        let reply = ClientReply::Committed {
+            commit_ts: Timestamp(u64::from(on_worker)),
+        };
+        ctx.reply(client, ClientResponse { id, reply });
+    }
 }
 
 fn env(id: u32, nodes: usize, profile: &str) -> NodeEnv {
@@ -368,6 +382,19 @@ async fn a_request_round_trips_through_one_node() {
     let v = txn.read(&key).await.unwrap().unwrap();
     assert_eq!(&v[..], key.as_bytes());
     txn.commit().await.unwrap();
+    for n in nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_handed_off_runs_on_the_nodes_worker_pool_and_comes_back_as_an_input() {
+    let nodes = cluster(1, "lan", true).await;
+    let s = session(nodes[0].local_addr()).await;
+    for _ in 0..20 {
+        let txn = s.begin(false).await.unwrap();
+        assert_eq!(txn.commit().await.unwrap(), Timestamp(1), "ran on a worker");
+    }
     for n in nodes {
         n.shutdown().await;
     }

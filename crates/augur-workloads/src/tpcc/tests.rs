@@ -1026,3 +1026,86 @@ fn unknown_procedures_and_bad_arguments_are_refused() {
         invalid(refused(&p.call().unwrap()), procedure);
     }
 }
+
+/// The keys a procedure reads (before writing them) and writes, over a store.
+struct Touched<'a> {
+    store: &'a mut FakeOps,
+    reads: BTreeSet<Key>,
+    writes: BTreeSet<Key>,
+}
+
+impl augur_client::Ops for Touched<'_> {
+    fn read<'a>(
+        &'a mut self,
+        key: &'a Key,
+    ) -> futures::future::BoxFuture<'a, Result<Option<augur_types::Value>, TxnError>> {
+        if !self.writes.contains(key) {
+            self.reads.insert(key.clone());
+        }
+        self.store.read(key)
+    }
+
+    fn write(&mut self, key: Key, value: Option<augur_types::Value>) -> Result<(), TxnError> {
+        self.writes.insert(key.clone());
+        self.store.write(key, value)
+    }
+}
+
+/// What `calvin` locks from a declaration must cover what the body touches: every key it reads,
+/// and the lock (the key, or its counter's row) of every key it writes. Only New-Order and
+/// Payment by customer id declare.
+#[test]
+fn declared_keys_cover_every_key_new_order_and_payment_by_id_touch() {
+    let w = tiny(&[("remote_new_order", "0.3"), ("remote_payment", "0.5")]);
+    let mut ops = loaded(&w);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut declared_by = BTreeSet::new();
+    for _ in 0..3000 {
+        let mut p = w.next(NodeId(0), &mut rng);
+        let Some(declared) = p.declared_keys() else {
+            let call = p.call().unwrap();
+            let by_id = match p.name() {
+                "payment" => {
+                    let payment: Payment = call.decode().unwrap();
+                    matches!(payment.customer, CustomerBy::Id(_))
+                }
+                "new-order" => true,
+                _ => false,
+            };
+            assert!(!by_id, "{} declares nothing", p.name());
+            continue;
+        };
+        declared_by.insert(p.name());
+        let mut touched = Touched {
+            store: &mut ops,
+            reads: BTreeSet::new(),
+            writes: BTreeSet::new(),
+        };
+        let result = futures::executor::block_on(p.run(&mut touched));
+        let (reads, writes) = (touched.reads, touched.writes);
+        let declared_reads: BTreeSet<&Key> = declared.reads.iter().collect();
+        for key in &reads {
+            assert!(
+                declared_reads.contains(key),
+                "{}: read {key} undeclared",
+                p.name()
+            );
+        }
+        for key in &writes {
+            let lock = counter_guard(key).unwrap_or_else(|| key.clone());
+            assert!(
+                declared.writes.contains(&lock),
+                "{}: wrote {key} undeclared",
+                p.name()
+            );
+        }
+        match result {
+            Ok(()) => ops.commit(),
+            Err(_) => {
+                ops.buffered.clear();
+                ops.log.clear();
+            }
+        }
+    }
+    assert_eq!(declared_by, BTreeSet::from(["new-order", "payment"]));
+}

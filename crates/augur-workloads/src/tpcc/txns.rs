@@ -18,7 +18,7 @@
 use super::random::{self, nurand};
 use super::schema::*;
 use super::{Config, Kind, MAX_STOCK_LEVEL_DISTRICTS};
-use augur_client::{Ops, Procedure, TxnError};
+use augur_client::{DeclaredKeys, Ops, Procedure, TxnError};
 use augur_types::{AbortReason, Key, ProcedureCall, RequestError};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -272,11 +272,29 @@ impl NewOrder {
     }
 }
 
+impl NewOrder {
+    /// Its keys follow from its arguments (Calvin's independent transactions): the order's
+    /// rows are numbered by D_NEXT_O_ID, so it declares their lock, the district's row
+    /// ([`counter_guard`]), which it writes anyway.
+    fn declared(&self) -> Option<DeclaredKeys> {
+        let (w, d, c) = (self.w, self.d, self.c);
+        let mut reads = vec![warehouse_key(w), district_key(w, d), customer_key(w, d, c)];
+        let mut writes = vec![district_key(w, d), last_order_key(w, d, c)];
+        for line in &self.lines {
+            reads.push(item_key(w, line.i_id));
+            reads.push(stock_key(line.supply_w_id, line.i_id));
+            writes.push(stock_key(line.supply_w_id, line.i_id));
+        }
+        Some(DeclaredKeys { reads, writes })
+    }
+}
+
 crate::result_procedure!(
     NewOrder,
     Kind::NewOrder.name(),
     Kind::NewOrder.read_only(),
-    "tpcc"
+    "tpcc",
+    NewOrder::declared
 );
 
 /// Payment (Clause 2.5).
@@ -363,11 +381,32 @@ impl Payment {
     }
 }
 
+impl Payment {
+    /// By customer id its keys follow from its arguments; the history row is numbered by the
+    /// district's counter and declared by its lock, the district's row ([`counter_guard`]).
+    /// By last name the customer is found by reading: nothing is declared.
+    fn declared(&self) -> Option<DeclaredKeys> {
+        let CustomerBy::Id(c) = self.customer else {
+            return None;
+        };
+        let keys = vec![
+            warehouse_key(self.w),
+            district_key(self.w, self.d),
+            customer_key(self.c_w, self.c_d, c),
+        ];
+        Some(DeclaredKeys {
+            reads: keys.clone(),
+            writes: keys,
+        })
+    }
+}
+
 crate::result_procedure!(
     Payment,
     Kind::Payment.name(),
     Kind::Payment.read_only(),
-    "tpcc"
+    "tpcc",
+    Payment::declared
 );
 
 /// What Order-Status displays (the order lines only counted).
