@@ -1651,6 +1651,8 @@ mod tests {
     #[derive(Debug)]
     enum Timer {
         Tick,
+        /// Work handed off for a read-only `Begin` is done: answer it.
+        Answer(ClientId, augur_types::RequestId),
     }
 
     impl Protocol for Ping {
@@ -1667,6 +1669,17 @@ mod tests {
         }
 
         fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
+            if let ClientOp::Begin {
+                read_only: true, ..
+            } = request.op
+            {
+                let (client, id) = (request.client, request.id);
+                let work = crate::Work {
+                    steps: 1,
+                    ..crate::Work::default()
+                };
+                return ctx.offload(move || (Timer::Answer(client, id), work));
+            }
             ctx.persist(Record::Got(request.id.0 as u32));
             ctx.send(NodeId(1), Msg::Ping(request.id.0 as u32));
             let reply = ClientReply::Begun {
@@ -1690,7 +1703,16 @@ mod tests {
         }
 
         fn on_timer(&mut self, ctx: &mut Ctx<'_, Self>, timer: Timer) {
-            ctx.set_timer(Duration::from_millis(10), timer);
+            match timer {
+                Timer::Tick => ctx.set_timer(Duration::from_millis(10), timer),
+                Timer::Answer(client, id) => {
+                    let reply = ClientReply::Begun {
+                        txn: TxnId::new(self.id, id.0 + 1),
+                        snapshot: ctx.now(),
+                    };
+                    ctx.reply(client, ClientResponse { id, reply });
+                }
+            }
         }
     }
 
@@ -1705,15 +1727,22 @@ mod tests {
     }
 
     /// With a CPU model: requests that arrive together at a node wait for a free core, and
-    /// each reply leaves when its request's modelled work is over.
+    /// each reply leaves when its request's modelled work is over; work a handler hands off
+    /// (`offloaded`, costed by the steps it reports) waits for a core the same way.
     #[test]
     fn the_cpu_model_queues_work_for_the_cores() {
-        let replies_at = |cores: u32| {
+        let replies_at = |cores: u32, offloaded: bool| {
             let profile = LatencyProfile::named("lan").unwrap();
             let placement = Arc::new(Placement::ring(profile, 2, 1).unwrap());
             let mut settings = std::collections::BTreeMap::new();
             settings.insert("cores".to_string(), cores.to_string());
-            settings.insert("cost.request".to_string(), "100".to_string());
+            let (request, step) = if offloaded {
+                ("0", "100")
+            } else {
+                ("100", "0")
+            };
+            settings.insert("cost.request".to_string(), request.to_string());
+            settings.insert("cost.step".to_string(), step.to_string());
             for kind in ["message", "timer", "client"] {
                 settings.insert(format!("cost.{kind}"), "0".to_string());
             }
@@ -1726,9 +1755,9 @@ mod tests {
             let mut s = Simulation::<Ping>::new(placement, Arc::new(options), config);
             s.record_client_events();
             for _ in 0..3 {
-                s.spawn_client(NodeId(0), |t| async move {
+                s.spawn_client(NodeId(0), move |t| async move {
                     let begin = ClientOp::Begin {
-                        read_only: false,
+                        read_only: offloaded,
                         speculative: false,
                     };
                     let _ = t.call(begin).await;
@@ -1737,6 +1766,10 @@ mod tests {
             s.run_until(Duration::from_millis(5));
             let report = s.cpu_report().unwrap();
             assert_eq!(report.inputs["request"].count, 3);
+            if offloaded {
+                assert_eq!(report.inputs["worker"].count, 3);
+                assert_eq!(report.inputs["worker"].steps, 3);
+            }
             let mut done: Vec<u64> = s
                 .client_events()
                 .iter()
@@ -1747,8 +1780,13 @@ mod tests {
             done
         };
         // Requests arrive at 20 µs; each takes 100 µs of a core; replies take 20 µs back.
-        assert_eq!(replies_at(1), [140, 240, 340]);
-        assert_eq!(replies_at(2), [140, 140, 240]);
+        assert_eq!(replies_at(1, false), [140, 240, 340]);
+        assert_eq!(replies_at(2, false), [140, 140, 240]);
+        // Handed off, the three jobs queue for the core behind the requests, in order, and each
+        // job's result (a timer input) queues behind the jobs already waiting: on one core all
+        // three are answered after the last job, at 320 µs.
+        assert_eq!(replies_at(1, true), [340, 340, 340]);
+        assert_eq!(replies_at(2, true), [140, 140, 240]);
     }
 
     /// A client on node 0 sends two requests, 5 ms apart.

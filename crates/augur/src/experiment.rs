@@ -365,6 +365,7 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 args.runtime = selection.runtime;
             }
             args.set.extend(selection.sim_settings.iter().cloned());
+            let mut shrunk = Vec::new();
             if smoke {
                 // A smoke run checks that the file runs: it loads no more than that needs.
                 let given: BTreeMap<String, String> = args
@@ -376,10 +377,7 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 for (key, value) in
                     augur_workloads::smoke_settings(&args.workload, &given, args.nodes)
                 {
-                    println!(
-                        "{label}: smoke: {key}={value} (the file asks for {})",
-                        given[&key]
-                    );
+                    shrunk.push(format!("{key}={value} (the file asks for {})", given[&key]));
                     args.set.push(format!("{key}={value}"));
                 }
             }
@@ -397,6 +395,9 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 }
             }
             println!("== {label}");
+            for s in &shrunk {
+                println!("smoke: {s}");
+            }
             let finished = crate::bench::run_config(&config)?;
             failed_checks.extend(
                 finished
