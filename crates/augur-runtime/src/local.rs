@@ -110,6 +110,13 @@ pub async fn run_node<P: Protocol>(
         tokio::select! {
             biased;
             _ = node.log.progress() => {}
+            // Finished work before new inputs: it may release what waiting inputs need (a
+            // transaction's locks). The sender is the node's own (`done_tx`): this arm never
+            // ends the loop.
+            Some(result) = done.recv() => {
+                let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
+                node.protocol.on_timer(&mut ctx, result);
+            }
             input = inbox.recv() => {
                 inputs += 1;
                 if inputs.is_multiple_of(INBOX_SAMPLE) {
@@ -132,11 +139,6 @@ pub async fn run_node<P: Protocol>(
             Some(expired) = node.timers.next(), if !node.timers.is_empty() => {
                 let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
                 node.protocol.on_timer(&mut ctx, expired.into_inner());
-            }
-            // The sender is the node's own (`done_tx`): this never ends the loop.
-            Some(result) = done.recv() => {
-                let mut ctx = Ctx::new(id, clock.now(), &mut rng, &mut effects);
-                node.protocol.on_timer(&mut ctx, result);
             }
         }
     }
