@@ -115,9 +115,14 @@ const ELECTION_STAGGER: usize = 4;
 const REPROPOSE_TICKS: u64 = 30;
 /// How many batch numbers one durable lease record covers.
 const SEQ_LEASE: u64 = 1 << 10;
-/// The most entries one append may carry, and the most bytes (raft-rs's flow control).
-const MAX_APPEND_ENTRIES: usize = 4096;
+/// The most bytes of entries one append carries (raft-rs's flow control: it stops adding
+/// entries once they pass this size, so an append holds at most this plus one entry).
 const MAX_APPEND_BYTES: u64 = 1 << 20;
+/// The most entries an honest append can carry, the bound a receiver checks: every entry
+/// encodes to at least 4 bytes (its term and index, both at least 1). A leader that resends a
+/// follower's whole log after a rejection sends thousands of small batches in one append, so a
+/// bound tighter than the byte limit would refuse honest messages (it did, at 4,096).
+const MAX_APPEND_ENTRIES: usize = (MAX_APPEND_BYTES / 4) as usize + 1;
 /// The most appends in flight to one follower (pipelining).
 const MAX_INFLIGHT: usize = 256;
 
