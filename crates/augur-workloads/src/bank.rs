@@ -198,6 +198,11 @@ impl Audit for TotalAudit {
             ])
         })
     }
+
+    /// The audit reads the accounts in a fixed order, whatever it finds.
+    fn call(&self) -> Option<ProcedureCall> {
+        Some(crate::read_call(self.accounts.clone()))
+    }
 }
 
 /// The balance a read returned: absent is the opening balance. A value that is not a balance

@@ -191,11 +191,16 @@ impl Procedure for Observe {
     }
 
     fn call(&self) -> Option<ProcedureCall> {
-        let args = list_append::ReadKeysArgs {
-            keys: self.keys.clone(),
-        };
-        Some(ProcedureCall::encode(OBSERVE_WORKLOAD, "read", &args))
+        Some(read_call(self.keys.clone()))
     }
+}
+
+/// The one-shot call `augur/read` of `keys`: a read-only transaction that reads them in order,
+/// which every node's [`Catalog`] runs. What [`Observe`] ships, and the [`Audit::call`] of an
+/// audit that reads a fixed list of keys.
+pub fn read_call(keys: Vec<Key>) -> ProcedureCall {
+    let args = list_append::ReadKeysArgs { keys };
+    ProcedureCall::encode(OBSERVE_WORKLOAD, "read", &args)
 }
 
 /// Every workload's procedures, by [`ProcedureCall`] name: what a node runs one-shot
@@ -250,12 +255,69 @@ pub struct Condition {
 }
 
 /// A workload's consistency conditions, evaluated inside one read-only transaction so that every
-/// condition sees the same consistent snapshot.
+/// condition sees the same consistent snapshot. [`AuditProcedure`] runs it as a procedure, in
+/// whichever request form the protocol takes.
 pub trait Audit: Send {
     fn run<'a>(
         &'a mut self,
         ops: &'a mut dyn Ops,
     ) -> BoxFuture<'a, Result<Vec<Condition>, TxnError>>;
+
+    /// The audit as a one-shot call a node's [`Catalog`] can run: one whose reads follow from
+    /// the call alone, so that the node's run reads what this audit would. The node's copy only
+    /// has to issue the same reads (its conditions are not used): this audit is replayed over
+    /// what the node read, and evaluates the conditions with whatever it keeps on the client
+    /// (a tally of money moved). `None` (the default) for an audit that only runs
+    /// interactively, which a protocol that orders whole transactions (`calvin`, `s-smr`)
+    /// cannot run.
+    fn call(&self) -> Option<ProcedureCall> {
+        None
+    }
+}
+
+/// A workload's [`Audit`] as a read-only [`Procedure`] named `audit`, so that it runs like any
+/// transaction: interactively, or shipped whole as the audit's [`Audit::call`] to a protocol
+/// that takes only one-shot transactions.
+pub struct AuditProcedure {
+    audit: Box<dyn Audit>,
+    conditions: Option<Vec<Condition>>,
+}
+
+impl AuditProcedure {
+    pub fn new(audit: Box<dyn Audit>) -> AuditProcedure {
+        AuditProcedure {
+            audit,
+            conditions: None,
+        }
+    }
+
+    /// The conditions the last attempt evaluated (`None` before one ran to its end). Only a
+    /// committed attempt's are a consistent snapshot's.
+    pub fn take_conditions(&mut self) -> Option<Vec<Condition>> {
+        self.conditions.take()
+    }
+}
+
+impl Procedure for AuditProcedure {
+    fn name(&self) -> &'static str {
+        "audit"
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
+        Box::pin(async move {
+            self.conditions = None;
+            self.conditions = Some(self.audit.run(ops).await?);
+            Ok(())
+        })
+    }
+
+    fn call(&self) -> Option<ProcedureCall> {
+        self.audit.call()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -285,7 +347,7 @@ pub fn smoke_settings(
     name: &str,
     settings: &BTreeMap<String, String>,
     nodes: usize,
-) -> Vec<(String, String)> {
+) -> Vec<SmokeSetting> {
     match name {
         "tpcc" => {
             let enough = u32::try_from(nodes.max(2)).unwrap_or(u32::MAX);
@@ -293,12 +355,24 @@ pub fn smoke_settings(
                 .get("warehouses")
                 .and_then(|w| w.parse::<u32>().ok());
             match asked {
-                Some(w) if w > enough => vec![("warehouses".to_string(), enough.to_string())],
+                Some(w) if w > enough => vec![SmokeSetting {
+                    key: "warehouses".to_string(),
+                    asked: w.to_string(),
+                    smaller: enough.to_string(),
+                }],
                 _ => Vec::new(),
             }
         }
         _ => Vec::new(),
     }
+}
+
+/// A setting [`smoke_settings`] shrinks: its key, the value asked for and the one to use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmokeSetting {
+    pub key: String,
+    pub asked: String,
+    pub smaller: String,
 }
 
 /// Build the named workload with `settings` (`--set key=value`) over `placement`.

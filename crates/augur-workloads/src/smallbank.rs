@@ -758,6 +758,15 @@ impl Audit for SmallBankAudit {
             Ok(vec![self.total(sum, garbage), no_garbage])
         })
     }
+
+    /// The audit reads every customer's two balances in a fixed order; the tally of money
+    /// moved stays with this copy, which evaluates the conditions over what the node read.
+    fn call(&self) -> Option<ProcedureCall> {
+        let keys = (0..self.customers)
+            .flat_map(|c| [savings_key(c), checking_key(c)])
+            .collect();
+        Some(crate::read_call(keys))
+    }
 }
 
 impl SmallBankAudit {

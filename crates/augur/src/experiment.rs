@@ -374,11 +374,14 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                     .filter_map(|kv| kv.split_once('='))
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect();
-                for (key, value) in
-                    augur_workloads::smoke_settings(&args.workload, &given, args.nodes)
-                {
-                    shrunk.push(format!("{key}={value} (the file asks for {})", given[&key]));
-                    args.set.push(format!("{key}={value}"));
+                for setting in augur_workloads::smoke_settings(&args.workload, &given, args.nodes) {
+                    let augur_workloads::SmokeSetting {
+                        key,
+                        asked,
+                        smaller,
+                    } = setting;
+                    shrunk.push(format!("{key}={smaller} (the file asks for {asked})"));
+                    args.set.push(format!("{key}={smaller}"));
                 }
             }
             let mut config = args.validate()?;

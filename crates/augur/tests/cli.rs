@@ -602,47 +602,98 @@ fn bench_check_records_the_audit_in_the_summary() {
     assert_eq!(refused.status.code(), Some(2));
 }
 
+/// The audited workloads with settings small enough for a test.
+const AUDITED: [(&str, &[&str]); 3] = [
+    (
+        "tpcc",
+        &["warehouses=2", "customers_per_district=300", "items=2000"],
+    ),
+    ("smallbank", &["customers=1000"]),
+    ("bank", &[]),
+];
+
+/// `augur bench --check` of `protocols` on `workload` (with `sets`, and `extra` arguments):
+/// requires it to succeed, every protocol to commit and every condition to hold (at least
+/// two per protocol).
+fn every_audit_holds(protocols: &str, workload: &str, sets: &[&str], extra: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "--protocol",
+        protocols,
+        "--workload",
+        workload,
+        "--check",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ];
+    args.extend(extra);
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let out = augur(&args);
+    assert!(
+        out.status.success(),
+        "{workload}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    for result in summary["results"].as_array().unwrap() {
+        let checks = result["checks"].as_array().unwrap();
+        assert!(checks.len() >= 2, "{workload}: {checks:?}");
+        assert!(
+            checks.iter().all(|c| c["passed"] == true),
+            "{workload} on {}: {checks:?}",
+            result["protocol"]
+        );
+        assert!(result["committed"].as_u64().unwrap() > 0, "{result}");
+    }
+}
+
 #[test]
 fn tpcc_and_smallbank_keep_their_consistency_conditions_under_clocksi_rep() {
-    for (workload, sets) in [
-        (
-            "tpcc",
-            &["warehouses=2", "customers_per_district=300", "items=2000"][..],
-        ),
-        ("smallbank", &["customers=1000"][..]),
-    ] {
-        let dir = tempfile::tempdir().unwrap();
-        let mut args = vec![
-            "bench",
-            "--protocol",
+    for (workload, sets) in &AUDITED[..2] {
+        every_audit_holds(
             "clocksi-rep",
-            "--workload",
             workload,
-            "--duration",
-            "2",
-            "--warmup",
-            "0.5",
-            "--check",
-            "--out",
-            dir.path().to_str().unwrap(),
-        ];
-        for s in sets {
-            args.extend(["--set", s]);
-        }
-        let out = augur(&args);
-        assert!(
-            out.status.success(),
-            "{workload}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            sets,
+            &["--duration", "2", "--warmup", "0.5"],
         );
-        let summary: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap())
-                .unwrap();
-        let checks = summary["results"][0]["checks"].as_array().unwrap();
-        assert!(checks.len() >= 2, "{workload}: {checks:?}");
-        assert!(summary["results"][0]["committed"].as_u64().unwrap() > 0);
     }
+}
+
+/// The protocols that order whole transactions take only one-shot ones, so the audits run as a
+/// one-shot read-only procedure (`AuditProcedure`, TPC-C's through its own catalogue entry,
+/// the banks' as a read of their accounts) and hold; an audit that can only run interactively
+/// (RUBiS's) is refused up front with the reason.
+#[test]
+fn the_audits_run_one_shot_on_the_order_then_execute_protocols() {
+    for (workload, sets) in AUDITED {
+        every_audit_holds(
+            "calvin,s-smr",
+            workload,
+            sets,
+            &["--runtime", "sim", "--duration", "1", "--warmup", "0.2"],
+        );
+    }
+    let refused = augur(&[
+        "bench",
+        "--protocol",
+        "calvin",
+        "--workload",
+        "rubis",
+        "--check",
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(
+            "the rubis audit runs only interactively, and calvin takes only one-shot transactions"
+        ),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 use augur_client::{Ops, Procedure, TxnError};
 use augur_types::{AbortReason, ExecutedOp, Key, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -39,6 +39,16 @@ pub struct Run {
 struct Recorder<'a> {
     source: Source<'a>,
     run: Run,
+    /// The keys in `run.reads`.
+    read_set: HashSet<Key>,
+}
+
+/// Note `key` in `reads` (first-read order) unless `read_set` says it is there already: a set
+/// beside the list, since a run may read a great many keys (the TPC-C audit reads every row).
+fn note_read(reads: &mut Vec<Key>, read_set: &mut HashSet<Key>, key: &Key) {
+    if read_set.insert(key.clone()) {
+        reads.push(key.clone());
+    }
 }
 
 impl Ops for Recorder<'_> {
@@ -50,9 +60,7 @@ impl Ops for Recorder<'_> {
         let value = match self.run.writes.get(key) {
             Some(v) => Ok(v.clone()),
             None => {
-                if !self.run.reads.contains(key) {
-                    self.run.reads.push(key.clone());
-                }
+                note_read(&mut self.run.reads, &mut self.read_set, key);
                 match &self.source {
                     Source::Absent => Ok(None),
                     Source::Read(values) => match values.get(key) {
@@ -96,6 +104,7 @@ pub fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<Run> {
             end: Ok(()),
             missing: None,
         },
+        read_set: HashSet::new(),
     };
     let end = {
         let mut body = procedure.run(&mut recorder);
@@ -123,6 +132,8 @@ struct Recorded {
     supplied: BTreeMap<Key, Option<Value>>,
     ops: Vec<ExecutedOp>,
     reads: Vec<Key>,
+    /// The keys in `reads`.
+    read_set: HashSet<Key>,
     writes: BTreeMap<Key, Option<Value>>,
     /// The key the body waits for.
     missing: Option<Key>,
@@ -154,9 +165,10 @@ impl Ops for SharedOps {
                 None => match s.supplied.get(key) {
                     Some(v) => {
                         let v = v.clone();
-                        if !s.reads.contains(key) {
-                            s.reads.push(key.clone());
-                        }
+                        let Recorded {
+                            reads, read_set, ..
+                        } = &mut *s;
+                        note_read(reads, read_set, key);
                         v
                     }
                     None => {

@@ -26,13 +26,15 @@
 //! For a database of W warehouses at full scale this is about 490,000 × W reads (most of them
 //! ORDER-LINE rows), made one after another.
 
-use super::Config;
 use super::random::last_name;
 use super::schema::*;
+use super::{Config, Settings};
 use crate::audit_rows::Tally;
-use crate::{Audit, Condition};
-use augur_client::{Ops, TxnError};
+use crate::{Audit, AuditProcedure, Condition};
+use augur_client::{Ops, Procedure, TxnError};
+use augur_types::{ProcedureCall, RequestError};
 use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -61,6 +63,66 @@ impl Audit for TpccAudit {
             Ok(scan.tally.conditions())
         })
     }
+
+    /// `None` beyond [`MAX_SHIPPED_AUDIT_CUSTOMERS`], which a node would refuse.
+    fn call(&self) -> Option<ProcedureCall> {
+        let args = AuditArgs {
+            warehouses: self.config.warehouses(),
+            customers_per_district: self.config.customers(),
+        };
+        let customers = u64::from(args.warehouses)
+            * u64::from(DISTRICTS)
+            * u64::from(args.customers_per_district);
+        (customers <= MAX_SHIPPED_AUDIT_CUSTOMERS)
+            .then(|| ProcedureCall::encode("tpcc", AUDIT, &args))
+    }
+}
+
+/// The name of the audit's one-shot call.
+pub(crate) const AUDIT: &str = "audit";
+
+/// The settings the audit's reads depend on: the rows it reads are those of these warehouses
+/// and customers, and the values it finds.
+#[derive(Serialize, Deserialize)]
+struct AuditArgs {
+    warehouses: u32,
+    customers_per_district: u16,
+}
+
+/// The most customers (warehouses × 10 × customers per district) a node audits for a one-shot
+/// call: 100 warehouses at full scale, about 49 million reads and 60 MB of tallies. A call's
+/// arguments come from the wire, and the audit's work and memory grow with them, not with the
+/// call's size; a larger database is audited interactively.
+pub const MAX_SHIPPED_AUDIT_CUSTOMERS: u64 = 3_000_000;
+
+/// The audit a node runs for its one-shot call: the same reads, over settings validated as a
+/// workload's are.
+pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    let AuditArgs {
+        warehouses,
+        customers_per_district,
+    } = call.decode()?;
+    let customers =
+        u64::from(warehouses) * u64::from(DISTRICTS) * u64::from(customers_per_district);
+    if customers > MAX_SHIPPED_AUDIT_CUSTOMERS {
+        return Err(RequestError::Invalid(format!(
+            "procedure tpcc/{AUDIT}: {warehouses} warehouses of {customers_per_district} \
+             customers per district are {customers} customers, more than the \
+             {MAX_SHIPPED_AUDIT_CUSTOMERS} a node audits in one call"
+        )));
+    }
+    let given = BTreeMap::from([
+        ("warehouses".to_string(), warehouses.to_string()),
+        (
+            "customers_per_district".to_string(),
+            customers_per_district.to_string(),
+        ),
+    ]);
+    let settings = Settings::from_given(&given).map_err(|e| {
+        RequestError::Invalid(format!("bad arguments for procedure tpcc/{AUDIT}: {e}"))
+    })?;
+    let audit = TpccAudit::new(Arc::new(Config::new(settings)));
+    Ok(Box::new(AuditProcedure::new(Box::new(audit))))
 }
 
 /// The conditions, in the order they are reported.

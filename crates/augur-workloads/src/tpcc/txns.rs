@@ -607,6 +607,9 @@ crate::result_procedure!(
 /// The procedure `call` names, rebuilt from its arguments: what a node runs a one-shot TPC-C
 /// transaction with.
 pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    if call.procedure == super::audit::AUDIT {
+        return super::audit::instantiate(call);
+    }
     match Kind::of_name(&call.procedure) {
         Some(Kind::NewOrder) => rebuild(call, NewOrder::check),
         Some(Kind::Payment) => rebuild(call, Payment::check),

@@ -584,11 +584,28 @@ impl BenchArgs {
         let workload =
             augur_workloads::build(&self.workload, &workload_settings, placement.clone())
                 .map_err(|e| bad(e.to_string()))?;
-        if self.check && workload.audit().is_none() {
-            return Err(bad(format!(
-                "--check: workload {} has no consistency conditions",
-                self.workload
-            )));
+        match workload.audit() {
+            None if self.check => {
+                return Err(bad(format!(
+                    "--check: workload {} has no consistency conditions",
+                    self.workload
+                )));
+            }
+            // An audit with no one-shot call runs interactively, and a protocol that orders
+            // whole transactions through its sequencer before running them takes an
+            // interactive transaction only as blind writes.
+            Some(audit) if self.check && audit.call().is_none() => {
+                for spec in &protocols {
+                    if registry::info(&spec.name).is_ok_and(|info| info.sequencer) {
+                        return Err(bad(format!(
+                            "--check: the {} audit runs only interactively, and {} takes only \
+                             one-shot transactions that read",
+                            self.workload, spec.label
+                        )));
+                    }
+                }
+            }
+            _ => {}
         }
         Ok(BenchConfig {
             protocols,

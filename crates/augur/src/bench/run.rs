@@ -13,7 +13,7 @@ use augur_client::{
 use augur_protocols::registry::ProtocolInfo;
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
 use augur_types::{AbortReason, NodeId, Placement};
-use augur_workloads::{Audit, Condition, Workload};
+use augur_workloads::{Audit, AuditProcedure, Condition, Workload};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -88,6 +88,11 @@ impl<'a> RunPlan<'a> {
         }
     }
 
+    /// A session over `transport` that submits procedures in the form the run's clients use.
+    pub fn client_session<T: Transport>(&self, transport: T) -> Session<T> {
+        self.session(transport).with_form(self.spec.txn_form)
+    }
+
     /// One client of the run, homed at `home`: runs transactions from the moment it is first
     /// polled for the warm-up and the measurement, then returns itself (its session runs the
     /// audit).
@@ -97,7 +102,7 @@ impl<'a> RunPlan<'a> {
         transport: T,
     ) -> impl Future<Output = Client<T>> + Send + 'static {
         let client = Client {
-            session: self.session(transport).with_form(self.spec.txn_form),
+            session: self.client_session(transport),
             workload: self.workload.clone(),
             home,
             rng: ChaCha8Rng::seed_from_u64(self.seeds.random()),
@@ -390,38 +395,29 @@ impl LoadQueue {
     }
 }
 
-/// Run `audit` in one read-only transaction, retrying (it reads a lot and may meet a protocol
-/// that aborts it) a few times; a failure to run at all is reported as a failed condition.
+/// Run `audit` as one read-only procedure ([`AuditProcedure`]), in the session's request form,
+/// retrying (it reads a lot and may meet a protocol that aborts it) a few times; a failure to
+/// run at all is reported as a failed condition.
 pub async fn run_audit<T: Transport>(
     session: &Session<T>,
-    mut audit: Box<dyn Audit>,
+    audit: Box<dyn Audit>,
 ) -> Vec<Condition> {
-    let mut last = String::new();
-    for _ in 0..5 {
-        let mut txn = match session.begin_named("audit", true).await {
-            Ok(t) => t,
-            Err(e) => {
-                last = e.to_string();
-                continue;
-            }
-        };
-        match audit.run(&mut txn).await {
-            Ok(conditions) => {
-                txn.abort().await;
-                return conditions;
-            }
-            Err(e) => {
-                last = e.to_string();
-                if !txn.is_done() {
-                    txn.abort().await;
-                }
-            }
-        }
-    }
+    const ATTEMPTS: u32 = 5;
+    let mut procedure = AuditProcedure::new(audit);
+    let report = run_with_retry(session, &mut procedure, ATTEMPTS).await;
+    let why = match (&report.outcome, procedure.take_conditions()) {
+        (Outcome::Committed { .. }, Some(conditions)) => return conditions,
+        (Outcome::Committed { .. }, None) => "it committed without evaluating them".to_string(),
+        (Outcome::Aborted(reason), _) => format!(
+            "{} attempts aborted, the last for {reason:?}",
+            report.attempts
+        ),
+        (Outcome::Unknown, _) => "its outcome is unknown".to_string(),
+    };
     vec![Condition {
         name: "audit".into(),
         passed: false,
-        detail: format!("the audit transaction could not run: {last}"),
+        detail: format!("the audit transaction could not run: {why}"),
     }]
 }
 
