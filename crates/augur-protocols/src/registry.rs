@@ -102,6 +102,13 @@ pub struct SpeculationOffer {
 }
 
 impl ProtocolInfo {
+    /// Whether a transaction that reads reaches it only in the one-shot form: a protocol that
+    /// orders whole transactions through its sequencer before running them takes an
+    /// interactive transaction only as blind writes.
+    pub fn reads_only_one_shot(&self) -> bool {
+        self.sequencer
+    }
+
     /// Check `settings` (protocol settings by name, without the `protocol.` prefix) against
     /// what this protocol accepts: every name must be one of [`ProtocolInfo::settings`] and
     /// every value one of its accepted values. Settings left out take their defaults.

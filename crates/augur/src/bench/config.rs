@@ -591,12 +591,10 @@ impl BenchArgs {
                     self.workload
                 )));
             }
-            // An audit with no one-shot call runs interactively, and a protocol that orders
-            // whole transactions through its sequencer before running them takes an
-            // interactive transaction only as blind writes.
+            // An audit with no one-shot call can only run interactively.
             Some(audit) if self.check && audit.call().is_none() => {
                 for spec in &protocols {
-                    if registry::info(&spec.name).is_ok_and(|info| info.sequencer) {
+                    if registry::info(&spec.name).is_ok_and(|info| info.reads_only_one_shot()) {
                         return Err(bad(format!(
                             "--check: the {} audit runs only interactively, and {} takes only \
                              one-shot transactions that read",

@@ -10,9 +10,9 @@ use augur_client::{
     RetryPolicy, RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings,
     run_with_retry,
 };
-use augur_protocols::registry::ProtocolInfo;
+use augur_protocols::registry::{self, ProtocolInfo};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
-use augur_types::{AbortReason, NodeId, Placement};
+use augur_types::{AbortReason, NodeId, Placement, RequestForm};
 use augur_workloads::{Audit, AuditProcedure, Condition, Workload};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -88,9 +88,13 @@ impl<'a> RunPlan<'a> {
         }
     }
 
-    /// A session over `transport` that submits procedures in the form the run's clients use.
-    pub fn client_session<T: Transport>(&self, transport: T) -> Session<T> {
-        self.session(transport).with_form(self.spec.txn_form)
+    /// The form the audit goes in: interactive (a transaction of many reads, however large,
+    /// is never one message), unless the protocol takes reads only in one-shot transactions.
+    pub fn audit_form(&self) -> RequestForm {
+        match registry::info(&self.spec.name) {
+            Ok(info) if info.reads_only_one_shot() => RequestForm::OneShot,
+            _ => RequestForm::Interactive,
+        }
     }
 
     /// One client of the run, homed at `home`: runs transactions from the moment it is first
@@ -102,7 +106,7 @@ impl<'a> RunPlan<'a> {
         transport: T,
     ) -> impl Future<Output = Client<T>> + Send + 'static {
         let client = Client {
-            session: self.client_session(transport),
+            session: self.session(transport).with_form(self.spec.txn_form),
             workload: self.workload.clone(),
             home,
             rng: ChaCha8Rng::seed_from_u64(self.seeds.random()),
@@ -255,7 +259,10 @@ where
         }
     };
     let checks = match (config.check, auditor, plan.workload.audit()) {
-        (true, Some(client), Some(audit)) => Some(run_audit(&client.session, audit).await),
+        (true, Some(client), Some(audit)) => {
+            let session = client.session.with_form(plan.audit_form());
+            Some(run_audit(&session, audit).await)
+        }
         _ => None,
     };
     Ok(plan.finish(info, counters, checks))
@@ -395,7 +402,8 @@ impl LoadQueue {
     }
 }
 
-/// Run `audit` as one read-only procedure ([`AuditProcedure`]), in the session's request form,
+/// Run `audit` as one read-only procedure ([`AuditProcedure`]), in the session's request form
+/// ([`RunPlan::audit_form`]),
 /// retrying (it reads a lot and may meet a protocol that aborts it) a few times; a failure to
 /// run at all is reported as a failed condition.
 pub async fn run_audit<T: Transport>(

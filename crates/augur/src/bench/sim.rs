@@ -122,7 +122,7 @@ impl ProtocolVisitor for RunInSim<'_> {
                 let result = Arc::new(Mutex::new(None));
                 let slot = Arc::clone(&result);
                 sim.spawn_client(nodes[0], |t| {
-                    let session = plan.client_session(t);
+                    let session = plan.session(t).with_form(plan.audit_form());
                     async move {
                         let conditions = run_audit(&session, audit).await;
                         *slot.lock().expect("audit result") = Some(conditions);
