@@ -309,6 +309,7 @@ impl Procedure for AuditProcedure {
 
     fn run<'a>(&'a mut self, ops: &'a mut dyn Ops) -> BoxFuture<'a, Result<(), TxnError>> {
         Box::pin(async move {
+            // An attempt that fails leaves none, not an earlier attempt's.
             self.conditions = None;
             self.conditions = Some(self.audit.run(ops).await?);
             Ok(())

@@ -10,6 +10,7 @@ use crate::bench::{BenchArgs, Runtime};
 use crate::report_html::{CSS, Series, bar_chart, escape, line_chart};
 use augur::BadInput;
 use augur_protocols::registry;
+use augur_workloads::SmokeSetting;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -374,12 +375,14 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                     .filter_map(|kv| kv.split_once('='))
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect();
-                for setting in augur_workloads::smoke_settings(&args.workload, &given, args.nodes) {
-                    let augur_workloads::SmokeSetting {
-                        key,
-                        asked,
-                        smaller,
-                    } = setting;
+                let smaller_settings =
+                    augur_workloads::smoke_settings(&args.workload, &given, args.nodes);
+                for SmokeSetting {
+                    key,
+                    asked,
+                    smaller,
+                } in smaller_settings
+                {
                     shrunk.push(format!("{key}={smaller} (the file asks for {asked})"));
                     args.set.push(format!("{key}={smaller}"));
                 }

@@ -38,16 +38,25 @@ pub struct Run {
 
 struct Recorder<'a> {
     source: Source<'a>,
+    /// The run so far; its `reads` are filled in from `reads` when it ends.
     run: Run,
-    /// The keys in `run.reads`.
-    read_set: HashSet<Key>,
+    reads: FirstReads,
 }
 
-/// Note `key` in `reads` (first-read order) unless `read_set` says it is there already: a set
-/// beside the list, since a run may read a great many keys (the TPC-C audit reads every row).
-fn note_read(reads: &mut Vec<Key>, read_set: &mut HashSet<Key>, key: &Key) {
-    if read_set.insert(key.clone()) {
-        reads.push(key.clone());
+/// The keys a run read from the store, in first-read order ([`Run::reads`]), with a set beside
+/// the list to tell a first read: a run may read a great many keys (the TPC-C audit reads every
+/// row), and looking each up in the list would cost the square of them.
+#[derive(Default)]
+struct FirstReads {
+    order: Vec<Key>,
+    seen: HashSet<Key>,
+}
+
+impl FirstReads {
+    fn note(&mut self, key: &Key) {
+        if self.seen.insert(key.clone()) {
+            self.order.push(key.clone());
+        }
     }
 }
 
@@ -60,7 +69,7 @@ impl Ops for Recorder<'_> {
         let value = match self.run.writes.get(key) {
             Some(v) => Ok(v.clone()),
             None => {
-                note_read(&mut self.run.reads, &mut self.read_set, key);
+                self.reads.note(key);
                 match &self.source {
                     Source::Absent => Ok(None),
                     Source::Read(values) => match values.get(key) {
@@ -104,7 +113,7 @@ pub fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<Run> {
             end: Ok(()),
             missing: None,
         },
-        read_set: HashSet::new(),
+        reads: FirstReads::default(),
     };
     let end = {
         let mut body = procedure.run(&mut recorder);
@@ -114,6 +123,7 @@ pub fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<Run> {
         }
     };
     recorder.run.end = end;
+    recorder.run.reads = recorder.reads.order;
     Some(recorder.run)
 }
 
@@ -131,9 +141,7 @@ pub struct Resumable {
 struct Recorded {
     supplied: BTreeMap<Key, Option<Value>>,
     ops: Vec<ExecutedOp>,
-    reads: Vec<Key>,
-    /// The keys in `reads`.
-    read_set: HashSet<Key>,
+    reads: FirstReads,
     writes: BTreeMap<Key, Option<Value>>,
     /// The key the body waits for.
     missing: Option<Key>,
@@ -165,10 +173,7 @@ impl Ops for SharedOps {
                 None => match s.supplied.get(key) {
                     Some(v) => {
                         let v = v.clone();
-                        let Recorded {
-                            reads, read_set, ..
-                        } = &mut *s;
-                        note_read(reads, read_set, key);
+                        s.reads.note(key);
                         v
                     }
                     None => {
@@ -246,7 +251,7 @@ impl Resumable {
         };
         Progress::Ended(Run {
             ops: std::mem::take(&mut s.ops),
-            reads: std::mem::take(&mut s.reads),
+            reads: std::mem::take(&mut s.reads).order,
             writes: std::mem::take(&mut s.writes),
             end,
             missing: None,

@@ -70,10 +70,7 @@ impl Audit for TpccAudit {
             warehouses: self.config.warehouses(),
             customers_per_district: self.config.customers(),
         };
-        let customers = u64::from(args.warehouses)
-            * u64::from(DISTRICTS)
-            * u64::from(args.customers_per_district);
-        (customers <= MAX_SHIPPED_AUDIT_CUSTOMERS)
+        (args.customers() <= MAX_SHIPPED_AUDIT_CUSTOMERS)
             .then(|| ProcedureCall::encode("tpcc", AUDIT, &args))
     }
 }
@@ -89,6 +86,13 @@ struct AuditArgs {
     customers_per_district: u16,
 }
 
+impl AuditArgs {
+    /// The customers audited: warehouses × 10 × customers per district.
+    fn customers(&self) -> u64 {
+        u64::from(self.warehouses) * u64::from(DISTRICTS) * u64::from(self.customers_per_district)
+    }
+}
+
 /// The most customers (warehouses × 10 × customers per district) a node audits for a one-shot
 /// call: 100 warehouses at full scale, about 49 million reads and 60 MB of tallies. A call's
 /// arguments come from the wire, and the audit's work and memory grow with them, not with the
@@ -98,12 +102,12 @@ pub const MAX_SHIPPED_AUDIT_CUSTOMERS: u64 = 3_000_000;
 /// The audit a node runs for its one-shot call: the same reads, over settings validated as a
 /// workload's are.
 pub(crate) fn instantiate(call: &ProcedureCall) -> Result<Box<dyn Procedure>, RequestError> {
+    let args: AuditArgs = call.decode()?;
+    let customers = args.customers();
     let AuditArgs {
         warehouses,
         customers_per_district,
-    } = call.decode()?;
-    let customers =
-        u64::from(warehouses) * u64::from(DISTRICTS) * u64::from(customers_per_district);
+    } = args;
     if customers > MAX_SHIPPED_AUDIT_CUSTOMERS {
         return Err(RequestError::Invalid(format!(
             "procedure tpcc/{AUDIT}: {warehouses} warehouses of {customers_per_district} \

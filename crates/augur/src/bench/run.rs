@@ -402,10 +402,9 @@ impl LoadQueue {
     }
 }
 
-/// Run `audit` as one read-only procedure ([`AuditProcedure`]), in the session's request form
-/// ([`RunPlan::audit_form`]),
-/// retrying (it reads a lot and may meet a protocol that aborts it) a few times; a failure to
-/// run at all is reported as a failed condition.
+/// Run `audit` as one read-only procedure ([`AuditProcedure`]) in the session's request form
+/// ([`RunPlan::audit_form`]), retrying (it reads a lot and may meet a protocol that aborts it)
+/// a few times; a failure to run at all is reported as a failed condition.
 pub async fn run_audit<T: Transport>(
     session: &Session<T>,
     audit: Box<dyn Audit>,
