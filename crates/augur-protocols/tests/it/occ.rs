@@ -12,7 +12,7 @@
 //!   lock from its lock round until its decision arrives; a reader of the old `y` that validates
 //!   in that window aborts although the version it read is still the newest.
 
-mod common;
+use crate::common;
 
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_protocols::occ::OccNode;

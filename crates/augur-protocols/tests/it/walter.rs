@@ -20,7 +20,7 @@
 //! * **A preferred site's yes vote survives its crash**: the restarted site takes its lock
 //!   again from its log, asks the coordinator, gets the commit resent and applies it.
 
-mod common;
+use crate::common;
 
 use augur_check::{AnomalyKind, CycleKind, CycleOrder, Proscribes};
 use augur_client::HistoryRecorder;

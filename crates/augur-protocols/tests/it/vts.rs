@@ -23,7 +23,7 @@
 //! * **Coordinator crash after its commit, before its `Install`**: the restarted coordinator
 //!   sends its decision again, hears the replica's acknowledgement and installs.
 
-mod common;
+use crate::common;
 
 use augur_protocols::vts::{INFO, VtsNode};
 use augur_runtime::ProtocolOptions;

@@ -17,7 +17,7 @@
 //! * **A piece survives its node's crash**: the restarted node replays the piece from its
 //!   log, asks the coordinator, gets the commit resent and executes it; nothing is left over.
 
-mod common;
+use crate::common;
 
 use augur_client::HistoryRecorder;
 use augur_protocols::rococo::Rococo;

@@ -37,7 +37,7 @@
 //!   read-only: without the session rule it misses its own write (a G-single-process:
 //!   serializable, not session serializable); with `session=on` it reads it.
 
-mod common;
+use crate::common;
 
 use augur_protocols::common::lock_commit::{Flavor, LockCommit};
 use augur_protocols::dst_2pl::Dst2Pl;

@@ -8,11 +8,11 @@
 //! intended, rewrite them and review the diff like code:
 //!
 //! ```text
-//! AUGUR_BLESS=1 cargo test -p augur-protocols --test golden_clocksi_rep
+//! AUGUR_BLESS=1 cargo test -p augur-protocols --test it golden_clocksi_rep::
 //! git diff -- crates/augur-protocols/tests/golden/
 //! ```
 
-mod common;
+use crate::common;
 
 use augur_protocols::clocksi_rep::ClockSiRep;
 use common::{Golden, scenarios};

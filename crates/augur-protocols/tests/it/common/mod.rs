@@ -22,7 +22,7 @@
 //! The failure shows a line diff (`-` golden, `+` this run) of the first differences, with
 //! context, and saves the whole trace of the run under the target directory. If the change is
 //! intended, rewrite the golden files (`AUGUR_BLESS=1 cargo test -p augur-protocols --test
-//! golden_X`) and review `git diff -- crates/augur-protocols/tests/golden/` like code.
+//! it golden_X::`) and review `git diff -- crates/augur-protocols/tests/golden/` like code.
 //!
 //! # Topology
 //!
@@ -381,7 +381,7 @@ pub fn check_golden(test: &str, name: &str, actual: &str) {
         );
         return;
     }
-    let bless = format!("{BLESS_VAR}=1 cargo test -p augur-protocols --test {test}");
+    let bless = format!("{BLESS_VAR}=1 cargo test -p augur-protocols --test it {test}::");
     let expected = match std::fs::read_to_string(&path) {
         // A checkout that turned line ends into CRLF still compares equal.
         Ok(text) => text.replace("\r\n", "\n"),

@@ -5,7 +5,7 @@ use augur_check::{ValueModel, bounded_staleness, timestamps_order_dependencies};
 use augur_types::history::RecordedOutcome;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::{Builder, aborted, append, ok, r, w};
 
 const LA: ValueModel = ValueModel::ListAppend;

@@ -8,7 +8,7 @@
 //!   claims, and invalid at serializability (a G-single through the reader). Under `occ` the
 //!   same reader validates and aborts.
 
-mod common;
+use crate::common;
 
 use augur_client::HistoryRecorder;
 use augur_protocols::occ::OccNode;

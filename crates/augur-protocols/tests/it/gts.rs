@@ -17,7 +17,7 @@
 //! * **Coordinator crash between fetch and decision**: the oracle asks the restarted
 //!   coordinator about the pending timestamp after `participant_timeout`, which releases it.
 
-mod common;
+use crate::common;
 
 use augur_protocols::gts::{GtsNode, INFO};
 use augur_runtime::ProtocolOptions;

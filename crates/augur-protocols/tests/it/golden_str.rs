@@ -10,11 +10,11 @@
 //! traces is intended, rewrite them and review the diff like code:
 //!
 //! ```text
-//! AUGUR_BLESS=1 cargo test -p augur-protocols --test golden_str
+//! AUGUR_BLESS=1 cargo test -p augur-protocols --test it golden_str::
 //! git diff -- crates/augur-protocols/tests/golden/
 //! ```
 
-mod common;
+use crate::common;
 
 use augur_protocols::str::Str;
 use augur_runtime::ProtocolOptions;

@@ -6,7 +6,7 @@ use augur_check::{
 use augur_types::IsolationLevel;
 use augur_types::history::RecordedOutcome;
 
-mod common;
+use crate::common;
 use common::{Builder, aborted, append, cat, ok, r, w};
 
 use AnomalyKind::Cycle;

@@ -13,7 +13,7 @@
 //! * **A shared lock lost in a crash fails the prepare**: the master restarts without the
 //!   executing transaction's lock, so at commit it votes no.
 
-mod common;
+use crate::common;
 
 use augur_protocols::two_pl::TwoPlNode;
 use augur_types::NodeId;

@@ -1,0 +1,22 @@
+//! Every integration test of augur-protocols in one binary (one link of raft-rs and the runtime
+//! instead of one per file); each module is the test file it was, run with
+//! `cargo test -p augur-protocols --test it MODULE::`.
+
+mod common;
+mod clocksi_rep;
+mod determinism;
+mod dst;
+mod golden_clocksi_rep;
+mod golden_str;
+mod gts;
+mod occ;
+mod rc;
+mod rococo;
+mod sequencer;
+mod sss_scenarios;
+mod str_scenarios;
+mod two_pl;
+mod twopc_baseline;
+mod vts;
+mod walter;
+mod wire_fuzz;
