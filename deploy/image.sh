@@ -4,16 +4,22 @@
 # commands) and `tc` with its libraries (for `augur cluster netem`). Needs Debian's
 # busybox-static and iproute2 on the host (`--install` installs them with apt).
 #
-#   deploy/image.sh [--install] [--tag TAG]      (default tag: augur:latest)
+#   deploy/image.sh [--install] [--tag TAG] [--binary PATH]      (default tag: augur:latest)
+#
+# Without --binary it builds the release binary first (`cargo build --release -p augur`); with
+# it, it packs the binary at PATH (one already built, e.g. target/release/augur after `cargo
+# test --release`), which must be a Linux build for this machine's architecture.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tag="augur:latest"
+binary=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --install) apt-get update -qq && apt-get install -y -qq busybox-static iproute2 >/dev/null ;;
         --tag) tag="$2"; shift ;;
-        *) echo "usage: deploy/image.sh [--install] [--tag TAG]" >&2; exit 2 ;;
+        --binary) binary="$2"; shift ;;
+        *) echo "usage: deploy/image.sh [--install] [--tag TAG] [--binary PATH]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -25,19 +31,25 @@ if ! file "$(command -v busybox)" 2>/dev/null | grep -q "statically linked"; the
     exit 1
 fi
 
-cargo build --release -p augur
+if [ -z "$binary" ]; then
+    cargo build --release -p augur
+    binary=target/release/augur
+elif [ ! -x "$binary" ]; then
+    echo "deploy/image.sh: $binary is not an executable file" >&2
+    exit 1
+fi
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 root="$stage/root"
 mkdir -p "$root/usr/local/bin" "$root/bin" "$root/sbin" "$root/tmp" "$root/cluster"
 chmod 1777 "$root/tmp"
-cp target/release/augur "$root/usr/local/bin/augur"
+cp "$binary" "$root/usr/local/bin/augur"
 cp "$(command -v busybox)" "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 cp "$(command -v tc)" "$root/sbin/tc"
 # Every shared library the two dynamic binaries load, at the path the loader looks for it.
-for binary in target/release/augur "$(command -v tc)"; do
-    ldd "$binary" | awk '/=>/ { print $3 } /^\t\// { print $1 }' | while read -r lib; do
+for linked in "$binary" "$(command -v tc)"; do
+    ldd "$linked" | awk '/=>/ { print $3 } /^\t\// { print $1 }' | while read -r lib; do
         [ -e "$lib" ] || continue
         mkdir -p "$root$(dirname "$lib")"
         cp -L "$lib" "$root$lib"

@@ -1,6 +1,8 @@
 //! The gRPC API against a real node (clocksi-rep over TCP, one node) through the generated
 //! client: one-shot and interactive transactions, aborts as answers, operations out of order
-//! and oversized keys as errors, the client token, and the session limit.
+//! and oversized keys as errors, the client token, and the session limit. With `AUGUR_PYTHON`
+//! set (what `scripts/python-client.sh` prints), also the Python client (clients/python): its
+//! unit tests, its tests against a node, and its example.
 
 use augur_grpc::proto::augur_client::AugurClient;
 use augur_grpc::proto::{self, session_reply::Reply, session_request::Op};
@@ -10,6 +12,9 @@ use augur_runtime::tcp::{self, ClusterIdentity, Limits, TcpNodeConfig, TcpNodeHa
 use augur_runtime::wal::{LogConfig, LogPolicy};
 use augur_runtime::{NodeEnv, ProtocolOptions};
 use augur_types::{LatencyProfile, NodeId, Placement};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -20,6 +25,9 @@ use tonic::{Code, Request};
 struct Node {
     _node: TcpNodeHandle,
     client: AugurClient<Channel>,
+    /// The node's peer address and its gRPC API's.
+    addr: SocketAddr,
+    grpc_addr: SocketAddr,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -74,6 +82,8 @@ async fn node(token: Option<&str>, max_sessions: usize) -> Node {
     Node {
         _node: node,
         client,
+        addr,
+        grpc_addr,
         _stop: stop,
     }
 }
@@ -303,4 +313,170 @@ async fn sessions_beyond_the_limit_are_refused_until_one_ends() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(freed, "the ended session's place was not given back");
+}
+
+/// The Python interpreter that has the Python client installed (`scripts/python-client.sh`
+/// prints one), or `None` after saying the test is skipped. With `AUGUR_REQUIRE_PYTHON` set (CI
+/// sets it) a missing interpreter fails the test instead of skipping it.
+fn client_python(test: &str) -> Option<PathBuf> {
+    match std::env::var_os("AUGUR_PYTHON") {
+        Some(python) => Some(PathBuf::from(python)),
+        None if std::env::var_os("AUGUR_REQUIRE_PYTHON").is_some() => {
+            panic!("{test}: AUGUR_REQUIRE_PYTHON is set but AUGUR_PYTHON is not")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED {test}: AUGUR_PYTHON is not set (scripts/python-client.sh prints one)"
+            );
+            None
+        }
+    }
+}
+
+/// clients/python in this repository.
+fn python_client_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/python")
+}
+
+/// A directory of its own under the system's temporary one, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("augur-grpc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A cluster file for node `n` as the Python client reads one (the entry's `addr` and `grpc`,
+/// and the client token file, relative to the cluster file).
+fn cluster_file(dir: &Scratch, n: &Node, token: Option<&str>) -> PathBuf {
+    let mut text = String::from("[security]\ntls = false\n");
+    if let Some(token) = token {
+        std::fs::write(dir.0.join("client-token"), format!("{token}\n")).unwrap();
+        text.push_str("client_token_file = \"client-token\"\n");
+    }
+    text.push_str(&format!(
+        "\n[[nodes]]\nid = 0\naddr = \"{}\"\ngrpc = \"{}\"\n",
+        n.addr, n.grpc_addr
+    ));
+    let path = dir.0.join("cluster.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Run `python` with `args` in clients/python (while this test's runtime goes on serving the
+/// node), at most five minutes.
+async fn run_python(python: &Path, args: &[&str], envs: &[(&str, &Path)]) -> Output {
+    let mut command = tokio::process::Command::new(python);
+    command
+        .args(args)
+        .current_dir(python_client_dir())
+        .kill_on_drop(true);
+    for (name, value) in envs {
+        command.env(name, value);
+    }
+    tokio::time::timeout(Duration::from_secs(300), command.output())
+        .await
+        .expect("the Python client's run took more than five minutes")
+        .unwrap()
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// The Python client's own tests (clients/python/tests, standard-library unittest): its value
+/// checks, retry and backoff decisions, error mapping and deadlines against fake nodes (one
+/// stopped with SIGSTOP), the generated stubs being current, and its tests against this node.
+#[tokio::test]
+async fn the_python_clients_tests_pass_against_a_node() {
+    let Some(python) = client_python("the_python_clients_tests_pass_against_a_node") else {
+        return;
+    };
+    let n = node(Some("s3cret"), 64).await;
+    let dir = Scratch::new("python-tests");
+    let cluster = cluster_file(&dir, &n, Some("s3cret"));
+    let out = run_python(
+        &python,
+        &["-m", "unittest", "discover", "-v", "-s", "tests"],
+        &[("AUGUR_TEST_CLUSTER", &cluster)],
+    )
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // unittest -v names each test; those against the node must have run, not been skipped.
+    let live: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("(test_node."))
+        .collect();
+    assert!(live.len() >= 5, "{stderr}");
+    assert!(live.iter().all(|l| l.ends_with(" ok")), "{stderr}");
+    assert!(
+        stderr.contains("test_the_kept_stubs_are_current"),
+        "{stderr}"
+    );
+}
+
+/// The Python example against a node with a client token: the transfer, the refusal of one
+/// beyond the balance, and a wrong token reported in words rather than a gRPC traceback.
+#[tokio::test]
+async fn the_python_example_transfers_against_a_node() {
+    let Some(python) = client_python("the_python_example_transfers_against_a_node") else {
+        return;
+    };
+    let n = node(Some("s3cret"), 64).await;
+    let dir = Scratch::new("python-example");
+    let cluster = cluster_file(&dir, &n, Some("s3cret"));
+    let cluster = cluster.to_str().unwrap();
+    let example = |amount: &'static str| {
+        [
+            "examples/transfer.py",
+            "--cluster",
+            cluster,
+            "--amount",
+            amount,
+        ]
+    };
+
+    let out = run_python(&python, &example("30"), &[]).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("connected to node 0 of grpc-test (clocksi-rep)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("transferred 30: {'acct:alice': 70, 'acct:bob': 30}"),
+        "{stdout}{stderr}"
+    );
+
+    let out = run_python(&python, &example("1000"), &[]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("alice holds 70, less than 1000"),
+        "{stderr}"
+    );
+
+    std::fs::write(dir.0.join("client-token"), "guess\n").unwrap();
+    let out = run_python(&python, &example("30"), &[]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("refused Status: wrong client token"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Traceback"), "{stderr}");
 }

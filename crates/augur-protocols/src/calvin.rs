@@ -87,7 +87,8 @@ use crate::common::lock_sets::LockSets;
 use crate::common::locks::Policy;
 use crate::common::ordered::{self, Ordered, Schedule};
 use crate::common::sequencer;
-use crate::registry::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
 use augur_runtime::one_shot::{ONE_SHOT_AND_BLIND_WRITES, Procedures};
 use augur_runtime::{NodeEnv, SerialResource, Work};
 use augur_types::{Key, PartitionId, Placement, Timestamp, TxnId};
@@ -96,8 +97,9 @@ use augur_types::{Key, PartitionId, Placement, Timestamp, TxnId};
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "calvin",
     isolation: IsolationLevel::StrictSerializable,
-    paper: "Sparkle (PVLDB 12) §5 baseline: Calvin (SIGMOD 2012), ordered locking on one lock thread per partition over a Raft-replicated sequencer, OLLP for dependent transactions",
+    paper: "Sparkle (PVLDB 12) §5 baseline: Calvin (SIGMOD 2012)",
     summary: "orders whole one-shot transactions through Raft, then each partition's lock thread grants their item locks in that order and workers run them; dependent transactions are reconnoitred first",
+    engine: Engine::Ordered,
     commit_order_evidence: true,
     promises: &[Promise::SerialReplay],
     network: NetworkModel {

@@ -91,8 +91,9 @@ use crate::common::coordinator::{InteractiveCoordinator, PartitionWrites, Pendin
 use crate::common::coordinator::{group_by_partition, serve_interactive};
 use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_of};
 use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use crate::registry::{SWITCH_VALUES, SettingInfo, switch};
+use crate::protocol_info::Engine;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::{SWITCH_VALUES, SettingInfo, switch};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId};
@@ -106,6 +107,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::SnapshotIsolation,
     paper: "STR §6.1 (Clock-SI with synchronous master-slave replication)",
     summary: "physical-clock snapshots, 2PC certification at masters, replicated prepares",
+    engine: Engine::TwoPhase,
     commit_order_evidence: true,
     promises: &[],
     network: NetworkModel {

@@ -49,7 +49,8 @@
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking};
 use crate::dst_occ::Dst;
-use crate::registry::{
+use crate::protocol_info::Engine;
+use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo, SettingInfo,
 };
 use std::time::Duration;
@@ -62,6 +63,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::Serializable,
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over per-row 2PL",
     summary: "2pl plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, installed at the decision into every tuple read and written; read-only transactions lock nothing, read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: crate::dst_occ::PROMISES,
     network: NetworkModel {

@@ -95,8 +95,8 @@
 //!
 //! From the paper: the tuple and version timestamps, RW1/RW2, RO1/RO2, the hybrid clock, the
 //! staleness knob, OCC's lock-then-validate with the timestamp taken "when validating and
-//! locking". Fixed traps (the digest `shared/papers/dst.md` §6): the conditional wait (T-1), max
-//! instead of overwrite (T-2), strict "+1" (T-3), TS fixed before validation with
+//! locking". Fixed traps, where a literal reading of the paper goes wrong: the conditional wait
+//! (T-1), max instead of overwrite (T-2), strict "+1" (T-3), TS fixed before validation with
 //! validate-and-install atomic (T-4), the read-set install the public code omits (T-5),
 //! absent keys (T-6), reads at the master (T-7). augur's: the 52/12 layout, the claim ceiling,
 //! garbage collection, the floor-based wait on the holder, and `occ`'s engine choices
@@ -128,7 +128,8 @@ use crate::common::lock_commit::{
     SESSION,
 };
 use crate::common::replica::{self, ServeLease, Writes};
-use crate::registry::{
+use crate::protocol_info::Engine;
+use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
 use augur_runtime::{Ctx, NodeEnv};
@@ -145,6 +146,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::Serializable,
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over DrTM+R OCC",
     summary: "occ plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, fixed before validation and installed into every tuple read and written; read-only transactions read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: PROMISES,
     network: NetworkModel {

@@ -121,7 +121,8 @@ use crate::common::lock_commit::{
 };
 use crate::common::oracle::Oracle;
 use crate::common::replica::{self, DecisionLog};
-use crate::registry::{
+use crate::protocol_info::Engine;
+use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NODE_ID_VALUES, NetworkModel, Promise, ProtocolInfo,
     SettingInfo,
 };
@@ -140,6 +141,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::Serializable,
     paper: "DST (NSDI 2021) §2.2 baseline: GTS, a global timestamp oracle over DrTM+R OCC",
     summary: "occ plus a timestamp oracle: commit timestamps fetched after locking and before validation, released once applied everywhere; read-only transactions read at the oracle's stable timestamp, never wait, never abort",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: &[
         Promise::AbortFreeReadOnly,

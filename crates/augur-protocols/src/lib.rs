@@ -4,7 +4,10 @@
 //! the isolation level it guarantees, and describing itself in a `pub const INFO` for the
 //! registry. Every protocol is a [`augur_runtime::Protocol`] state
 //! machine over the shared multi-version store, so it runs unchanged in the simulator, in process
-//! and over TCP. [`registry`] is how the rest of augur finds them by name at run time.
+//! and over TCP. The modules read bottom-up: [`protocol_info`], the vocabulary a protocol
+//! describes itself with; [`common`], the machinery protocols share; one module per protocol;
+//! and [`registry`], the list of them all, which is how the rest of augur finds them by name at
+//! run time.
 
 pub mod calvin;
 pub mod clocksi_rep;
@@ -15,6 +18,7 @@ pub mod gts;
 pub mod nocc;
 pub mod occ;
 pub mod planet;
+pub mod protocol_info;
 pub mod rc;
 pub mod registry;
 pub mod rococo;

@@ -10,7 +10,8 @@
 //! node that crashes comes back empty (its peers still hold their replicas).
 
 use crate::common::coordinator::{Pending, group_by_partition};
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
@@ -28,6 +29,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::None,
     paper: "baseline (upper bound for overhead ratios)",
     summary: "no concurrency control: reads the latest version, writes blindly; incorrect by design",
+    engine: Engine::Own,
     commit_order_evidence: false,
     promises: &[],
     network: NetworkModel {

@@ -68,7 +68,8 @@
 //!   `list-append` and `bank`, the second for `rw-register`.
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use std::time::Duration;
 
 pub use crate::common::lock_commit::{Msg, Record, Timer};
@@ -79,6 +80,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::StrictSerializable,
     paper: "DST (NSDI 2021) §4.2/§5.1 baseline: vanilla DrTM+R OCC",
     summary: "single version; reads at the master without locks; commit locks the write set (no-wait), validates the read set in a second round, 2PC; read-only transactions validate and can abort",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: &[],
     network: NetworkModel {

@@ -17,8 +17,8 @@
 //! local certification. The next transaction of a client flow depends on its speculatively
 //! committed predecessor: it cannot final commit first, and aborts if the predecessor does.
 
-use crate::registry::SpeculationOffer;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::SpeculationOffer;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::str::{Engine, Flavor};
 
 /// `clocksi-rep` with one speculative commit per client and nothing else speculative.
@@ -39,6 +39,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::SnapshotIsolation,
     paper: "STR §8 baseline (PLANET-style speculative commit over ClockSI-Rep)",
     summary: "clocksi-rep plus the speculative commit of at most one transaction per client; no speculative reads",
+    engine: crate::protocol_info::Engine::TwoPhase,
     commit_order_evidence: true,
     promises: &[],
     network: NetworkModel {

@@ -44,8 +44,9 @@
 //! `occ`'s own.
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking, ReadOnly, Single};
-use crate::registry::Promise;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::Promise;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use std::time::Duration;
 
 pub use crate::common::lock_commit::{Msg, Record, Timer};
@@ -56,6 +57,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::ReadCommitted,
     paper: "DST (NSDI 2021) §5 baseline: RC, read-only transactions unvalidated over DrTM+R OCC",
     summary: "occ's read-write transactions; read-only transactions read the newest committed versions at the masters and commit with no validation and no message (fast, not serializable)",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: &[Promise::AbortFreeReadOnly],
     network: NetworkModel {

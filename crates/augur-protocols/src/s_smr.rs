@@ -77,7 +77,8 @@
 use crate::common::dispatch::Entry;
 use crate::common::ordered::{Ordered, Schedule};
 use crate::common::sequencer;
-use crate::registry::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
 use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
 use augur_runtime::{NodeEnv, SerialResource, Work};
 use augur_types::{PartitionId, Placement, Timestamp};
@@ -87,8 +88,9 @@ use std::collections::VecDeque;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "s-smr",
     isolation: IsolationLevel::StrictSerializable,
-    paper: "Sparkle (PVLDB 12) §5 baseline: S-SMR (DSN 2014), one sequential executor per partition over a Raft-replicated sequencer",
+    paper: "Sparkle (PVLDB 12) §5 baseline: S-SMR (DSN 2014)",
     summary: "orders whole one-shot transactions through Raft, then runs them one at a time per partition with no concurrency control; multi-partition transactions block until the siblings' values arrive",
+    engine: Engine::Ordered,
     commit_order_evidence: true,
     promises: &[Promise::SerialReplay],
     network: NetworkModel {

@@ -69,8 +69,8 @@
 use crate::common::coordinator::{Pending, group_by_partition};
 use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_of};
 use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
-use crate::registry::SpeculationOffer;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::SpeculationOffer;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -109,6 +109,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::Spsi,
     paper: "STR §5-6, Algorithms 1-2 (speculative snapshot isolation)",
     summary: "clocksi-rep plus local commit, speculative reads of same-node local-committed versions, speculative commits, PreciseClock",
+    engine: crate::protocol_info::Engine::TwoPhase,
     commit_order_evidence: true,
     promises: &[],
     network: NetworkModel {

@@ -73,8 +73,9 @@
 //!   `list-append` and `rw-register`, the second for `bank`.
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
-use crate::registry::SettingInfo;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::SettingInfo;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
 use std::time::Duration;
 
@@ -86,6 +87,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::StrictSerializable,
     paper: "DST (NSDI 2021) §4.2/§5.2 baseline: vanilla MySQL Cluster per-row 2PL",
     summary: "single version; reads take shared locks at the master, writes exclusive ones at every replica at commit, all held to the decision (wait-die); 2PC; read-only transactions lock too",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: &[],
     network: NetworkModel {

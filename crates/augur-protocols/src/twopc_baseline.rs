@@ -95,8 +95,9 @@
 //!   that make it safe (read skew).
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
-use crate::registry::SettingInfo;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::SettingInfo;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
 use std::time::Duration;
 
@@ -108,6 +109,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::StrictSerializable,
     paper: "SSS (ICDCS 2019) §V baseline",
     summary: "single version; every transaction, read-only too, locks, validates its reads and commits by 2PC at every replica",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: &[],
     network: NetworkModel {

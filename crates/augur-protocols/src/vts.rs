@@ -157,7 +157,8 @@ use crate::common::replica::{DecisionLog, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::common::vclock::VClock;
 use crate::gts::ORACLE_SETTING;
-use crate::registry::{
+use crate::protocol_info::Engine;
+use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
 use augur_runtime::inbound::{BadMessage, Inbound};
@@ -179,6 +180,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::ReadCommitted,
     paper: "DST (NSDI 2021) §2.2 baseline: VTS, NAM-DB-style vector timestamps over DrTM+R OCC",
     summary: "occ plus per-node commit counters: versions tagged <node:counter>, deps of the versions read and overwritten installed at an oracle that stabilises a vector; read-only transactions read the versions the stable vector admits, never wait, never abort",
+    engine: Engine::LockCommit,
     commit_order_evidence: true,
     promises: &[Promise::AbortFreeReadOnly],
     network: NetworkModel {

@@ -106,7 +106,8 @@ use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::common::vclock::VClock;
-use crate::registry::{
+use crate::protocol_info::Engine;
+use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo,
 };
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
@@ -124,6 +125,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::ParallelSnapshotIsolation,
     paper: "Walter (SOSP 2011), SSS (ICDCS 2019) §V baseline",
     summary: "per-node vector timestamps; fast commit at the preferred site (partition master), slow commit by 2PC among preferred sites; asynchronous propagation applied in causal order",
+    engine: Engine::Own,
     commit_order_evidence: false,
     promises: &[Promise::AbortFreeReadOnly],
     network: NetworkModel {

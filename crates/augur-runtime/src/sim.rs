@@ -59,7 +59,7 @@
 //! (`crates/augur-protocols/tests/golden_*.rs`, files under `tests/golden/`), so that a change
 //! in the messages a protocol exchanges shows as a diff. When such a change is intended,
 //! rewrite the golden files by running the test with `AUGUR_BLESS=1`, for instance
-//! `AUGUR_BLESS=1 cargo test -p augur-protocols --test golden_str`, then review `git diff` of
+//! `AUGUR_BLESS=1 cargo test -p augur-protocols --test it golden_str::`, then review `git diff` of
 //! the golden files like code before committing them.
 
 mod cpu;

@@ -13,8 +13,13 @@ use std::time::Duration;
 
 /// Transactions committed at this node as coordinator (interactive and one-shot).
 pub const COMMITS: &str = "augur_commits_total";
-/// Transactions aborted at this node as coordinator, labelled by `reason`.
+/// Transactions aborted at this node as coordinator, labelled by `reason` (user rollbacks
+/// apart: [`USER_ROLLBACKS`]).
 pub const ABORTS: &str = "augur_aborts_total";
+/// Transactions their clients rolled back at this node as coordinator: no failure.
+pub const USER_ROLLBACKS: &str = "augur_user_rollbacks_total";
+/// Always 1, labelled with the `version` of augur and the `protocol` the node runs.
+pub const BUILD_INFO: &str = "augur_build_info";
 /// From the commit request (or one-shot execution) reaching the node to its reply, seconds.
 pub const COMMIT_LATENCY: &str = "augur_commit_latency_seconds";
 /// Inputs waiting in the node's inbox when it takes the next one.
@@ -75,7 +80,62 @@ pub fn answered(reply: &ClientReply, commit_asked: Option<std::time::Instant>) {
 
 /// A transaction aborted (whatever request learned it).
 pub fn aborted(reason: AbortReason) {
-    metrics::counter!(ABORTS, "reason" => reason.name()).increment(1);
+    if reason == AbortReason::UserRollback {
+        metrics::counter!(USER_ROLLBACKS).increment(1);
+    } else {
+        metrics::counter!(ABORTS, "reason" => reason.name()).increment(1);
+    }
+}
+
+/// Give every metric its help text (a Prometheus `# HELP` line) and set [`BUILD_INFO`]: called
+/// once, after a recorder is installed.
+pub fn describe(protocol: &str) {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        COMMITS,
+        "Transactions committed at this node as coordinator (interactive and one-shot)."
+    );
+    describe_counter!(
+        ABORTS,
+        "Transactions aborted at this node as coordinator, by reason (user rollbacks apart)."
+    );
+    describe_counter!(
+        USER_ROLLBACKS,
+        "Transactions their clients rolled back at this node as coordinator."
+    );
+    describe_histogram!(
+        COMMIT_LATENCY,
+        Unit::Seconds,
+        "From a commit request (or one-shot execution) reaching the node to its reply."
+    );
+    describe_gauge!(
+        INBOX_DEPTH,
+        "Inputs waiting in the node's inbox when it took the last one."
+    );
+    describe_histogram!(
+        LOG_SYNC,
+        Unit::Seconds,
+        "How long each sync of the write-ahead log took."
+    );
+    describe_gauge!(CLIENTS, "Client connections open.");
+    describe_gauge!(
+        PEER_UP,
+        "1 while the link to the peer is up, 0 while it is down."
+    );
+    describe_counter!(
+        PEER_DROPPED,
+        "Messages for the peer dropped because its link was down or its buffer full."
+    );
+    describe_gauge!(
+        BUILD_INFO,
+        "Always 1: the version of augur and the protocol the node runs."
+    );
+    metrics::gauge!(
+        BUILD_INFO,
+        "version" => env!("CARGO_PKG_VERSION"),
+        "protocol" => protocol.to_string()
+    )
+    .set(1.0);
 }
 
 pub fn inbox_depth(depth: usize) {

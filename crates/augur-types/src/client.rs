@@ -82,7 +82,9 @@ impl AbortReason {
             AbortReason::SnapshotTooOld => {
                 "its snapshot is older than what the nodes still keep (garbage-collected)"
             }
-            AbortReason::TransactionLost => "its coordinator restarted or forgot it",
+            AbortReason::TransactionLost => {
+                "its coordinator no longer knows it: it sat idle longer than the cluster keeps an idle transaction (idle_txn_timeout_ms), or the coordinator restarted"
+            }
             AbortReason::InvalidRequest => "the coordinator refused a malformed request",
         }
     }

@@ -517,6 +517,9 @@ impl Home {
 mod hash_placement_tests;
 
 #[cfg(test)]
+mod load_tests;
+
+#[cfg(test)]
 pub(crate) mod testing {
     use super::*;
     use crate::list_append::fake::FakeOps;

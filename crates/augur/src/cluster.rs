@@ -11,7 +11,7 @@ use augur_runtime::tcp::{
 use augur_types::{LatencyProfile, Layout, NodeId, Placement};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -539,6 +539,23 @@ impl Cluster {
             .await
             .map_err(|e| anyhow::anyhow!("cannot use node {home} at {addr}: {e}"))
     }
+}
+
+/// Worker threads for each of `nodes` node processes sharing this machine with their clients:
+/// each gets its share of the cores rather than a thread per core, which on a small machine
+/// would spend the cores on context switches between the nodes' idle threads.
+pub fn node_threads(nodes: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / nodes.max(1)).max(1)
+}
+
+/// Distinct addresses on loopback that were free a moment ago (every listener is held until
+/// all are bound, so no port is handed out twice).
+pub fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()?;
+    listeners.iter().map(|l| l.local_addr()).collect()
 }
 
 #[cfg(test)]

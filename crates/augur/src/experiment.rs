@@ -6,9 +6,9 @@
 //! Protocols the file names that augur does not implement yet are skipped with a message; a run
 //! with no implemented protocol left is skipped entirely.
 
-use crate::bench::{BenchArgs, Runtime};
+use crate::BadInput;
+use crate::bench_options::{BenchArgs, BenchConfig, Runtime};
 use crate::report_html::{CSS, Series, bar_chart, escape, line_chart};
-use augur::BadInput;
 use augur_protocols::registry;
 use augur_workloads::SmokeSetting;
 use clap::Parser;
@@ -186,7 +186,7 @@ fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec
     for entry in names {
         // An entry may carry settings after its name (`str:speculation=reads`).
         let name = entry.split(':').next().unwrap_or_default().to_string();
-        if registry::info(&name).is_ok() || crate::bench::peers::peer(&name).is_some() {
+        if registry::info(&name).is_ok() || crate::peers::peer(&name).is_some() {
             keep.push(toml::Value::String(entry));
         } else if let Some(what) = registry::planned(&name) {
             skipped.push(format!("{name} ({what}) is not implemented yet"));
@@ -220,7 +220,13 @@ pub struct Selection {
 }
 
 /// Run the experiment in `path` (the part `selection` picks), writing under `out/NAME/`.
-pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()> {
+/// `run_config` runs one point's benchmark (the binary's `bench::run_config`).
+pub fn run(
+    path: &Path,
+    out: &Path,
+    selection: &Selection,
+    run_config: &dyn Fn(&BenchConfig) -> anyhow::Result<crate::report::Finished>,
+) -> anyhow::Result<()> {
     let smoke = selection.smoke;
     let mut exp = load(path)?;
     if !selection.runs.is_empty() {
@@ -320,10 +326,10 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
                 .unwrap_or_else(|| augur_postgres::DEFAULT_URL.to_string());
             if keep
                 .iter()
-                .any(|p| scalar(p).is_some_and(|n| crate::bench::peers::peer(&n).is_some()))
-                && let Err(why) = crate::bench::pg::reachable(&pg_url)
+                .any(|p| scalar(p).is_some_and(|n| crate::peers::peer(&n).is_some()))
+                && let Err(why) = crate::peers::reachable(&pg_url)
             {
-                keep.retain(|p| scalar(p).is_none_or(|n| crate::bench::peers::peer(&n).is_none()));
+                keep.retain(|p| scalar(p).is_none_or(|n| crate::peers::peer(&n).is_none()));
                 skip.push(format!(
                     "the PostgreSQL peers: no server at '{pg_url}' ({why}); start one with scripts/postgres.sh start"
                 ));
@@ -404,7 +410,7 @@ pub fn run(path: &Path, out: &Path, selection: &Selection) -> anyhow::Result<()>
             for s in &shrunk {
                 println!("smoke: {s}");
             }
-            let finished = crate::bench::run_config(&config)?;
+            let finished = run_config(&config)?;
             failed_checks.extend(
                 finished
                     .failed_checks
@@ -497,6 +503,16 @@ fn render(s: &Summary, sweep: Option<&str>) -> String {
     if s.smoke {
         html += "<p><b>Smoke run:</b> 1 s per protocol; not a measurement.</p>";
     }
+    let modelled = s.points.iter().filter(|p| p.modelled).count();
+    if modelled > 0 {
+        let _ = write!(
+            html,
+            "<p><b>Modelled, not measured:</b> {modelled} of the {} points were simulated in \
+             virtual time with a CPU model (<code>--runtime sim</code>; each point's run page \
+             has the model and its costs), marked in the table below.</p>",
+            s.points.len()
+        );
+    }
     for d in s.deviations {
         let _ = write!(html, "<p><b>Deviation:</b> {}</p>", escape(d));
     }
@@ -560,13 +576,13 @@ fn render(s: &Summary, sweep: Option<&str>) -> String {
     html += "</div><h2>Points</h2><table><tr><th>run</th><th>value</th><th>protocol</th>\
              <th>throughput tps</th><th>goodput tps</th><th>abort rate</th><th>p50 ms</th>\
              <th>p99 ms</th><th>ratio</th><th>perceived p50 ms</th><th>misspeculation</th>\
-             <th>degree at end</th></tr>";
+             <th>degree at end</th><th>modelled</th></tr>";
     for p in s.points {
         let optional = |v: Option<String>| v.unwrap_or_else(|| "—".into());
         let _ = write!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}%</td>\
-             <td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&p.run),
             escape(p.sweep_value.as_deref().unwrap_or("")),
             escape(&p.protocol),
@@ -579,6 +595,7 @@ fn render(s: &Summary, sweep: Option<&str>) -> String {
             optional(p.perceived_p50_ms.map(|v| format!("{v:.2}"))),
             optional(p.misspeculation_rate.map(|v| format!("{:.1}%", v * 100.0))),
             escape(&optional(p.final_degree.clone())),
+            if p.modelled { "yes" } else { "no" },
         );
     }
     html += "</table>";

@@ -1,12 +1,21 @@
-//! The library half of the `augur` command: what tests drive directly as well as through the
-//! command line.
+//! The library half of the `augur` command: everything but what runs protocol nodes (the
+//! binary's `bench` runtimes and `node`), which instantiate every protocol's generic code. What
+//! is here has its unit tests; the binary has none (`[[bin]] test = false`), so that a test
+//! build does not compile those instantiations a second time.
 
+pub mod bench_options;
 pub mod check;
 pub mod client_cli;
 pub mod cluster;
+pub mod experiment;
 pub mod faults;
+pub mod interrupt;
 pub mod metrics_http;
+pub mod nemesis;
+pub mod peers;
 pub mod provision;
+pub mod report;
+pub mod report_html;
 pub mod serial_replay;
 pub mod shell;
 

@@ -1,14 +1,11 @@
 //! The `augur` command.
 
 mod bench;
-mod experiment;
-mod nemesis;
 mod node;
-mod report;
-mod report_html;
 
 use augur::BadInput;
 use augur::client_cli::{Ended, Op};
+use augur::{experiment, nemesis};
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -118,8 +115,11 @@ enum Command {
     /// request forms it serves, its mutants, settings and speculation.
     Protocols {
         /// Print only the names, one per line (for scripts).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "markdown")]
         names: bool,
+        /// Print the protocol table README.md and the architecture guide carry (Markdown).
+        #[arg(long)]
+        markdown: bool,
     },
 }
 
@@ -222,7 +222,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => run_bench(&args),
         Command::Check(args) => augur::check::run(&args),
-        Command::Nemesis(args) => nemesis::run(&args),
+        Command::Nemesis(args) => augur::interrupt::unless_requested(nemesis::run(&args)),
         Command::Node {
             config,
             id,
@@ -321,8 +321,12 @@ fn main() -> ExitCode {
                 augur::provision::netem_script(&cluster, augur_types::NodeId(id), &dev, &tc)
             })
             .map(|script| print!("{script}")),
-        Command::Protocols { names } => {
-            list_protocols(names);
+        Command::Protocols { names, markdown } => {
+            if markdown {
+                print!("{}", augur_protocols::registry::markdown_table());
+            } else {
+                list_protocols(names);
+            }
             Ok(())
         }
     };
@@ -332,6 +336,8 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<BadInput>().is_some() {
                 ExitCode::from(2)
+            } else if e.downcast_ref::<augur::interrupt::Interrupted>().is_some() {
+                ExitCode::from(augur::interrupt::EXIT_STATUS)
             } else {
                 ExitCode::FAILURE
             }
@@ -375,8 +381,8 @@ fn list_protocols(names_only: bool) {
     for p in augur_protocols::registry::PROTOCOLS {
         println!("{:<14} {:<40} {}", p.name, p.isolation.to_string(), p.paper);
         println!("{:<14} {}", "", p.summary);
-        let forms: Vec<String> = p.forms.iter().map(|f| f.to_string()).collect();
-        println!("{:<14} requests: {}", "", forms.join(", "));
+        println!("{:<14} engine: {}", "", p.engine);
+        println!("{:<14} requests: {}", "", p.forms_description());
         for (name, what) in p.mutants {
             println!("{:<14} mutant {name}: {what}", "");
         }
@@ -393,6 +399,11 @@ fn list_protocols(names_only: bool) {
                 degrees.join(", ")
             );
         }
+    }
+    println!();
+    println!("reference peers (augur bench --protocol NAME --pg-url URL):");
+    for p in bench::peers::PEERS {
+        println!("{:<25} {:<40} {}", p.name, p.isolation.to_string(), p.paper);
     }
 }
 
@@ -423,8 +434,9 @@ fn run_bench(args: &bench::BenchArgs) -> anyhow::Result<()> {
                 .cloned()
                 .collect(),
         };
-        return experiment::run(path, &args.out, &selection);
+        let ran = experiment::run(path, &args.out, &selection, &bench::run_config);
+        return augur::interrupt::unless_requested(ran);
     }
     let config = args.validate()?;
-    bench::run_config(&config)?.into_result()
+    augur::interrupt::unless_requested(bench::run_config(&config).and_then(|f| f.into_result()))
 }

@@ -19,14 +19,17 @@ const MAX_REQUEST: usize = 8 * 1024;
 /// How long a scraper has to send its request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Install the process's Prometheus recorder, every metric labelled with the node's id.
-pub fn install(node: NodeId) -> anyhow::Result<PrometheusHandle> {
-    PrometheusBuilder::new()
+/// Install the process's Prometheus recorder, every metric labelled with the node's id and
+/// described ([`augur_runtime::telemetry::describe`]) for a node running `protocol`.
+pub fn install(node: NodeId, protocol: &str) -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
         .add_global_label("node", node.to_string())
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
         .context("metrics buckets")?
         .install_recorder()
-        .context("cannot install the metrics recorder")
+        .context("cannot install the metrics recorder")?;
+    augur_runtime::telemetry::describe(protocol);
+    Ok(handle)
 }
 
 /// Bind the metrics address. A node whose metrics address is taken should not start

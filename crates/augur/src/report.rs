@@ -1,7 +1,7 @@
 //! Benchmark statistics and their reports: the table printed at the end of `augur bench` and
 //! `summary.json`.
 
-use crate::bench::config::{BenchConfig, ProtocolSpec, Runtime};
+use crate::bench_options::{BenchConfig, ProtocolSpec, Runtime};
 use augur_protocols::registry::{IsolationLevel, ProtocolInfo};
 use augur_runtime::sim::CpuReport;
 use augur_types::AbortReason;

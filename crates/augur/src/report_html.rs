@@ -196,7 +196,7 @@ pub(crate) fn line_chart(
     let plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM;
     let x = |v: f64| MARGIN_LEFT + v / x_max * plot_w;
     let y = |v: f64| MARGIN_TOP + plot_h - v / y_max * plot_h;
-    let mut svg = open_svg(title);
+    let mut svg = open_svg(title, series.iter().map(|s| s.name), HEIGHT);
     if let Some(until) = shade_until.filter(|u| *u > 0.0) {
         let _ = write!(
             svg,
@@ -221,18 +221,40 @@ pub(crate) fn line_chart(
             colour(i),
             path.join(" ")
         );
+        // Few points get a mark each: a line through one point draws nothing.
+        if s.points.len() <= MARKED_POINTS {
+            for (px, py) in &s.points {
+                let _ = write!(
+                    svg,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"/>",
+                    x(*px),
+                    y(*py),
+                    colour(i)
+                );
+            }
+        }
     }
     svg += &legend(series.iter().map(|s| s.name));
     svg + "</svg>"
 }
 
-fn open_svg(title: &str) -> String {
-    open_svg_sized(title, HEIGHT)
+/// Series with at most this many points get a mark at each (a sweep's points, not a time
+/// series' seconds).
+const MARKED_POINTS: usize = 24;
+
+/// The width a legend of `names` needs right of the plot, in pixels (an estimate of the text's
+/// width: the charts' font is the page's sans-serif at its default size).
+fn legend_width<'a>(names: impl Iterator<Item = &'a str>) -> f64 {
+    let longest = names.map(|n| n.chars().count()).max().unwrap_or(0);
+    30.0 + 7.5 * longest as f64
 }
 
-fn open_svg_sized(title: &str, height: f64) -> String {
+/// An `<svg>` for a chart titled `title` whose legend lists `names`: wider than [`WIDTH`]
+/// when the names need more room than [`MARGIN_RIGHT`], so that none is cut.
+fn open_svg<'a>(title: &str, names: impl Iterator<Item = &'a str>, height: f64) -> String {
+    let width = WIDTH + (legend_width(names) - MARGIN_RIGHT).max(0.0);
     format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
          role=\"img\" aria-label=\"{t}\"><text x=\"{MARGIN_LEFT}\" y=\"18\" \
          font-weight=\"bold\">{t}</text>",
         t = escape(title)
@@ -376,7 +398,9 @@ pub(crate) fn bar_chart(
     let label_w = 150.0;
     // Room on the right for the value printed after the longest bar.
     let plot_w = WIDTH - label_w - MARGIN_RIGHT - 40.0;
-    let mut svg = open_svg_sized(title, height);
+    // Room for the legend's rows too.
+    let height = height.max(MARGIN_TOP + 10.0 + names.len() as f64 * 18.0 + MARGIN_BOTTOM);
+    let mut svg = open_svg(title, names.iter().copied(), height);
     for (g, cat) in categories.iter().enumerate() {
         let gy = MARGIN_TOP + g as f64 * bar_h * per_group as f64;
         let _ = write!(
@@ -468,5 +492,25 @@ mod tests {
     #[test]
     fn text_is_escaped() {
         assert_eq!(escape("<a&\"b\">"), "&lt;a&amp;&quot;b&quot;&gt;");
+    }
+
+    #[test]
+    fn a_one_point_series_is_drawn_and_long_names_widen_the_chart() {
+        let one = [Series {
+            name: "clocksi-rep:txn_form=one-shot,log=always",
+            points: vec![(4.0, 1000.0)],
+        }];
+        let svg = line_chart("t", "x", "y", &one, None);
+        assert!(svg.contains("<circle"), "{svg}");
+        let width = |svg: &str| -> f64 {
+            let at = svg.find("width=\"").unwrap() + 7;
+            svg[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        assert!(width(&svg) > WIDTH, "{svg}");
+        let short = [Series {
+            name: "nocc",
+            points: vec![(1.0, 1.0), (2.0, 2.0)],
+        }];
+        assert_eq!(width(&line_chart("t", "x", "y", &short, None)), WIDTH);
     }
 }

@@ -12,9 +12,12 @@
 //! ```
 //!
 //! On a terminal, lines are edited with `rustyline` (arrows, history of the session); from a
-//! pipe, commands are read line by line with no prompt. An error (an unknown command, a node
-//! that is down, an abort) is printed and the session goes on; an abort's reason is shown in
-//! words.
+//! pipe, commands are read line by line with no prompt. A pasted block of lines runs as its
+//! commands, one after another, and lines typed while a request is in flight wait their turn.
+//! An error (an unknown command, a node that is down, an abort) is printed and the session goes
+//! on; an abort's reason is shown in words. Read from a pipe, the shell exits with a non-zero
+//! status when any command failed. A transaction left idle longer than the cluster keeps one
+//! (`idle_txn_timeout_ms`) is reported as rolled back before the next command, which is not run.
 //!
 //! `exec WORKLOAD/PROCEDURE ARGS` ships one of the workloads' registered procedures as a
 //! one-shot transaction, as `augur bench --txn-form one-shot` does. ARGS is the procedure's
@@ -32,9 +35,10 @@ use augur_runtime::tcp::TcpTransport;
 use augur_types::history::Op;
 use augur_types::{ArgsFormat, Key, NodeId, ProcedureCall, Value};
 use augur_workloads::Catalog;
+use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -53,41 +57,69 @@ commands:
   help                this list
   quit                leave (an open transaction is rolled back)";
 
-/// Where the shell's lines come from.
-enum Lines {
+/// Where the shell's lines come from, and lines read but not yet run (a paste of several lines
+/// arrives as one edited line; bytes typed ahead stay in rustyline's buffer between lines).
+struct Lines {
+    source: Source,
+    pending: VecDeque<String>,
+}
+
+enum Source {
     Terminal(Box<rustyline::DefaultEditor>),
     Pipe(std::io::StdinLock<'static>),
 }
 
 impl Lines {
     fn open() -> anyhow::Result<Lines> {
-        if std::io::stdin().is_terminal() {
-            Ok(Lines::Terminal(Box::new(rustyline::DefaultEditor::new()?)))
+        let source = if std::io::stdin().is_terminal() {
+            Source::Terminal(Box::new(rustyline::DefaultEditor::new()?))
         } else {
-            Ok(Lines::Pipe(std::io::stdin().lock()))
-        }
+            Source::Pipe(std::io::stdin().lock())
+        };
+        Ok(Lines {
+            source,
+            pending: VecDeque::new(),
+        })
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self.source, Source::Terminal(_))
     }
 
     /// The next line, or `None` at the end of input.
     fn next(&mut self, prompt: &str) -> anyhow::Result<Option<String>> {
-        match self {
-            Lines::Terminal(editor) => match editor.readline(prompt) {
+        if let Some(line) = self.pending.pop_front() {
+            if self.is_terminal() {
+                println!("{prompt}{line}");
+            }
+            return Ok(Some(line));
+        }
+        let read = match &mut self.source {
+            Source::Terminal(editor) => match editor.readline(prompt) {
                 Ok(line) => {
                     if !line.trim().is_empty() {
                         let _ = editor.add_history_entry(line.as_str());
                     }
-                    Ok(Some(line))
+                    line
                 }
-                Err(rustyline::error::ReadlineError::Eof) => Ok(None),
+                Err(rustyline::error::ReadlineError::Eof) => return Ok(None),
                 // Ctrl-C clears the line, as in other shells.
-                Err(rustyline::error::ReadlineError::Interrupted) => Ok(Some(String::new())),
-                Err(e) => Err(e.into()),
+                Err(rustyline::error::ReadlineError::Interrupted) => String::new(),
+                Err(e) => return Err(e.into()),
             },
-            Lines::Pipe(stdin) => {
+            Source::Pipe(stdin) => {
                 let mut line = String::new();
-                Ok((stdin.read_line(&mut line)? > 0).then_some(line))
+                if stdin.read_line(&mut line)? == 0 {
+                    return Ok(None);
+                }
+                line
             }
-        }
+        };
+        // A pasted block is several commands: run them one at a time, in order.
+        let mut lines = read.lines().map(str::to_string);
+        let first = lines.next().unwrap_or_default();
+        self.pending.extend(lines.filter(|l| !l.trim().is_empty()));
+        Ok(Some(first))
     }
 }
 
@@ -104,36 +136,76 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
         let clients = cluster.client_config(REQUEST_TIMEOUT)?;
         let session = Session::recorded(cluster.connect(&clients, home).await?, recorder.clone());
         let mut lines = Lines::open()?;
-        if matches!(lines, Lines::Terminal(_)) {
+        // How long the nodes keep a transaction that hears nothing from its client.
+        let idle_limit = cluster.options.idle_txn_timeout;
+        if lines.is_terminal() {
             println!(
                 "connected to node {home} of cluster {} ({}); `help` lists the commands",
                 cluster.identity.cluster_id, cluster.protocol.name
             );
         }
         let mut txn: Option<Txn<'_, TcpTransport>> = None;
+        // When the open transaction last sent the node a request.
+        let mut last_request = Instant::now();
+        let mut failed = 0usize;
         loop {
             let prompt = if txn.is_some() { "augur*> " } else { "augur> " };
             let Some(line) = lines.next(prompt)? else {
                 break;
             };
             let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                [] => {}
+            let idle = last_request.elapsed();
+            if txn.is_some() && idle > idle_limit && !words.is_empty() {
+                // The node has rolled it back; running the command now would do something else
+                // (a `put` outside a transaction commits at once).
+                txn = None;
+                failed += 1;
+                println!(
+                    "error: the open transaction sat idle for {} s, longer than the cluster keeps \
+                     an idle transaction ({} s: `idle_txn_timeout_ms` in the cluster file's \
+                     [options]); the node rolled it back, so '{}' was not run: begin again",
+                    idle.as_secs(),
+                    idle_limit.as_secs_f64(),
+                    line.trim()
+                );
+                continue;
+            }
+            let result = match words.as_slice() {
+                [] => Ok(String::new()),
                 ["quit" | "exit"] => break,
-                ["help"] => println!("{HELP}"),
-                ["exec", ..] => match exec(&session, &recorder, txn.is_some(), &line).await {
-                    Ok(out) => println!("{out}"),
-                    Err(e) => println!("error: {e}"),
-                },
-                _ => match step(&session, &mut txn, &line).await {
-                    Ok(out) => println!("{out}"),
-                    Err(e) => println!("error: {e}"),
-                },
+                ["help"] => Ok(HELP.to_string()),
+                ["exec", ..] => exec(&session, &recorder, txn.is_some(), &line).await,
+                _ => step(&session, &mut txn, &line).await,
+            };
+            // Only these reach the node (a `put` or `del` in a transaction waits for the commit).
+            if matches!(
+                words.as_slice(),
+                ["begin" | "get" | "commit" | "abort" | "exec", ..]
+            ) {
+                last_request = Instant::now();
+            }
+            match result {
+                Ok(out) if out.is_empty() => {}
+                Ok(out) => println!("{out}"),
+                Err(e) => {
+                    failed += 1;
+                    println!("error: {e}");
+                }
+            }
+            if matches!(words.as_slice(), ["begin", ..]) && txn.is_some() && lines.is_terminal() {
+                println!(
+                    "(the cluster rolls back a transaction idle for more than {} s)",
+                    idle_limit.as_secs_f64()
+                );
             }
         }
         if let Some(open) = txn.take() {
             open.abort().await;
             println!("rolled back the open transaction");
+        }
+        // A script fed through a pipe learns from the exit status that something failed.
+        if failed > 0 && !lines.is_terminal() {
+            return Err(anyhow::anyhow!("{failed} command(s) failed"));
         }
         Ok(())
     })

@@ -54,7 +54,7 @@ use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::Policy;
 use crate::common::replica::{self, DecisionLog, TxnIds, Writes};
 use crate::common::vclock::VClock;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, parse_lock_timeout};
 use crate::vts::{self, Deps};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};

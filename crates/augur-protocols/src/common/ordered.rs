@@ -37,7 +37,7 @@ use crate::common::dispatch::{self, Body, Entry, Footprint, Inbox, Next, Ran, Su
 use crate::common::procedure_run::{self, Progress, Resumable};
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
-use crate::registry::{ProtocolInfo, SettingInfo};
+use crate::protocol_info::{ProtocolInfo, SettingInfo};
 use augur_client::TxnError;
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
@@ -529,12 +529,12 @@ impl<S: Schedule> Ordered<S> {
                 self.open.remove(&txn);
                 pending.answer(
                     ctx,
-                    ClientReply::Rejected(RequestError::Invalid(format!(
-                        "{} orders whole transactions before it runs them: an interactive \
-                         transaction may only write (blind writes); submit transactions that \
-                         read in the one-shot form",
-                        S::INFO.name
-                    ))),
+                    // The form it does not serve: the interactive form is served only for blind
+                    // writes, since a whole transaction is ordered before it runs.
+                    ClientReply::Rejected(RequestError::UnsupportedForm(
+                        "interactive (only blind writes; submit transactions that read one-shot)"
+                            .into(),
+                    )),
                 );
             }
             ClientOp::Commit { txn, writes, .. } => {

@@ -63,7 +63,7 @@
 //!
 //! Membership is fixed by the placement.
 
-use crate::registry::SettingInfo;
+use crate::protocol_info::SettingInfo;
 use augur_runtime::inbound::{BadMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol};
 use augur_types::NodeId;

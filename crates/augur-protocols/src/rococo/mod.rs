@@ -143,7 +143,8 @@ use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, Rea
 use crate::common::procedure_run;
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use augur_client::Procedure;
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::one_shot::reply_for;
@@ -162,6 +163,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::StrictSerializable,
     paper: "ROCOCO (OSDI 2014), SSS (ICDCS 2019) §V baseline",
     summary: "deferrable pieces: a start phase collects dependencies among conflicting pieces, a commit phase executes strongly connected components of the dependency graph in id order; read-only transactions read in rounds until two agree",
+    engine: Engine::Own,
     commit_order_evidence: false,
     promises: &[],
     network: NetworkModel {

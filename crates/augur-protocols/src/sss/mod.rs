@@ -182,8 +182,9 @@ use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, ser
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
 use crate::common::vclock::VClock;
-use crate::registry::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use crate::registry::{Promise, SettingInfo};
+use crate::protocol_info::Engine;
+use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::{Promise, SettingInfo};
 use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
@@ -205,6 +206,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     isolation: IsolationLevel::StrictSerializable,
     paper: "SSS (ICDCS 2019) §III, Algorithms 1-6",
     summary: "vector clocks + snapshot-queues: 2PC updates held until older readers finish; abort-free read-only transactions",
+    engine: Engine::Own,
     commit_order_evidence: false,
     promises: &[
         Promise::AbortFreeReadOnly,

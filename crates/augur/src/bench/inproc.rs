@@ -1,9 +1,9 @@
 //! `augur bench --runtime inproc` (the default): every node a task of this process
 //! ([`LocalCluster`]), messages delayed by the latency matrix.
 
-use super::config::{BenchConfig, ProtocolSpec, log_config};
 use super::run::drive;
-use crate::report::ProtocolResult;
+use augur::bench_options::{BenchConfig, ProtocolSpec, log_config};
+use augur::report::ProtocolResult;
 use augur_protocols::registry::{ProtocolInfo, ProtocolVisitor};
 use augur_runtime::Protocol;
 use augur_runtime::local::LocalCluster;

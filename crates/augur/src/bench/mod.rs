@@ -2,25 +2,25 @@
 //! closed-loop clients, and report each protocol's throughput, aborts and latency along with
 //! its throughput ratio to the first protocol named.
 //!
-//! The files read bottom-up: [`config`] (options and their validated form) and [`peers`]
-//! (PostgreSQL described like a protocol), which the reports build on; [`run`], one protocol's
-//! run whatever runs its cluster; one file per runtime (`inproc`, `tcp`, `pg`, `sim`); and
-//! [`run_config`] here, which runs every entry on its runtime and writes the reports.
-//! Experiment files (`crate::experiment`) sit on top of it all.
+//! What does not run nodes lives in the library: the options and their validated form
+//! (`augur::bench_options`, here as [`config`]), PostgreSQL described like a protocol
+//! (`augur::peers`), the reports (`augur::report`) and experiment files (`augur::experiment`).
+//! The files here read bottom-up: [`run`], one protocol's run whatever runs its cluster; one
+//! file per runtime (`inproc`, `tcp`, `pg`, `sim`); and [`run_config`] here, which runs every
+//! entry on its runtime and writes the reports.
 
-pub mod config;
 mod inproc;
-pub mod interrupt;
-pub mod peers;
 pub mod pg;
 pub mod run;
 mod sim;
 pub(crate) mod tcp;
 
+pub use augur::bench_options as config;
+pub use augur::{interrupt, peers};
 pub use config::{BenchArgs, BenchConfig, Runtime};
 
-use crate::report;
 use augur::BadInput;
+use augur::report;
 use augur_protocols::registry;
 
 fn bad(msg: impl Into<String>) -> anyhow::Error {

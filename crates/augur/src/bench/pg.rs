@@ -2,9 +2,9 @@
 //! code, driven against one PostgreSQL server (see `docs/postgres.md`), so users can compare
 //! augur's protocols with the database they would otherwise pick, side by side in one run.
 
-use super::config::{BenchConfig, ProtocolSpec};
 use super::run::drive;
-use crate::report::ProtocolResult;
+use augur::bench_options::{BenchConfig, ProtocolSpec};
+use augur::report::ProtocolResult;
 use augur_postgres::{IsolationMode, PgTransport};
 use augur_protocols::registry::ProtocolInfo;
 use augur_types::ClientId;
@@ -55,21 +55,4 @@ pub fn run(
         drive(config, spec, info, transports, no_probes, loader).await
     })?;
     Ok(ProtocolResult::new(info, spec, config, stats))
-}
-
-/// Whether a PostgreSQL server answers at `url` (a quick connection attempt).
-pub fn reachable(url: &str) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async {
-        let connect =
-            augur_postgres::tokio_postgres::connect(url, augur_postgres::tokio_postgres::NoTls);
-        match tokio::time::timeout(std::time::Duration::from_secs(3), connect).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("no answer within 3 s".into()),
-        }
-    })
 }

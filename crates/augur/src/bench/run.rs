@@ -2,9 +2,9 @@
 //! the initial data ([`LoadQueue`]), the tokio driver shared by the in-process, TCP and
 //! PostgreSQL runs ([`drive`]), and the nodes' counters over the measurement window.
 
-use super::config::{BenchConfig, ProtocolSpec};
-use super::interrupt;
-use crate::report::RunStats;
+use augur::bench_options::{BenchConfig, ProtocolSpec, loader_homes};
+use augur::interrupt;
+use augur::report::RunStats;
 use augur_client::{
     Backoff, ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure,
     RetryPolicy, RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings,
@@ -280,40 +280,6 @@ impl std::fmt::Display for Interrupted {
 }
 
 impl std::error::Error for Interrupted {}
-
-/// Loader sessions per node that load a workload's initial data, whatever `--clients` is.
-/// Loading is a stream of independent blind-write transactions, so while the machine has cores
-/// to spare its rate is the number in flight over the commit latency. With the run's own
-/// clients, 2 per node in the paper-figure experiments, `str-fig5-latency`'s TPC-C load (27
-/// nodes on `ec2-9dc`, replication 6: about 12,000 load transactions whose commits take
-/// hundreds of milliseconds) took about a minute per protocol on this 2-core machine; with 4
-/// loader sessions per node about 31 s, with 8 about 18-25 s, and with 16 or 32 no less within
-/// the noise (16-23 s): by 8 it is no longer the latency that limits it.
-pub const LOADER_SESSIONS_PER_NODE: usize = 8;
-
-/// At least this many loader sessions in all, however few nodes. On one node, 8 in flight leave
-/// a protocol that batches its commits into epochs (`calvin`, `s-smr`: 10 ms, then Raft) bound
-/// by its commit latency: Sparkle Fig. 6's 50-warehouse TPC-C took 36 s to load through `s-smr`
-/// with 8 sessions and 8 s of CPU.
-pub const MIN_LOADER_SESSIONS: usize = 32;
-
-/// At most this many loader sessions in all, however many nodes: each is a task (over TCP a
-/// connection; against PostgreSQL a server backend, of the 300 `scripts/postgres.sh` allows,
-/// which the clients share), and beyond a few hundred transactions in flight two cores are the
-/// limit anyway.
-pub const MAX_LOADER_SESSIONS: usize = 256;
-
-/// The home node of each loader session for `loads` load transactions over `placement`:
-/// [`LOADER_SESSIONS_PER_NODE`] per node, round-robin over the nodes, at least
-/// [`MIN_LOADER_SESSIONS`], at most [`MAX_LOADER_SESSIONS`] and never more than there are
-/// transactions to run.
-fn loader_homes(placement: &Placement, loads: usize) -> Vec<NodeId> {
-    let nodes: Vec<NodeId> = placement.nodes().collect();
-    let sessions = (nodes.len() * LOADER_SESSIONS_PER_NODE)
-        .clamp(MIN_LOADER_SESSIONS, MAX_LOADER_SESSIONS)
-        .min(loads);
-    (0..sessions).map(|i| nodes[i % nodes.len()]).collect()
-}
 
 /// Load `workload`'s initial data (its [`Workload::load`] transactions, each run until it
 /// commits) through dedicated loader sessions that `connect` opens, one per home of
@@ -760,106 +726,6 @@ impl Progress {
         match self.bar {
             Some(bar) => bar.finish_and_clear(),
             None => eprintln!("finished {}", self.name),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use augur_types::LatencyProfile;
-
-    fn placement(nodes: usize) -> Arc<Placement> {
-        let profile = LatencyProfile::named("lan").unwrap();
-        Arc::new(Placement::ring(profile, nodes, nodes.min(3)).unwrap())
-    }
-
-    #[test]
-    fn loader_sessions_are_a_fixed_number_per_node_within_bounds() {
-        let homes = loader_homes(&placement(8), 10_000);
-        assert_eq!(homes.len(), 8 * LOADER_SESSIONS_PER_NODE);
-        for node in placement(8).nodes() {
-            let at = homes.iter().filter(|h| **h == node).count();
-            assert_eq!(at, LOADER_SESSIONS_PER_NODE, "{node}");
-        }
-        assert_eq!(homes[..3], [NodeId(0), NodeId(1), NodeId(2)]);
-        // A few nodes get more each, up to the minimum in all.
-        assert_eq!(
-            loader_homes(&placement(1), 10_000).len(),
-            MIN_LOADER_SESSIONS
-        );
-        // Never more than there are transactions to run, nor than the cap.
-        assert_eq!(loader_homes(&placement(3), 5).len(), 5);
-        assert_eq!(loader_homes(&placement(3), 0).len(), 0);
-        assert_eq!(
-            loader_homes(&placement(64), 1_000_000).len(),
-            MAX_LOADER_SESSIONS
-        );
-    }
-
-    /// Records the keys a procedure writes; reads find nothing.
-    #[derive(Default)]
-    struct Writes(Vec<augur_types::Key>);
-
-    impl augur_client::Ops for Writes {
-        fn read<'a>(
-            &'a mut self,
-            _key: &'a augur_types::Key,
-        ) -> futures::future::BoxFuture<
-            'a,
-            Result<Option<augur_types::Value>, augur_client::TxnError>,
-        > {
-            Box::pin(async { Ok(None) })
-        }
-
-        fn write(
-            &mut self,
-            key: augur_types::Key,
-            _value: Option<augur_types::Value>,
-        ) -> Result<(), augur_client::TxnError> {
-            self.0.push(key);
-            Ok(())
-        }
-    }
-
-    /// The loader sessions run load transactions in whatever order they finish in: that loads
-    /// the same data only because no two of them write the same key.
-    #[test]
-    fn no_two_load_transactions_write_the_same_key() {
-        let workloads: [(&str, &[(&str, &str)]); 3] = [
-            ("ycsb-t", &[("keys", "3000")]),
-            (
-                "tpcc",
-                &[
-                    ("warehouses", "3"),
-                    ("items", "1000"),
-                    ("customers_per_district", "100"),
-                    ("data_size", "compact"),
-                ],
-            ),
-            (
-                "rubis",
-                &[("users", "2000"), ("items", "300"), ("old_items", "1000")],
-            ),
-        ];
-        for (name, settings) in workloads {
-            let settings = settings
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            let workload = augur_workloads::build(name, &settings, placement(3)).unwrap();
-            let mut writer = std::collections::HashMap::new();
-            let loads = workload.load();
-            assert!(loads.len() > 1, "{name}");
-            for (i, mut p) in loads.into_iter().enumerate() {
-                let mut ops = Writes::default();
-                futures::executor::block_on(p.run(&mut ops)).unwrap();
-                for key in ops.0 {
-                    if let Some(j) = writer.insert(key.clone(), i) {
-                        assert_eq!(j, i, "{name}: load transactions {j} and {i} write {key:?}");
-                    }
-                }
-            }
         }
     }
 }

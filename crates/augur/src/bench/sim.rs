@@ -9,9 +9,9 @@
 //! that speed, however fast this machine is. Everything is drawn from the seed, so a run
 //! repeats exactly.
 
-use super::config::{BenchConfig, ProtocolSpec};
 use super::run::{LoadQueue, RunPlan, add_counters, counters_between, run_audit};
-use crate::report::ProtocolResult;
+use augur::bench_options::{BenchConfig, ProtocolSpec};
+use augur::report::ProtocolResult;
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::Protocol;
 use augur_runtime::sim::{SimConfig, Simulation};
@@ -101,10 +101,11 @@ impl ProtocolVisitor for RunInSim<'_> {
             spec.label,
             (plan.warmup + plan.measured).as_secs_f64()
         );
-        sim.run_until(window_start);
+        let mut progress = Progress::new(&spec.label, window_end);
+        progress.run_until(&mut sim, window_start);
         let before = counters(&sim);
         let cpu_before = sim.cpu_report();
-        sim.run_until(window_end);
+        progress.run_until(&mut sim, window_end);
         let window = counters_between(&before, counters(&sim));
         let cpu = sim
             .cpu_report()
@@ -149,5 +150,49 @@ impl ProtocolVisitor for RunInSim<'_> {
         let mut stats = plan.finish(info, window, checks);
         stats.cpu = cpu;
         Ok(ProtocolResult::new(info, spec, config, stats))
+    }
+}
+
+/// How often a long simulated run says how far it got, in wall time.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Says, on standard error, how far a simulation got, every [`PROGRESS_EVERY`] of wall time: a
+/// large modelled run takes minutes and is otherwise silent.
+struct Progress<'a> {
+    label: &'a str,
+    /// The virtual time the run ends at.
+    end: Duration,
+    started: Instant,
+    said: Instant,
+}
+
+impl<'a> Progress<'a> {
+    fn new(label: &'a str, end: Duration) -> Self {
+        let now = Instant::now();
+        Progress {
+            label,
+            end,
+            started: now,
+            said: now,
+        }
+    }
+
+    /// Run `sim` to virtual time `until` a slice at a time (the same run as in one go: events
+    /// are taken in time order either way), saying how far it got when it is time to.
+    fn run_until<P: Protocol>(&mut self, sim: &mut Simulation<P>, until: Duration) {
+        const SLICE: Duration = Duration::from_millis(500);
+        while sim.elapsed() < until {
+            sim.run_until((sim.elapsed() + SLICE).min(until));
+            if self.said.elapsed() >= PROGRESS_EVERY {
+                self.said = Instant::now();
+                eprintln!(
+                    "simulating {}: {:.1} of {:.1} s of virtual time after {:.0} s",
+                    self.label,
+                    sim.elapsed().as_secs_f64(),
+                    self.end.as_secs_f64(),
+                    self.started.elapsed().as_secs_f64()
+                );
+            }
+        }
     }
 }

@@ -2,16 +2,17 @@
 //! one per node, with clients connected over TCP. Node logs go to `OUT/node-PROTOCOL-ID.log`.
 //! `augur bench --cluster FILE` drives the same clients against a cluster already running.
 
-use super::config::{BenchConfig, ProtocolSpec};
-use super::interrupt;
 use super::run::drive;
-use crate::report::ProtocolResult;
-use augur::cluster::{Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile};
+use augur::bench_options::{BenchConfig, ProtocolSpec};
+use augur::cluster::{
+    Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile, free_loopback_addrs, node_threads,
+};
+use augur::interrupt;
+use augur::report::ProtocolResult;
 use augur_protocols::registry;
 use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_runtime::wal::LogStorage;
 use augur_types::NodeId;
-use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -83,7 +84,7 @@ pub fn run(
     let cluster = Cluster::load(&path)?;
     let clients = cluster.client_config(Duration::from_secs(10))?;
     let exe = std::env::current_exe()?;
-    let data_dir = match super::config::log_config(config, spec)?.storage {
+    let data_dir = match augur::bench_options::log_config(config, spec)?.storage {
         LogStorage::Dir(dir) => Some(dir),
         LogStorage::Memory => None,
     };
@@ -154,23 +155,6 @@ fn drive_cluster(
         drive(config, spec, info, transports, probes, loader).await
     })?;
     Ok(Ok(ProtocolResult::new(info, spec, config, stats)))
-}
-
-/// Worker threads for each of `nodes` node processes sharing this machine with their clients:
-/// each gets its share of the cores rather than a thread per core, which on a small machine
-/// would spend the cores on context switches between the nodes' idle threads.
-pub(crate) fn node_threads(nodes: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cores / nodes.max(1)).max(1)
-}
-
-/// Distinct addresses on loopback that were free a moment ago (every listener is held until
-/// all are bound, so no port is handed out twice).
-pub(crate) fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()?;
-    listeners.iter().map(|l| l.local_addr()).collect()
 }
 
 /// Nodes take a moment to start listening; keep trying for a few seconds.

@@ -29,10 +29,10 @@
 mod network;
 mod processes;
 
-use crate::bench::interrupt;
-use augur::BadInput;
-use augur::check::{CHECK_SPECULATION, check_recorded, flatten_settings, write_history};
-use augur::cluster::{Cluster, ClusterFile};
+use crate::BadInput;
+use crate::check::{CHECK_SPECULATION, check_recorded, flatten_settings, write_history};
+use crate::cluster::{Cluster, ClusterFile};
+use crate::interrupt;
 use augur_client::{
     ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, RetryPolicy, RunObserver,
     Runner, Session, Transport, TxnError, run_once,
@@ -586,7 +586,7 @@ impl Run<'_> {
             Network::Namespaces(ns) => (0..args.nodes).map(|i| ns.node_ip(i).to_string()).collect(),
             Network::Loopback => Vec::new(),
         };
-        let path = augur::provision::init(&augur::provision::InitOptions {
+        let path = crate::provision::init(&crate::provision::InitOptions {
             dir: &self.dir.join("cluster"),
             nodes: args.nodes,
             protocol: &args.protocol,
@@ -599,7 +599,7 @@ impl Run<'_> {
         })?;
         let mut file: ClusterFile = toml::from_str(&std::fs::read_to_string(&path)?)?;
         let mut loopback = if hosts.is_empty() {
-            crate::bench::tcp::free_loopback_addrs(file.nodes.len())?.into_iter()
+            crate::cluster::free_loopback_addrs(file.nodes.len())?.into_iter()
         } else {
             Vec::new().into_iter()
         };

@@ -2,7 +2,7 @@
 //! paused, restarted with a skewed clock, each appending its output to a log of its own.
 
 use super::network::Network;
-use crate::bench::interrupt;
+use crate::interrupt;
 use anyhow::{Context, bail};
 use std::fs::File;
 use std::net::SocketAddr;
@@ -47,7 +47,7 @@ impl NodeProcesses {
             children: (0..n).map(|_| None).collect(),
             clock_offsets_ms: vec![0; n],
             paused: vec![false; n],
-            threads: crate::bench::tcp::node_threads(n),
+            threads: crate::cluster::node_threads(n),
         };
         for i in 0..n {
             nodes.spawn(network, i)?;

@@ -1,4 +1,6 @@
-//! The documentation keeps up with the registries: every registered protocol
+//! The documentation keeps up with the registries: the protocol table in the README and in the
+//! architecture guide is the one `augur protocols --markdown` prints
+//! (`augur_protocols::registry::markdown_table`), and every registered protocol
 //! (`augur_protocols::registry::PROTOCOLS`) and every workload (`augur_workloads::WORKLOADS`) is
 //! mentioned, by its name in backticks, in the README and in the architecture guide
 //! (docs/architecture/, its pages taken together).
@@ -64,6 +66,69 @@ fn every_protocol_and_workload_is_documented() {
         missing.is_empty(),
         "{}; describe each (name in backticks) in a sentence there",
         missing.join("; ")
+    );
+}
+
+/// The pages that carry the protocol table between [`TABLE_BEGIN`] and [`TABLE_END`].
+const TABLE_PAGES: &[&str] = &["README.md", "docs/architecture/README.md"];
+const TABLE_BEGIN: &str = "<!-- BEGIN augur protocols --markdown -->";
+const TABLE_END: &str = "<!-- END augur protocols --markdown -->";
+
+/// What `page` holds between the table's markers, or why it cannot be found.
+fn table_in(page: &str) -> Result<String, String> {
+    let text = text_of(page);
+    let start = text
+        .find(TABLE_BEGIN)
+        .ok_or_else(|| format!("{page} has no line {TABLE_BEGIN}"))?;
+    let rest = &text[start + TABLE_BEGIN.len()..];
+    let end = rest
+        .find(TABLE_END)
+        .ok_or_else(|| format!("{page} has no line {TABLE_END} after {TABLE_BEGIN}"))?;
+    Ok(rest[..end].trim_start_matches('\n').to_string())
+}
+
+#[test]
+fn the_protocol_tables_are_the_registrys() {
+    let table = augur_protocols::registry::markdown_table();
+    let stale: Vec<String> = TABLE_PAGES
+        .iter()
+        .filter_map(|page| match table_in(page) {
+            Ok(found) if found == table => None,
+            Ok(_) => Some(format!(
+                "{page}'s protocol table differs from the registry's"
+            )),
+            Err(why) => Some(why),
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "{}; paste the output of `augur protocols --markdown` between the markers:\n{table}",
+        stale.join("; ")
+    );
+}
+
+/// The README's sentence on what is not built yet names exactly the planned protocols
+/// (`augur_protocols::registry::PLANNED`), so it cannot outlive one of them being built.
+#[test]
+fn the_readme_names_the_planned_protocols_as_not_built() {
+    let text = text_of("README.md");
+    let start = text
+        .find("Not yet built:")
+        .expect("README.md says what is not yet built, starting with 'Not yet built:'");
+    let sentence = &text[start..start + text[start..].find("master fail-over").unwrap_or(0)];
+    let named: Vec<&str> = sentence
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|name| !name.contains("::"))
+        .collect();
+    let planned: Vec<&str> = augur_protocols::registry::PLANNED
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    assert_eq!(
+        named, planned,
+        "README.md's 'Not yet built:' sentence must name exactly registry::PLANNED"
     );
 }
 

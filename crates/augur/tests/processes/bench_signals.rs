@@ -100,6 +100,8 @@ fn sigterm_ends_the_run_writes_what_was_measured_and_stops_the_nodes() {
     };
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("interrupted"), "{stderr}");
+    // Partial reports are not a finished run: the status says the run was cut short.
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let results = summary["results"].as_array().unwrap();

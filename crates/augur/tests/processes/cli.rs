@@ -120,13 +120,32 @@ fn protocols_lists_each_with_its_isolation_level_and_request_forms() {
         "{text}"
     );
     assert!(text.contains("nocc") && text.contains("none"), "{text}");
-    // Every protocol says which request forms it serves, today all of them both: interactive
-    // first, or one-shot first for an order-then-execute protocol (interactive only for blind
-    // writes).
-    let both = text.matches("requests: interactive, one-shot\n").count()
-        + text.matches("requests: one-shot, interactive\n").count();
-    assert_eq!(both, augur_protocols::registry::PROTOCOLS.len(), "{text}");
-    assert!(text.contains("requests: one-shot, interactive\n"), "{text}");
+    // Every protocol says which request forms it serves: both, or, for an order-then-execute
+    // protocol, one-shot with interactive transactions only as blind writes.
+    let both = text.matches("requests: interactive, one-shot\n").count();
+    let blind = text
+        .matches("requests: one-shot; interactive for blind writes only\n")
+        .count();
+    let protocols = augur_protocols::registry::PROTOCOLS;
+    assert_eq!(both + blind, protocols.len(), "{text}");
+    assert_eq!(
+        blind,
+        protocols.iter().filter(|p| p.reads_only_one_shot()).count(),
+        "{text}"
+    );
+    assert!(text.contains("engine: common::lock_commit\n"), "{text}");
+    // The PostgreSQL peers `bench` accepts are listed too.
+    assert!(text.contains("postgres-serializable"), "{text}");
+}
+
+#[test]
+fn protocols_markdown_prints_the_registrys_table() {
+    let out = augur(&["protocols", "--markdown"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        augur_protocols::registry::markdown_table()
+    );
 }
 
 #[test]
@@ -930,4 +949,25 @@ fn a_tcp_bench_loses_no_message_while_the_nodes_links_come_up() {
         committed > 0,
         "nothing committed in the first measured second:\n{samples}"
     );
+}
+
+#[test]
+fn a_node_refuses_an_id_not_in_its_file_and_a_missing_file_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.toml");
+    std::fs::write(
+        &path,
+        "protocol = \"nocc\"\nsecurity = { tls = false }\n[[nodes]]\nid = 0\naddr = \"127.0.0.1:7100\"\n",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let out = augur(&["node", "--config", file, "--id", "3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("node id 3 is not in the file"), "{stderr}");
+    let missing = dir.path().join("missing.toml");
+    let out = augur(&["node", "--config", missing.to_str().unwrap(), "--id", "0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot read"), "{stderr}");
 }

@@ -438,6 +438,21 @@ async fn nodes_serve_prometheus_metrics() {
     assert!(value("augur_log_sync_seconds_count") >= 1.0);
     assert!(value("augur_commit_latency_seconds_count") >= 5.0);
     assert_eq!(value("augur_client_connections"), 1.0);
+    // Every metric says what it is, and the build is named.
+    assert!(
+        text.contains("# HELP augur_commits_total Transactions committed"),
+        "{text}"
+    );
+    let build = text
+        .lines()
+        .find(|l| l.starts_with("augur_build_info{"))
+        .unwrap_or_else(|| panic!("no augur_build_info in:\n{text}"));
+    assert!(
+        build.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))),
+        "{build}"
+    );
+    assert!(build.contains("protocol=\""), "{build}");
+    assert!(build.ends_with(" 1"), "{build}");
 }
 
 #[test]
@@ -639,6 +654,26 @@ fn the_shell_works_on_a_real_terminal() {
     shell.expect("read  0/0 \"70\"");
     shell.type_line(r#"exec bank/transfer {"from":"0/0"}"#);
     shell.expect("missing field `to`");
+    // Lines typed ahead, all arriving at once (a paste into a terminal without bracketed
+    // paste): each runs, in order, none is dropped.
+    shell
+        .master
+        .write_all(b"begin\rput pasted one\rget pasted\rcommit\r")
+        .unwrap();
+    shell.expect("began");
+    shell.expect("ok (at commit)");
+    shell.expect("\"one\"");
+    shell.expect("committed at");
+    // A bracketed paste of several lines, accepted with Enter: its lines run one by one.
+    shell
+        .master
+        .write_all(b"\x1b[200~begin\nput pasted two\ncommit\n\x1b[201~\r")
+        .unwrap();
+    shell.expect("began");
+    shell.expect("ok (at commit)");
+    shell.expect("committed at");
+    shell.type_line("get pasted");
+    shell.expect("\"two\"");
     shell.type_line("quit");
     let status = shell.child.wait().unwrap();
     assert!(status.success());
@@ -662,7 +697,10 @@ fn the_shell_reads_a_pipe_without_prompts() {
         .write_all(b"put k v\nget k\nbogus\ncommit\n")
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
+    // A script learns from the exit status that some of its commands failed.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("2 command(s) failed"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{stdout}");

@@ -30,6 +30,32 @@ pub fn install() {
     }
 }
 
+/// The exit status of a command a signal cut short, once it wrote what it had: 130, as a shell
+/// reports a command ended by SIGINT, and as the second signal exits.
+pub const EXIT_STATUS: u8 = 130;
+
+/// How a command a signal cut short ends (exit status [`EXIT_STATUS`]), so that a script or CI
+/// job that interrupted it does not take its partial reports for a finished run.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted: what was written covers only what ran before the signal")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// `result`, unless a stop was asked for: then [`Interrupted`].
+pub fn unless_requested<T>(result: anyhow::Result<T>) -> anyhow::Result<T> {
+    if requested() {
+        Err(Interrupted.into())
+    } else {
+        result
+    }
+}
+
 /// Whether a stop was asked for.
 pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)

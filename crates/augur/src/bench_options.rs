@@ -2,14 +2,14 @@
 //! protocol entry ([`ProtocolSpec`]) and the configuration a run is made from
 //! ([`BenchConfig`]), echoed into `summary.json`. Everything else in `bench` builds on this.
 
-use super::peers;
-use augur::BadInput;
+use crate::BadInput;
+use crate::peers;
 use augur_client::Degree;
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::CpuModel;
 use augur_runtime::wal::{self, LogConfig, LogPolicy};
-use augur_types::{LatencyProfile, Layout, Placement, RequestForm};
+use augur_types::{LatencyProfile, Layout, NodeId, Placement, RequestForm};
 use clap::{Args, ValueEnum};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -170,7 +170,7 @@ pub enum SpeculationMode {
 
 impl SpeculationMode {
     /// The degrees the clients may use.
-    pub(crate) fn ladder(self) -> Vec<Degree> {
+    pub fn ladder(self) -> Vec<Degree> {
         match self {
             SpeculationMode::Fixed(d) => vec![d],
             SpeculationMode::Auto { reads, max_chain } => Degree::ladder(reads, max_chain),
@@ -668,7 +668,7 @@ const DEFAULT_BACKOFF_CAP_MS: f64 = 20.0;
 
 impl BenchArgs {
     /// Every option at its default, as `augur bench` alone parses them.
-    pub(crate) fn defaults() -> BenchArgs {
+    pub fn defaults() -> BenchArgs {
         #[derive(clap::Parser)]
         struct Defaults {
             #[command(flatten)]
@@ -721,8 +721,8 @@ impl BenchArgs {
 
     /// The running cluster of `--cluster`, once the flags are checked against it: flags that
     /// describe the cluster may be left out, or agree with it.
-    fn against(&self, path: &std::path::Path) -> anyhow::Result<augur::cluster::Cluster> {
-        let cluster = augur::cluster::Cluster::load(path)?;
+    fn against(&self, path: &std::path::Path) -> anyhow::Result<crate::cluster::Cluster> {
+        let cluster = crate::cluster::Cluster::load(path)?;
         let placement = &cluster.placement;
         let file = path.display();
         let disagree = |flag: &str, given: String, theirs: String| {
@@ -788,6 +788,40 @@ pub fn log_config(config: &BenchConfig, spec: &ProtocolSpec) -> anyhow::Result<L
             .map_err(|e| anyhow::anyhow!("cannot empty {}: {e}", dir.display()))?;
     }
     Ok(LogConfig::dir(&spec.name, policy, dir))
+}
+
+/// Loader sessions per node that load a workload's initial data, whatever `--clients` is.
+/// Loading is a stream of independent blind-write transactions, so while the machine has cores
+/// to spare its rate is the number in flight over the commit latency. With the run's own
+/// clients, 2 per node in the paper-figure experiments, `str-fig5-latency`'s TPC-C load (27
+/// nodes on `ec2-9dc`, replication 6: about 12,000 load transactions whose commits take
+/// hundreds of milliseconds) took about a minute per protocol on this 2-core machine; with 4
+/// loader sessions per node about 31 s, with 8 about 18-25 s, and with 16 or 32 no less within
+/// the noise (16-23 s): by 8 it is no longer the latency that limits it.
+pub const LOADER_SESSIONS_PER_NODE: usize = 8;
+
+/// At least this many loader sessions in all, however few nodes. On one node, 8 in flight leave
+/// a protocol that batches its commits into epochs (`calvin`, `s-smr`: 10 ms, then Raft) bound
+/// by its commit latency: Sparkle Fig. 6's 50-warehouse TPC-C took 36 s to load through `s-smr`
+/// with 8 sessions and 8 s of CPU.
+pub const MIN_LOADER_SESSIONS: usize = 32;
+
+/// At most this many loader sessions in all, however many nodes: each is a task (over TCP a
+/// connection; against PostgreSQL a server backend, of the 300 `scripts/postgres.sh` allows,
+/// which the clients share), and beyond a few hundred transactions in flight two cores are the
+/// limit anyway.
+pub const MAX_LOADER_SESSIONS: usize = 256;
+
+/// The home node of each loader session for `loads` load transactions over `placement`:
+/// [`LOADER_SESSIONS_PER_NODE`] per node, round-robin over the nodes, at least
+/// [`MIN_LOADER_SESSIONS`], at most [`MAX_LOADER_SESSIONS`] and never more than there are
+/// transactions to run.
+pub fn loader_homes(placement: &Placement, loads: usize) -> Vec<NodeId> {
+    let nodes: Vec<NodeId> = placement.nodes().collect();
+    let sessions = (nodes.len() * LOADER_SESSIONS_PER_NODE)
+        .clamp(MIN_LOADER_SESSIONS, MAX_LOADER_SESSIONS)
+        .min(loads);
+    (0..sessions).map(|i| nodes[i % nodes.len()]).collect()
 }
 
 #[cfg(test)]
@@ -937,5 +971,30 @@ mod tests {
         assert!(error("str:oops", None).contains("expected NAME:KEY=VALUE"));
         assert!(error("postgres-serializable:x=1", None).contains("takes no settings"));
         assert!(error("spanner", None).contains("unknown protocol"));
+    }
+
+    fn ring(nodes: usize) -> Arc<Placement> {
+        let profile = LatencyProfile::named("lan").unwrap();
+        Arc::new(Placement::ring(profile, nodes, nodes.min(3)).unwrap())
+    }
+
+    #[test]
+    fn loader_sessions_are_a_fixed_number_per_node_within_bounds() {
+        let homes = loader_homes(&ring(8), 10_000);
+        assert_eq!(homes.len(), 8 * LOADER_SESSIONS_PER_NODE);
+        for node in ring(8).nodes() {
+            let at = homes.iter().filter(|h| **h == node).count();
+            assert_eq!(at, LOADER_SESSIONS_PER_NODE, "{node}");
+        }
+        assert_eq!(homes[..3], [NodeId(0), NodeId(1), NodeId(2)]);
+        // A few nodes get more each, up to the minimum in all.
+        assert_eq!(loader_homes(&ring(1), 10_000).len(), MIN_LOADER_SESSIONS);
+        // Never more than there are transactions to run, nor than the cap.
+        assert_eq!(loader_homes(&ring(3), 5).len(), 5);
+        assert_eq!(loader_homes(&ring(3), 0).len(), 0);
+        assert_eq!(
+            loader_homes(&ring(64), 1_000_000).len(),
+            MAX_LOADER_SESSIONS
+        );
     }
 }
