@@ -3,16 +3,19 @@
 //! `augur bench --cluster FILE` drives the same clients against a cluster already running.
 
 use super::run::drive;
+use augur::BadInput;
 use augur::bench_options::{BenchConfig, ProtocolSpec};
 use augur::cluster::{
     Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile, free_loopback_addrs, node_threads,
 };
 use augur::interrupt;
 use augur::report::ProtocolResult;
+use augur_client::{Outcome, Session, run_with_retry};
 use augur_protocols::registry;
 use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_runtime::wal::LogStorage;
-use augur_types::NodeId;
+use augur_types::{Key, NodeId, RequestForm, Value};
+use augur_workloads::Observe;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -124,7 +127,68 @@ pub fn run_on_cluster(
     let info = registry::info(&spec.name)?;
     let cluster = Cluster::load(path)?;
     let clients = cluster.client_config(Duration::from_secs(10))?;
+    claim_the_clusters_bench_data(config, info, &cluster, &clients)?;
     drive_cluster(config, spec, info, &cluster, &clients)
+}
+
+/// The key where a bench run against a running cluster (`--cluster`) notes whose data the
+/// cluster holds: the workload and its settings. On shard 0, after every workload's keys (they
+/// end in an 8-byte number or a table's name).
+const BENCH_DATA_KEY: &[u8] = b"augur/bench-data-of";
+
+/// A workload writes into a cluster's keys as it was built to, with no namespace of its own, and
+/// another workload's data under the same keys is what it cannot read (a bank balance that is
+/// `synthetic-str`'s value). So before it loads or runs anything, a bench against a running
+/// cluster reads whose bench data the cluster holds: none (it notes its own), its own
+/// workload with the same settings (it runs over it), or another: refused, naming both, before
+/// a key is written.
+fn claim_the_clusters_bench_data(
+    config: &BenchConfig,
+    info: &'static registry::ProtocolInfo,
+    cluster: &Cluster,
+    clients: &ClientConfig,
+) -> anyhow::Result<()> {
+    let ours = format!("{} {}", config.workload, config.workload_settings);
+    let key = Key::tagged(0, BENCH_DATA_KEY);
+    let home = config.placement.master(config.placement.partition_of(&key));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let transport = connect_with_retry(cluster, clients, home).await?;
+        // The read goes in the form the protocol takes reads in; the note is a blind write,
+        // which every protocol takes interactively.
+        let form = if info.reads_only_one_shot() {
+            RequestForm::OneShot
+        } else {
+            RequestForm::Interactive
+        };
+        let session = Session::new(transport).with_form(form);
+        let mut read = Observe::new("bench-data-of", vec![key.clone()]);
+        let report = run_with_retry(&session, &mut read, 5).await;
+        if !matches!(report.outcome, Outcome::Committed { .. }) {
+            anyhow::bail!(
+                "cannot read whose bench data the cluster holds: {:?}",
+                report.outcome
+            );
+        }
+        match read.values().into_iter().next().flatten() {
+            Some(theirs) if theirs.as_ref() == ours.as_bytes() => Ok(()),
+            Some(theirs) => Err(BadInput(format!(
+                "the cluster holds the data of an earlier bench of workload {}; this one \
+                 ({ours}) would run over it and overwrite it: run it against a fresh cluster \
+                 (new data directories)",
+                String::from_utf8_lossy(&theirs)
+            ))
+            .into()),
+            None => {
+                let mut note = session.begin(false).await?;
+                note.write(key, Some(Value::from(ours.into_bytes())))?;
+                note.commit().await?;
+                Ok(())
+            }
+        }
+    })
 }
 
 /// Connect the run's clients, probes and loaders to `cluster`'s nodes and drive the benchmark.

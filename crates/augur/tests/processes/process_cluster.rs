@@ -531,6 +531,25 @@ fn bench_drives_a_running_cluster_and_checks_it() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("the cluster has nodes 3"), "{stderr}");
+    // The cluster now holds bank's data: bank runs over it again, another workload is refused
+    // before it writes a key (its values would be balances bank cannot read).
+    let output = run(&[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let output = Command::new(env!("CARGO_BIN_EXE_augur"))
+        .args(["bench", "--workload", "synthetic-str", "--duration", "1"])
+        .arg("--cluster")
+        .arg(&cluster.path)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds the data of an earlier bench of workload bank"),
+        "{stderr}"
+    );
 }
 
 /// A child process on a pseudo-terminal: what it prints is collected, and lines are typed into
