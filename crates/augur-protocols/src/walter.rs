@@ -101,7 +101,9 @@
 //!   waiting for the ones its snapshot included: a snapshot taken there may miss a
 //!   transaction's causal past while it sees the transaction.
 
-use crate::common::coordinator::{InteractiveCoordinator, Pending, serve_interactive};
+use crate::common::coordinator::{
+    InteractiveCoordinator, Pending, ReadInFlight, serve_interactive,
+};
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
@@ -329,8 +331,7 @@ struct Coord {
     read_only: bool,
     start: VClock,
     pending: Option<Pending>,
-    read_seq: u32,
-    reading: bool,
+    read: ReadInFlight<()>,
     last_active: Timestamp,
     phase: Phase,
 }
@@ -620,13 +621,13 @@ impl Walter {
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
-        if t.read_seq != seq || !t.reading || !matches!(t.phase, Phase::Executing) {
+        if !t.read.awaits(seq) || !matches!(t.phase, Phase::Executing) {
             return;
         }
         let Some(pending) = t.pending.take() else {
             return;
         };
-        t.reading = false;
+        t.read.answered(seq);
         t.last_active = ctx.now();
         pending.answer(ctx, ClientReply::Value(value));
     }
@@ -1081,8 +1082,7 @@ impl InteractiveCoordinator for Walter {
                 // Walter §4.3: the start vector timestamp is the site's current one.
                 start: self.cur.clone(),
                 pending: None,
-                read_seq: 0,
-                reading: false,
+                read: ReadInFlight::default(),
                 last_active: ctx.now(),
                 phase: Phase::Executing,
             },
@@ -1102,9 +1102,7 @@ impl InteractiveCoordinator for Walter {
         };
         t.pending = Some(pending);
         t.last_active = now;
-        t.read_seq += 1;
-        t.reading = true;
-        let seq = t.read_seq;
+        let seq = t.read.begin(());
         let start = t.start.clone();
         // This node has applied its own snapshot: serve here whenever the key is stored here.
         let p = placement.partition_of(&key);
@@ -1272,10 +1270,7 @@ impl Protocol for Walter {
         match timer {
             Timer::Tick => self.tick(ctx),
             Timer::Read(txn, seq) => {
-                let waiting = self
-                    .coord
-                    .get(&txn)
-                    .is_some_and(|t| t.read_seq == seq && t.reading);
+                let waiting = self.coord.get(&txn).is_some_and(|t| t.read.awaits(seq));
                 if waiting {
                     self.abort(ctx, txn, AbortReason::Timeout);
                 }

@@ -1,6 +1,7 @@
 //! Bookkeeping every coordinator needs, whatever its protocol: the client request a transaction is
-//! waiting to answer, the garbage-collection watermark, grouping a write set by partition, and
-//! grouping what a transaction read and wrote by the replicas that validate and apply it.
+//! waiting to answer, the read it has in flight ([`ReadInFlight`]), the garbage-collection
+//! watermark, grouping a write set by partition, and grouping what a transaction read and wrote
+//! by the replicas that validate and apply it.
 
 use super::replica::Writes;
 use augur_runtime::Ctx;
@@ -10,6 +11,61 @@ use augur_types::{
     ClientId, ClientReply, ClientRequest, ClientResponse, Key, NodeId, PartitionId, Placement,
 };
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The read a coordinated transaction has in flight, if any: what it waits for (`W`: the key,
+/// or the key and the node asked), numbered so that the answer to an earlier read, or to a read
+/// sent again, and the timer of one, are told apart from the current read's. The number travels
+/// in the read request and its timer; the answer and the timer carry it back.
+#[derive(Clone, Debug)]
+pub struct ReadInFlight<W = Key> {
+    seq: u32,
+    waiting: Option<W>,
+}
+
+impl<W> Default for ReadInFlight<W> {
+    fn default() -> Self {
+        ReadInFlight {
+            seq: 0,
+            waiting: None,
+        }
+    }
+}
+
+impl<W> ReadInFlight<W> {
+    /// Send a read for `what`: the number its request and timer carry.
+    pub fn begin(&mut self, what: W) -> u32 {
+        self.seq += 1;
+        self.waiting = Some(what);
+        self.seq
+    }
+
+    /// Send the read in flight again (its replicas did not answer in time): its new number, so
+    /// that a late answer to the first request no longer matches.
+    pub fn again(&mut self) -> u32 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Whether an answer or a timer numbered `seq` is the read in flight's.
+    pub fn awaits(&self, seq: u32) -> bool {
+        self.seq == seq && self.waiting.is_some()
+    }
+
+    /// What the read in flight waits for.
+    pub fn waiting(&self) -> Option<&W> {
+        self.waiting.as_ref()
+    }
+
+    /// The read an answer numbered `seq` ends, if it is the one in flight; the transaction has
+    /// none in flight after it.
+    pub fn answered(&mut self, seq: u32) -> Option<W> {
+        if self.awaits(seq) {
+            self.waiting.take()
+        } else {
+            None
+        }
+    }
+}
 
 /// A write set grouped by partition, in partition order (so message order is deterministic).
 pub type PartitionWrites = BTreeMap<PartitionId, Vec<(Key, Option<Value>)>>;

@@ -48,7 +48,7 @@ pub use scheme::{
 };
 
 use crate::common::coordinator::{
-    ByReplica, InteractiveCoordinator, Pending, Reads, ReadsAt, serve_interactive,
+    ByReplica, InteractiveCoordinator, Pending, ReadInFlight, Reads, ReadsAt, serve_interactive,
 };
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::Policy;
@@ -436,9 +436,8 @@ pub struct Coord<T> {
     /// Nodes a read was sent to that may hold a lock of it (`2pl`): told of an abort.
     pub(crate) read_nodes: BTreeSet<NodeId>,
     pub(crate) pending: Option<Pending>,
-    pub(crate) read_seq: u32,
     /// The key being read.
-    pub(crate) reading: Option<Key>,
+    pub(crate) read: ReadInFlight,
     pub(crate) last_active: Timestamp,
     pub(crate) phase: Phase,
 }
@@ -750,10 +749,10 @@ impl<F: Flavor> LockCommit<F> {
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
-        if t.read_seq != seq || !matches!(t.phase, Phase::Executing) || t.pending.is_none() {
+        if !t.read.awaits(seq) || !matches!(t.phase, Phase::Executing) || t.pending.is_none() {
             return;
         }
-        let key = t.reading.take().expect("a pending read names its key");
+        let key = t.read.answered(seq).expect("a pending read names its key");
         let snapshot_read = <F::Scheme as TimestampScheme>::SNAPSHOTS && t.read_only;
         self.scheme.read_returned(t, version, ts, tag);
         // Under 2PL a key read twice returns one version while the shared lock is held; a
@@ -771,9 +770,10 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     fn read_refused(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32, reason: AbortReason) {
-        let waiting = self.coord.get(&txn).is_some_and(|t| {
-            t.read_seq == seq && t.reading.is_some() && matches!(t.phase, Phase::Executing)
-        });
+        let waiting = self
+            .coord
+            .get(&txn)
+            .is_some_and(|t| t.read.awaits(seq) && matches!(t.phase, Phase::Executing));
         if waiting {
             self.abort(ctx, txn, reason);
         }
@@ -1406,8 +1406,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 reads: Vec::new(),
                 read_nodes: BTreeSet::new(),
                 pending: None,
-                read_seq: 0,
-                reading: None,
+                read: ReadInFlight::default(),
                 last_active: ctx.now(),
                 phase: Phase::Executing,
             },
@@ -1435,9 +1434,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         };
         t.pending = Some(pending);
         t.last_active = now;
-        t.read_seq += 1;
-        let seq = t.read_seq;
-        t.reading = Some(key.clone());
+        let seq = t.read.begin(key.clone());
         let snapshot_read = <F::Scheme as TimestampScheme>::SNAPSHOTS && t.read_only;
         let partition = placement.partition_of(&key);
         let replica = match F::LOCKING {
@@ -1613,10 +1610,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         match timer {
             Timer::Tick => self.tick(ctx),
             Timer::Read(txn, seq) => {
-                let waiting = self
-                    .coord
-                    .get(&txn)
-                    .is_some_and(|t| t.read_seq == seq && t.reading.is_some());
+                let waiting = self.coord.get(&txn).is_some_and(|t| t.read.awaits(seq));
                 if waiting {
                     self.abort(ctx, txn, AbortReason::Timeout);
                 }

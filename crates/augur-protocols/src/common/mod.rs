@@ -19,8 +19,9 @@
 //! * [`dispatch`]: deterministic dispatch over the sequencer (a transaction's position, its
 //!   entry and partitions, sibling values by position, the submitter's answers), which the
 //!   order-then-execute protocols share.
-//! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, write sets
-//!   grouped by partition, the garbage-collection watermark).
+//! * [`coordinator`]: bookkeeping every coordinator needs (pending client requests, the read in
+//!   flight and its numbering, write sets grouped by partition, the garbage-collection
+//!   watermark).
 //! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
 //!   durable across its restarts, which the lock-and-2PC engine's `gts` flavor asks.
 //! * [`procedure_run`]: a one-shot procedure run over values at hand (absent ones, or those

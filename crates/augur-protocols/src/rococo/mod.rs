@@ -139,7 +139,7 @@
 mod graph;
 
 use crate::common::coordinator::serve_interactive;
-use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, Reads};
+use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, ReadInFlight, Reads};
 use crate::common::procedure_run;
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
@@ -479,9 +479,8 @@ struct ReadDone {
 struct Coord {
     read_only: bool,
     pending: Option<Pending>,
-    read_seq: u32,
-    /// The node the read in flight went to, if one is.
-    reading: Option<(NodeId, Key)>,
+    /// The node the read in flight went to, and its key.
+    read: ReadInFlight<(NodeId, Key)>,
     reads: Vec<ReadDone>,
     last_active: Timestamp,
     phase: Phase,
@@ -1263,8 +1262,7 @@ impl Rococo {
         let coord = Coord {
             read_only,
             pending: None,
-            read_seq: 0,
-            reading: None,
+            read: ReadInFlight::default(),
             reads: Vec::new(),
             last_active: ctx.now(),
             phase,
@@ -1507,14 +1505,14 @@ impl Rococo {
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
-        let expected = t.read_seq == seq && t.reading.as_ref().is_some_and(|(n, _)| *n == from);
+        let expected = t.read.awaits(seq) && t.read.waiting().is_some_and(|(n, _)| *n == from);
         if !expected || !matches!(t.phase, Phase::Executing) {
             return;
         }
         let Some(pending) = t.pending.take() else {
             return;
         };
-        let (node, key) = t.reading.take().expect("checked above");
+        let (node, key) = t.read.answered(seq).expect("checked above");
         t.reads.push(ReadDone { key, version, node });
         t.last_active = ctx.now();
         pending.answer(ctx, ClientReply::Value(value));
@@ -1989,9 +1987,7 @@ impl InteractiveCoordinator for Rococo {
         let replica = placement.closest_replica(me, placement.partition_of(&key));
         t.pending = Some(pending);
         t.last_active = now;
-        t.read_seq += 1;
-        t.reading = Some((replica, key.clone()));
-        let seq = t.read_seq;
+        let seq = t.read.begin((replica, key.clone()));
         // Reads park behind pending writers, which may wait for a silent coordinator.
         ctx.set_timer(self.env.options.participant_timeout, Timer::Read(txn, seq));
         self.deliver(ctx, replica, Msg::Read { txn, seq, key });
@@ -2165,10 +2161,7 @@ impl Protocol for Rococo {
         match timer {
             Timer::Tick => self.tick(ctx),
             Timer::Read(txn, seq) => {
-                let waiting = self
-                    .coord
-                    .get(&txn)
-                    .is_some_and(|t| t.read_seq == seq && t.reading.is_some());
+                let waiting = self.coord.get(&txn).is_some_and(|t| t.read.awaits(seq));
                 if waiting {
                     self.abort(ctx, txn, AbortReason::Timeout);
                 }

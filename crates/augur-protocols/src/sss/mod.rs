@@ -178,7 +178,9 @@
 mod nlog;
 mod queue;
 
-use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, serve_interactive};
+use crate::common::coordinator::{
+    ByReplica, InteractiveCoordinator, Pending, ReadInFlight, serve_interactive,
+};
 use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
 use crate::common::vclock::VClock;
@@ -639,9 +641,8 @@ struct Coord {
     /// Read-only transactions: the nodes read from, and the nodes subscribed to its end.
     notify: BTreeSet<NodeId>,
     pending: Option<Pending>,
-    read_seq: u32,
     /// The key being read (to send it again).
-    reading: Option<Key>,
+    read: ReadInFlight,
     begun: Timestamp,
     last_active: Timestamp,
     phase: Phase,
@@ -657,8 +658,7 @@ impl Coord {
             excluded: Vec::new(),
             notify: BTreeSet::new(),
             pending: None,
-            read_seq: 0,
-            reading: None,
+            read: ReadInFlight::default(),
             begun: now,
             last_active: now,
             phase,
@@ -842,14 +842,15 @@ impl Sss {
     // ----- coordinator: client requests -----
 
     /// Send the transaction's current read to every replica of its key (again, if resent).
-    fn send_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+    /// Send the read in flight numbered `seq` to every replica of its key.
+    fn send_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32) {
         let placement = self.env.placement.clone();
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
-        let Some(key) = t.reading.clone() else { return };
-        t.read_seq += 1;
-        let seq = t.read_seq;
+        let Some(key) = t.read.waiting().cloned() else {
+            return;
+        };
         let ro = t.read_only.then(|| RoRead {
             excluded: t.excluded.clone(),
         });
@@ -881,10 +882,12 @@ impl Sss {
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
-        if seq != t.read_seq || t.pending.is_none() || !matches!(t.phase, Phase::Executing) {
+        if !t.read.awaits(seq) || t.pending.is_none() || !matches!(t.phase, Phase::Executing) {
             return; // a slower replica, or an answer to a read sent again
         }
-        let Some(key) = t.reading.take() else { return };
+        let Some(key) = t.read.answered(seq) else {
+            return;
+        };
         let pending = t.pending.take().expect("checked");
         t.last_active = ctx.now();
         if too_old {
@@ -2089,8 +2092,8 @@ impl InteractiveCoordinator for Sss {
         }
         t.pending = Some(pending);
         t.last_active = ctx.now();
-        t.reading = Some(key);
-        self.send_read(ctx, txn);
+        let seq = t.read.begin(key);
+        self.send_read(ctx, txn, seq);
     }
 
     fn commit(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, writes: Writes) {
@@ -2317,13 +2320,15 @@ impl Protocol for Sss {
                 let Some(t) = self.coord.get(&txn) else {
                     return;
                 };
-                if t.read_seq != seq || t.pending.is_none() || t.reading.is_none() {
+                if !t.read.awaits(seq) || t.pending.is_none() {
                     return; // answered: the transaction moved on
                 }
                 if t.read_only {
                     // Read-only transactions never abort: ask again.
                     self.counters.ro_reads_resent += 1;
-                    self.send_read(ctx, txn);
+                    let t = self.coord.get_mut(&txn).expect("awaiting");
+                    let seq = t.read.again();
+                    self.send_read(ctx, txn, seq);
                 } else {
                     self.abort(ctx, txn, AbortReason::Timeout);
                 }

@@ -1,7 +1,7 @@
 //! Golden trace tests for `clocksi-rep`: short, fully scripted scenarios whose every message,
 //! log record, timer and reply is compared with a checked-in trace, so that a change in what
 //! the protocol sends (say, moving its two-phase commit into machinery shared with `str`) shows
-//! up as a diff of `tests/golden/clocksi_rep_*.trace`, even when every behavioural test still
+//! up as a diff of `tests/golden/clocksi-rep.*.trace`, even when every behavioural test still
 //! passes. The scenarios are scripted in `common::scenarios`, shared with `golden_str.rs`,
 //! whose docs say what each protocol does; each test here asserts `clocksi-rep`'s outcomes.
 //! How to read a golden file is in the `common` module docs. When a change to the traces is
@@ -17,10 +17,7 @@ use crate::common;
 use augur_protocols::clocksi_rep::ClockSiRep;
 use common::{Golden, scenarios};
 
-const GOLDEN: Golden = Golden {
-    test: "golden_clocksi_rep",
-    prefix: "clocksi_rep",
-};
+const GOLDEN: Golden = Golden::new("golden_clocksi_rep", "clocksi-rep");
 
 #[test]
 fn single_partition_commit() {

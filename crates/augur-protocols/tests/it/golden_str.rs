@@ -1,10 +1,10 @@
 //! Golden trace tests for `str`: short, fully scripted scenarios whose every message, log
 //! record, timer and reply is compared with a checked-in trace, so that a change in what the
 //! protocol sends (say, moving its two-phase commit into machinery shared with `clocksi-rep`)
-//! shows up as a diff of `tests/golden/str_*.trace`, even when every behavioural test still
+//! shows up as a diff of `tests/golden/str.*.trace`, even when every behavioural test still
 //! passes. The first five scenarios are those of `golden_clocksi_rep.rs`, scripted once in
 //! `common::scenarios` (whose docs say what each protocol does), so that
-//! `diff tests/golden/clocksi_rep_X.trace tests/golden/str_X.trace` shows what local commit
+//! `diff tests/golden/{clocksi-rep,str}.X.trace` shows what local commit
 //! changes; each test here asserts `str`'s outcomes. The last two, scripted here, exercise
 //! speculation. How to read a golden file is in the `common` module docs. When a change to the
 //! traces is intended, rewrite them and review the diff like code:
@@ -22,10 +22,7 @@ use augur_runtime::sim::Simulation;
 use augur_types::Key;
 use common::{Golden, Observed, Txn, assert_replicas, ms, scenarios, spawn_client};
 
-const GOLDEN: Golden = Golden {
-    test: "golden_str",
-    prefix: "str",
-};
+const GOLDEN: Golden = Golden::new("golden_str", "str");
 
 fn sim(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<Str> {
     common::traced_sim(profile, dcs, nodes, rf, ProtocolOptions::default())

@@ -2,12 +2,19 @@
 //! instead of one per file); each module is the test file it was, run with
 //! `cargo test -p augur-protocols --test it MODULE::`.
 
-mod common;
 mod clocksi_rep;
+mod common;
 mod determinism;
 mod dst;
 mod golden_clocksi_rep;
+mod golden_coverage;
+mod golden_lock_commit;
+mod golden_nocc_planet;
+mod golden_ordered;
+mod golden_rococo;
+mod golden_sss;
 mod golden_str;
+mod golden_walter;
 mod gts;
 mod occ;
 mod rc;

@@ -1,8 +1,15 @@
 //! Shared helpers of the golden trace tests (`golden_*.rs`): a traced simulation, scripted
 //! client transactions with a record of what each client saw, the comparison of a rendered
 //! trace with its checked-in golden file under `tests/golden/` (or its rewriting when
-//! `AUGUR_BLESS=1` is set), and, in [`scenarios`], the scenarios every protocol's golden test
-//! scripts identically.
+//! `AUGUR_BLESS=1` is set), in [`scenarios`] the scenarios several protocols' golden tests
+//! script identically, and in [`one_shot`] scripted one-shot transactions (the only form in
+//! which the order-then-execute protocols take a transaction that reads) with a readable
+//! rendering of their Raft traffic.
+//!
+//! Golden files are named `PROTOCOL.SCENARIO.trace`, `PROTOCOL` being the protocol's registered
+//! name (`clocksi-rep.single_partition_commit.trace`), so that `ls tests/golden/PROTOCOL.*`
+//! lists what pins a protocol and `diff tests/golden/{A,B}.SCENARIO.trace` compares two
+//! protocols on one scenario.
 //!
 //! # Reading a golden file
 //!
@@ -16,6 +23,19 @@
 //! that frees them. `ts(MS)` is a node-clock timestamp in milliseconds since the start. After a
 //! `--- clients ---` line, one line per scripted transaction: what its client read, and how it
 //! ended.
+//!
+//! The order-then-execute protocols' traces (`calvin`, `s-smr`) are rewritten for reading
+//! ([`one_shot::readable`]): a Raft message, log entry or hard state, which the protocol
+//! carries as prost-encoded bytes, is shown decoded (its kind, then every field that is not
+//! zero: `MsgAppend(n0->n1 term=2 log_term=2 index=3 commit=3 entries=[4@2 batch ...])`,
+//! a batch as its origin, number, floor and transactions), a procedure call as
+//! `golden/NAME(ARGS)`, and a position in the order `Timestamp(INDEX << 20 | SLOT)` as
+//! `pos(INDEX.SLOT)`.
+//!
+//! So are those of `dst-occ` and `dst-2pl`, whose timestamps are hybrid (the physical clock
+//! in the high bits, a logical counter in the low 12, `augur_types::Hybrid`): one whose
+//! physical part is a node-clock reading shows as `hts(MS)`, or `hts(MS+L)` with logical part
+//! `L` ([`readable_hybrid`]).
 //!
 //! # When a golden test fails
 //!
@@ -33,11 +53,13 @@
 // Each golden test file uses a different part of these helpers.
 #![allow(dead_code)]
 
+pub mod one_shot;
 pub mod scenarios;
 pub mod scripted;
 pub mod two_sites;
 
 use augur_client::{CommitProgress, HistoryRecorder, Outcome, Session, Transport};
+use augur_runtime::one_shot::Procedures;
 use augur_runtime::sim::{SimConfig, Simulation, Trace};
 use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::{Key, LatencyProfile, NodeId, Placement};
@@ -67,6 +89,18 @@ pub fn traced_sim<P: Protocol>(
     rf: usize,
     options: ProtocolOptions,
 ) -> Simulation<P> {
+    traced_sim_with(profile, dcs, nodes, rf, options, Procedures::none())
+}
+
+/// [`traced_sim`] whose nodes run one-shot transactions with `procedures`.
+pub fn traced_sim_with<P: Protocol>(
+    profile: &str,
+    dcs: usize,
+    nodes: usize,
+    rf: usize,
+    options: ProtocolOptions,
+    procedures: Procedures,
+) -> Simulation<P> {
     let profile = LatencyProfile::named(profile)
         .unwrap()
         .truncated(dcs)
@@ -74,6 +108,7 @@ pub fn traced_sim<P: Protocol>(
     let placement = Arc::new(Placement::ring(profile, nodes, rf).unwrap());
     let config = SimConfig {
         trace: true,
+        procedures,
         ..SimConfig::new(SEED)
     };
     Simulation::new(placement, Arc::new(options), config)
@@ -153,14 +188,35 @@ impl Txn {
     }
 }
 
-/// What each scripted transaction's client saw, by transaction name.
+/// What each scripted transaction's client saw, by transaction name (and, not rendered, when
+/// its client learned how it ended).
 #[derive(Clone, Default)]
-pub struct Observed(Arc<Mutex<BTreeMap<&'static str, String>>>);
+pub struct Observed(
+    Arc<Mutex<BTreeMap<&'static str, String>>>,
+    Arc<Mutex<BTreeMap<&'static str, Duration>>>,
+);
 
 impl Observed {
     fn record(&self, name: &'static str, notes: &[String]) {
         let previous = self.0.lock().unwrap().insert(name, notes.join("; "));
         assert!(previous.is_none(), "two transactions named {name}");
+    }
+
+    /// [`Observed::record`], noting that the client learned the outcome at `at`.
+    fn record_at(&self, name: &'static str, notes: &[String], at: Duration) {
+        self.record(name, notes);
+        self.1.lock().unwrap().insert(name, at);
+    }
+
+    /// When the client of transaction `name` learned how it ended (virtual time since the
+    /// start; panics if it did not finish).
+    pub fn finished_at(&self, name: &str) -> Duration {
+        self.1
+            .lock()
+            .unwrap()
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| panic!("transaction {name} did not finish"))
     }
 
     /// What the client of transaction `name` saw (panics if it did not finish).
@@ -277,7 +333,8 @@ pub fn spawn_client_recorded<P: Protocol>(
             let mut t = match begun {
                 Ok(t) => t,
                 Err(e) => {
-                    observed.record(name, &[format!("begin failed: {e:?}")]);
+                    let now = session.transport().now();
+                    observed.record_at(name, &[format!("begin failed: {e:?}")], now);
                     continue;
                 }
             };
@@ -288,7 +345,7 @@ pub fn spawn_client_recorded<P: Protocol>(
                         Ok(v) => notes.push(format!("read {key:?} = {}", show_value(&v))),
                         Err(e) => {
                             notes.push(format!("read {key:?} failed: {e:?}"));
-                            observed.record(name, &notes);
+                            observed.record_at(name, &notes, session.transport().now());
                             continue 'txns;
                         }
                     },
@@ -315,27 +372,85 @@ pub fn spawn_client_recorded<P: Protocol>(
                     Err(e) => notes.push(format!("commit failed: {e:?}")),
                 }
             }
-            observed.record(name, &notes);
+            observed.record_at(name, &notes, session.transport().now());
         }
         for (name, mut notes, spec) in speculative {
             let outcome = spec.outcome().await;
             notes.push(format!("final: {}", show_outcome(outcome)));
-            observed.record(name, &notes);
+            observed.record_at(name, &notes, session.transport().now());
         }
     });
 }
 
-/// Where one golden test target keeps its golden files: `tests/golden/PREFIX_SCENARIO.trace`.
+/// Where one protocol's golden traces go: `tests/golden/PROTOCOL.SCENARIO.trace`.
+#[derive(Clone, Copy)]
 pub struct Golden {
-    /// The test target (`golden_X`), named in the instructions on mismatch.
+    /// The test module (`golden_X`), named in the instructions on mismatch.
     pub test: &'static str,
-    /// The protocol's prefix of the golden file names.
-    pub prefix: &'static str,
+    /// The protocol's registered name, which starts its golden files' names.
+    pub protocol: &'static str,
+    /// Rewrites the rendered trace for reading ([`one_shot::readable`] for the
+    /// order-then-execute protocols; as it is for the others).
+    pub readable: fn(String) -> String,
+}
+
+fn as_is(text: String) -> String {
+    text
+}
+
+/// `text` with each hybrid timestamp `Timestamp(N)` whose physical part (`N >> 12`) lies near
+/// the simulator's clock epoch shown as `hts(MS)` (or `hts(MS+L)`, `L` its logical part): the
+/// node-clock reading in milliseconds since the start, as the simulator shows plain ones.
+pub fn readable_hybrid(text: String) -> String {
+    /// The simulator's clock epoch (`augur_runtime::sim`'s `EPOCH_US`): readings from it to
+    /// four times it are rewritten (the simulator's own range, without readings before the
+    /// start, which these scenarios never take).
+    const EPOCH_US: u64 = 1_000_000_000;
+    one_shot::rewrite(&text, "Timestamp(", |rest| {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        rest[digits..].strip_prefix(')')?;
+        let n: u64 = rest[..digits].parse().ok()?;
+        let (physical, logical) = (n >> 12, n & 0xfff);
+        if !(EPOCH_US..EPOCH_US * 4).contains(&physical) {
+            return None;
+        }
+        let us = physical - EPOCH_US;
+        let mut shown = format!("hts({}.{:03}", us / 1000, us % 1000);
+        if logical != 0 {
+            shown.push_str(&format!("+{logical}"));
+        }
+        shown.push(')');
+        Some((shown, digits + 1))
+    })
+    // The marker is kept: drop it where a timestamp was rewritten.
+    .replace("Timestamp(hts(", "hts(")
 }
 
 impl Golden {
+    /// The golden files of `protocol` (its registered name), checked by test module `test`.
+    pub const fn new(test: &'static str, protocol: &'static str) -> Golden {
+        Golden {
+            test,
+            protocol,
+            readable: as_is,
+        }
+    }
+
+    /// [`Golden::new`] for a protocol whose traces are rewritten by `readable`.
+    pub const fn readable(
+        test: &'static str,
+        protocol: &'static str,
+        readable: fn(String) -> String,
+    ) -> Golden {
+        Golden {
+            test,
+            protocol,
+            readable,
+        }
+    }
+
     /// Run `sim` until `until` ms, check that every scripted client finished, then compare the
-    /// trace and the clients' view (returned) with golden file `PREFIX_SCENARIO`.
+    /// trace and the clients' view (returned) with golden file `PROTOCOL.SCENARIO`.
     pub fn finish<P: Protocol>(
         &self,
         mut sim: Simulation<P>,
@@ -344,10 +459,21 @@ impl Golden {
         scenario: &str,
     ) -> Observed {
         sim.run_until(ms(until));
-        assert!(sim.clients_done(), "every scripted client finished");
-        let name = format!("{}_{scenario}", self.prefix);
-        check_golden(self.test, &name, &golden_text(sim.trace(), &observed));
+        self.check(&sim, &observed, scenario);
         observed
+    }
+
+    /// Check that every scripted client of `sim` finished, then compare the trace so far and
+    /// the clients' view with golden file `PROTOCOL.SCENARIO`.
+    pub fn check<P: Protocol>(&self, sim: &Simulation<P>, observed: &Observed, scenario: &str) {
+        assert!(
+            sim.clients_done(),
+            "every scripted client finished: {}",
+            observed.render()
+        );
+        let name = format!("{}.{scenario}", self.protocol);
+        let text = (self.readable)(golden_text(sim.trace(), observed));
+        check_golden(self.test, &name, &text);
     }
 }
 

@@ -1,9 +1,12 @@
-//! The golden scenarios that `golden_clocksi_rep.rs` and `golden_str.rs` both run, scripted
-//! once so that `diff tests/golden/clocksi_rep_X.trace tests/golden/str_X.trace` shows what
-//! `str`'s local commit changes. Each runs the script for protocol `P`, compares the result with
-//! golden file `PREFIX_X` of its [`Golden`] and returns what the clients saw, for the test to
-//! assert its own protocol's outcomes; each one's doc says what both protocols do.
+//! The golden scenarios several protocols' golden tests run, scripted once so that
+//! `diff tests/golden/{A,B}.X.trace` shows what protocol `B` does differently from `A` on
+//! scenario `X` (`clocksi-rep` and `str`: what local commit changes). Each runs the script for
+//! protocol `P`, compares the result with golden file `PROTOCOL.X` of its [`Golden`] and
+//! returns what the clients saw, for the test to assert its own protocol's outcomes. The first
+//! five were written for `clocksi-rep` and `str`, and their docs say what those two do; the
+//! golden test of every other protocol that runs one says what its trace shows.
 
+use super::two_sites::{self, x, y};
 use super::{Golden, Observed, Txn, assert_replicas, ms, spawn_client, traced_sim};
 use augur_runtime::sim::Simulation;
 use augur_runtime::{Protocol, ProtocolOptions};
@@ -123,4 +126,54 @@ pub fn coordinator_crash_resolved_by_termination<P: Protocol>(golden: &Golden) -
     s.run_until(ms(1000));
     s.restart(NodeId(1));
     golden.finish(s, 2200, seen, "coordinator_crash_resolved_by_termination")
+}
+
+/// The unreplicated counterpart of [`single_partition_commit`], for the protocols that
+/// replicate nothing (`sss`, `rococo`): "3dc" cut to two data centres, `x` on n0 (VA) only.
+/// `T1` on n0 writes `x` and commits, a single-partition commit at its own node; a reader `R`
+/// on n1 (OR) begins at 5 ms and reads `x` remotely (~33.5 ms each way).
+pub fn single_partition_commit_unreplicated<P: Protocol>(golden: &Golden) -> Observed {
+    let mut s = two_sites::sim::<P>(None);
+    let seen = Observed::default();
+    spawn_client(
+        &mut s,
+        0,
+        ms(0),
+        vec![Txn::new("T1").write(&x(), "a")],
+        &seen,
+    );
+    spawn_client(&mut s, 1, ms(5), vec![Txn::new("R").read(&x())], &seen);
+    golden.finish(s, 200, seen, "single_partition_commit_unreplicated")
+}
+
+/// The unreplicated counterpart of [`cross_partition_commit`]: "3dc" cut to two data centres,
+/// `x` on n0 (VA) only, `y` on n1 (OR) only. `T1`, coordinated by n0, writes both and
+/// commits, a commit across the two sites; a reader `R` on n1 reads both at 300 ms.
+pub fn cross_partition_commit_unreplicated<P: Protocol>(golden: &Golden) -> Observed {
+    let mut s = two_sites::sim::<P>(None);
+    let seen = Observed::default();
+    let t1 = Txn::new("T1").write(&x(), "x1").write(&y(), "y1");
+    spawn_client(&mut s, 0, ms(0), vec![t1], &seen);
+    let r = Txn::new("R").read(&x()).read(&y());
+    spawn_client(&mut s, 1, ms(300), vec![r], &seen);
+    golden.finish(s, 500, seen, "cross_partition_commit_unreplicated")
+}
+
+/// Two read-modify-writes of one key race at its node: the script of
+/// `two_sites::read_modify_writes` (the lost-update scenario of `occ.rs`, `two_pl.rs`,
+/// `walter.rs`, `rococo.rs`), traced. "3dc" cut to two data centres, no replication, `x` on n0.
+/// `T1` (n0, 0 ms) reads `x`, thinks 20 ms and writes "a"; `T2` (another client of n0, 5 ms)
+/// reads `x`, thinks 40 ms and writes "b"; both commit after their think time, `T1` first. `T3`
+/// reads `x` at 200 ms. A protocol that prevents lost updates lets at most one of `T1` and `T2`
+/// commit (`T3` reads that one's value); one without concurrency control commits both and `T3`
+/// reads "b". Everything happens at n0; n1 only starts.
+pub fn read_modify_write_race<P: Protocol>(golden: &Golden) -> Observed {
+    let mut s = two_sites::sim::<P>(None);
+    let o = Observed::default();
+    let t1 = Txn::new("T1").read(&x()).sleep(ms(20)).write(&x(), "a");
+    let t2 = Txn::new("T2").read(&x()).sleep(ms(40)).write(&x(), "b");
+    spawn_client(&mut s, 0, ms(0), vec![t1], &o);
+    spawn_client(&mut s, 0, ms(5), vec![t2], &o);
+    spawn_client(&mut s, 0, ms(200), vec![Txn::new("T3").read(&x())], &o);
+    golden.finish(s, 400, o, "read_modify_write_race")
 }
