@@ -3,7 +3,7 @@
 //! For each workload asked for (`bank` and `list-append` by default) the nemesis starts a fresh
 //! cluster of `augur node` processes (TLS, a client token, a data directory per node, as
 //! `augur cluster init` writes it), each node in a network namespace of its own where the
-//! machine allows it ([`network`]), and runs the workload's clients against every node with
+//! machine allows it (its `network` module), and runs the workload's clients against every node with
 //! every attempt recorded in a history. While they run it injects one fault at a time, each
 //! bounded and healed before the next: `kill -9` and restart, SIGSTOP/SIGCONT, partitions (a
 //! minority cut off, a majorities ring, one link), a node restarted with its clock skewed, and a
