@@ -13,8 +13,8 @@
 //! destructure them and compare every field.
 //!
 //! The cluster is three nodes on the `lan` profile with two replicas per partition: partition
-//! `p` is mastered by node `p` and copied to node `p + 1 (mod 3)`. Key `x` is in partition 0
-//! (nodes 0 and 1), `y` in partition 1 (nodes 1 and 2).
+//! `p` is mastered by node `p` and copied to node `p + 1 (mod 3)`. The tests use key `y`, in
+//! partition 1 (master node 1, slave node 2), so node 0 coordinates without being a replica.
 
 use augur_protocols::common::lock_commit::{Msg, Record, Timer};
 use augur_protocols::occ::OccNode;
@@ -30,15 +30,9 @@ use augur_types::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
-use std::time::Duration;
 
 // ---------------------------------------------------------------------------------------------
 // One node, one input.
-
-/// `x` lives in partition 0: master node 0, slave node 1.
-fn x() -> Key {
-    Key::numbered(0, 1)
-}
 
 /// `y` lives in partition 1: master node 1, slave node 2.
 fn y() -> Key {
@@ -284,7 +278,10 @@ fn a_master_answers_a_read_with_its_newest_version() {
         panic!("a ReadReply expected, got {msg:?}");
     };
     assert_eq!((*replied, *seq), (txn, 3));
-    assert_eq!((value, version, *ts, *tag), (&None, &None, Timestamp::ZERO, 0));
+    assert_eq!(
+        (value, version, *ts, *tag),
+        (&None, &None, Timestamp::ZERO, 0)
+    );
     assert_eq!(effects.work, Work::reads(1));
     assert!(effects.timers.is_empty() && effects.persist.is_empty());
 }
@@ -381,7 +378,10 @@ fn a_commit_decision_is_logged_installed_and_acknowledged() {
     assert_eq!((*logged, *commit_ts), (txn, Timestamp(5_050)));
     let (to, msg) = only_send(&effects);
     assert_eq!(to, NodeId(0));
-    assert!(matches!(msg, Msg::Applied { txn: t } if *t == txn), "{msg:?}");
+    assert!(
+        matches!(msg, Msg::Applied { txn: t } if *t == txn),
+        "{msg:?}"
+    );
     assert_eq!(effects.work, Work::writes(1));
     assert!(effects.timers.is_empty() && effects.replies.is_empty());
     // The write is the newest version of y here.

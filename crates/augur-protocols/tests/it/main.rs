@@ -16,6 +16,7 @@ mod golden_sss;
 mod golden_str;
 mod golden_walter;
 mod gts;
+mod handlers_lock_commit;
 mod occ;
 mod rc;
 mod rococo;
