@@ -114,7 +114,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     ],
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,
-    sequencer: true,
 };
 
 const MUTANTS: &[(&str, &str)] = &[

@@ -118,7 +118,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// The protocol settings `clocksi-rep` accepts (see the module documentation).

@@ -74,7 +74,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// The protocol settings `dst-2pl` accepts: `2pl`'s lock timeout and `dst-occ`'s staleness

@@ -40,7 +40,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: &[],
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

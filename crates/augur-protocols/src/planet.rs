@@ -54,5 +54,4 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         default: "commits:1",
     }),
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };

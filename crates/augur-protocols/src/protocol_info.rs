@@ -44,9 +44,6 @@ pub struct ProtocolInfo {
     pub speculation: Option<SpeculationOffer>,
     /// The forms of client request it serves.
     pub forms: &'static [RequestForm],
-    /// Whether it orders transactions through the Raft sequencer (`common::sequencer`), whose
-    /// leader `augur check`'s `leader-crash` fault crashes.
-    pub sequencer: bool,
 }
 
 /// The request forms, defined with the runtime that refuses a form a protocol does not serve.
@@ -140,12 +137,18 @@ impl ProtocolInfo {
     /// orders whole transactions through its sequencer before running them takes an
     /// interactive transaction only as blind writes.
     pub fn reads_only_one_shot(&self) -> bool {
-        self.sequencer
+        self.sequencer()
+    }
+
+    /// Whether it orders transactions through the Raft sequencer (`common::sequencer`), whose
+    /// leader `augur check`'s `leader-crash` fault crashes: the order-then-execute engine's
+    /// protocols.
+    pub fn sequencer(&self) -> bool {
+        self.engine == Engine::Ordered
     }
 
     /// The request forms it serves, as `augur protocols` and the protocol table say them.
     pub fn forms_description(&self) -> String {
-        let forms: Vec<String> = self.forms.iter().map(|f| f.to_string()).collect();
         if self.reads_only_one_shot() {
             format!(
                 "{}; {} for blind writes only",
@@ -153,6 +156,7 @@ impl ProtocolInfo {
                 RequestForm::Interactive
             )
         } else {
+            let forms: Vec<String> = self.forms.iter().map(|f| f.to_string()).collect();
             forms.join(", ")
         }
     }

@@ -68,7 +68,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: &[],
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// `rc` as a flavor of the lock-and-2PC engine.

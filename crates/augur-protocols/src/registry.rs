@@ -246,7 +246,6 @@ mod tests {
                 p.name,
                 p.engine
             );
-            assert_eq!(p.engine == Engine::Ordered, p.sequencer, "{}", p.name);
         }
         let table = markdown_table();
         assert_eq!(table.lines().count(), PROTOCOLS.len() + 2);

@@ -101,7 +101,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: sequencer::SETTINGS,
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,
-    sequencer: true,
 };
 
 const MUTANTS: &[(&str, &str)] = &[(

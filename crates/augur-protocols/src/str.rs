@@ -124,7 +124,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         default: "auto",
     }),
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// A final commit as replicas receive it.

@@ -98,7 +98,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// The lock timeout when the setting is not given (see the module docs).

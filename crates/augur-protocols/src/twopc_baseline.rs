@@ -120,7 +120,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// The lock timeout when the setting is not given: 50 one-way delays of the `lan` profile.

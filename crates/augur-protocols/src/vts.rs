@@ -191,7 +191,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// The protocol settings `vts` accepts: `gts`'s oracle placement.

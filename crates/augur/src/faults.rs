@@ -73,7 +73,7 @@ impl FaultSpec {
                     loss: network.tolerates_loss,
                     partition: true,
                     crash: true,
-                    leader_crash: info.sequencer,
+                    leader_crash: info.sequencer(),
                     skew: true,
                 });
             }
@@ -91,7 +91,7 @@ impl FaultSpec {
                 }
                 "partition" => f.partition = true,
                 "crash" => f.crash = true,
-                "leader-crash" if info.sequencer => f.leader_crash = true,
+                "leader-crash" if info.sequencer() => f.leader_crash = true,
                 "leader-crash" => {
                     return Err(format!(
                         "fault 'leader-crash' needs a protocol with a sequencer; {} has none",
@@ -238,7 +238,6 @@ mod tests {
             tolerates_loss: true,
             tolerates_reordering: true,
         },
-        sequencer: false,
         ..augur_protocols::nocc::INFO
     };
     const FIFO: ProtocolInfo = ProtocolInfo {
@@ -249,7 +248,7 @@ mod tests {
         ..LOSSY
     };
     const SEQUENCED: ProtocolInfo = ProtocolInfo {
-        sequencer: true,
+        engine: augur_protocols::registry::Engine::Ordered,
         ..LOSSY
     };
 

@@ -23,7 +23,6 @@ pub const PEERS: &[ProtocolInfo] = &[
         settings: &[],
         speculation: None,
         forms: INTERACTIVE_ONLY,
-        sequencer: false,
     },
     ProtocolInfo {
         name: "postgres-repeatable-read",
@@ -41,7 +40,6 @@ pub const PEERS: &[ProtocolInfo] = &[
         settings: &[],
         speculation: None,
         forms: INTERACTIVE_ONLY,
-        sequencer: false,
     },
 ];
 

@@ -222,7 +222,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
-    sequencer: false,
 };
 
 /// The name of the lock-acquisition timeout setting.

@@ -118,7 +118,7 @@ fn the_same_seed_replays_the_same_history() {
         // docs. A protocol with a sequencer orders every transaction through its Raft leader and
         // then exchanges sibling values, several wide-area round trips each on `3dc`, so its
         // closed-loop clients complete far fewer transactions in the 3 s.)
-        let substantial = if info.sequencer { 80 } else { 500 };
+        let substantial = if info.sequencer() { 80 } else { 500 };
         assert!(
             events > substantial,
             "{name}: a substantial history ({events} events)"
@@ -126,7 +126,7 @@ fn the_same_seed_replays_the_same_history() {
         // Contention makes every protocol with concurrency control abort something, except those
         // that agree on an order before executing: they run conflicting transactions in that
         // order and never abort for a conflict.
-        if info.isolation != IsolationLevel::None && !info.sequencer {
+        if info.isolation != IsolationLevel::None && !info.sequencer() {
             assert!(a.contains("Aborted"), "{name}: contention produced aborts");
         }
         assert!(a.contains("Committed"), "{name}: something committed");

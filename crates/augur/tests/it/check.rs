@@ -225,7 +225,7 @@ fn one_seed_replays_the_same_history_byte_for_byte() {
 /// every partition end with the same state (the replicas-agree check).
 #[test]
 fn sequencers_survive_their_leader_crashing_mid_epoch() {
-    for p in PROTOCOLS.iter().filter(|p| p.sequencer) {
+    for p in PROTOCOLS.iter().filter(|p| p.sequencer()) {
         let mut c = config(p.name, "list-append", "1..8", None);
         c.faults = FaultSpec::parse("leader-crash", c.info).expect("a sequencer");
         survives(&c);
