@@ -4,10 +4,11 @@
 //! per-type commit statistics here.
 
 use crate::one_shot::execute_one_shot;
-use crate::procedure::{CommitStats, Procedure};
-use crate::session::TxnError;
-use crate::session::{CommitProgress, Outcome, Resolution, Session, SpeculativeCommit, Txn};
+use crate::session::{CommitProgress, Resolution, Session, SpeculativeCommit, Txn};
 use crate::transport::Transport;
+use augur_contract::Outcome;
+use augur_contract::TxnError;
+use augur_contract::{CommitStats, Procedure};
 use augur_types::{AbortReason, RequestForm};
 
 /// What [`run_with_retry`] reports.

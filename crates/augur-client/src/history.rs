@@ -1,8 +1,9 @@
 //! Recording every transaction attempt of a session as a history for `augur check`: what an
 //! attempt gathers while it runs and how it lands in the shared log.
 
-use crate::session::{Outcome, Session};
+use crate::session::Session;
 use crate::transport::Transport;
+use augur_contract::Outcome;
 use augur_types::history::{Op, RecordedOutcome, TxnRecord};
 use augur_types::{AbortReason, ExecutedOp, ProcedureCall, TxnId, Value};
 use std::sync::{Arc, Mutex};

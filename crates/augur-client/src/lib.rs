@@ -24,7 +24,6 @@
 mod attempt;
 mod history;
 mod one_shot;
-mod procedure;
 mod runner;
 mod session;
 mod transport;
@@ -36,12 +35,16 @@ pub use attempt::{
 };
 pub use history::{HistoryRecorder, history_op};
 pub use one_shot::execute_one_shot;
-pub use procedure::{CommitStats, DeclaredKeys, Ops, Procedure, ProcedureCatalog};
-pub use runner::{Backoff, ChainRoom, DegreeChoice, RetryPolicy, RunObserver, Runner};
-pub use session::{
-    CommitProgress, Outcome, Resolution, Session, SpeculativeCommit, Txn, TxnError, TxnInfo,
+// What procedures are written against, and how operations fail, are the contract's (a node
+// runs the same procedures); the client library re-exports them for workload code.
+pub use augur_contract::{
+    CommitStats, DeclaredKeys, Ops, Outcome, Procedure, ProcedureCatalog, TransportError, TxnError,
+    TxnInfo,
 };
-pub use transport::{Transport, TransportError};
+pub use runner::{Backoff, ChainRoom, DegreeChoice, RetryPolicy, RunObserver, Runner};
+pub use session::{CommitProgress, Resolution, Session, SpeculativeCommit, Txn};
+pub use transport::Transport;
 pub use tuner::{Degree, SpeculationTuner, TunerSettings};
 
+pub use augur_contract;
 pub use augur_types;

@@ -4,9 +4,9 @@
 
 use crate::attempt::{Attempt, Speculation, body, commit_body, error_outcome, finish};
 use crate::history::{AttemptLog, history_op, recorded};
-use crate::procedure::{CommitStats, Ops, Procedure};
-use crate::session::{Outcome, Session, SpeculativeCommit, TxnError};
+use crate::session::{Session, SpeculativeCommit};
 use crate::transport::Transport;
+use augur_contract::{CommitStats, Ops, Outcome, Procedure, TxnError};
 use augur_types::Value;
 use augur_types::{
     AbortReason, ClientOp, ClientReply, ExecutedOp, Execution, Key, ProcedureCall, RequestError,

@@ -6,10 +6,11 @@
 
 use crate::attempt::{Attempt, Speculation, commit_attempt, resolve, run_body};
 use crate::one_shot::execute_one_shot;
-use crate::procedure::{CommitStats, Procedure};
-use crate::session::{Outcome, Session, SpeculativeCommit};
+use crate::session::{Session, SpeculativeCommit};
 use crate::transport::Transport;
 use crate::tuner::{Degree, SpeculationTuner};
+use augur_contract::Outcome;
+use augur_contract::{CommitStats, Procedure};
 use augur_types::{AbortReason, ClientId, RequestForm};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -435,9 +436,9 @@ impl<'s, T: Transport> Runner<'s, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procedure::Ops;
-    use crate::session::TxnError;
-    use crate::transport::TransportError;
+    use augur_contract::Ops;
+    use augur_contract::TransportError;
+    use augur_contract::TxnError;
     use augur_types::{ClientOp, ClientReply, Timestamp, TxnId};
     use futures::future::BoxFuture;
     use std::sync::{Arc, Mutex};

@@ -4,43 +4,13 @@
 use crate::HistoryRecorder;
 use crate::attempt::error_outcome_reason;
 use crate::history::{AttemptLog, aborted, recorded, text};
-use crate::transport::{Transport, TransportError};
+use crate::transport::Transport;
+use augur_contract::{BoxFuture, Ops, Outcome, TransportError, TxnError, TxnInfo};
 use augur_types::history::{Op, RecordedOutcome};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, Key, RequestError, RequestForm};
 use augur_types::{Timestamp, TxnId, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Why a transaction operation failed.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum TxnError {
-    #[error("transaction aborted: {0}")]
-    Aborted(AbortReason),
-    #[error("request rejected: {0}")]
-    Rejected(RequestError),
-    /// The coordinator did not answer. If this happened during commit the outcome is unknown.
-    #[error("coordinator unavailable: {0}")]
-    Unavailable(TransportError),
-    #[error("unexpected reply {0:?}")]
-    Protocol(Box<ClientReply>),
-}
-
-impl From<TransportError> for TxnError {
-    fn from(e: TransportError) -> Self {
-        TxnError::Unavailable(e)
-    }
-}
-
-/// How a transaction attempt ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Committed {
-        commit_ts: Timestamp,
-    },
-    Aborted(AbortReason),
-    /// The client never learned whether the transaction committed.
-    Unknown,
-}
 
 /// A client session bound to one coordinator.
 pub struct Session<T: Transport> {
@@ -342,6 +312,20 @@ impl<'s, T: Transport> Txn<'s, T> {
     }
 }
 
+impl<T: Transport> Ops for Txn<'_, T> {
+    fn read<'a>(&'a mut self, key: &'a Key) -> BoxFuture<'a, Result<Option<Value>, TxnError>> {
+        Box::pin(Txn::read(self, key))
+    }
+
+    fn write(&mut self, key: Key, value: Option<Value>) -> Result<(), TxnError> {
+        Txn::write(self, key, value)
+    }
+
+    fn note(&mut self, name: &str, value: f64) {
+        self.info.insert(name.to_string(), value);
+    }
+}
+
 impl<T: Transport> Drop for Txn<'_, T> {
     /// Hand the finished attempt to the session's recorder. A transaction dropped without commit
     /// or abort never shipped its writes, and its coordinator times it out.
@@ -352,10 +336,6 @@ impl<T: Transport> Drop for Txn<'_, T> {
         }
     }
 }
-
-/// The info map of a transaction (STR §4's `txInfo`): what its body noted for the speculation
-/// callbacks to weigh, such as the price of the item being bought.
-pub type TxnInfo = BTreeMap<String, f64>;
 
 /// How a speculative commit request ended.
 pub enum CommitProgress<'s, T: Transport> {

@@ -1,17 +1,9 @@
 //! How a client reaches its coordinator: the one trait each runtime implements.
 
+use augur_contract::TransportError;
 use augur_types::{ClientId, ClientOp, ClientReply};
 use futures::future::BoxFuture;
 use std::time::Duration;
-
-/// Why a request got no reply.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TransportError {
-    #[error("no reply within {0:?}")]
-    Timeout(Duration),
-    #[error("connection to the coordinator lost: {0}")]
-    Disconnected(String),
-}
 
 /// How a client reaches its coordinator. Implemented by each runtime.
 pub trait Transport: Send + Sync + 'static {

@@ -4,13 +4,14 @@
 //! set (what `scripts/python-client.sh` prints), also the Python client (clients/python): its
 //! unit tests, its tests against a node, and its example.
 
+use augur_contract::log_policy::LogPolicy;
+use augur_contract::{NodeEnv, ProtocolOptions};
 use augur_grpc::proto::augur_client::AugurClient;
 use augur_grpc::proto::{self, session_reply::Reply, session_request::Op};
 use augur_grpc::{AugurApi, NodeInfo, ServeLimits};
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_runtime::tcp::{self, ClusterIdentity, Limits, TcpNodeConfig, TcpNodeHandle};
-use augur_runtime::wal::{LogConfig, LogPolicy};
-use augur_runtime::{NodeEnv, ProtocolOptions};
+use augur_runtime::wal::LogConfig;
 use augur_types::{LatencyProfile, NodeId, Placement};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

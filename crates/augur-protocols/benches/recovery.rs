@@ -8,10 +8,11 @@
 //!
 //! `cargo bench -p augur-protocols --bench recovery`
 
+use augur_contract::log_policy::LogPolicy;
+use augur_contract::{NodeEnv, ProtocolOptions};
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_protocols::replica::Record;
-use augur_runtime::wal::{self, LogConfig, LogPolicy};
-use augur_runtime::{NodeEnv, ProtocolOptions};
+use augur_runtime::{wal, wal::LogConfig};
 use augur_storage::VersionState;
 use augur_types::{Key, LatencyProfile, NodeId, Placement, Timestamp, TxnId};
 use bytes::Bytes;

@@ -43,7 +43,7 @@
 //!   the transactions in the order of their positions, and since each transaction requests all
 //!   its locks before the next requests any, no cycle of waits can form.
 //! * **Execution.** A transaction whose locks are all granted runs on a worker: its procedure run
-//!   is handed off the node's handler thread ([`augur_runtime::Ctx::offload`]) to the node's
+//!   is handed off the node's handler thread ([`augur_contract::Ctx::offload`]) to the node's
 //!   worker pool in the real runtimes, to any free core in the simulator's CPU model, and its
 //!   result comes back to the node, which applies it (setting `workers=inline` runs it on the
 //!   handler thread instead, for comparison). Each
@@ -89,8 +89,8 @@ use crate::common::ordered::{self, Ordered, Schedule};
 use crate::common::sequencer;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
-use augur_runtime::one_shot::{ONE_SHOT_AND_BLIND_WRITES, Procedures};
-use augur_runtime::{NodeEnv, SerialResource, Work};
+use augur_contract::{NodeEnv, SerialResource, Work};
+use augur_contract::{forms::ONE_SHOT_AND_BLIND_WRITES, forms::Procedures};
 use augur_types::{Key, PartitionId, Placement, Timestamp, TxnId};
 
 /// `calvin`'s registry entry.
@@ -235,7 +235,7 @@ impl Schedule for OrderedLocking {
 mod tests {
     use super::*;
     use crate::common::dispatch::{Body, Footprint};
-    use augur_runtime::ProtocolOptions;
+    use augur_contract::ProtocolOptions;
     use augur_types::{LatencyProfile, NodeId};
     use std::sync::Arc;
 

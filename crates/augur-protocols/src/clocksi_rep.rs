@@ -94,7 +94,7 @@ use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPha
 use crate::protocol_info::Engine;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use crate::protocol_info::{SWITCH_VALUES, SettingInfo, switch};
-use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_contract::{Ctx, NodeEnv, Protocol};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};

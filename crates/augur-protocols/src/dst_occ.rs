@@ -132,7 +132,7 @@ use crate::protocol_info::Engine;
 use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
-use augur_runtime::{Ctx, NodeEnv};
+use augur_contract::{Ctx, NodeEnv};
 use augur_storage::MvStore;
 use augur_types::{ClientId, Hybrid, Key, NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;

@@ -127,7 +127,7 @@ use crate::protocol_info::{
     SettingInfo,
 };
 use crate::vts::Deps;
-use augur_runtime::{Ctx, NodeEnv};
+use augur_contract::{Ctx, NodeEnv};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientId, ClientReply, Key, NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;

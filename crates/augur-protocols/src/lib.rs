@@ -2,7 +2,7 @@
 //!
 //! Each protocol is one module named after it, opening with the paper section it implements and
 //! the isolation level it guarantees, and describing itself in a `pub const INFO` for the
-//! registry. Every protocol is a [`augur_runtime::Protocol`] state
+//! registry. Every protocol is a [`augur_contract::Protocol`] state
 //! machine over the shared multi-version store, so it runs unchanged in the simulator, in process
 //! and over TCP. The modules read bottom-up: [`protocol_info`], the vocabulary a protocol
 //! describes itself with; [`common`], the machinery protocols share; one module per protocol;

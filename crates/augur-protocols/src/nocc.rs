@@ -12,8 +12,8 @@
 use crate::common::coordinator::{Pending, group_by_partition};
 use crate::protocol_info::Engine;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
-use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, Key, NodeId, Timestamp};
 use augur_types::{RequestError, TxnId, Value};

@@ -4,7 +4,7 @@
 //! types here, which import no protocol; the list of protocols, which imports every one, is
 //! [`crate::registry`], above them all.
 
-use augur_runtime::wal;
+use augur_contract::log_policy;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -47,7 +47,9 @@ pub struct ProtocolInfo {
 }
 
 /// The request forms, defined with the runtime that refuses a form a protocol does not serve.
-pub use augur_runtime::one_shot::{INTERACTIVE_AND_ONE_SHOT, INTERACTIVE_ONLY, RequestForm};
+pub use augur_contract::{
+    forms::INTERACTIVE_AND_ONE_SHOT, forms::INTERACTIVE_ONLY, forms::RequestForm,
+};
 
 /// A property a protocol promises beyond its isolation level, which `augur check` verifies on
 /// every history it records.
@@ -243,8 +245,8 @@ impl ProtocolInfo {
 
 /// Settings every protocol takes, because the runtime acts on them.
 pub const RUNTIME_SETTINGS: &[SettingInfo] = &[SettingInfo {
-    name: wal::LOG_SETTING,
-    values: wal::LOG_VALUES,
+    name: log_policy::LOG_SETTING,
+    values: log_policy::LOG_VALUES,
     default: "always (off in augur bench)",
     doc: "when the write-ahead log is synced: after every write, at most every MS milliseconds (batch: 2), or never",
 }];
@@ -264,8 +266,8 @@ pub struct SettingInfo {
 impl SettingInfo {
     /// Whether `value` is one this setting accepts.
     pub fn accepts(&self, value: &str) -> bool {
-        if self.name == wal::LOG_SETTING {
-            return wal::LogPolicy::parse(value).is_ok();
+        if self.name == log_policy::LOG_SETTING {
+            return log_policy::LogPolicy::parse(value).is_ok();
         }
         if self.values == NODE_ID_VALUES {
             return value.parse::<u32>().is_ok();

@@ -7,8 +7,8 @@
 
 pub use crate::protocol_info::*;
 
-use augur_runtime::Protocol;
-use augur_runtime::one_shot::AtCoordinator;
+use crate::common::at_coordinator::AtCoordinator;
+use augur_contract::Protocol;
 use std::collections::BTreeMap;
 
 /// The table of every registered protocol that README.md and the architecture guide carry

@@ -20,7 +20,7 @@
 //!   node per epoch. Its place in the order ([`dispatch::position`](crate::common::dispatch::position)) is its commit timestamp.
 //! * **Execution**: each partition a node replicates has one executor, which runs the
 //!   delivered transactions that touch it strictly in order. It runs the procedure until it
-//!   needs a key it does not have ([`procedure_run::Resumable`](crate::common::procedure_run::Resumable)); a missing key of its own partition is read from
+//!   needs a key it does not have ([`Driver`](augur_contract::driver::Driver)); a missing key of its own partition is read from
 //!   the store (the state just before this position) and sent to every replica of every other
 //!   participant; a missing key of a sibling partition blocks the executor — the whole
 //!   partition — until the sibling's value arrives (S-SMR's multi-partition cost). Every
@@ -79,8 +79,8 @@ use crate::common::ordered::{Ordered, Schedule};
 use crate::common::sequencer;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
-use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
-use augur_runtime::{NodeEnv, SerialResource, Work};
+use augur_contract::forms::ONE_SHOT_AND_BLIND_WRITES;
+use augur_contract::{NodeEnv, SerialResource, Work};
 use augur_types::{PartitionId, Placement, Timestamp};
 use std::collections::VecDeque;
 

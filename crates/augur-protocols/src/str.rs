@@ -71,7 +71,7 @@ use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_
 use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
 use crate::protocol_info::SpeculationOffer;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{PartitionId, RequestError, Timestamp, TxnId, Value};

@@ -161,8 +161,8 @@ use crate::protocol_info::Engine;
 use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
-use augur_runtime::inbound::{BadMessage, Inbound};
-use augur_runtime::{Ctx, NodeEnv, Work};
+use augur_contract::inbound::{BadMessage, Inbound};
+use augur_contract::{Ctx, NodeEnv, Work};
 use augur_storage::MvStore;
 use augur_storage::Version;
 use augur_types::{ClientId, ClientReply, Key};

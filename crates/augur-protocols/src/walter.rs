@@ -112,8 +112,8 @@ use crate::protocol_info::Engine;
 use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo,
 };
-use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
-use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
@@ -1185,7 +1185,7 @@ impl Protocol for Walter {
     type Msg = Msg;
     type Timer = Timer;
     type Record = Record;
-    const FORMS: &'static [augur_runtime::one_shot::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
+    const FORMS: &'static [augur_contract::forms::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
 
     fn new(env: &NodeEnv) -> Self {
         let n = env.placement.node_count();

@@ -1,11 +1,11 @@
-//! The runtime layer: the only thing protocol code talks to.
+//! The runtimes that run augur's protocols.
 //!
-//! A protocol is a sans-IO state machine ([`Protocol`]): it is handed one input at a time (a
-//! client request, a message from a peer, a timer it set) together with a [`Ctx`] that carries the
-//! node's clock reading and seeded random numbers and collects the effects the handler asks for
-//! (messages to send, replies to clients, timers to set). It never does I/O, never reads the OS
-//! clock, never starts a thread: CPU-heavy work without side effects it hands off
-//! ([`Ctx::offload`]), and the runtime runs it on a worker pool ([`workers`]) or, in the
+//! A protocol is a sans-IO state machine (`augur_contract::Protocol`): it is handed one input
+//! at a time (a client request, a message from a peer, a timer it set) together with a `Ctx`
+//! that carries the node's clock reading and seeded random numbers and collects the effects the
+//! handler asks for (messages to send, replies to clients, timers to set). It never does I/O,
+//! never reads the OS clock, never starts a thread: CPU-heavy work without side effects it hands
+//! off (`Ctx::offload`), and the runtime runs it on a worker pool ([`workers`]) or, in the
 //! simulator, on a core of the CPU model. Because of that, the same protocol code runs
 //!
 //! * in the [`sim`] runtime: one thread, virtual time, a latency matrix between data centres and
@@ -22,17 +22,12 @@
 //! records not yet synced with it.
 
 pub mod clock;
-pub mod inbound;
 pub mod local;
-pub mod one_shot;
-mod protocol;
+mod output;
 pub mod sim;
 pub mod tcp;
 pub mod telemetry;
 pub mod wal;
 pub mod workers;
 
-pub use protocol::{
-    Ctx, Effects, Held, HeldOutput, NodeEnv, Offload, Protocol, ProtocolOptions, SerialResource,
-    Work, deliver_client,
-};
+pub use output::{Held, HeldOutput};

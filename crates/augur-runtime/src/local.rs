@@ -4,11 +4,12 @@
 //! one-way latency; the TCP runtime reuses the same node loop with sockets underneath.
 
 use crate::clock::RealClock;
-use crate::one_shot::Procedures;
 use crate::wal::{self, LogConfig, NodeLog};
 use crate::workers::WorkerPool;
-use crate::{Ctx, Effects, Held, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
+use crate::{Held, HeldOutput};
 use augur_client::{Transport, TransportError};
+use augur_contract::forms::Procedures;
+use augur_contract::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use augur_types::{Placement, RequestId};
 use futures::StreamExt;

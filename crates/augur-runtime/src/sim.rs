@@ -35,7 +35,7 @@
 //!   `send TO MSG`, `reply cCLIENT#REQUEST REPLY`, `set-timer +MSms TIMER`, a `checkpoint` if
 //!   the log took one, and `hold N sends and M replies until record R is synced` when they
 //!   cannot leave yet: a handler's messages and replies wait until its records, and those of
-//!   every earlier handler, are durable (see [`crate::Effects`]). Without a `hold` line they
+//!   every earlier handler, are durable (see [`augur_contract::Effects`]). Without a `hold` line they
 //!   left at once. Log records are numbered from the start of the node's log.
 //! * `synced to record R` is a completed sync of a node's log; the `release send` and `release
 //!   reply` lines after it are the held messages and replies that leave then, and at most one
@@ -68,11 +68,12 @@ mod trace;
 pub use cpu::{CPU_SETTINGS, CpuModel, CpuReport, InputKind, KindReport, WorkCosts};
 pub use trace::{DropCause, Trace, TraceEntry, TraceEvent};
 
-use crate::inbound::{CheckMessage, Inbound, check_request};
-use crate::one_shot::Procedures;
+use crate::HeldOutput;
 use crate::wal::{self, CheckpointSchedule, LogPolicy, MemoryLog};
-use crate::{Ctx, Effects, HeldOutput, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_client::{Transport, TransportError};
+use augur_contract::forms::Procedures;
+use augur_contract::inbound::{CheckMessage, Inbound, check_request};
+use augur_contract::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, deliver_client};
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use augur_types::{Placement, RequestId, Timestamp};
 use cpu::{CpuAccounts, NodeCpu};
@@ -211,7 +212,7 @@ enum WorkOutput<P: Protocol> {
         sends: Vec<(NodeId, P::Msg)>,
         replies: Vec<(ClientId, ClientResponse)>,
         timers: Vec<(Duration, P::Timer)>,
-        offloads: Vec<crate::Offload<P>>,
+        offloads: Vec<augur_contract::Offload<P>>,
         upto: u64,
         records: u64,
     },
@@ -229,7 +230,7 @@ enum Job<P: Protocol> {
     Timer(P::Timer),
     ClientSend(ClientRequest),
     /// Work a handler handed off ([`Ctx::offload`]).
-    Offloaded(crate::Offload<P>),
+    Offloaded(augur_contract::Offload<P>),
 }
 
 impl<P: Protocol> Job<P> {
@@ -658,7 +659,7 @@ impl<P: Protocol> Simulation<P> {
     /// on a link when their delays differ.
     /// Alter each message between two nodes, and each client request, with this probability:
     /// one or two of its encoded bytes are overwritten and it is decoded again. An alteration
-    /// that no longer decodes or fails the receiver's check ([`crate::inbound`], and the request
+    /// that no longer decodes or fails the receiver's check (`augur_contract::inbound`, and the request
     /// limits) is what a real node drops, so another is tried, and the first that passes is
     /// delivered. This is a lying peer, so nothing the protocol
     /// guarantees holds afterwards, except that no handler may panic: that is what it tests.
@@ -888,7 +889,7 @@ impl<P: Protocol> Simulation<P> {
         node: NodeId,
         incarnation: u32,
         cost: Duration,
-        serial: Option<crate::SerialResource>,
+        serial: Option<augur_contract::SerialResource>,
         output: WorkOutput<P>,
     ) {
         let end = self.nodes[node.0 as usize]
@@ -910,7 +911,7 @@ impl<P: Protocol> Simulation<P> {
     fn offloaded(
         &mut self,
         node: NodeId,
-        job: crate::Offload<P>,
+        job: augur_contract::Offload<P>,
         timing: Option<(CpuModel, Instant)>,
     ) {
         let n = &self.nodes[node.0 as usize];
@@ -1302,7 +1303,7 @@ impl<P: Protocol> Simulation<P> {
             if let Some(cost) = cost {
                 self.accounts.record(
                     InputKind::Client,
-                    crate::Work::default(),
+                    augur_contract::Work::default(),
                     cost,
                     Duration::ZERO,
                 );
@@ -1637,8 +1638,11 @@ mod tests {
         Pong(u32),
     }
 
-    impl crate::inbound::CheckMessage for Msg {
-        fn check(&self, _: &crate::inbound::Inbound<'_>) -> Result<(), crate::inbound::BadMessage> {
+    impl augur_contract::inbound::CheckMessage for Msg {
+        fn check(
+            &self,
+            _: &augur_contract::inbound::Inbound<'_>,
+        ) -> Result<(), augur_contract::inbound::BadMessage> {
             Ok(())
         }
     }
@@ -1674,9 +1678,9 @@ mod tests {
             } = request.op
             {
                 let (client, id) = (request.client, request.id);
-                let work = crate::Work {
+                let work = augur_contract::Work {
                     steps: 1,
-                    ..crate::Work::default()
+                    ..augur_contract::Work::default()
                 };
                 return ctx.offload(move || (Timer::Answer(client, id), work));
             }

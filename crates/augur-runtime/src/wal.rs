@@ -1,10 +1,10 @@
 //! The write-ahead log: how a node's protocol state survives a crash.
 //!
-//! A handler asks for records to be made durable with [`Ctx::persist`](crate::Ctx::persist).
+//! A handler asks for records to be made durable with [`Ctx::persist`](augur_contract::Ctx::persist).
 //! The runtime appends them to the node's log and holds back everything the handler sent or
 //! replied — and everything any later handler sends — until the log is durable up to them. So a
 //! message or reply never reveals state that a crash could take back, and a protocol rebuilds
-//! itself on restart from its records alone ([`crate::Protocol::recover`]).
+//! itself on restart from its records alone ([`augur_contract::Protocol::recover`]).
 //!
 //! # Layout
 //!
@@ -13,7 +13,7 @@
 //! directory it lives in numbered files:
 //!
 //! * `checkpoint-N.ckpt`: records that rebuild the node's whole durable state as it was when
-//!   checkpoint `N` was taken ([`crate::Protocol::checkpoint`]). Written to a temporary file,
+//!   checkpoint `N` was taken ([`augur_contract::Protocol::checkpoint`]). Written to a temporary file,
 //!   synced, then renamed, so a checkpoint file is either complete or absent.
 //! * `segment-N.wal`: the records appended after checkpoint `N` (segment 0 follows the empty
 //!   state).
@@ -53,27 +53,20 @@
 //! its own batching, and still need our records to rebuild the protocol's in-memory state. A
 //! few hundred lines over `std::fs` keep the durability point visible and testable.
 
-use crate::{NodeEnv, Protocol, ProtocolOptions};
+use augur_contract::{NodeEnv, Protocol};
 use augur_types::NodeId;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::fmt;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-/// The protocol setting that chooses the [`LogPolicy`] (`--set protocol.log=…`).
-pub const LOG_SETTING: &str = "log";
-
-/// The values [`LOG_SETTING`] accepts, for help texts and validation.
-pub const LOG_VALUES: &[&str] = &["always", "batch", "batch:MS", "off"];
-
-/// How long `batch` waits at most between two syncs unless told otherwise.
-pub const DEFAULT_BATCH: Duration = Duration::from_millis(2);
+pub use augur_contract::log_policy::{DEFAULT_BATCH, LOG_SETTING, LOG_VALUES, LogPolicy};
 
 /// The largest frame payload accepted when reading: anything longer is taken for a torn length.
 const MAX_RECORD: usize = 256 * 1024 * 1024;
@@ -83,66 +76,6 @@ const FRAME_HEADER: usize = 8;
 
 const MAGIC: [u8; 8] = *b"augurwal";
 const FORMAT: u16 = 1;
-
-/// When the log is synced to stable storage (see the module docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LogPolicy {
-    /// Sync after every write; a reply waits for the sync that covers its records.
-    Always,
-    /// Sync at most once per interval; replies wait up to the interval plus a sync.
-    Batch(Duration),
-    /// Never sync; nothing waits. A process crash loses nothing the kernel has, a power cut
-    /// loses everything not yet written back.
-    Off,
-}
-
-impl LogPolicy {
-    /// Parse `always`, `batch`, `batch:MS` or `off` (ASCII case ignored).
-    pub fn parse(value: &str) -> Result<LogPolicy, String> {
-        let lower = value.to_ascii_lowercase();
-        match lower.as_str() {
-            "always" => Ok(LogPolicy::Always),
-            "off" => Ok(LogPolicy::Off),
-            "batch" => Ok(LogPolicy::Batch(DEFAULT_BATCH)),
-            _ => match lower.strip_prefix("batch:") {
-                Some(ms) => match ms.trim_end_matches("ms").parse::<u64>() {
-                    Ok(ms) if ms > 0 => Ok(LogPolicy::Batch(Duration::from_millis(ms))),
-                    _ => Err(format!(
-                        "bad log policy '{value}': batch takes a whole number of milliseconds above 0 (batch:5)"
-                    )),
-                },
-                None => Err(format!(
-                    "bad log policy '{value}'; accepted: {}",
-                    LOG_VALUES.join(", ")
-                )),
-            },
-        }
-    }
-
-    /// The policy `options` ask for, or `default` when they name none.
-    pub fn from_options(options: &ProtocolOptions, default: LogPolicy) -> Result<Self, String> {
-        match options.settings.get(LOG_SETTING) {
-            None => Ok(default),
-            Some(value) => LogPolicy::parse(value),
-        }
-    }
-
-    /// Whether replies wait for the disk under this policy.
-    pub fn waits(self) -> bool {
-        !matches!(self, LogPolicy::Off)
-    }
-}
-
-impl fmt::Display for LogPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LogPolicy::Always => f.write_str("always"),
-            LogPolicy::Off => f.write_str("off"),
-            LogPolicy::Batch(d) => write!(f, "batch:{}", d.as_millis()),
-        }
-    }
-}
 
 /// Where a node keeps its log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -984,8 +917,9 @@ impl Drop for NodeLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Ctx;
+    use augur_contract::{Ctx, ProtocolOptions};
     use augur_types::{ClientRequest, LatencyProfile, Placement};
+    use std::time::Duration;
 
     /// A protocol whose whole state is a running total of the numbers it persisted.
     struct Tally {
@@ -1207,26 +1141,6 @@ mod tests {
             .map(|_| ())
             .unwrap_err();
         assert!(matches!(err, LogError::Foreign { .. }), "{err}");
-    }
-
-    #[test]
-    fn policies_parse_and_print() {
-        for (text, policy) in [
-            ("always", LogPolicy::Always),
-            ("OFF", LogPolicy::Off),
-            ("batch", LogPolicy::Batch(DEFAULT_BATCH)),
-            ("batch:10", LogPolicy::Batch(Duration::from_millis(10))),
-            ("batch:10ms", LogPolicy::Batch(Duration::from_millis(10))),
-        ] {
-            assert_eq!(LogPolicy::parse(text).unwrap(), policy, "{text}");
-        }
-        assert_eq!(
-            LogPolicy::Batch(Duration::from_millis(5)).to_string(),
-            "batch:5"
-        );
-        for bad in ["sometimes", "batch:0", "batch:x", ""] {
-            assert!(LogPolicy::parse(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

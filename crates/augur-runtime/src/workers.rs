@@ -1,5 +1,5 @@
 //! The worker pool of a node in the real runtimes: threads that run the work its handlers hand
-//! off ([`crate::Ctx::offload`]), so a protocol's CPU-heavy, side-effect-free work (a procedure
+//! off ([`augur_contract::Ctx::offload`]), so a protocol's CPU-heavy, side-effect-free work (a procedure
 //! run) goes on in parallel with the node's handler loop and with other such work. The
 //! simulator does not use it: there the CPU model's cores play its part.
 //!

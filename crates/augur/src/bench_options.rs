@@ -5,10 +5,11 @@
 use crate::BadInput;
 use crate::peers;
 use augur_client::Degree;
+use augur_contract::ProtocolOptions;
+use augur_contract::log_policy::LogPolicy;
 use augur_protocols::registry::{self, ProtocolInfo};
-use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::CpuModel;
-use augur_runtime::wal::{self, LogConfig, LogPolicy};
+use augur_runtime::{wal, wal::LogConfig};
 use augur_types::{LatencyProfile, Layout, NodeId, Placement, RequestForm};
 use clap::{Args, ValueEnum};
 use std::collections::BTreeMap;

@@ -19,10 +19,10 @@ use crate::serial_replay;
 use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::common::lock_commit;
 use augur_protocols::registry::{self, IsolationLevel, Promise, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{
     HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome, TxnRecord,
 };

@@ -3,8 +3,8 @@
 //! format is documented in docs/cluster-config.md.
 
 use crate::BadInput;
+use augur_contract::ProtocolOptions;
 use augur_protocols::registry::{self, ProtocolInfo};
-use augur_runtime::ProtocolOptions;
 use augur_runtime::tcp::{
     ClientConfig, ClientTls, ClusterIdentity, Limits, MAX_FRAME_LEN, TcpTransport,
 };

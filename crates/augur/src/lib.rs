@@ -20,8 +20,8 @@ pub mod serial_replay;
 pub mod shell;
 
 /// What augur's nodes run one-shot transactions with: every workload's procedures.
-pub fn procedures() -> augur_runtime::one_shot::Procedures {
-    augur_runtime::one_shot::Procedures::new(std::sync::Arc::new(augur_workloads::Catalog))
+pub fn procedures() -> augur_contract::forms::Procedures {
+    augur_contract::forms::Procedures::new(std::sync::Arc::new(augur_workloads::Catalog))
 }
 
 /// `path` with `-suffix` inserted before its extension (`h.jsonl` → `h-seed3.jsonl`): where one

@@ -4,10 +4,11 @@
 use anyhow::Context;
 use augur::BadInput;
 use augur::cluster::{Cluster, resolve};
+use augur_contract::log_policy::LogPolicy;
+use augur_contract::{NodeEnv, Protocol};
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::tcp::{self, NodeTls, TcpNodeConfig};
-use augur_runtime::wal::{LogConfig, LogPolicy, LogStorage};
-use augur_runtime::{NodeEnv, Protocol};
+use augur_runtime::{wal::LogConfig, wal::LogStorage};
 use augur_types::NodeId;
 use std::net::SocketAddr;
 use std::path::Path;

@@ -26,9 +26,9 @@
 //! same reads issues the same operations, and its recorded writes are applied; the final state
 //! is then unknown and not compared.
 
+use augur_contract::driver::{Driver, Progress};
+use augur_contract::forms::Procedures;
 use augur_protocols::common::dispatch;
-use augur_protocols::common::procedure_run::{Progress, Resumable};
-use augur_runtime::one_shot::Procedures;
 use augur_types::history::{History, Op, RecordedOutcome, TxnRecord};
 use augur_types::{AbortReason, Key, PartitionId, Placement, Timestamp, Value};
 use std::collections::BTreeMap;
@@ -135,7 +135,7 @@ fn rerun(
     state: &State,
     in_prefix: bool,
 ) -> Result<Vec<Op>, String> {
-    let mut run = Resumable::start(procedure);
+    let mut run = Driver::start(procedure);
     let ended = loop {
         match run.resume() {
             Progress::Ended(ended) => break ended,

@@ -4,8 +4,8 @@
 //! by the replicas that validate and apply it.
 
 use super::replica::Writes;
-use augur_runtime::Ctx;
-use augur_runtime::Protocol;
+use augur_contract::Ctx;
+use augur_contract::Protocol;
 use augur_types::{AbortReason, ClientOp, RequestError, RequestId, Timestamp, TxnId, Value};
 use augur_types::{
     ClientId, ClientReply, ClientRequest, ClientResponse, Key, NodeId, PartitionId, Placement,
@@ -214,7 +214,7 @@ pub trait InteractiveCoordinator: Protocol {
 /// Hand a client request to an [`InteractiveCoordinator`]. A transaction of such a protocol
 /// never commits speculatively, so there is no outcome to wait for (`AwaitOutcome` names a
 /// transaction it does not know); the runtime answers `NodeStats` itself
-/// (`augur_runtime::deliver_client`), and the one-shot wrapper (`AtCoordinator`) turns
+/// (`augur_contract::deliver_client`), and the one-shot wrapper (`AtCoordinator`) turns
 /// `Execute` into interactive requests before they get here.
 pub fn serve_interactive<P: InteractiveCoordinator>(
     protocol: &mut P,

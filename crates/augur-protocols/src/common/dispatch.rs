@@ -23,8 +23,8 @@
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
 use crate::common::coordinator::Pending;
-use crate::common::procedure_run::Run;
-use augur_client::DeclaredKeys;
+use augur_contract::DeclaredKeys;
+use augur_contract::driver::Run;
 use augur_types::{
     AbortReason, ClientReply, ExecutedOp, Execution, Key, PartitionId, Placement, ProcedureCall,
     Timestamp, TxnId, Value,

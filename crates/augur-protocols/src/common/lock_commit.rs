@@ -57,8 +57,8 @@ use crate::common::vclock::VClock;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
 use crate::sss::{LOCK_TIMEOUT, parse_lock_timeout};
 use crate::vts::{self, Deps};
-use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
-use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
@@ -1532,7 +1532,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
     type Msg = Msg;
     type Timer = Timer;
     type Record = Record;
-    const FORMS: &'static [augur_runtime::one_shot::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
+    const FORMS: &'static [augur_contract::forms::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
 
     fn new(env: &NodeEnv) -> Self {
         let policy = match F::LOCKING {

@@ -24,15 +24,16 @@
 //!   watermark).
 //! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
 //!   durable across its restarts, which the lock-and-2PC engine's `gts` flavor asks.
-//! * [`procedure_run`]: a one-shot procedure run over values at hand (absent ones, or those
-//!   gathered so far), telling the keys it read and wrote and the first it missed (`rococo`'s
-//!   dry run and piece replay), or run resumably, stopping at each key it lacks until its value
-//!   is supplied (the order-then-execute executors).
+//! * [`at_coordinator`]: the one-shot form for every protocol with deferred updates: a
+//!   procedure run at the node that received it, as the requests an interactive client would
+//!   have sent (procedures are driven by the contract's `augur_contract::driver`, as the
+//!   order-then-execute executors and `rococo` drive theirs).
 //! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
 //!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
 //!   `s-smr` and `sparkle`).
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
 
+pub mod at_coordinator;
 pub mod coordinator;
 pub mod dispatch;
 pub mod lock_commit;
@@ -40,7 +41,6 @@ pub mod lock_sets;
 pub mod locks;
 pub mod oracle;
 pub mod ordered;
-pub mod procedure_run;
 pub mod replica;
 pub mod sequencer;
 pub mod two_phase;

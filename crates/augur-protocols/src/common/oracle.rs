@@ -29,7 +29,7 @@
 use super::replica::{self, ServeLease};
 use super::vclock::VClock;
 use crate::vts::{Deps, Record as VtsRecord};
-use augur_runtime::{Ctx, Protocol};
+use augur_contract::{Ctx, Protocol};
 use augur_types::{NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};

@@ -7,12 +7,12 @@
 //! workers for the runs). Everything else is common and written here once:
 //!
 //! * **Submission.** The receiving node checks the call and runs it once over absent values
-//!   ([`procedure_run::dry_run`]) to learn the partitions it touches, or, for a schedule that
+//!   ([`driver::dry_run`]) to learn the partitions it touches, or, for a schedule that
 //!   locks keys ([`Schedule::FOOTPRINTS`]), its [`Footprint`]. A procedure type whose footprint
 //!   a dry run once mispredicted is *reconnoitred* from then on: run read-only over current
 //!   values (local keys from the store, remote ones asked of a replica of their partition,
 //!   `ReconRead`) before it is ordered (Calvin's OLLP).
-//! * **Runs.** A run stops at each key it lacks ([`Resumable`]): a key of its own partition is
+//! * **Runs.** A run stops at each key it lacks ([`Driver`]): a key of its own partition is
 //!   read from the store at the position just before its own (every earlier transaction
 //!   touching that key is applied: the schedule guarantees it) and sent to every replica of the
 //!   other participants that run the procedure; a sibling's key blocks the run until the value
@@ -34,14 +34,14 @@
 
 use crate::common::coordinator::Pending;
 use crate::common::dispatch::{self, Body, Entry, Footprint, Inbox, Next, Ran, Submissions};
-use crate::common::procedure_run::{self, Progress, Resumable};
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::protocol_info::{ProtocolInfo, SettingInfo};
-use augur_client::TxnError;
-use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
-use augur_runtime::one_shot::ONE_SHOT_AND_BLIND_WRITES;
-use augur_runtime::{Ctx, NodeEnv, Protocol, SerialResource, Work};
+use augur_contract::TxnError;
+use augur_contract::driver::{self, Driver, Progress};
+use augur_contract::forms::ONE_SHOT_AND_BLIND_WRITES;
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_contract::{Ctx, NodeEnv, Protocol, SerialResource, Work};
 use augur_storage::MvStore;
 use augur_types::{
     AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, ExecutedOp, Key, NodeId,
@@ -221,7 +221,7 @@ pub enum Timer {
 /// A procedure run a worker took as far as the values it was handed let it: the run, to go on
 /// with, and where it stopped.
 pub struct WorkerRun {
-    run: Resumable,
+    run: Driver<'static>,
     progress: Progress,
 }
 
@@ -318,7 +318,7 @@ struct Part<S> {
 struct Running {
     entry: Arc<Entry>,
     /// The procedure's run (calls only; `None` while a worker has it), or why it cannot run.
-    run: Result<Option<Resumable>, String>,
+    run: Result<Option<Driver<'static>>, String>,
     /// Its footprint's reads of this partition were read and sent.
     footprint_read: bool,
     /// The sibling key it waits for.
@@ -329,7 +329,7 @@ struct Running {
 enum Step {
     Blocked,
     /// The run goes on on a worker ([`Ctx::offload`]), with the values it has.
-    Handoff(Resumable),
+    Handoff(Driver<'static>),
     /// A worker has the run.
     OnWorker,
     /// It ended: how (`None` for a participant that only read for the others), and its writes.
@@ -339,7 +339,7 @@ enum Step {
 /// Reconnaissance of a transaction at its submitter.
 struct Recon {
     entry: Entry,
-    run: Resumable,
+    run: Driver<'static>,
     /// The remote key it waits for, and how many replicas were asked.
     waiting: Option<(Key, usize)>,
     since: Timestamp,
@@ -452,8 +452,7 @@ impl<S: Schedule> Ordered<S> {
         call: ProcedureCall,
         read_only: bool,
     ) {
-        let (procedure, dry) = match procedure_run::dry_run(&self.env.procedures, &call, read_only)
-        {
+        let (procedure, dry) = match driver::dry_run(&self.env.procedures, &call, read_only) {
             Ok(checked) => checked,
             Err(e) => return pending.answer(ctx, ClientReply::Rejected(e)),
         };
@@ -627,7 +626,7 @@ impl<S: Schedule> Ordered<S> {
         let txn = entry.txn;
         let recon = Recon {
             entry,
-            run: Resumable::start(procedure),
+            run: Driver::start(procedure),
             waiting: None,
             since: ctx.now(),
         };
@@ -818,7 +817,7 @@ impl<S: Schedule> Ordered<S> {
                     .env
                     .procedures
                     .instantiate(call)
-                    .map(|procedure| Some(Resumable::start(procedure)))
+                    .map(|procedure| Some(Driver::start(procedure)))
                     .map_err(|e| e.to_string()),
                 Body::Writes(_) => Err(String::new()),
             };

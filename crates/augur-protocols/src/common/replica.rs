@@ -36,9 +36,9 @@
 //! out; its prepares are presumed aborted), waiting reads and parked prepares (their
 //! coordinators time out), session floors, and STR's speculative state.
 
-use augur_runtime::Protocol;
-use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
-use augur_runtime::{Ctx, Work};
+use augur_contract::Protocol;
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_contract::{Ctx, Work};
 use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, Key, NodeId, PartitionId, Placement, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;

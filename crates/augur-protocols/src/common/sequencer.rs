@@ -14,7 +14,7 @@
 //!   everywhere.
 //! * **Nothing delivered is lost.** A node makes Raft's entries and hard state durable in its
 //!   write-ahead log before any message that depends on them leaves it (the runtime's output
-//!   barrier, [`augur_runtime::Effects`]). After a restart it rebuilds its Raft log from those
+//!   barrier, [`augur_contract::Effects`]). After a restart it rebuilds its Raft log from those
 //!   records and delivers the committed batches again from the first, so an executor whose
 //!   state is a deterministic function of the batches rebuilds it by replay.
 //! * **Each batch is delivered once.** A batch carries its origin node and a sequence number of
@@ -64,8 +64,8 @@
 //! Membership is fixed by the placement.
 
 use crate::protocol_info::SettingInfo;
-use augur_runtime::inbound::{BadMessage, Inbound};
-use augur_runtime::{Ctx, NodeEnv, Protocol};
+use augur_contract::inbound::{BadMessage, Inbound};
+use augur_contract::{Ctx, NodeEnv, Protocol};
 use augur_types::NodeId;
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
 use raft::storage::MemStorage;

@@ -24,7 +24,7 @@
 use super::coordinator::{PartitionWrites, watermark};
 use super::replica::{self, Admit, DecisionLog, Msg, ParkedPrepare, ReadRequest, Record, Replica};
 use super::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
-use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{KeyEntry, VersionState};
 use augur_types::{AbortReason, Key, NodeId, PartitionId, Timestamp, TxnId, Value};
 use serde::Serialize;

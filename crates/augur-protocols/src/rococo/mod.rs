@@ -140,15 +140,15 @@ mod graph;
 
 use crate::common::coordinator::serve_interactive;
 use crate::common::coordinator::{ByReplica, InteractiveCoordinator, Pending, ReadInFlight, Reads};
-use crate::common::procedure_run;
 use crate::common::replica::{self, TxnIds, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use augur_client::Procedure;
-use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
-use augur_runtime::one_shot::reply_for;
-use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_contract::Procedure;
+use augur_contract::driver;
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_contract::reply_for;
+use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientOp, ClientReply, ClientRequest, ExecutedOp, Execution};
 use augur_types::{Key, NodeId, ProcedureCall, RequestError, Timestamp, TxnId, Value};
@@ -1300,8 +1300,7 @@ impl Rococo {
         };
         // The dry run: which keys the pieces read and write (ROCOCO knows its pieces in
         // advance; augur's procedures are code, so they are run once over absent values).
-        let (procedure, dry) = match procedure_run::dry_run(&self.env.procedures, &call, read_only)
-        {
+        let (procedure, dry) = match driver::dry_run(&self.env.procedures, &call, read_only) {
             Ok(checked) => checked,
             Err(e) => return reject(ctx, e),
         };
@@ -1464,7 +1463,7 @@ impl Rococo {
             .collect();
         let t = self.coord.remove(&txn).expect("checked above");
         let (mut procedure, plan) = t.one_shot.expect("rounds are one-shot");
-        let run = procedure_run::run(procedure.as_mut(), procedure_run::Source::Read(&values));
+        let run = driver::run(procedure.as_mut(), driver::Source::Read(&values));
         let (ops, end) = match run {
             Some(run) => {
                 let end = match run.end {
@@ -1638,7 +1637,7 @@ impl Rococo {
         let outcome = run
             .procedure
             .as_mut()
-            .and_then(|p| procedure_run::run(p.as_mut(), procedure_run::Source::Read(&run.values)));
+            .and_then(|p| driver::run(p.as_mut(), driver::Source::Read(&run.values)));
         let (ops, writes, end) = match outcome {
             Some(r) => {
                 let declared = r
@@ -2057,7 +2056,7 @@ impl Protocol for Rococo {
     type Msg = Msg;
     type Timer = Timer;
     type Record = Record;
-    const FORMS: &'static [augur_runtime::one_shot::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
+    const FORMS: &'static [augur_contract::forms::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
 
     fn new(env: &NodeEnv) -> Self {
         Rococo {

@@ -2,9 +2,9 @@
 //! timing follows the latency matrix exactly.
 
 use augur_client::{Session, Transport, TxnError};
+use augur_contract::ProtocolOptions;
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_protocols::registry::{self, SettingError};
-use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::{AbortReason, Key, LatencyProfile, NodeId, Placement, Timestamp};
 use bytes::Bytes;

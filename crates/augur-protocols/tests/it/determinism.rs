@@ -7,10 +7,10 @@
 
 use augur_client::{Attempt, CommitStats, Session, Speculation, Transport, resolve};
 use augur_client::{run_once, run_speculative};
+use augur_contract::forms::Procedures;
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::registry::{PROTOCOLS, ProtocolInfo, ProtocolVisitor, visit};
-use augur_runtime::one_shot::Procedures;
 use augur_runtime::sim::{SimConfig, Simulation};
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::{IsolationLevel, LatencyProfile, Placement};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write;

@@ -26,6 +26,8 @@
 
 use crate::common;
 
+use augur_contract::Protocol;
+use augur_protocols::common::at_coordinator::AtCoordinator;
 use augur_protocols::dst_2pl::Dst2PlNode;
 use augur_protocols::dst_occ::DstOccNode;
 use augur_protocols::gts::GtsNode;
@@ -34,8 +36,6 @@ use augur_protocols::rc::RcNode;
 use augur_protocols::two_pl::TwoPlNode;
 use augur_protocols::twopc_baseline::TwoPcBaseline;
 use augur_protocols::vts::VtsNode;
-use augur_runtime::Protocol;
-use augur_runtime::one_shot::AtCoordinator;
 use common::{Golden, Observed, scenarios, some};
 
 const TWOPC: Golden = Golden::new("golden_lock_commit", "2pc-baseline");

@@ -13,10 +13,10 @@
 
 use crate::common;
 
+use augur_contract::ProtocolOptions;
+use augur_protocols::common::at_coordinator::AtCoordinator;
 use augur_protocols::nocc::Nocc;
 use augur_protocols::planet::Planet;
-use augur_runtime::ProtocolOptions;
-use augur_runtime::one_shot::AtCoordinator;
 use augur_types::Key;
 use common::{Golden, Observed, Txn, assert_replicas, ms, scenarios, some, spawn_client};
 

@@ -18,10 +18,10 @@
 
 use crate::common;
 
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::calvin::Calvin;
 use augur_protocols::s_smr::SSmr;
 use augur_runtime::sim::{Simulation, TraceEvent};
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::{Key, NodeId};
 use common::one_shot::{self, Call, spawn_one_shot_client};
 use common::{Golden, Observed, assert_replicas, counter, ms, some};

@@ -12,8 +12,8 @@
 
 use crate::common;
 
+use augur_protocols::common::at_coordinator::AtCoordinator;
 use augur_protocols::sss::Sss;
-use augur_runtime::one_shot::AtCoordinator;
 use common::two_sites::{self, y};
 use common::{Golden, Observed, Txn, ms, scenarios, some, spawn_client};
 

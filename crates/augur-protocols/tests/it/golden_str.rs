@@ -16,8 +16,8 @@
 
 use crate::common;
 
+use augur_contract::ProtocolOptions;
 use augur_protocols::str::Str;
-use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::Simulation;
 use augur_types::Key;
 use common::{Golden, Observed, Txn, assert_replicas, ms, scenarios, spawn_client};

@@ -11,8 +11,8 @@
 
 use crate::common;
 
+use augur_protocols::common::at_coordinator::AtCoordinator;
 use augur_protocols::walter::Walter;
-use augur_runtime::one_shot::AtCoordinator;
 use common::{Golden, scenarios, some};
 
 const WALTER: Golden = Golden::new("golden_walter", "walter");

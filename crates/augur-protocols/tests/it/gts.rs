@@ -19,8 +19,8 @@
 
 use crate::common;
 
+use augur_contract::ProtocolOptions;
 use augur_protocols::gts::{GtsNode, INFO};
-use augur_runtime::ProtocolOptions;
 use augur_types::{IsolationLevel, NodeId, Timestamp};
 use common::scripted::Scripted;
 use common::scripted::keys::{a, b, c, d, k};

@@ -16,13 +16,13 @@
 //! `p` is mastered by node `p` and copied to node `p + 1 (mod 3)`. The tests use key `y`, in
 //! partition 1 (master node 1, slave node 2), so node 0 coordinates without being a replica.
 
+use augur_contract::forms::Procedures;
+use augur_contract::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, Work, deliver_client};
 use augur_protocols::common::lock_commit::{Msg, Record, Timer};
 use augur_protocols::occ::OccNode;
 use augur_protocols::replica;
 use augur_protocols::two_pl::TwoPlNode;
 use augur_protocols::vts::Deps;
-use augur_runtime::one_shot::Procedures;
-use augur_runtime::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, Work, deliver_client};
 use augur_types::{
     AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, LatencyProfile, NodeId,
     Placement, RequestId, Timestamp, TxnId, Value,

@@ -2,6 +2,7 @@
 //! instead of one per file); each module is the test file it was, run with
 //! `cargo test -p augur-protocols --test it MODULE::`.
 
+mod at_coordinator;
 mod clocksi_rep;
 mod common;
 mod determinism;

@@ -14,9 +14,9 @@
 
 use crate::common;
 
+use augur_contract::Protocol;
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_protocols::occ::OccNode;
-use augur_runtime::Protocol;
 use augur_runtime::sim::Simulation;
 use common::two_sites::{read_modify_writes, sim, y};
 use common::{Observed, Txn, counter, ms, some, spawn_client};

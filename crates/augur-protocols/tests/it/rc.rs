@@ -11,9 +11,9 @@
 use crate::common;
 
 use augur_client::HistoryRecorder;
+use augur_contract::Protocol;
 use augur_protocols::occ::OccNode;
 use augur_protocols::rc::RcNode;
-use augur_runtime::Protocol;
 use augur_types::IsolationLevel;
 use augur_types::history::History;
 use common::two_sites::{check_at, history, sim, x, y};

@@ -20,8 +20,8 @@
 use crate::common;
 
 use augur_client::HistoryRecorder;
+use augur_contract::Protocol;
 use augur_protocols::rococo::Rococo;
-use augur_runtime::Protocol;
 use augur_runtime::sim::Simulation;
 use augur_types::history::History;
 use augur_types::{IsolationLevel, NodeId};

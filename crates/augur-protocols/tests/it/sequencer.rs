@@ -4,12 +4,12 @@
 //! most once, every item of a node that stayed up exactly once; through a leader crash, lost
 //! messages and a partition; and the same seed must give the same run.
 
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
+use augur_contract::{Ctx, NodeEnv, Protocol, ProtocolOptions};
 use augur_protocols::common::sequencer::{
     Batch, RaftMessage, Sequencer, SequencerRecord, SequencerTimer,
 };
-use augur_runtime::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_runtime::sim::{SimConfig, Simulation};
-use augur_runtime::{Ctx, NodeEnv, Protocol, ProtocolOptions};
 use augur_types::{ClientRequest, LatencyProfile, NodeId, Placement};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

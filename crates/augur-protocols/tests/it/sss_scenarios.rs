@@ -13,8 +13,8 @@
 //!   release the writer it holds there when it ends.
 
 use augur_client::{Session, Transport};
+use augur_contract::ProtocolOptions;
 use augur_protocols::sss::Sss;
-use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::{Key, LatencyProfile, NodeId, Placement};
 use bytes::Bytes;

@@ -16,8 +16,8 @@ use augur_check::{Anomaly, AnomalyKind, CheckOptions, ValueModel, check};
 use augur_client::{
     CommitProgress, HistoryRecorder, Outcome, Resolution, Session, Transport, TxnError,
 };
+use augur_contract::ProtocolOptions;
 use augur_protocols::str::{SpeculationCounters, Str};
-use augur_runtime::ProtocolOptions;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
 use augur_types::{AbortReason, IsolationLevel, Key, LatencyProfile, NodeId, Placement};

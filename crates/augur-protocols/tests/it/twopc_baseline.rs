@@ -16,11 +16,11 @@
 //!   the coordinator's decision log.
 
 use augur_client::{Session, Transport, TxnError};
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_protocols::sss::Sss;
 use augur_protocols::twopc_baseline::{INFO, TwoPcBaseline};
 use augur_runtime::sim::{SimConfig, Simulation};
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::{Key, LatencyProfile, NodeId, Placement};
 use bytes::Bytes;
 use std::collections::BTreeMap;

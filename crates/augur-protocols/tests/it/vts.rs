@@ -25,8 +25,8 @@
 
 use crate::common;
 
+use augur_contract::ProtocolOptions;
 use augur_protocols::vts::{INFO, VtsNode};
-use augur_runtime::ProtocolOptions;
 use augur_types::{IsolationLevel, Key, NodeId};
 use common::scripted::Scripted;
 use common::scripted::keys::{a, c, d, e, k};

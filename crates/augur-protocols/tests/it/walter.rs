@@ -24,9 +24,9 @@ use crate::common;
 
 use augur_check::{AnomalyKind, CycleKind, CycleOrder, Proscribes};
 use augur_client::HistoryRecorder;
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::sss::Sss;
 use augur_protocols::walter::Walter;
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::History;
 use augur_types::{IsolationLevel, Key, NodeId};
 use common::two_sites::{check_at, history, read_modify_writes, sim, x, y};

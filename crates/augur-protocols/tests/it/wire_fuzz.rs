@@ -1,15 +1,15 @@
 //! Fuzzing what a node takes off the wire: arbitrary bytes, and valid frames with bytes
 //! overwritten, go through the frame decoder and then the checks a node runs before a handler
-//! sees a message (`augur_runtime::inbound`). Neither may panic, whatever the input; the
+//! sees a message (`augur_contract::inbound`). Neither may panic, whatever the input; the
 //! simulator's forgery runs (`crates/augur/tests/forgery.rs`) take what passes on to the
 //! handlers themselves.
 
+use augur_contract::inbound::{CheckMessage, Inbound, check_request};
 use augur_protocols::common::vclock::VClock;
 use augur_protocols::{
     clocksi_rep, dst_2pl, dst_occ, gts, nocc, occ, rc, rococo, str as str_protocol, two_pl,
     twopc_baseline, vts, walter,
 };
-use augur_runtime::inbound::{CheckMessage, Inbound, check_request};
 use augur_runtime::tcp::{Body, ClusterIdentity, decode_frame, encode_frame};
 use augur_types::{
     ClientId, ClientOp, ClientRequest, Key, LatencyProfile, NodeId, PartitionId, Placement,

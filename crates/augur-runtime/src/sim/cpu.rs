@@ -26,8 +26,8 @@
 //! a YCSB-T field). `docs/virtual-time.md` states the calibrated defaults and how they were
 //! measured.
 
-use crate::Work;
-use crate::protocol::SerialResource;
+use augur_contract::SerialResource;
+use augur_contract::Work;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -86,7 +86,7 @@ pub enum InputKind {
     /// A co-located client's own work for one transaction attempt (see
     /// [`WorkCosts::client`]).
     Client,
-    /// Work a handler handed off to a worker ([`crate::Ctx::offload`]): only the work it
+    /// Work a handler handed off to a worker ([`augur_contract::Ctx::offload`]): only the work it
     /// reports costs, its hand-off is the timer that delivers its result.
     Worker,
 }

@@ -9,11 +9,11 @@
 use super::wire::{FrameWriter, InboundReader, append_frame, flush, make_room, send_body};
 use super::{Body, decode_frame};
 use super::{DEADLINE_TICK, Shared, frame_overdue};
-use crate::Protocol;
-use crate::inbound::check_request;
 use crate::local::{Input, LocalTransport};
 use crate::telemetry;
 use augur_client::{Transport, TransportError};
+use augur_contract::Protocol;
+use augur_contract::inbound::check_request;
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse};
 use augur_types::{RequestError, RequestId, TxnId};
 use futures::StreamExt;

@@ -17,7 +17,7 @@
 //! [`Body::Response`] frames on the same connection). A frame that is too long, fails to decode,
 //! has another version, or does not fit the connection's kind gets the connection dropped with a
 //! logged reason; the node keeps serving everybody else. A peer message that decodes is checked
-//! ([`crate::inbound`]) before the protocol sees it.
+//! (`augur_contract::inbound`) before the protocol sees it.
 //!
 //! # Nodes
 //!
@@ -47,7 +47,7 @@
 use crate::clock::RealClock;
 use crate::local::{Input, MIN_EMULATED_DELAY, PeerNet, run_node};
 use crate::wal::{self, LogConfig};
-use crate::{NodeEnv, Protocol};
+use augur_contract::{NodeEnv, Protocol};
 use augur_types::NodeId;
 use augur_types::Placement;
 use rustls::pki_types::CertificateDer;

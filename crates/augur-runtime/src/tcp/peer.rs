@@ -8,10 +8,10 @@ use super::wire::{
     send_body,
 };
 use super::{Body, DEADLINE_TICK, Shared, decode_frame, dial, frame_overdue, warn_limited};
-use crate::Protocol;
-use crate::inbound::{CheckMessage, Inbound};
 use crate::local::{Input, PeerNet};
 use crate::telemetry;
+use augur_contract::Protocol;
+use augur_contract::inbound::{CheckMessage, Inbound};
 use augur_types::NodeId;
 use futures::StreamExt;
 use serde::Serialize;

@@ -1,6 +1,6 @@
 use crate::wal::LogConfig;
-use crate::{NodeEnv, Protocol};
 use augur_client::{Transport, TransportError};
+use augur_contract::{NodeEnv, Protocol};
 use augur_types::RequestId;
 use augur_types::{ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId};
 use bytes::Bytes;
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::{Ctx, ProtocolOptions};
 use augur_client::{Session, TxnError};
+use augur_contract::{Ctx, ProtocolOptions};
 use augur_types::{AbortReason, Key, LatencyProfile, Placement, RequestError, Timestamp, TxnId};
 use std::io::{Read, Write};
 
@@ -40,8 +40,11 @@ enum RelayMsg {
     },
 }
 
-impl crate::inbound::CheckMessage for RelayMsg {
-    fn check(&self, _: &crate::inbound::Inbound<'_>) -> Result<(), crate::inbound::BadMessage> {
+impl augur_contract::inbound::CheckMessage for RelayMsg {
+    fn check(
+        &self,
+        _: &augur_contract::inbound::Inbound<'_>,
+    ) -> Result<(), augur_contract::inbound::BadMessage> {
         Ok(())
     }
 }
@@ -79,7 +82,7 @@ impl Protocol for Relay {
                 ctx.offload(move || {
                     let name = std::thread::current().name().map(str::to_string);
                     let on_worker = name.is_some_and(|n| n.starts_with("augur-worker-n"));
-                    ((client, id, on_worker), crate::Work::default())
+                    ((client, id, on_worker), augur_contract::Work::default())
                 });
                 return;
             }

@@ -4,8 +4,8 @@
 use super::run::drive;
 use augur::bench_options::{BenchConfig, ProtocolSpec, log_config};
 use augur::report::ProtocolResult;
+use augur_contract::Protocol;
 use augur_protocols::registry::{ProtocolInfo, ProtocolVisitor};
-use augur_runtime::Protocol;
 use augur_runtime::local::LocalCluster;
 use std::sync::Arc;
 use std::time::Duration;

@@ -12,8 +12,8 @@
 use super::run::{LoadQueue, RunPlan, add_counters, counters_between, run_audit};
 use augur::bench_options::{BenchConfig, ProtocolSpec};
 use augur::report::ProtocolResult;
+use augur_contract::Protocol;
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
-use augur_runtime::Protocol;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::NodeId;
 use std::collections::BTreeMap;

@@ -143,3 +143,67 @@ fn a_missing_name_is_named() {
         ["no-such-protocol"]
     );
 }
+
+/// The augur crates `crate_dir`'s manifest lists among its normal dependencies.
+fn augur_dependencies(root: &Path, crate_dir: &str) -> std::collections::BTreeSet<String> {
+    let manifest = root.join("crates").join(crate_dir).join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", manifest.display()));
+    let mut in_dependencies = false;
+    let mut found = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+        } else if in_dependencies && line.starts_with("augur-") {
+            let name = line.split(['.', ' ', '=']).next().expect("a name");
+            found.insert(name.to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn the_crate_map_is_the_manifests() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let guide = text_of("docs/architecture/README.md");
+    let readme = text_of("README.md");
+    let mut crates: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    crates.sort();
+    let mut drawn = std::collections::BTreeMap::new();
+    for line in guide.lines() {
+        let Some((name, uses)) = line.split_once('→') else {
+            if let Some(name) = line.strip_suffix("(no augur dependencies)") {
+                drawn.insert(name.trim().to_string(), Default::default());
+            }
+            continue;
+        };
+        let name = name.trim();
+        if !crates.iter().any(|c| c == name) {
+            continue;
+        }
+        let uses: std::collections::BTreeSet<String> = if uses.trim() == "all of the above" {
+            drawn.keys().cloned().collect()
+        } else {
+            uses.split(',').map(|u| u.trim().to_string()).collect()
+        };
+        drawn.insert(name.to_string(), uses);
+    }
+    for name in &crates {
+        let listed = drawn
+            .get(name)
+            .unwrap_or_else(|| panic!("crate {name} is not in the architecture guide's map"));
+        assert_eq!(
+            listed,
+            &augur_dependencies(&root, name),
+            "the architecture guide's map of {name} differs from crates/{name}/Cargo.toml"
+        );
+        assert!(
+            readme.contains(&format!("crates/{name} ")),
+            "README.md's layout does not list crates/{name}"
+        );
+    }
+}

@@ -61,7 +61,7 @@ use crate::common::lock_sets::LockSets;
 use crate::common::replica::{DecisionLog, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::vts::Deps;
-use augur_runtime::{Ctx, NodeEnv, Protocol, Work};
+use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientId, Key, NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;

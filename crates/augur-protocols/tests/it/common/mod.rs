@@ -59,9 +59,9 @@ pub mod scripted;
 pub mod two_sites;
 
 use augur_client::{CommitProgress, HistoryRecorder, Outcome, Session, Transport};
-use augur_runtime::one_shot::Procedures;
+use augur_contract::forms::Procedures;
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_runtime::sim::{SimConfig, Simulation, Trace};
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::{Key, LatencyProfile, NodeId, Placement};
 use bytes::Bytes;
 use std::collections::BTreeMap;

@@ -7,9 +7,9 @@
 
 use super::{Observed, show_value};
 use augur_client::{Ops, Procedure, ProcedureCatalog, Transport, TxnError};
+use augur_contract::Protocol;
+use augur_contract::forms::Procedures;
 use augur_protocols::common::dispatch::{Body, Entry};
-use augur_runtime::Protocol;
-use augur_runtime::one_shot::Procedures;
 use augur_runtime::sim::Simulation;
 use augur_types::{
     ArgsFormat, ClientOp, ClientReply, ExecutedOp, Execution, Key, NodeId, ProcedureCall,

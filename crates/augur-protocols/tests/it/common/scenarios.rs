@@ -8,8 +8,8 @@
 
 use super::two_sites::{self, x, y};
 use super::{Golden, Observed, Txn, assert_replicas, ms, spawn_client, traced_sim};
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_runtime::sim::Simulation;
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::{Key, NodeId};
 
 fn sim<P: Protocol>(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<P> {

@@ -5,8 +5,8 @@
 use super::two_sites::{check_at, history};
 use super::{Observed, Txn, ms, spawn_client_recorded};
 use augur_client::HistoryRecorder;
+use augur_contract::Protocol;
 use augur_protocols::registry::ProtocolInfo;
-use augur_runtime::Protocol;
 use augur_runtime::sim::Simulation;
 use augur_types::history::{History, RecordedOutcome};
 use augur_types::{IsolationLevel, NodeId, Timestamp};

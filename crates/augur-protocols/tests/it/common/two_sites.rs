@@ -6,8 +6,8 @@
 use super::{Observed, Txn, assert_replicas, ms, spawn_client};
 use augur_check::{CheckOptions, CheckReport, ValueModel};
 use augur_client::HistoryRecorder;
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_runtime::sim::Simulation;
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
 use augur_types::{IsolationLevel, Key};
 

@@ -58,9 +58,9 @@
 use augur_check::{AnomalyKind, CheckOptions, CheckReport, CycleKind, CycleOrder, Proscribes};
 use augur_check::{ValueModel, check};
 use augur_client::{HistoryRecorder, Session, Transport, Txn, TxnError};
+use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::registry::{self, PROTOCOLS, ProtocolInfo, ProtocolVisitor, visit};
 use augur_runtime::sim::{SimConfig, SimTransport, Simulation};
-use augur_runtime::{Protocol, ProtocolOptions};
 use augur_types::history::{
     HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome, TxnRecord,
 };

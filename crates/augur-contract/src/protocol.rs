@@ -1,5 +1,5 @@
+use crate::forms::{INTERACTIVE_ONLY, Procedures, RequestForm};
 use crate::inbound::CheckMessage;
-use crate::one_shot::{INTERACTIVE_ONLY, Procedures, RequestForm};
 use augur_types::{
     ClientId, ClientOp, ClientReply, ClientRequest, ClientResponse, NodeId, PartitionId, Placement,
     RequestError, Timestamp,
@@ -52,7 +52,7 @@ pub struct NodeEnv {
     pub id: NodeId,
     pub placement: Arc<Placement>,
     pub options: Arc<ProtocolOptions>,
-    /// The procedures one-shot transactions may name (see [`crate::one_shot`]).
+    /// The procedures one-shot transactions may name (see [`crate::forms`]).
     pub procedures: Procedures,
 }
 
@@ -191,7 +191,7 @@ pub struct Effects<P: Protocol> {
 }
 
 /// What a handler reports it did, beyond handling its input, for the simulator's CPU model
-/// ([`crate::sim::CpuModel`]), which turns it into time a core is busy. The real runtimes
+/// (the simulator's `CpuModel`), which turns it into time a core is busy. The real runtimes
 /// ignore it: there the work takes the time it takes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Work {
@@ -262,68 +262,6 @@ impl<P: Protocol> Default for Effects<P> {
             offloads: Vec::new(),
             work: Work::default(),
         }
-    }
-}
-
-/// One handler's messages and replies, waiting until the node's log is durable up to `upto`.
-pub struct Held<P: Protocol> {
-    pub upto: u64,
-    pub sends: Vec<(NodeId, P::Msg)>,
-    pub replies: Vec<(ClientId, ClientResponse)>,
-}
-
-/// The output barrier every runtime puts between a node and the world (see [`Effects`]):
-/// handlers' messages and replies, in handler order, each waiting for the log position that
-/// was the log's end when its handler returned.
-pub struct HeldOutput<P: Protocol> {
-    queue: std::collections::VecDeque<Held<P>>,
-}
-
-impl<P: Protocol> Default for HeldOutput<P> {
-    fn default() -> Self {
-        HeldOutput {
-            queue: std::collections::VecDeque::new(),
-        }
-    }
-}
-
-impl<P: Protocol> HeldOutput<P> {
-    /// A handler's output, the log then ending at `end` and durable up to `synced`: returned
-    /// if it may leave now (nothing waits before it and the log is durable up to its end, or
-    /// the policy waits for nothing), kept otherwise.
-    pub fn admit(
-        &mut self,
-        waits: bool,
-        synced: u64,
-        end: u64,
-        sends: Vec<(NodeId, P::Msg)>,
-        replies: Vec<(ClientId, ClientResponse)>,
-    ) -> Option<Held<P>> {
-        let held = Held {
-            upto: end,
-            sends,
-            replies,
-        };
-        if !waits || (self.queue.is_empty() && synced >= end) {
-            return Some(held);
-        }
-        self.queue.push_back(held);
-        None
-    }
-
-    /// The output that may leave now that the log is durable up to `synced`, in order.
-    pub fn release(&mut self, synced: u64) -> Vec<Held<P>> {
-        let ready = self.queue.iter().take_while(|h| h.upto <= synced).count();
-        self.queue.drain(..ready).collect()
-    }
-
-    /// Everything still waiting, in order (a node stopping, or losing it in a crash).
-    pub fn take_all(&mut self) -> Vec<Held<P>> {
-        self.queue.drain(..).collect()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
     }
 }
 
@@ -408,7 +346,7 @@ impl<'a, P: Protocol> Ctx<'a, P> {
 
     /// A context for a protocol `Q` this one wraps, with the same clock reading and RNG,
     /// collecting into `effects`.
-    pub(crate) fn for_inner<'b, Q>(&'b mut self, effects: &'b mut Effects<Q>) -> Ctx<'b, Q>
+    pub fn for_inner<'b, Q>(&'b mut self, effects: &'b mut Effects<Q>) -> Ctx<'b, Q>
     where
         Q: Protocol<Msg = P::Msg, Timer = P::Timer, Record = P::Record>,
     {
@@ -416,7 +354,7 @@ impl<'a, P: Protocol> Ctx<'a, P> {
     }
 
     /// Take on the effects a wrapped protocol's handler asked for, in order.
-    pub(crate) fn absorb<Q>(&mut self, effects: Effects<Q>)
+    pub fn absorb<Q>(&mut self, effects: Effects<Q>)
     where
         Q: Protocol<Msg = P::Msg, Timer = P::Timer, Record = P::Record>,
     {

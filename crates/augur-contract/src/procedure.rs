@@ -1,13 +1,19 @@
 //! What workloads are written against: the [`Ops`] interface, the [`Procedure`] a transaction
 //! type implements (with STR's speculation callbacks), the catalogue a node runs one-shot
-//! procedures from, and the per-type commit statistics the callbacks weigh.
+//! procedures from, and the per-type commit statistics the callbacks weigh. A client runs a
+//! procedure over an interactive transaction (`augur_client`), a node over the
+//! [`driver`](crate::driver).
 
-use crate::session::{Outcome, Txn, TxnError, TxnInfo};
-use crate::transport::Transport;
+use crate::txn::{Outcome, TxnError, TxnInfo};
 use augur_types::{Key, ProcedureCall, RequestError, Value};
-use futures::future::BoxFuture;
 use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+
+/// A boxed future that may move between threads: what a procedure's body and its reads are
+/// (the same type as `futures::future::BoxFuture`, so workload code may name either).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Outcomes of the recent attempts of each transaction type, shared by the sessions of a
 /// process: the `SYSINFO.getCommitProb` of STR §4, for [`Procedure::can_spec_commit`].
@@ -50,20 +56,6 @@ pub trait Ops: Send {
     /// Note `value` under `name` in the transaction's info map, for the speculation callbacks.
     /// Implementations without an info map ignore it.
     fn note(&mut self, _name: &str, _value: f64) {}
-}
-
-impl<T: Transport> Ops for Txn<'_, T> {
-    fn read<'a>(&'a mut self, key: &'a Key) -> BoxFuture<'a, Result<Option<Value>, TxnError>> {
-        Box::pin(Txn::read(self, key))
-    }
-
-    fn write(&mut self, key: Key, value: Option<Value>) -> Result<(), TxnError> {
-        Txn::write(self, key, value)
-    }
-
-    fn note(&mut self, name: &str, value: f64) {
-        self.info.insert(name.to_string(), value);
-    }
 }
 
 /// One transaction of a workload, written once over [`Ops`].
