@@ -30,6 +30,7 @@ pub async fn run_with_retry<T: Transport>(
 ) -> RetryReport {
     let mut aborts = Vec::new();
     let mut attempts = 0;
+    let _trying = session.trying_since(session.transport.now());
     loop {
         attempts += 1;
         let outcome = run_once(session, procedure).await;

@@ -42,7 +42,7 @@ pub use augur_contract::{
     TxnInfo,
 };
 pub use runner::{Backoff, ChainRoom, DegreeChoice, RetryPolicy, RunObserver, Runner};
-pub use session::{CommitProgress, Resolution, Session, SpeculativeCommit, Txn};
+pub use session::{CommitProgress, Resolution, Session, SpeculativeCommit, TryingSince, Txn};
 pub use transport::Transport;
 pub use tuner::{Degree, SpeculationTuner, TunerSettings};
 

@@ -80,6 +80,7 @@ async fn one_shot<'s, T: Transport>(
         read_only,
         speculative_reads: speculation.reads,
         speculative_commit: speculation.commit && stats.is_some(),
+        trying_for_us: session.trying_for_us(),
     };
     let execution = match session.transport.call(op).await {
         Ok(ClientReply::Executed(execution)) if not_one_shot(&execution.end) => {

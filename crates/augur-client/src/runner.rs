@@ -302,6 +302,9 @@ impl<'s, T: Transport> Runner<'s, T> {
         // previous transaction went through.
         let mut aborts = 0;
         loop {
+            // Every attempt says how long the transaction has been trying (its wait-die age);
+            // set afresh each time, since resolving the chain can run another's retries.
+            let _trying = self.session.trying_since(started);
             let degree = self.degree();
             let speculate = degree.chain > 0;
             let before_commit = self.room == ChainRoom::BeforeCommit;

@@ -20,6 +20,9 @@ pub struct Session<T: Transport> {
     /// The procedure types the coordinator refused to run in one request
     /// ([`RequestError::NotOneShot`]): this session runs them interactively from then on.
     pub(crate) interactive_types: std::sync::Mutex<std::collections::BTreeSet<&'static str>>,
+    /// When the transaction now being attempted was first tried, on the transport's clock, while
+    /// a retry loop says so ([`Session::trying_since`]).
+    trying_since: std::sync::Mutex<Option<Duration>>,
 }
 
 impl<T: Transport> Session<T> {
@@ -29,6 +32,7 @@ impl<T: Transport> Session<T> {
             recorder: None,
             form: RequestForm::Interactive,
             interactive_types: Default::default(),
+            trying_since: Default::default(),
         }
     }
 
@@ -67,6 +71,34 @@ impl<T: Transport> Session<T> {
             .lock()
             .expect("interactive types")
             .insert(name);
+    }
+
+    /// Attempts begun while the returned guard lives belong to a transaction first tried at
+    /// `since` (the transport's clock): each tells its coordinator how long the transaction has
+    /// been trying, which is its age under wait-die (`augur_contract::age`). Retry loops hold
+    /// one per attempt; dropping it restores what was there before.
+    pub fn trying_since(&self, since: Duration) -> TryingSince<'_, T> {
+        let before = self
+            .trying_since
+            .lock()
+            .expect("trying since")
+            .replace(since);
+        TryingSince {
+            session: self,
+            before,
+        }
+    }
+
+    /// How long the transaction being attempted has been trying, in microseconds (0 outside a
+    /// retry loop).
+    pub(crate) fn trying_for_us(&self) -> u64 {
+        match *self.trying_since.lock().expect("trying since") {
+            Some(since) => {
+                let micros = self.transport.now().saturating_sub(since).as_micros();
+                micros.try_into().unwrap_or(u64::MAX)
+            }
+            None => 0,
+        }
     }
 
     pub fn transport(&self) -> &T {
@@ -120,6 +152,7 @@ impl<T: Transport> Session<T> {
         let op = ClientOp::Begin {
             read_only,
             speculative,
+            trying_for_us: self.trying_for_us(),
         };
         match self.transport.call(op).await? {
             ClientReply::Begun { txn, snapshot } => Ok(Txn {
@@ -142,6 +175,19 @@ impl<T: Transport> Session<T> {
             ClientReply::Rejected(e) => Err(TxnError::Rejected(e)),
             other => Err(TxnError::Protocol(Box::new(other))),
         }
+    }
+}
+
+/// While it lives, attempts of the session belong to a transaction first tried at a given time
+/// ([`Session::trying_since`]).
+pub struct TryingSince<'s, T: Transport> {
+    session: &'s Session<T>,
+    before: Option<Duration>,
+}
+
+impl<T: Transport> Drop for TryingSince<'_, T> {
+    fn drop(&mut self) {
+        *self.session.trying_since.lock().expect("trying since") = self.before;
     }
 }
 

@@ -12,11 +12,13 @@
 //! message before a handler sees it ([`inbound`]), the request forms a protocol serves and the
 //! procedures a node runs one-shot requests with ([`forms`], [`procedure`]), the driver that
 //! runs a procedure's body at a node ([`driver`]), how a transaction operation fails ([`txn`]),
-//! and the log policy a node's options choose ([`log_policy`]).
+//! the log policy a node's options choose ([`log_policy`]), and how old a transaction is under
+//! wait-die ([`age`]).
 //!
 //! This crate depends on the shared types alone, so protocol code compiles without an async
 //! runtime, TLS or the client library.
 
+pub mod age;
 pub mod driver;
 pub mod forms;
 pub mod inbound;

@@ -238,6 +238,7 @@ async fn transaction_bookkeeping() {
         .call(ClientOp::Begin {
             read_only: false,
             speculative: false,
+            trying_for_us: 0,
         })
         .await
         .unwrap()
@@ -276,6 +277,7 @@ async fn transaction_bookkeeping() {
         .call(ClientOp::Begin {
             read_only: true,
             speculative: false,
+            trying_for_us: 0,
         })
         .await
         .unwrap()

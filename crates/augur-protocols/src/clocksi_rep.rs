@@ -492,7 +492,13 @@ fn precise_clock_setting(env: &NodeEnv) -> bool {
 }
 
 impl InteractiveCoordinator for ClockSiRep {
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+    fn begin(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        read_only: bool,
+        _age: Timestamp,
+    ) {
         let txn = self.core.ids.allocate(ctx);
         let floor = self
             .session_floor

@@ -1276,6 +1276,7 @@ impl<F: Flavor> Protocol for Engine<F> {
             ClientOp::Begin {
                 read_only,
                 speculative,
+                ..
             } => self.begin(ctx, pending, read_only, speculative),
             ClientOp::Read { txn, key } => self.read(ctx, pending, txn, key),
             ClientOp::Commit {

@@ -1072,7 +1072,13 @@ impl Walter {
 const RESEND_BATCH: usize = 256;
 
 impl InteractiveCoordinator for Walter {
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+    fn begin(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        read_only: bool,
+        _age: Timestamp,
+    ) {
         let txn = self.ids.allocate(ctx);
         self.coord.insert(
             txn,

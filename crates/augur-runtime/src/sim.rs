@@ -1763,6 +1763,7 @@ mod tests {
                     let begin = ClientOp::Begin {
                         read_only: offloaded,
                         speculative: false,
+                        trying_for_us: 0,
                     };
                     let _ = t.call(begin).await;
                 });
@@ -1799,6 +1800,7 @@ mod tests {
             let begin = ClientOp::Begin {
                 read_only: false,
                 speculative: false,
+                trying_for_us: 0,
             };
             let _ = t.call(begin.clone()).await;
             t.sleep(Duration::from_millis(5)).await;
@@ -1816,7 +1818,7 @@ mod tests {
      0.000 n0    set-timer +10.000ms Tick
      0.000 n1  start
      0.000 n1    set-timer +10.000ms Tick
-     0.020 n0  request c0#0 Begin { read_only: false, speculative: false }
+     0.020 n0  request c0#0 Begin { read_only: false, speculative: false, trying_for_us: 0 }
      0.020 n0    persist Got(0)
      0.020 n0    send n1 Ping(0)
      0.020 n0    reply c0#0 Begun { txn: T0.1, snapshot: ts(0.020) }
@@ -1831,7 +1833,7 @@ mod tests {
      0.320 n1  synced to record 1
      0.320 n1    release send n0 Pong(0)
      0.420 n0  recv n1 Pong(0)
-     5.160 n0  request c0#1 Begin { read_only: false, speculative: false }
+     5.160 n0  request c0#1 Begin { read_only: false, speculative: false, trying_for_us: 0 }
      5.160 n0    persist Got(1)
      5.160 n0    send n1 Ping(1)
      5.160 n0    reply c0#1 Begun { txn: T0.2, snapshot: ts(5.160) }
@@ -1882,7 +1884,7 @@ mod tests {
         s.run_until(Duration::from_millis(5030));
         let rendered = s.trace().without_idle_ticks().render();
         let expected = r"
-     0.020 n0  request c0#0 Begin { read_only: false, speculative: false }
+     0.020 n0  request c0#0 Begin { read_only: false, speculative: false, trying_for_us: 0 }
      0.020 n0    persist Got(0)
      0.020 n0    send n1 Ping(0)
      0.020 n0    reply c0#0 Begun { txn: T0.1, snapshot: ts(0.020) }
@@ -1893,7 +1895,7 @@ mod tests {
      1.000 n0    set-timer +10.000ms Tick
   5000.000 n0  client c0#0 timed out
   5000.500 n0  client c1#0 timed out
-  5005.020 n0  request c0#1 Begin { read_only: false, speculative: false }
+  5005.020 n0  request c0#1 Begin { read_only: false, speculative: false, trying_for_us: 0 }
   5005.020 n0    persist Got(1)
   5005.020 n0    send n1 Ping(1)
   5005.020 n0    reply c0#1 Begun { txn: T0.2, snapshot: ts(5005.020) }

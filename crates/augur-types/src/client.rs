@@ -101,11 +101,17 @@ impl fmt::Display for AbortReason {
 pub enum ClientOp {
     /// Start a transaction; `read_only` lets protocols take a cheaper path. `speculative` lets
     /// it read versions of transactions that only committed locally (STR's speculative reads);
-    /// protocols without internal speculation ignore it.
+    /// protocols without internal speculation ignore it. `trying_for_us`: how long the client
+    /// has been trying to commit this transaction, in microseconds since its first attempt
+    /// began (0 for a first attempt): a retry keeps its age under wait-die, so it grows older
+    /// than newcomers instead of dying behind them for ever. A coordinator believes only so
+    /// much of it (`augur_contract::age`).
     Begin {
         read_only: bool,
         #[serde(default)]
         speculative: bool,
+        #[serde(default)]
+        trying_for_us: u64,
     },
     Read {
         txn: TxnId,
@@ -136,8 +142,9 @@ pub enum ClientOp {
         txn: TxnId,
     },
     /// A whole transaction in one request (the one-shot form): the registered procedure `call`
-    /// names, run once at the node. `read_only`, `speculative_reads` and `speculative_commit`
-    /// mean what they mean for [`ClientOp::Begin`] and [`ClientOp::Commit`]. Answered with
+    /// names, run once at the node. `read_only`, `speculative_reads`, `speculative_commit` and
+    /// `trying_for_us` mean what they mean for [`ClientOp::Begin`] and [`ClientOp::Commit`].
+    /// Answered with
     /// [`ClientReply::Executed`], or `Rejected` when the protocol does not serve this form
     /// ([`RequestError::UnsupportedForm`]) or the node does not know the procedure.
     Execute {
@@ -147,6 +154,8 @@ pub enum ClientOp {
         speculative_reads: bool,
         #[serde(default)]
         speculative_commit: bool,
+        #[serde(default)]
+        trying_for_us: u64,
     },
     /// The coordinator node's protocol counters ([`ClientReply::NodeStats`]), such as how many
     /// reads were served speculatively. Answered by the runtime, never by a transaction, so it

@@ -299,6 +299,7 @@ impl<P: Protocol> AtCoordinator<P> {
             read_only,
             speculative_reads,
             speculative_commit,
+            trying_for_us,
         } = request.op
         else {
             unreachable!("start is called for Execute requests")
@@ -335,6 +336,7 @@ impl<P: Protocol> AtCoordinator<P> {
         let begin = ClientOp::Begin {
             read_only,
             speculative: speculative_reads,
+            trying_for_us,
         };
         let mut effects = Effects::default();
         self.send(running, begin, ctx, &mut effects);

@@ -6,6 +6,7 @@
 use super::replica::Writes;
 use augur_contract::Ctx;
 use augur_contract::Protocol;
+use augur_contract::age::wait_die_age;
 use augur_types::{AbortReason, ClientOp, RequestError, RequestId, Timestamp, TxnId, Value};
 use augur_types::{
     ClientId, ClientReply, ClientRequest, ClientResponse, Key, NodeId, PartitionId, Placement,
@@ -199,8 +200,10 @@ pub fn watermark(floor: Timestamp, snapshots: impl Iterator<Item = Timestamp>) -
 /// such protocol routes the client's requests the same way ([`serve_interactive`]); what it
 /// does with each is its own.
 pub trait InteractiveCoordinator: Protocol {
-    /// Begin a transaction and answer `Begun`.
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool);
+    /// Begin a transaction and answer `Begun`. `age` is its age under wait-die, for the
+    /// protocols that have it (`augur_contract::age`: its client's first try, believed up to a
+    /// limit).
+    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool, age: Timestamp);
     /// Read `key` for `txn` and answer with its value (or an abort).
     fn read(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, txn: TxnId, key: Key);
     /// Commit `txn` with its buffered `writes`, answering with the outcome.
@@ -223,7 +226,14 @@ pub fn serve_interactive<P: InteractiveCoordinator>(
 ) {
     let pending = Pending::of(&request);
     match request.op {
-        ClientOp::Begin { read_only, .. } => protocol.begin(ctx, pending, read_only),
+        ClientOp::Begin {
+            read_only,
+            trying_for_us,
+            ..
+        } => {
+            let age = wait_die_age(ctx.now(), trying_for_us);
+            protocol.begin(ctx, pending, read_only, age)
+        }
         ClientOp::Read { txn, key } => protocol.read(ctx, pending, txn, key),
         ClientOp::Commit { txn, writes, .. } => protocol.commit(ctx, pending, txn, writes),
         ClientOp::Abort { txn } => {

@@ -536,9 +536,6 @@ pub struct LockCommit<F: Flavor> {
     coord: FxHashMap<TxnId, Coord<<F::Scheme as TimestampScheme>::Txn>>,
     ids: TxnIds,
     decided: DecisionLog<Timestamp>,
-    /// Wait-die's rule that a transaction restarts with its original age, per client: the
-    /// begin time of each client's oldest attempt since its last commit (`2pl`; volatile).
-    ages: FxHashMap<ClientId, Timestamp>,
     counters: Counters,
     /// The timestamp scheme's state.
     scheme: F::Scheme,
@@ -907,7 +904,6 @@ impl<F: Flavor> LockCommit<F> {
         if t.read_only {
             self.counters.read_only_committed += 1;
         }
-        self.ages.remove(&t.client);
         self.scheme.told_commit(t.client, commit_ts);
         // The runtime holds the answer until the decision is durable.
         if let Some(pending) = t.pending {
@@ -1379,13 +1375,20 @@ impl<F: Flavor> LockCommit<F> {
 }
 
 impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+    fn begin(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        read_only: bool,
+        age: Timestamp,
+    ) {
         let txn = self.ids.allocate(ctx);
         let now = ctx.now();
-        // A client whose last attempt aborted keeps that attempt's age, so under wait-die its
-        // retries grow older than newcomers instead of dying behind them for ever.
+        // A retry keeps its first attempt's age (its client says how long it has been trying),
+        // so under wait-die it grows older than newcomers instead of dying behind them for
+        // ever. Only `2pl` waits by age; the other flavours never compare it.
         let prio = match F::LOCKING {
-            Locking::TwoPhase => *self.ages.entry(pending.client).or_insert(now),
+            Locking::TwoPhase => age,
             Locking::AtCommit | Locking::Optimistic => now,
         };
         let begin = self.scheme.begin(now, pending.client, read_only);
@@ -1500,7 +1503,6 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             if t.read_only {
                 self.counters.read_only_committed += 1;
             }
-            self.ages.remove(&t.client);
             for node in t.read_nodes.iter().copied() {
                 self.deliver(ctx, node, Msg::abort(txn));
             }
@@ -1562,7 +1564,6 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             coord: FxHashMap::default(),
             ids: TxnIds::new(env.id),
             decided: DecisionLog::default(),
-            ages: FxHashMap::default(),
             counters: Counters::default(),
             scheme: F::Scheme::new(env, mutant),
             ticks: 0,

@@ -279,12 +279,10 @@ impl<P: Ord> LockManager<P> {
             .map(|r| r.txn);
 
         // An existing transaction keeps its first priority, so its age cannot change under a
-        // wait-for edge already in the graph.
+        // wait-for edge already in the graph. A correct coordinator always sends the same one;
+        // a request naming another (only a forged message does) is held to the first.
         let prio = match self.txns.get(&txn) {
-            Some(t) => {
-                debug_assert!(t.prio == *prio, "{txn:?} changed priority");
-                &t.prio
-            }
+            Some(t) => &t.prio,
             None => prio,
         };
         let me = (prio, txn);

@@ -74,7 +74,8 @@
 //! aborts before anything executes) when a key it read no longer has the version read or a
 //! pending piece writes it; when a key it writes is read by another pending piece or written by
 //! a pending one-shot piece (`ValidationFailed`); or when a key it writes is written by a
-//! pending interactive piece of a younger transaction (`WaitDie`). Its dependencies are the
+//! pending interactive piece of a younger transaction (`WaitDie`; the age is the one its client
+//! claims, so a retry keeps its first attempt's). Its dependencies are the
 //! pending pieces writing its keys; it executes (installing its writes) once none is pending.
 //! Read-only interactive transactions re-read their versions in a second round at commit and
 //! abort when it disagrees (the client holds the first round's values: two rounds at most).
@@ -276,8 +277,10 @@ pub enum Msg {
         value: Option<Value>,
     },
     /// Coordinator → a node of an interactive transaction: the start phase of its piece.
+    /// `age`: the transaction's age under wait-die.
     Start {
         txn: TxnId,
+        age: Timestamp,
         reads: Reads,
         writes: Writes,
     },
@@ -342,7 +345,9 @@ impl CheckMessage for Msg {
                 at.txn_of_sender(*txn)?;
                 at.key_here(key)
             }
-            Msg::Start { txn, reads, writes } => {
+            Msg::Start {
+                txn, reads, writes, ..
+            } => {
                 at.txn_of_sender(*txn)?;
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))?;
                 writes.iter().try_for_each(|(key, _)| at.key_here(key))
@@ -416,9 +421,11 @@ pub enum Record {
     /// decision, and the nodes yet to execute); in checkpoints, `Versions` (a key's versions
     /// with their execution positions, oldest first).
     Kit(replica::Record<Plan>),
-    /// This node accepted `txn`'s interactive piece: the keys it read here, its writes here.
+    /// This node accepted `txn`'s interactive piece: its age, the keys it read here, its writes
+    /// here.
     Started {
         txn: TxnId,
+        age: Timestamp,
         reads: Vec<Key>,
         writes: Writes,
     },
@@ -482,6 +489,8 @@ struct Coord {
     read: ReadInFlight<(NodeId, Key)>,
     reads: Vec<ReadDone>,
     last_active: Timestamp,
+    /// Its age under wait-die (interactive transactions; one-shot pieces never die).
+    age: Timestamp,
     phase: Phase,
     /// A one-shot transaction's procedure, and the plan its pieces started with.
     one_shot: Option<(Box<dyn Procedure>, OneShotPlan)>,
@@ -537,6 +546,8 @@ struct DeferredRun {
 enum Form {
     Interactive {
         writes: Writes,
+        /// The transaction's age under wait-die.
+        age: Timestamp,
     },
     Deferred {
         /// When the piece's turn came and its values went to the coordinator.
@@ -615,10 +626,11 @@ pub struct Rococo {
     counters: Counters,
 }
 
-/// The age order of transactions: sequence number first, so no node's transactions are always
-/// the younger.
-fn age(txn: TxnId) -> (u64, u32) {
-    (txn.seq(), txn.coordinator().0)
+/// The wait-die order of interactive transactions, the same at every node: the age its client
+/// claims (`augur_contract::age`, so a retry keeps its first attempt's), then the sequence
+/// number, so no node's transactions are always the younger, then the node.
+fn seniority(age: Timestamp, txn: TxnId) -> (Timestamp, u64, u32) {
+    (age, txn.seq(), txn.coordinator().0)
 }
 
 /// The `Executed` reply a one-shot transaction owes its client.
@@ -717,7 +729,12 @@ impl Rococo {
                 version,
                 value,
             } => self.read_reply(ctx, from, txn, seq, version, value),
-            Msg::Start { txn, reads, writes } => self.start(ctx, txn, reads, writes),
+            Msg::Start {
+                txn,
+                age,
+                reads,
+                writes,
+            } => self.start(ctx, txn, age, reads, writes),
             Msg::StartDeferred { txn, reads, writes } => {
                 self.start_deferred(ctx, txn, reads, writes)
             }
@@ -820,12 +837,19 @@ impl Rococo {
 
     /// ROCOCO's start phase at this node for an interactive piece: check it, persist it,
     /// answer its dependencies.
-    fn start(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reads: Reads, writes: Writes) {
+    fn start(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        age: Timestamp,
+        reads: Reads,
+        writes: Writes,
+    ) {
         if self.started_again(ctx, txn) {
             return;
         }
         ctx.charge(Work::reads(reads.len() + writes.len()));
-        if let Err(reason) = self.refusal(txn, &reads, &writes) {
+        if let Err(reason) = self.refusal(txn, age, &reads, &writes) {
             match reason {
                 AbortReason::WaitDie => self.counters.refused_wait_die += 1,
                 _ => self.counters.refused_validation += 1,
@@ -840,6 +864,7 @@ impl Rococo {
         let read_keys: Vec<Key> = reads.into_iter().map(|(k, _)| k).collect();
         ctx.persist(Record::Started {
             txn,
+            age,
             reads: read_keys.clone(),
             writes: writes.clone(),
         });
@@ -848,7 +873,7 @@ impl Rococo {
             txn,
             read_keys,
             write_keys,
-            Form::Interactive { writes },
+            Form::Interactive { writes, age },
             ctx.now(),
         );
         let deps = Ok(self.pieces[&txn].local.iter().copied().collect());
@@ -884,7 +909,13 @@ impl Rococo {
 
     /// Why `txn`'s interactive piece cannot be accepted here, if it cannot (see the module
     /// docs).
-    fn refusal(&self, txn: TxnId, reads: &Reads, writes: &Writes) -> Result<(), AbortReason> {
+    fn refusal(
+        &self,
+        txn: TxnId,
+        age: Timestamp,
+        reads: &Reads,
+        writes: &Writes,
+    ) -> Result<(), AbortReason> {
         let validate = self.mutant != Some(Mutant::NoReadValidation);
         for (key, version) in reads.iter().filter(|_| validate) {
             if self.version(key) != *version || self.pending_writers(key, txn).next().is_some() {
@@ -908,7 +939,15 @@ impl Rococo {
                 return Err(AbortReason::ValidationFailed);
             }
             // Edges between interactive pieces go from older to younger only.
-            if self.pending_writers(key, txn).any(|w| age(w) > age(txn)) {
+            let me = seniority(age, txn);
+            let younger_writer = self.pending_writers(key, txn).any(|w| {
+                match self.pieces.get(&w).map(|p| &p.form) {
+                    Some(Form::Interactive { age, .. }) => seniority(*age, w) > me,
+                    // Refused above: a deferrable writer is never ordered before it.
+                    _ => false,
+                }
+            });
+            if younger_writer {
                 return Err(AbortReason::WaitDie);
             }
         }
@@ -1092,7 +1131,7 @@ impl Rococo {
         }
         let piece = self.pieces.get_mut(&txn).expect("a candidate");
         let writes = match &mut piece.form {
-            Form::Interactive { writes } => writes.clone(),
+            Form::Interactive { writes, .. } => writes.clone(),
             Form::Deferred {
                 install: Some(writes),
                 ..
@@ -1256,7 +1295,13 @@ impl Rococo {
         Ok(t)
     }
 
-    fn new_coord(&mut self, ctx: &mut Ctx<'_, Self>, read_only: bool, phase: Phase) -> TxnId {
+    fn new_coord(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        read_only: bool,
+        age: Timestamp,
+        phase: Phase,
+    ) -> TxnId {
         let txn = self.ids.allocate(ctx);
         let coord = Coord {
             read_only,
@@ -1264,6 +1309,7 @@ impl Rococo {
             read: ReadInFlight::default(),
             reads: Vec::new(),
             last_active: ctx.now(),
+            age,
             phase,
             one_shot: None,
         };
@@ -1330,7 +1376,7 @@ impl Rococo {
                 let node = placement.closest_replica(me, placement.partition_of(&key));
                 by_node.entry(node).or_default().push(key);
             }
-            let txn = self.new_coord(ctx, true, Phase::Executing);
+            let txn = self.new_coord(ctx, true, ctx.now(), Phase::Executing);
             let t = self.coord.get_mut(&txn).expect("just made");
             t.pending = Some(pending);
             t.one_shot = Some((
@@ -1359,7 +1405,7 @@ impl Rococo {
                 pieces.entry(r).or_default().1.push(key.clone());
             }
         }
-        let txn = self.new_coord(ctx, false, Phase::Executing);
+        let txn = self.new_coord(ctx, false, ctx.now(), Phase::Executing);
         let t = self.coord.get_mut(&txn).expect("just made");
         t.pending = Some(pending);
         t.one_shot = Some((procedure, OneShotPlan { call, keys, writes }));
@@ -1929,10 +1975,15 @@ impl Rococo {
             // Not written by this protocol.
             Record::Kit(_) => {}
             Record::Position { pos } => self.pos = pos,
-            Record::Started { txn, reads, writes } => {
+            Record::Started {
+                txn,
+                age,
+                reads,
+                writes,
+            } => {
                 let write_keys = writes.iter().map(|(k, _)| k.clone()).collect();
                 // Overdue from the start: ask the coordinator at once.
-                let form = Form::Interactive { writes };
+                let form = Form::Interactive { writes, age };
                 self.register(txn, reads, write_keys, form, Timestamp::ZERO);
             }
             Record::StartedDeferred { txn, reads, writes } => {
@@ -1945,7 +1996,7 @@ impl Rococo {
             Record::Executed { txn, writes } => {
                 if let Some(piece) = self.unregister(txn) {
                     let writes = match (piece.form, writes) {
-                        (Form::Interactive { writes }, _) => writes,
+                        (Form::Interactive { writes, .. }, _) => writes,
                         (Form::Deferred { .. }, writes) => writes.unwrap_or_default(),
                     };
                     self.install(txn, &writes);
@@ -1968,8 +2019,14 @@ impl Rococo {
 }
 
 impl InteractiveCoordinator for Rococo {
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
-        let txn = self.new_coord(ctx, read_only, Phase::Executing);
+    fn begin(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        read_only: bool,
+        age: Timestamp,
+    ) {
+        let txn = self.new_coord(ctx, read_only, age, Phase::Executing);
         let snapshot = ctx.now();
         pending.answer(ctx, ClientReply::Begun { txn, snapshot });
     }
@@ -2029,10 +2086,19 @@ impl InteractiveCoordinator for Rococo {
         let reads: Reads = t.reads.iter().map(|r| (r.key.clone(), r.version)).collect();
         let by = ByReplica::group(&placement, &reads, writes);
         t.pending = Some(pending);
+        let age = t.age;
         let starts = by
             .parts
             .into_iter()
-            .map(|(node, (reads, writes))| (node, Msg::Start { txn, reads, writes }))
+            .map(|(node, (reads, writes))| {
+                let start = Msg::Start {
+                    txn,
+                    age,
+                    reads,
+                    writes,
+                };
+                (node, start)
+            })
             .collect();
         self.start_phase(ctx, txn, starts);
     }
@@ -2099,8 +2165,9 @@ impl Protocol for Rococo {
         for (txn, p) in pending {
             let txn = *txn;
             emit(match &p.form {
-                Form::Interactive { writes } => Record::Started {
+                Form::Interactive { writes, age } => Record::Started {
                     txn,
+                    age: *age,
                     reads: p.reads.clone(),
                     writes: writes.clone(),
                 },
@@ -2216,9 +2283,13 @@ mod tests {
     }
 
     #[test]
-    fn age_orders_by_sequence_before_node() {
+    fn seniority_orders_by_claimed_age_then_sequence_then_node() {
         let older_on_high_node = TxnId::new(NodeId(7), 3);
         let younger_on_low_node = TxnId::new(NodeId(0), 4);
-        assert!(age(older_on_high_node) < age(younger_on_low_node));
+        let now = Timestamp(1_000);
+        assert!(seniority(now, older_on_high_node) < seniority(now, younger_on_low_node));
+        // A retry that has been trying longer is older, whatever its id.
+        let retry = seniority(Timestamp(400), younger_on_low_node);
+        assert!(retry < seniority(now, older_on_high_node));
     }
 }

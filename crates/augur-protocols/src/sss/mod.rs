@@ -154,7 +154,8 @@
 //!   timeout alone they wait it out, retry and meet again, and a prepared transaction waiting
 //!   at the head of `CommitQ` holds back every later commit at its node (measured: 78% of
 //!   update attempts aborted at 10 clients per node). Prepares use wait-die on the
-//!   transactions' begin times, and `lock_timeout` still bounds every wait.
+//!   transactions' ages (a retry keeps its first attempt's, `augur_contract::age`), and
+//!   `lock_timeout` still bounds every wait.
 //!
 //! # Failures
 //!
@@ -408,8 +409,9 @@ pub enum Msg {
     Prepare {
         txn: TxnId,
         vc: VClock,
-        /// When the transaction began, on its coordinator's clock: its age for wait-die.
-        begun: Timestamp,
+        /// The transaction's age for wait-die, on its coordinator's clock: when its client first
+        /// tried it (`augur_contract::age`).
+        age: Timestamp,
         reads: Vec<(Key, Option<TxnId>)>,
         writes: Writes,
     },
@@ -643,12 +645,14 @@ struct Coord {
     /// The key being read (to send it again).
     read: ReadInFlight,
     begun: Timestamp,
+    /// Its age under wait-die (see `Msg::Prepare`).
+    age: Timestamp,
     last_active: Timestamp,
     phase: Phase,
 }
 
 impl Coord {
-    fn new(read_only: bool, vc: VClock, now: Timestamp, phase: Phase) -> Coord {
+    fn new(read_only: bool, vc: VClock, now: Timestamp, age: Timestamp, phase: Phase) -> Coord {
         Coord {
             read_only,
             vc,
@@ -659,6 +663,7 @@ impl Coord {
             pending: None,
             read: ReadInFlight::default(),
             begun: now,
+            age,
             last_active: now,
             phase,
         }
@@ -1286,12 +1291,12 @@ impl Sss {
 
     /// Lock the keys (A2:L2–6) and vote once every lock is held. Deadlocks between
     /// transactions that lock the replicas of the same keys in different orders are prevented
-    /// by wait-die on the transactions' begin times (a deviation: see the module docs).
+    /// by wait-die on the transactions' ages (a deviation: see the module docs).
     fn prepare(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
-        (vc, begun): (VClock, Timestamp),
+        (vc, age): (VClock, Timestamp),
         reads: Vec<(Key, Option<TxnId>)>,
         writes: Writes,
     ) {
@@ -1305,7 +1310,7 @@ impl Sss {
             .map(|(key, _)| (key, LockMode::Exclusive))
             .chain(reads.iter().map(|(key, _)| (key, LockMode::Shared)));
         for (key, mode) in wanted {
-            match self.locks.acquire(txn, begun, key, mode) {
+            match self.locks.acquire(txn, age, key, mode) {
                 Acquire::Granted => {}
                 Acquire::Waiting { .. } => missing += 1,
                 Acquire::Refused(refusal) => {
@@ -2072,10 +2077,16 @@ impl Sss {
 mod reads;
 
 impl InteractiveCoordinator for Sss {
-    fn begin(&mut self, ctx: &mut Ctx<'_, Self>, pending: Pending, read_only: bool) {
+    fn begin(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        pending: Pending,
+        read_only: bool,
+        age: Timestamp,
+    ) {
         let txn = self.ids.allocate(ctx);
         let vc = self.nlog.most_recent().clone();
-        let t = Coord::new(read_only, vc, ctx.now(), Phase::Executing);
+        let t = Coord::new(read_only, vc, ctx.now(), age, Phase::Executing);
         self.coord.insert(txn, t);
         let snapshot = Timestamp(self.nlog.most_recent().get(self.me));
         pending.answer(ctx, ClientReply::Begun { txn, snapshot });
@@ -2132,7 +2143,7 @@ impl InteractiveCoordinator for Sss {
                 Msg::Prepare {
                     txn,
                     vc,
-                    begun: t.begun,
+                    age: t.age,
                     reads,
                     writes,
                 },
@@ -2280,10 +2291,10 @@ impl Protocol for Sss {
             Msg::Prepare {
                 txn,
                 vc,
-                begun,
+                age,
                 reads,
                 writes,
-            } => self.prepare(ctx, txn, (vc, begun), reads, writes),
+            } => self.prepare(ctx, txn, (vc, age), reads, writes),
             Msg::Vote { txn, vote } => self.vote(ctx, from, txn, vote),
             Msg::Decide {
                 txn,
@@ -2407,6 +2418,7 @@ impl Sss {
                 Coord::new(
                     false,
                     vc,
+                    Timestamp::ZERO,
                     Timestamp::ZERO,
                     Phase::Committing {
                         decision,

@@ -186,6 +186,7 @@ fn execute(call: ProcedureCall) -> ClientOp {
         read_only: false,
         speculative_reads: false,
         speculative_commit: false,
+        trying_for_us: 0,
     }
 }
 
@@ -292,6 +293,7 @@ fn a_form_the_protocol_does_not_serve_and_reserved_request_ids_are_refused() {
         op: ClientOp::Begin {
             read_only: false,
             speculative: false,
+            trying_for_us: 0,
         },
     };
     wrapped.on_client(&mut ctx, request);

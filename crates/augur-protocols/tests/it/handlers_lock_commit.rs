@@ -97,6 +97,7 @@ fn begin() -> ClientOp {
     ClientOp::Begin {
         read_only: false,
         speculative: false,
+        trying_for_us: 0,
     }
 }
 

@@ -156,6 +156,7 @@ fn corpus() -> Vec<Vec<u8>> {
         // A piece with reads, writes and a commit with dependencies.
         frame(rococo::Msg::Start {
             txn,
+            age: Timestamp(5_000),
             reads: vec![(key.clone(), Some(txn))],
             writes: writes.clone(),
         }),

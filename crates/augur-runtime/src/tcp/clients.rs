@@ -329,6 +329,7 @@ mod tests {
         let begin = ClientOp::Begin {
             read_only: false,
             speculative: false,
+            trying_for_us: 0,
         };
         assert_eq!(txns.admit(&request(2, begin)), Ok(()));
         txns.observe(&reply(

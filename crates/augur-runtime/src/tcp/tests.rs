@@ -279,6 +279,7 @@ fn request(client: u64, id: u64) -> ClientRequest {
         op: ClientOp::Begin {
             read_only: false,
             speculative: false,
+            trying_for_us: 0,
         },
     }
 }
@@ -344,9 +345,9 @@ fn envelopes_round_trip_and_check_their_version() {
     }
     // The examples of docs/cluster-config.md.
     let accepted = encode_frame(&Body::<()>::Accepted).unwrap();
-    assert_eq!(accepted.to_vec(), [6, 5]);
+    assert_eq!(accepted.to_vec(), [7, 5]);
     let begin = encode_frame(&Body::<()>::Request(request(7, 0))).unwrap();
-    assert_eq!(begin.to_vec(), [6, 2, 7, 0, 0, 0, 0]);
+    assert_eq!(begin.to_vec(), [7, 2, 7, 0, 0, 0, 0, 0]);
     // Client frames do not depend on the peer message type.
     let frame = encode_frame(&Body::<RelayMsg>::Request(request(1, 2))).unwrap();
     assert_eq!(
@@ -492,6 +493,7 @@ async fn each_connection_is_its_own_client_and_keeps_its_transactions() {
         .call(ClientOp::Begin {
             read_only: false,
             speculative: false,
+            trying_for_us: 0,
         })
         .await
         .unwrap()

@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
 use tokio_util::codec::{Decoder, FramedRead, FramedWrite, LengthDelimitedCodec};
 
 /// The version of the envelope this build speaks. Frames of any other version are refused.
-pub const WIRE_VERSION: u16 = 6;
+pub const WIRE_VERSION: u16 = 7;
 
 /// The largest frame (length prefix excluded) accepted or sent: 16 MiB.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;

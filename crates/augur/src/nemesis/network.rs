@@ -3,7 +3,8 @@
 //! drops them), or all on loopback, where nothing can be cut.
 //!
 //! The namespace network: a bridge in the host's namespace holding `10.231.S.1/24` (S drawn from
-//! the process id, so concurrent runs do not collide), and node `i` in namespace
+//! the process id, then the next one no other bridge on the host holds, so concurrent runs do
+//! not collide), and node `i` in namespace
 //! `augur-nemesis-PID-i` with `10.231.S.(10 + i)` on its end of a veth pair. The nemesis and its
 //! clients stay in the host's namespace and reach every node through the bridge, so a cut
 //! between two nodes never cuts a client off. A cut is a pair of `iptables` DROP rules in each
@@ -90,6 +91,21 @@ pub fn namespaces_unavailable() -> Option<String> {
     None
 }
 
+/// The subnet `10.231.S.0/24` for a run with process id `pid`: S drawn from it, or the next
+/// one (cyclically, 1 to 250) that no address on the host is in, as another run's bridge's is.
+fn free_subnet(pid: u32) -> u8 {
+    let addresses = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+    let first = pid % 250;
+    (0..250)
+        .map(|k| ((first + k) % 250) as u8 + 1)
+        .find(|s| !addresses.contains(&format!(" 10.231.{s}.")))
+        .unwrap_or(first as u8 + 1)
+}
+
 /// A namespace per node behind one bridge (see the module docs).
 pub struct Namespaces {
     tag: u32,
@@ -107,7 +123,7 @@ impl Namespaces {
         let pid = std::process::id();
         let mut net = Namespaces {
             tag: pid % 100_000,
-            subnet: (pid % 250) as u8 + 1,
+            subnet: free_subnet(pid),
             nodes: 0,
             forward_rule: false,
         };

@@ -170,7 +170,13 @@ fn the_crate_map_is_the_manifests() {
     let readme = text_of("README.md");
     let mut crates: Vec<String> = std::fs::read_dir(root.join("crates"))
         .expect("crates/")
-        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     crates.sort();
     let mut drawn = std::collections::BTreeMap::new();

@@ -247,6 +247,7 @@ pub fn spawn_one_shot_client<P: Protocol>(
                 read_only: c.read_only,
                 speculative_reads: false,
                 speculative_commit: false,
+                trying_for_us: 0,
             };
             let notes = match t.call(op).await {
                 Ok(ClientReply::Executed(execution)) => notes_of(&execution),
