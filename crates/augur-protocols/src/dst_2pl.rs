@@ -47,7 +47,7 @@
 //!
 //! `dst-occ`'s, which all apply (see [`MUTANTS`]).
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, MsgOf, RecordOf};
 use crate::dst_occ::Dst;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{
@@ -55,7 +55,13 @@ use crate::protocol_info::{
 };
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Record, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `dst-2pl`'s messages: the engine's, and DST's own ([`crate::dst_occ::DstMsg`]).
+pub type Msg = MsgOf<Dst2Pl>;
+
+/// `dst-2pl`'s log records: the engine's (DST adds the kit's `Served`, its claim ceiling).
+pub type Record = RecordOf<Dst2Pl>;
 
 /// `dst-2pl`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {

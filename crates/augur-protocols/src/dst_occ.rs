@@ -14,8 +14,8 @@
 //! # The protocol
 //!
 //! It runs on the kit's single-version lock-and-2PC engine ([`crate::common::lock_commit`]) as
-//! `occ`'s [`Locking::Optimistic`] flavor with DST's timestamp scheme, [`Dst`], which is this
-//! module's (`dst-2pl` is the same with 2PL). Timestamps are hybrid ([`augur_types::Hybrid`]:
+//! `occ`'s [`Locking::Optimistic`] flavor with DST's timestamp scheme, [`Dst`], and its one
+//! message, [`DstMsg`], which are this module's (`dst-2pl` is the same with 2PL). Timestamps are hybrid ([`augur_types::Hybrid`]:
 //! 52 bits of clock microseconds, 12 of counter; "+1" is a logical step). Every tuple carries a
 //! read timestamp `rts` (the highest claim or read-set install, in the store entry's metadata,
 //! an entry made for an absent key too, trap T-6); each version carries its commit timestamp,
@@ -120,25 +120,33 @@
 //! marked `[scenario]` is shown by `tests/dst.rs` (8e) rather than within 50 random seeds.
 
 use crate::common::lock_commit::scheme::{
-    Begin, Horizons, Mail, Node, Participating, Parts, SnapshotRead, Then, TimestampScheme,
-    answer_snapshot_read, read_message,
+    Begin, Empty, HorizonMsg, Horizons, Mail, Node, Participating, Parts, SnapshotRead, Then,
+    TimestampScheme, answer_snapshot_read, read_message,
 };
 use crate::common::lock_commit::{
-    CLAIM_SLACK, Coord, Flavor, LockCommit, Locking, Mutant, READ_STALENESS, READ_STALENESS_VALUES,
-    SESSION,
+    CLAIM_SLACK, Coord, Flavor, LockCommit, Locking, MsgOf, Mutant, READ_STALENESS,
+    READ_STALENESS_VALUES, RecordOf, SESSION,
 };
 use crate::common::replica::{self, ServeLease, Writes};
 use crate::protocol_info::Engine;
 use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv};
 use augur_storage::MvStore;
 use augur_types::{ClientId, Hybrid, Key, NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Record, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `dst-occ`'s messages: the engine's, and DST's own ([`DstMsg`]).
+pub type Msg = MsgOf<DstOcc>;
+
+/// `dst-occ`'s log records: the engine's (DST adds the kit's `Served`, its claim ceiling).
+pub type Record = RecordOf<DstOcc>;
 
 /// `dst-occ`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -227,6 +235,31 @@ impl Flavor for DstOcc {
 /// One node running `dst-occ`.
 pub type DstOccNode = LockCommit<DstOcc>;
 
+/// DST's own messages (shared with `dst-2pl`). The rest of DST travels in the engine's: a
+/// read-only read is a `Read` with its snapshot, and the votes, validations and decisions carry
+/// its timestamps.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum DstMsg {
+    /// Node → every node, every tenth tick: no read-only transaction this node coordinates, now
+    /// or later, reads below `ts` (garbage collection keeps what they may read).
+    Horizon { ts: Timestamp },
+}
+
+impl CheckMessage for DstMsg {
+    fn check(&self, _: &Inbound<'_>) -> Result<(), BadMessage> {
+        match self {
+            // Any timestamp is a lower bound some node may announce.
+            DstMsg::Horizon { .. } => Ok(()),
+        }
+    }
+}
+
+impl HorizonMsg for DstMsg {
+    fn horizon(ts: Timestamp) -> DstMsg {
+        DstMsg::Horizon { ts }
+    }
+}
+
 /// DST's decentralized scalar timestamps as the engine's timestamp scheme (`dst-occ`,
 /// `dst-2pl`; the rules and why they are correct are in the module docs).
 pub struct Dst {
@@ -279,7 +312,7 @@ impl Dst {
     /// Raise `key`'s tuple read timestamp to `ts` (never lower it), under the durable claim
     /// ceiling; whether it rose. An absent key gets an entry, so a later writer sees the claim
     /// (trap T-6).
-    fn raise_read_timestamp<N: Node>(
+    fn raise_read_timestamp<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,
@@ -316,13 +349,13 @@ impl Dst {
     /// locked) is at or below the reader's timestamp: it may commit inside the snapshot. A
     /// writer with a higher floor, or one that locks after the claim (its floor is above the
     /// claim), commits outside it. Shared locks never make a reader wait.
-    fn wait_or_answer<N: Node>(
+    fn wait_or_answer<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         read: SnapshotRead,
         node: &Participating<'_>,
         first: bool,
-        mail: &mut Mail,
+        mail: &mut Mail<DstMsg>,
     ) {
         let holder = node.locks.writer(&read.key).filter(|holder| {
             *holder != read.txn
@@ -345,6 +378,8 @@ impl Dst {
 
 impl TimestampScheme for Dst {
     type Txn = ();
+    type Msg = DstMsg;
+    type Record = Empty;
     const SNAPSHOTS: bool = true;
 
     fn new(env: &NodeEnv, mutant: Option<Mutant>) -> Dst {
@@ -370,7 +405,13 @@ impl TimestampScheme for Dst {
     /// A read-write transaction's lower bound on its commit timestamp starts at the session's
     /// floor too (RW1), so its commits rise along the session; a read-only one reads at its
     /// read timestamp (RO1).
-    fn begin(&mut self, now: Timestamp, client: ClientId, read_only: bool) -> Begin {
+    fn begin(
+        &mut self,
+        now: Timestamp,
+        _: TxnId,
+        client: ClientId,
+        read_only: bool,
+    ) -> Begin<DstMsg> {
         let session = self.sessions.as_ref().and_then(|s| s.get(&client).copied());
         Begin::At(if read_only {
             self.read_timestamp(now, session)
@@ -412,12 +453,12 @@ impl TimestampScheme for Dst {
     /// writer that locks it from now on commits above the reader), then wait while a writer
     /// whose timestamp may still fall at or below the snapshot holds it, then read the newest
     /// version at or below the snapshot.
-    fn serve_snapshot_read<N: Node>(
+    fn serve_snapshot_read<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         read: SnapshotRead,
         node: Participating<'_>,
-        mail: &mut Mail,
+        mail: &mut Mail<DstMsg>,
     ) {
         let snapshot = read.snapshot;
         let (claim, wait) = match self.mutant {
@@ -447,12 +488,12 @@ impl TimestampScheme for Dst {
     /// The read-only reads that waited for `txn` look again, once the new holders computed
     /// their floors above: a new holder locked after the claim, so it does not hold them back,
     /// unless it is one recovered or still gathering its locks.
-    fn released<N: Node>(
+    fn released<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
         node: Participating<'_>,
-        mail: &mut Mail,
+        mail: &mut Mail<DstMsg>,
     ) {
         for read in self.snapshot_reads.remove(&txn).unwrap_or_default() {
             self.wait_or_answer(ctx, read, &node, false, mail);
@@ -472,7 +513,7 @@ impl TimestampScheme for Dst {
     /// RW2 for the read set, in the handler that validated (T-4): a writer that locks one of
     /// these keys from now on commits above `ts`. If the transaction aborts elsewhere the
     /// raised timestamps stay, harmlessly.
-    fn validated<N: Node>(
+    fn validated<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,
@@ -490,7 +531,7 @@ impl TimestampScheme for Dst {
 
     /// RW2 for the read set under 2PL: at the masters holding the shared locks, before they go
     /// (under OCC the validation did it).
-    fn committing<N: Node>(
+    fn committing<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,
@@ -518,24 +559,23 @@ impl TimestampScheme for Dst {
         };
     }
 
-    fn handle<N: Node>(
+    fn handle<N: Node<Dst>>(
         &mut self,
         _: &mut Ctx<'_, N>,
         from: NodeId,
-        msg: Msg,
+        msg: DstMsg,
         _: Parts<'_, ()>,
-        _: &mut Mail,
+        _: &mut Mail<DstMsg>,
     ) -> Then {
-        if let Msg::Horizon { ts } = msg {
-            self.horizons.heard(from, ts);
-        }
+        let DstMsg::Horizon { ts } = msg;
+        self.horizons.heard(from, ts);
         Then::Nothing
     }
 
     /// Garbage collection below the read horizon; the lowest snapshot a read-only transaction
     /// coordinated here may begin to read at from now on is the read timestamp now (clocks
     /// only advance).
-    fn collect_garbage<N: Node>(
+    fn collect_garbage<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,

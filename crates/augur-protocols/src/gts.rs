@@ -19,8 +19,9 @@
 //! # The protocol
 //!
 //! It runs on the kit's lock-and-2PC engine ([`crate::common::lock_commit`]) as `occ`'s
-//! [`Locking::Optimistic`] flavor with GTS's timestamp scheme, [`GtsScheme`], which is this
-//! module's; the oracle's state and durability are [`crate::common::oracle`].
+//! [`Locking::Optimistic`] flavor with GTS's timestamp scheme, [`GtsScheme`], and its messages,
+//! [`GtsMsg`], which are this module's; the oracle's state and durability are
+//! [`crate::common::oracle`].
 //!
 //! * **The oracle** is one node, named by the setting `oracle` (a node id of the cluster,
 //!   default 0); it is also an ordinary node. It keeps the last timestamp issued
@@ -113,27 +114,35 @@
 //! See [`MUTANTS`].
 
 use crate::common::lock_commit::scheme::{
-    Begin, Horizons, Mail, Node, Parts, Then, TimestampScheme, oracle_of, read_message,
-    send_or_mail,
+    Begin, Empty, HorizonMsg, Horizons, Mail, Node, Parts, Then, TimestampScheme, oracle_of,
+    read_message, send_or_mail,
 };
 use crate::common::lock_commit::{
-    Coord, Flavor, LockCommit, Locking, Mutant, ORACLE, Phase, Round,
+    Coord, Flavor, LockCommit, Locking, MsgOf, Mutant, ORACLE, Phase, RecordOf, Round,
 };
 use crate::common::oracle::Oracle;
 use crate::common::replica::{self, DecisionLog};
+use crate::common::vclock::Deps;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NODE_ID_VALUES, NetworkModel, Promise, ProtocolInfo,
     SettingInfo,
 };
-use crate::vts::Deps;
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientId, ClientReply, Key, NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Record, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `gts`'s messages: the engine's, and GTS's own ([`GtsMsg`]).
+pub type Msg = MsgOf<Gts>;
+
+/// `gts`'s log records: the engine's (the oracle adds the kit's `Served` and `Watermark`).
+pub type Record = RecordOf<Gts>;
 
 /// `gts`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -188,6 +197,57 @@ impl Flavor for Gts {
 /// One node running `gts`.
 pub type GtsNode = LockCommit<Gts>;
 
+/// GTS's own messages: the oracle's traffic and the read horizons.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum GtsMsg {
+    /// Node → every node, every tenth tick: no read-only transaction this node coordinates, now
+    /// or later, reads below `ts` (garbage collection keeps what they may read).
+    Horizon { ts: Timestamp },
+    /// Coordinator → oracle, with the write set locked: a commit timestamp for `txn`.
+    FetchTs { txn: TxnId },
+    /// Oracle → coordinator: `txn` commits at `ts` (pending at the oracle until released).
+    IssuedTs { txn: TxnId, ts: Timestamp },
+    /// Coordinator → oracle: `txn` no longer holds `ts` (every write replica applied it, or it
+    /// aborted).
+    Done { txn: TxnId, ts: Timestamp },
+    /// Coordinator → oracle: the stable timestamp, for read-only `txn`'s snapshot.
+    FetchStable { txn: TxnId },
+    /// Oracle → node: the stable timestamp, the answer to `txn`'s fetch (`None`: each tenth
+    /// tick's announcement to every node).
+    Stable { txn: Option<TxnId>, ts: Timestamp },
+    /// Oracle → coordinator: `ts`, issued to `txn` long ago, is still pending; what became of
+    /// it?
+    QueryTs { txn: TxnId, ts: Timestamp },
+    /// Restarted oracle → node: which timestamps do your coordinators hold? Every timestamp
+    /// issued before the restart is at or below `bound`.
+    AskHeld { bound: Timestamp },
+    /// Node → oracle: the transactions it coordinates that hold a timestamp.
+    Held { held: Vec<(TxnId, Timestamp)> },
+}
+
+impl CheckMessage for GtsMsg {
+    fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        match self {
+            GtsMsg::FetchTs { txn } | GtsMsg::Done { txn, .. } | GtsMsg::FetchStable { txn } => {
+                at.txn_of_sender(*txn)
+            }
+            GtsMsg::Held { held } => held.iter().try_for_each(|(txn, _)| at.txn_of_sender(*txn)),
+            GtsMsg::IssuedTs { txn, .. } | GtsMsg::QueryTs { txn, .. } => at.txn_here(*txn),
+            GtsMsg::Stable { txn, .. } => txn.map_or(Ok(()), |txn| at.txn_here(txn)),
+            // Any bound is one a restarted oracle may announce.
+            GtsMsg::AskHeld { .. } => Ok(()),
+            // Any timestamp is a lower bound some node may announce.
+            GtsMsg::Horizon { .. } => Ok(()),
+        }
+    }
+}
+
+impl HorizonMsg for GtsMsg {
+    fn horizon(ts: Timestamp) -> GtsMsg {
+        GtsMsg::Horizon { ts }
+    }
+}
+
 /// GTS's timestamp oracle as the engine's timestamp scheme (the rules and why they are correct
 /// are in the module docs).
 pub struct GtsScheme {
@@ -229,60 +289,49 @@ impl<F: Flavor<Scheme = GtsScheme>> LockCommit<F> {
 }
 
 impl GtsScheme {
-    /// Send `msg` to `to`; at this node, handle one of GTS's own at once (the issued timestamp
-    /// excepted: the engine goes on with its transaction).
-    fn deliver<N: Node>(
+    /// Send `msg` to `to`; at this node, handle it at once (the issued timestamp excepted: the
+    /// engine goes on with its transaction).
+    fn deliver<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &mut Parts<'_, GtsTxn>,
         to: NodeId,
-        msg: Msg,
-        mail: &mut Mail,
+        msg: GtsMsg,
+        mail: &mut Mail<GtsMsg>,
     ) {
-        let own = matches!(
-            msg,
-            Msg::Done { .. }
-                | Msg::Stable { .. }
-                | Msg::QueryTs { .. }
-                | Msg::AskHeld { .. }
-                | Msg::Held { .. }
-                | Msg::FetchTs { .. }
-                | Msg::FetchStable { .. }
-                | Msg::Horizon { .. }
-        );
-        if to == self.me && own {
+        if to == self.me && !matches!(msg, GtsMsg::IssuedTs { .. }) {
             let me = self.me;
             let then = self.handle(ctx, me, msg, parts.reborrow(), mail);
             debug_assert!(matches!(then, Then::Nothing));
         } else {
-            send_or_mail(ctx, self.me, to, msg, mail);
+            send_or_mail(ctx, self.me, to, Msg::Scheme(msg), mail);
         }
     }
 
     /// `txn` no longer holds `ts`; tell the oracle.
-    fn release_ts<N: Node>(
+    fn release_ts<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &mut Parts<'_, GtsTxn>,
         txn: TxnId,
         ts: Timestamp,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) {
         let oracle = self.oracle_id;
-        self.deliver(ctx, parts, oracle, Msg::Done { txn, ts }, mail);
+        self.deliver(ctx, parts, oracle, GtsMsg::Done { txn, ts }, mail);
     }
 
     /// The oracle issued `ts` to `txn`. A transaction waiting for it validates and decides at
     /// `ts`; one that is not (it aborted, or the reply repeats) releases it; one from an oracle
     /// incarnation this node already told what it holds is refused (the restarted oracle does
     /// not count it pending), and its transaction aborts.
-    fn issued<N: Node>(
+    fn issued<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         mut parts: Parts<'_, GtsTxn>,
         txn: TxnId,
         ts: Timestamp,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) -> Then {
         let stale = ts <= self.oracle_floor;
         let waiting = match parts.coord.get(&txn) {
@@ -320,7 +369,7 @@ impl GtsScheme {
 
     /// The stable timestamp `ts` arrived (for read-only `txn`'s `Begin`, or announced): a
     /// waiting `Begin` reads at the largest stable timestamp heard of here, which only rises.
-    fn stable_arrived<N: Node>(
+    fn stable_arrived<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: Parts<'_, GtsTxn>,
@@ -348,13 +397,13 @@ impl GtsScheme {
     /// with it (or waits for it); while its commit is not applied everywhere, the decision goes
     /// again to the write replicas that have not acknowledged it (their acknowledgements
     /// release it); otherwise it is released.
-    fn query_ts<N: Node>(
+    fn query_ts<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         mut parts: Parts<'_, GtsTxn>,
         txn: TxnId,
         ts: Timestamp,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) {
         if let Some(t) = parts.coord.get(&txn)
             && t.scheme.fetched.is_none_or(|held| held == ts)
@@ -370,7 +419,7 @@ impl GtsScheme {
                         commit,
                         tag: 0,
                     };
-                    self.deliver(ctx, &mut parts, node, msg, mail);
+                    send_or_mail(ctx, self.me, node, msg, mail);
                 }
             }
             None => self.release_ts(ctx, &mut parts, txn, ts, mail),
@@ -380,12 +429,12 @@ impl GtsScheme {
     /// A restarted oracle asks which timestamps this node's coordinators hold: those of its
     /// running transactions, and of its commits not yet applied everywhere. From now on a
     /// timestamp at or below `bound` (issued before that restart) is refused.
-    fn ask_held<N: Node>(
+    fn ask_held<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         mut parts: Parts<'_, GtsTxn>,
         bound: Timestamp,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) {
         self.oracle_floor = self.oracle_floor.max(bound);
         let mut held: Vec<(TxnId, Timestamp)> = parts
@@ -396,12 +445,14 @@ impl GtsScheme {
             .collect();
         held.sort();
         let oracle = self.oracle_id;
-        self.deliver(ctx, &mut parts, oracle, Msg::Held { held }, mail);
+        self.deliver(ctx, &mut parts, oracle, GtsMsg::Held { held }, mail);
     }
 }
 
 impl TimestampScheme for GtsScheme {
     type Txn = GtsTxn;
+    type Msg = GtsMsg;
+    type Record = Empty;
     const SNAPSHOTS: bool = true;
 
     fn new(env: &NodeEnv, mutant: Option<Mutant>) -> GtsScheme {
@@ -423,10 +474,10 @@ impl TimestampScheme for GtsScheme {
 
     /// A read-only transaction's `Begun` waits for the oracle's stable timestamp (one round
     /// trip).
-    fn begin(&mut self, now: Timestamp, _: ClientId, read_only: bool) -> Begin {
+    fn begin(&mut self, now: Timestamp, txn: TxnId, _: ClientId, read_only: bool) -> Begin<GtsMsg> {
         if read_only {
             self.stable_fetches += 1;
-            Begin::FetchStable(self.oracle_id)
+            Begin::FetchStable(self.oracle_id, GtsMsg::FetchStable { txn })
         } else {
             Begin::At(now)
         }
@@ -441,7 +492,7 @@ impl TimestampScheme for GtsScheme {
 
     /// Fetch the commit timestamp first, inside the critical section: every write lock held,
     /// no read validated yet (trap T-9).
-    fn before_decision(&mut self, txn: TxnId, t: &mut Coord<GtsTxn>) -> Option<(NodeId, Msg)> {
+    fn before_decision(&mut self, txn: TxnId, t: &mut Coord<GtsTxn>) -> Option<(NodeId, GtsMsg)> {
         if t.scheme.fetched.is_some() {
             return None;
         }
@@ -450,7 +501,7 @@ impl TimestampScheme for GtsScheme {
         };
         *round = Round::Fetch;
         self.ts_fetches += 1;
-        Some((self.oracle_id, Msg::FetchTs { txn }))
+        Some((self.oracle_id, GtsMsg::FetchTs { txn }))
     }
 
     fn owes_applied(&self, t: &GtsTxn, _: u64) -> bool {
@@ -458,25 +509,25 @@ impl TimestampScheme for GtsScheme {
     }
 
     /// Release the timestamp.
-    fn applied_everywhere<N: Node>(
+    fn applied_everywhere<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
         ts: Timestamp,
         mut parts: Parts<'_, GtsTxn>,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) {
         self.release_ts(ctx, &mut parts, txn, ts, mail);
     }
 
     /// An abort after the fetch releases the timestamp, or stable stalls behind it.
-    fn aborted<N: Node>(
+    fn aborted<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
         t: &GtsTxn,
         mut parts: Parts<'_, GtsTxn>,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) {
         if let Some(ts) = t.fetched {
             self.release_ts(ctx, &mut parts, txn, ts, mail);
@@ -488,29 +539,29 @@ impl TimestampScheme for GtsScheme {
         self.stable_seen
     }
 
-    fn handle<N: Node>(
+    fn handle<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         from: NodeId,
-        msg: Msg,
+        msg: GtsMsg,
         mut parts: Parts<'_, GtsTxn>,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) -> Then {
         match msg {
-            Msg::Horizon { ts } => self.horizons.heard(from, ts),
-            Msg::FetchTs { txn } => {
+            GtsMsg::Horizon { ts } => self.horizons.heard(from, ts),
+            GtsMsg::FetchTs { txn } => {
                 if let Some(oracle) = self.oracle.as_mut() {
                     let ts = oracle.issue(ctx, txn);
-                    let msg = Msg::IssuedTs { txn, ts };
+                    let msg = GtsMsg::IssuedTs { txn, ts };
                     self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
                 }
             }
-            Msg::Done { txn, ts } => {
+            GtsMsg::Done { txn, ts } => {
                 if let Some(oracle) = self.oracle.as_mut() {
                     oracle.release(txn, ts);
                 }
             }
-            Msg::FetchStable { txn } => {
+            GtsMsg::FetchStable { txn } => {
                 let global = self.read_at_global_ts;
                 if let Some(oracle) = self.oracle.as_mut() {
                     let ts = if global {
@@ -518,11 +569,11 @@ impl TimestampScheme for GtsScheme {
                     } else {
                         oracle.publish(ctx)
                     };
-                    let msg = Msg::Stable { txn: Some(txn), ts };
+                    let msg = GtsMsg::Stable { txn: Some(txn), ts };
                     self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
                 }
             }
-            Msg::Held { held } => {
+            GtsMsg::Held { held } => {
                 let now = ctx.now();
                 if let Some(oracle) = self.oracle.as_mut() {
                     oracle.held(now, from, &held);
@@ -530,11 +581,10 @@ impl TimestampScheme for GtsScheme {
             }
             // From the oracle only (a node that is not takes no part in its bookkeeping).
             _ if from != self.oracle_id => {}
-            Msg::IssuedTs { txn, ts } => return self.issued(ctx, parts, txn, ts, mail),
-            Msg::Stable { txn, ts } => self.stable_arrived(ctx, parts, txn, ts),
-            Msg::QueryTs { txn, ts } => self.query_ts(ctx, parts, txn, ts, mail),
-            Msg::AskHeld { bound } => self.ask_held(ctx, parts, bound, mail),
-            _ => {}
+            GtsMsg::IssuedTs { txn, ts } => return self.issued(ctx, parts, txn, ts, mail),
+            GtsMsg::Stable { txn, ts } => self.stable_arrived(ctx, parts, txn, ts),
+            GtsMsg::QueryTs { txn, ts } => self.query_ts(ctx, parts, txn, ts, mail),
+            GtsMsg::AskHeld { bound } => self.ask_held(ctx, parts, bound, mail),
         }
         Then::Nothing
     }
@@ -543,12 +593,12 @@ impl TimestampScheme for GtsScheme {
     /// them; after a restart, ask the nodes that have not answered yet what they hold; when
     /// `announce`, announce the stable timestamp to every node (which keeps their garbage
     /// collection moving even where no read-only transaction runs).
-    fn tick<N: Node>(
+    fn tick<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         mut parts: Parts<'_, GtsTxn>,
         announce: bool,
-        mail: &mut Mail,
+        mail: &mut Mail<GtsMsg>,
     ) {
         let now = ctx.now();
         let patience = self.patience;
@@ -563,17 +613,17 @@ impl TimestampScheme for GtsScheme {
             .unwrap_or_default();
         let stable = oracle.publish(ctx);
         for (txn, ts) in overdue {
-            let msg = Msg::QueryTs { txn, ts };
+            let msg = GtsMsg::QueryTs { txn, ts };
             self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
         }
         for node in unanswered {
-            self.deliver(ctx, &mut parts, node, Msg::AskHeld { bound }, mail);
+            self.deliver(ctx, &mut parts, node, GtsMsg::AskHeld { bound }, mail);
         }
         if !announce {
             return;
         }
         for node in self.nodes.clone() {
-            let msg = Msg::Stable {
+            let msg = GtsMsg::Stable {
                 txn: None,
                 ts: stable,
             };
@@ -583,7 +633,7 @@ impl TimestampScheme for GtsScheme {
 
     /// Garbage collection below the read horizon; a snapshot this node's read-only
     /// transactions take from now on is at least the largest stable timestamp heard of here.
-    fn collect_garbage<N: Node>(
+    fn collect_garbage<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,

@@ -67,12 +67,18 @@
 //!   trap M-17: `rc`'s reads under a strict claim; read skew). Caught by the first seed for
 //!   `list-append` and `bank`, the second for `rw-register`.
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, MsgOf, RecordOf, Single};
 use crate::protocol_info::Engine;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Record, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `occ`'s messages: the engine's (its scheme, `Single`, has none of its own).
+pub type Msg = MsgOf<Occ>;
+
+/// `occ`'s log records: the engine's.
+pub type Record = RecordOf<Occ>;
 
 /// `occ`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {

@@ -43,13 +43,19 @@
 //! None: nothing a read-committed claim proscribes depends on a mechanism `rc` has beyond
 //! `occ`'s own.
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, ReadOnly, Single};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, MsgOf, ReadOnly, RecordOf, Single};
 use crate::protocol_info::Engine;
 use crate::protocol_info::Promise;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Record, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `rc`'s messages: the engine's (its scheme, `Single`, has none of its own).
+pub type Msg = MsgOf<Rc>;
+
+/// `rc`'s log records: the engine's.
+pub type Record = RecordOf<Rc>;
 
 /// `rc`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {

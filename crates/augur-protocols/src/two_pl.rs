@@ -72,14 +72,20 @@
 //!   skew). Caught by `augur check --faults all --latency 3dc` by the first seed for
 //!   `list-append` and `rw-register`, the second for `bank`.
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, MsgOf, RecordOf, Single};
+use crate::common::locks::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
 use crate::protocol_info::Engine;
 use crate::protocol_info::SettingInfo;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use crate::sss::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Record, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `2pl`'s messages: the engine's (its scheme, `Single`, has none of its own).
+pub type Msg = MsgOf<TwoPl>;
+
+/// `2pl`'s log records: the engine's.
+pub type Record = RecordOf<TwoPl>;
 
 /// `2pl`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -133,7 +139,7 @@ pub type TwoPlNode = LockCommit<TwoPl>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sss::parse_lock_timeout;
+    use crate::common::locks::parse_lock_timeout;
 
     #[test]
     fn the_default_lock_timeout_is_the_listed_one() {

@@ -94,14 +94,20 @@
 //!   without locks or validation — SSS's read-only shortcut (A1:L3) without the snapshot-queues
 //!   that make it safe (read skew).
 
-use crate::common::lock_commit::{Flavor, LockCommit, Locking, Single};
+use crate::common::lock_commit::{Flavor, LockCommit, Locking, MsgOf, RecordOf, Single};
+use crate::common::locks::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
 use crate::protocol_info::Engine;
 use crate::protocol_info::SettingInfo;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use crate::sss::{LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES};
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Record, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `2pc-baseline`'s messages: the engine's (its scheme, `Single`, has none of its own).
+pub type Msg = MsgOf<Baseline>;
+
+/// `2pc-baseline`'s log records: the engine's.
+pub type Record = RecordOf<Baseline>;
 
 /// `2pc-baseline`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -161,7 +167,7 @@ pub type TwoPcBaseline = LockCommit<Baseline>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sss::parse_lock_timeout;
+    use crate::common::locks::parse_lock_timeout;
 
     #[test]
     fn the_default_lock_timeout_is_the_listed_one() {

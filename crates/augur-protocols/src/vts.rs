@@ -20,8 +20,10 @@
 //!
 //! It runs on the kit's lock-and-2PC engine ([`crate::common::lock_commit`]) as `occ`'s
 //! [`Locking::Optimistic`] flavor with VTS's timestamp scheme, [`VtsScheme`]; the oracle's
-//! state and durability are [`crate::common::oracle::VectorOracle`]; the pieces below ([`Deps`], [`Tags`],
-//! [`Outbox`], [`Record`]) are this module's.
+//! state and durability are [`crate::common::oracle::VectorOracle`], the deps' type is the
+//! kit's ([`Deps`], per-node counters); the other pieces below ([`Tags`], [`Outbox`]) are this
+//! module's, and so are VTS's messages ([`VtsMsg`]) and log records ([`Record`]), which the
+//! engine carries without knowing them.
 //!
 //! * **Workers are nodes.** Each node's coordinator keeps `LocalTS`. A read-write transaction
 //!   that writes gets the tag ⟨node : LocalTS + 1⟩ at its commit decision (Fig. 4 COMMIT:1), so
@@ -151,17 +153,19 @@
 use crate::common::lock_commit::scheme::{
     Begin, Mail, Node, Parts, Then, TimestampScheme, oracle_of, read_message, send_or_mail,
 };
-use crate::common::lock_commit::{Coord, Flavor, LockCommit, Locking, Mutant, Record as LcRecord};
-use crate::common::oracle::VectorOracle;
+use crate::common::lock_commit::{
+    Coord, Flavor, LockCommit, Locking, MsgOf, Mutant, Record as LcRecord,
+};
+use crate::common::oracle::{LoggedVector, VectorOracle};
 use crate::common::replica::{DecisionLog, Writes};
 use crate::common::two_phase::GC_BATCH;
-use crate::common::vclock::VClock;
+use crate::common::vclock::{Deps, VClock, check_vector};
 use crate::gts::ORACLE_SETTING;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{
     INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
-use augur_contract::inbound::{BadMessage, Inbound};
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Work};
 use augur_storage::MvStore;
 use augur_storage::Version;
@@ -172,7 +176,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use crate::common::lock_commit::{Msg, Timer};
+pub use crate::common::lock_commit::Timer;
+
+/// `vts`'s messages: the engine's, and VTS's own ([`VtsMsg`]).
+pub type Msg = MsgOf<Vts>;
 
 /// `vts`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -210,67 +217,57 @@ impl Flavor for Vts {
 /// One node running `vts`.
 pub type VtsNode = LockCommit<Vts>;
 
-/// Whether `v` has one entry per node of a cluster of `nodes` (every vector that arrives in a
-/// message is checked, since [`VClock`] panics on clocks of different lengths).
-pub fn check_vector(at: &Inbound<'_>, v: &VClock) -> Result<(), BadMessage> {
-    let nodes = at.placement.nodes().count();
-    if v.len() == nodes {
-        Ok(())
-    } else {
-        Err(at.bad(format!(
-            "a vector timestamp of {} entries in a cluster of {nodes} nodes",
-            v.len()
-        )))
-    }
+/// VTS's own messages: the oracle's traffic, reads at a vector and the vector horizons. Its
+/// tags and deps travel in the engine's (`ReadReply.tag`, `Vote.deps`, `Decide.tag`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum VtsMsg {
+    /// Coordinator → oracle: `StableVTS`, for read-only `txn`'s snapshot.
+    FetchStable { txn: TxnId },
+    /// Oracle → node: `StableVTS`, the answer to `txn`'s `FetchStable` (`None`: an
+    /// announcement).
+    StableVector { txn: Option<TxnId>, at: VClock },
+    /// Coordinator → the master of `key`: a read-only read of the newest version visible at
+    /// vector `at`.
+    ReadAt {
+        txn: TxnId,
+        seq: u32,
+        key: Key,
+        at: VClock,
+    },
+    /// Coordinator → oracle: `INSTALL(⟨sender:t⟩, deps)`, once every write replica applied the
+    /// commit tagged so.
+    Install { t: u64, deps: Deps },
+    /// Oracle → node: its tags up to `up_to` are stable (logged at the oracle first).
+    Stabilized { up_to: u64 },
+    /// Restarted oracle → node: install every tag you still owe again.
+    AskHeld,
+    /// Node → every node: no read-only transaction this node coordinates, now or later, reads
+    /// at a vector below `at` (garbage collection keeps what they may read).
+    HorizonVector { at: VClock },
 }
 
-/// A transaction's dependencies: per node, the largest counter of a tag it read or overwrote
-/// (Fig. 4's `tx.deps`, compressed to the max per worker), sorted by node.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Deps(Vec<(NodeId, u64)>);
-
-impl Deps {
-    pub fn new() -> Deps {
-        Deps::default()
-    }
-
-    /// Depend on ⟨node:t⟩ (nothing for `t == 0`: no tag, or one forgotten as visible to all).
-    pub fn add(&mut self, node: NodeId, t: u64) {
-        if t == 0 {
-            return;
+impl CheckMessage for VtsMsg {
+    fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        match self {
+            // Vectors index by node: each must have one entry per node, deps name nodes.
+            VtsMsg::ReadAt {
+                txn, key, at: v, ..
+            } => {
+                at.txn_of_sender(*txn)?;
+                at.key_here(key)?;
+                check_vector(at, v)
+            }
+            VtsMsg::Install { deps, .. } => deps.check(at),
+            VtsMsg::StableVector { txn, at: v } => {
+                txn.map_or(Ok(()), |txn| at.txn_here(txn))?;
+                check_vector(at, v)
+            }
+            VtsMsg::HorizonVector { at: v } => check_vector(at, v),
+            // Any counter is one the oracle may have stabilised.
+            VtsMsg::Stabilized { .. } => Ok(()),
+            VtsMsg::FetchStable { txn } => at.txn_of_sender(*txn),
+            VtsMsg::AskHeld => Ok(()),
         }
-        match self.0.binary_search_by_key(&node, |(n, _)| *n) {
-            Ok(i) => self.0[i].1 = self.0[i].1.max(t),
-            Err(i) => self.0.insert(i, (node, t)),
-        }
-    }
-
-    /// Depend on everything `other` depends on.
-    pub fn merge(&mut self, other: &Deps) {
-        for &(node, t) in &other.0 {
-            self.add(node, t);
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Every ⟨node:t⟩, by node.
-    pub fn iter(&self) -> impl Iterator<Item = (NodeId, u64)> + '_ {
-        self.0.iter().copied()
-    }
-
-    /// Whether every dep is within `stable` (a dep of a node `stable` has no entry for is not).
-    pub fn within(&self, stable: &VClock) -> bool {
-        self.0
-            .iter()
-            .all(|(node, t)| (node.0 as usize) < stable.len() && *t <= stable.get(node.0 as usize))
-    }
-
-    /// Refuse deps naming a node outside the cluster (they would index the vectors).
-    pub fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
-        self.0.iter().try_for_each(|(node, _)| at.node(*node))
     }
 }
 
@@ -458,7 +455,7 @@ impl Outbox {
     }
 }
 
-/// What `vts` adds to the engine's log.
+/// What `vts` adds to the engine's log (its scheme's records, [`LcRecord::Scheme`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
     /// Coordinator, with its decision: `txn` commits with tag ⟨this node : t⟩ and deps `deps`.
@@ -471,28 +468,21 @@ pub enum Record {
     Stable(VClock),
 }
 
+impl From<Record> for LcRecord<Record> {
+    fn from(record: Record) -> LcRecord<Record> {
+        LcRecord::Scheme(record)
+    }
+}
+
+impl From<LoggedVector> for LcRecord<Record> {
+    fn from(LoggedVector(v): LoggedVector) -> LcRecord<Record> {
+        LcRecord::Scheme(Record::Stable(v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn deps_keep_the_largest_counter_per_node_in_node_order() {
-        let mut d = Deps::new();
-        d.add(NodeId(2), 5);
-        d.add(NodeId(0), 3);
-        d.add(NodeId(2), 4);
-        d.add(NodeId(1), 0);
-        let mut e = Deps::new();
-        e.add(NodeId(0), 7);
-        d.merge(&e);
-        assert_eq!(
-            d.iter().collect::<Vec<_>>(),
-            vec![(NodeId(0), 7), (NodeId(2), 5)]
-        );
-        assert!(d.within(&VClock::from(vec![7, 0, 5])));
-        assert!(!d.within(&VClock::from(vec![7, 9, 4])));
-        assert!(!d.within(&VClock::from(vec![7])));
-    }
 
     #[test]
     fn the_outbox_numbers_commits_without_gaps_and_forgets_what_is_stable() {
@@ -585,75 +575,71 @@ impl<F: Flavor<Scheme = VtsScheme>> LockCommit<F> {
 }
 
 impl VtsScheme {
-    /// Send `msg` to `to`; at this node, handle one of VTS's own at once.
-    fn deliver<N: Node>(
+    /// Send `msg` to `to`; at this node, handle it at once.
+    fn deliver<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &mut Parts<'_, VtsTxn>,
         to: NodeId,
-        msg: Msg,
-        mail: &mut Mail,
+        msg: VtsMsg,
+        mail: &mut Mail<VtsMsg>,
     ) {
-        let own = matches!(
-            msg,
-            Msg::Install { .. }
-                | Msg::Stabilized { .. }
-                | Msg::StableVector { .. }
-                | Msg::AskHeld { .. }
-                | Msg::FetchStable { .. }
-                | Msg::HorizonVector { .. }
-        );
-        if to == self.me && own {
+        if to == self.me {
             let me = self.me;
             self.handle(ctx, me, msg, parts.reborrow(), mail);
         } else {
-            send_or_mail(ctx, self.me, to, msg, mail);
+            ctx.send(to, Msg::Scheme(msg));
         }
     }
 
     /// At the decision of `txn`, which wrote: its tag, logged with its deps before the
     /// decision (a torn log keeps at worst a tag that no version carries).
-    fn assign_tag<N: Node>(&mut self, ctx: &mut Ctx<'_, N>, txn: TxnId, deps: Deps) -> u64 {
+    fn assign_tag<N: Node<VtsScheme>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        txn: TxnId,
+        deps: Deps,
+    ) -> u64 {
         let t = self.outbox.assign(txn, deps.clone(), ctx.now());
         ctx.persist(Record::Tagged { txn, t, deps }.into());
         t
     }
 
     /// `txn`'s commit is applied everywhere: install its tag, if one is owed.
-    fn install_tag<N: Node>(
+    fn install_tag<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &mut Parts<'_, VtsTxn>,
         txn: TxnId,
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) {
         if let Some((t, deps)) = self.outbox.applied(txn, ctx.now()) {
             self.send_install(ctx, parts, t, deps, mail);
         }
     }
 
-    fn send_install<N: Node>(
+    fn send_install<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &mut Parts<'_, VtsTxn>,
         t: u64,
         deps: Deps,
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) {
         self.installs += 1;
         let oracle = self.oracle_id;
-        self.deliver(ctx, parts, oracle, Msg::Install { t, deps }, mail);
+        self.deliver(ctx, parts, oracle, VtsMsg::Install { t, deps }, mail);
     }
 
     /// Act on the tags owed the oracle and not sent for `patience`: install the applied ones
     /// again, send the others' decision again to the write replicas that have not
     /// acknowledged it (see the module docs, "Failures").
-    fn install_owed<N: Node>(
+    fn install_owed<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &mut Parts<'_, VtsTxn>,
         patience: Duration,
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) {
         for due in self.outbox.overdue(ctx.now(), patience) {
             match due {
@@ -666,7 +652,8 @@ impl VtsScheme {
                     let tag = self.outbox.tag_of(txn);
                     for node in replicas {
                         let commit = Some(commit);
-                        self.deliver(ctx, parts, node, Msg::Decide { txn, commit, tag }, mail);
+                        let msg = Msg::Decide { txn, commit, tag };
+                        send_or_mail(ctx, self.me, node, msg, mail);
                     }
                 }
             }
@@ -675,13 +662,13 @@ impl VtsScheme {
 
     /// At the oracle: `INSTALL(⟨from:t⟩, deps)`. One stable already is acknowledged again (as
     /// far as logged); otherwise the tick tells `from` once it is stable and logged.
-    fn oracle_install<N: Node>(
+    fn oracle_install<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &mut Parts<'_, VtsTxn>,
         from: NodeId,
         (t, deps): (u64, Deps),
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) {
         let Some(oracle) = self.vector_oracle.as_mut() else {
             return;
@@ -689,13 +676,13 @@ impl VtsScheme {
         if oracle.install(from, t, deps) {
             oracle.stabilize();
         } else if let Some(up_to) = oracle.logged_of(from).filter(|up_to| t <= *up_to) {
-            self.deliver(ctx, parts, from, Msg::Stabilized { up_to }, mail);
+            self.deliver(ctx, parts, from, VtsMsg::Stabilized { up_to }, mail);
         }
     }
 
     /// A stable vector arrived (for read-only `txn`'s `Begin`, or announced): a waiting
     /// `Begin` reads at the largest stable vector heard of here, which only rises.
-    fn stable_vector_arrived<N: Node>(
+    fn stable_vector_arrived<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: Parts<'_, VtsTxn>,
@@ -724,13 +711,13 @@ impl VtsScheme {
     }
 
     /// A read-only read at the master of `key`: the newest version visible at `at`.
-    fn answer_read_at<N: Node>(
+    fn answer_read_at<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: &Parts<'_, VtsTxn>,
         (txn, seq, key): (TxnId, u32, Key),
         at: &VClock,
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) {
         ctx.charge(Work::reads(1));
         let tags = &self.tags;
@@ -752,6 +739,8 @@ impl VtsScheme {
 
 impl TimestampScheme for VtsScheme {
     type Txn = VtsTxn;
+    type Msg = VtsMsg;
+    type Record = Record;
     const SNAPSHOTS: bool = true;
 
     fn new(env: &NodeEnv, _: Option<Mutant>) -> VtsScheme {
@@ -774,10 +763,10 @@ impl TimestampScheme for VtsScheme {
 
     /// A read-only transaction's `Begun` waits for the oracle's stable vector (one round
     /// trip).
-    fn begin(&mut self, now: Timestamp, _: ClientId, read_only: bool) -> Begin {
+    fn begin(&mut self, now: Timestamp, txn: TxnId, _: ClientId, read_only: bool) -> Begin<VtsMsg> {
         if read_only {
             self.stable_fetches += 1;
-            Begin::FetchStable(self.oracle_id)
+            Begin::FetchStable(self.oracle_id, VtsMsg::FetchStable { txn })
         } else {
             Begin::At(now)
         }
@@ -786,7 +775,7 @@ impl TimestampScheme for VtsScheme {
     /// A read-only read ships its vector instead of a snapshot timestamp.
     fn read(&self, t: &Coord<VtsTxn>, txn: TxnId, seq: u32, key: Key) -> Msg {
         match t.scheme.vector.clone().filter(|_| t.read_only) {
-            Some(at) => Msg::ReadAt { txn, seq, key, at },
+            Some(at) => Msg::Scheme(VtsMsg::ReadAt { txn, seq, key, at }),
             None => read_message(txn, seq, key, t.prio, None),
         }
     }
@@ -807,7 +796,7 @@ impl TimestampScheme for VtsScheme {
     }
 
     /// A commit that writes is tagged here (logged before the decision).
-    fn tag_decision<N: Node>(
+    fn tag_decision<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
@@ -826,13 +815,13 @@ impl TimestampScheme for VtsScheme {
     }
 
     /// Install the tag.
-    fn applied_everywhere<N: Node>(
+    fn applied_everywhere<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
         _: Timestamp,
         mut parts: Parts<'_, VtsTxn>,
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) {
         self.install_tag(ctx, &mut parts, txn, mail);
     }
@@ -858,7 +847,7 @@ impl TimestampScheme for VtsScheme {
     }
 
     /// The versions' tag, logged before them (a torn log keeps at worst a tag alone).
-    fn committing<N: Node>(
+    fn committing<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         _: &mut MvStore<Timestamp>,
@@ -880,36 +869,37 @@ impl TimestampScheme for VtsScheme {
         }
     }
 
-    fn handle<N: Node>(
+    fn handle<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         from: NodeId,
-        msg: Msg,
+        msg: VtsMsg,
         mut parts: Parts<'_, VtsTxn>,
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) -> Then {
         match msg {
-            Msg::ReadAt { txn, seq, key, at } => {
+            VtsMsg::ReadAt { txn, seq, key, at } => {
                 self.answer_read_at(ctx, &parts, (txn, seq, key), &at, mail)
             }
-            Msg::HorizonVector { at } => {
+            VtsMsg::HorizonVector { at } => {
                 let latest = self.horizon_vectors.entry(from).or_insert(at.clone());
                 latest.merge(&at);
             }
-            Msg::Install { t, deps } => self.oracle_install(ctx, &mut parts, from, (t, deps), mail),
-            Msg::FetchStable { txn } => {
+            VtsMsg::Install { t, deps } => {
+                self.oracle_install(ctx, &mut parts, from, (t, deps), mail)
+            }
+            VtsMsg::FetchStable { txn } => {
                 if let Some(oracle) = self.vector_oracle.as_mut() {
                     let at = oracle.publish(ctx);
-                    let msg = Msg::StableVector { txn: Some(txn), at };
+                    let msg = VtsMsg::StableVector { txn: Some(txn), at };
                     self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
                 }
             }
             // From the oracle only (a node that is not takes no part in its bookkeeping).
             _ if from != self.oracle_id => {}
-            Msg::AskHeld { .. } => self.install_owed(ctx, &mut parts, Duration::ZERO, mail),
-            Msg::Stabilized { up_to } => self.outbox.stabilized(up_to),
-            Msg::StableVector { txn, at } => self.stable_vector_arrived(ctx, parts, txn, at),
-            _ => {}
+            VtsMsg::AskHeld => self.install_owed(ctx, &mut parts, Duration::ZERO, mail),
+            VtsMsg::Stabilized { up_to } => self.outbox.stabilized(up_to),
+            VtsMsg::StableVector { txn, at } => self.stable_vector_arrived(ctx, parts, txn, at),
         }
         Then::Nothing
     }
@@ -917,12 +907,12 @@ impl TimestampScheme for VtsScheme {
     /// The coordinator's overdue duties; at the oracle, log the stable vector if it moved,
     /// tell the workers how far their tags are stable, ask every node to install again after
     /// a restart, and, when `announce`, announce the vector to every node.
-    fn tick<N: Node>(
+    fn tick<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         mut parts: Parts<'_, VtsTxn>,
         announce: bool,
-        mail: &mut Mail,
+        mail: &mut Mail<VtsMsg>,
     ) {
         let patience = self.patience;
         self.install_owed(ctx, &mut parts, patience, mail);
@@ -933,19 +923,18 @@ impl TimestampScheme for VtsScheme {
         let stable = oracle.publish(ctx);
         let tell = oracle.to_tell();
         for (node, up_to) in tell {
-            self.deliver(ctx, &mut parts, node, Msg::Stabilized { up_to }, mail);
+            self.deliver(ctx, &mut parts, node, VtsMsg::Stabilized { up_to }, mail);
         }
         let nodes = self.nodes.clone();
         if ask {
             for &node in &nodes {
-                let bound = Timestamp::ZERO;
-                self.deliver(ctx, &mut parts, node, Msg::AskHeld { bound }, mail);
+                self.deliver(ctx, &mut parts, node, VtsMsg::AskHeld, mail);
             }
         }
         if announce {
             for node in nodes {
                 let at = stable.clone();
-                let msg = Msg::StableVector { txn: None, at };
+                let msg = VtsMsg::StableVector { txn: None, at };
                 self.deliver(ctx, &mut parts, node, msg, mail);
             }
         }
@@ -956,7 +945,7 @@ impl TimestampScheme for VtsScheme {
     /// stable vector heard of here; announced when `announce`; at each key, keep from the
     /// newest version visible at the minimum of every node's horizon (none from some node yet:
     /// keep everything), and forget the tags visible there.
-    fn collect_garbage<N: Node>(
+    fn collect_garbage<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,
@@ -972,7 +961,8 @@ impl TimestampScheme for VtsScheme {
         latest.merge(&mine);
         if announce {
             for &node in self.nodes.iter().filter(|n| **n != me) {
-                ctx.send(node, Msg::HorizonVector { at: mine.clone() });
+                let msg = VtsMsg::HorizonVector { at: mine.clone() };
+                ctx.send(node, Msg::Scheme(msg));
             }
         }
         let mut horizon = mine;
@@ -990,8 +980,8 @@ impl TimestampScheme for VtsScheme {
     }
 
     /// The tags, owed installs and the oracle's stable vector.
-    fn replay(&mut self, record: LcRecord) {
-        let LcRecord::Vts(record) = record else {
+    fn replay(&mut self, record: LcRecord<Record>) {
+        let LcRecord::Scheme(record) = record else {
             return;
         };
         match record {
@@ -1016,7 +1006,7 @@ impl TimestampScheme for VtsScheme {
     }
 
     /// The counter and owed tags, and the versions' tags before the versions.
-    fn checkpoint(&self, emit: &mut dyn FnMut(LcRecord)) {
+    fn checkpoint(&self, emit: &mut dyn FnMut(LcRecord<Record>)) {
         self.outbox.checkpoint(&mut |r| emit(r.into()));
         self.tags.checkpoint(&mut |r| emit(r.into()));
         if let Some(oracle) = &self.vector_oracle {

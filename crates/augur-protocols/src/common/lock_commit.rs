@@ -36,6 +36,16 @@
 //!   prepare that arrives after its transaction ended at a participant is ignored for
 //!   `gc_retention`.
 //!
+//! # Messages and records
+//!
+//! [`Msg`] and [`Record`] are the engine's, generic over the scheme's own: every flavor's
+//! messages are the engine's variants plus [`Msg::Scheme`], which carries its scheme's (GTS's
+//! oracle traffic, say) to [`TimestampScheme::handle`], and likewise its records
+//! ([`Record::Scheme`], to [`TimestampScheme::replay`]). So the engine names no scheme, and a
+//! new scheme brings its types in its own module instead of adding variants here ([`scheme`]
+//! says which fields of the engine's messages a scheme fills in). A protocol's module calls
+//! its flavor's types `Msg` and `Record` ([`MsgOf`], [`RecordOf`]).
+//!
 //! # The flavors
 //!
 //! See [`Locking`] and [`TimestampScheme`]; each protocol's module states what its paper
@@ -44,19 +54,17 @@
 pub mod scheme;
 
 pub use scheme::{
-    Begin, Mail, Node, Participating, Parts, Single, SnapshotRead, Then, TimestampScheme,
+    Begin, Empty, Mail, Node, Participating, Parts, Single, SnapshotRead, Then, TimestampScheme,
 };
 
 use crate::common::coordinator::{
     ByReplica, InteractiveCoordinator, Pending, ReadInFlight, Reads, ReadsAt, serve_interactive,
 };
 use crate::common::lock_sets::{LockSets, reads_unchanged};
-use crate::common::locks::Policy;
+use crate::common::locks::{LOCK_TIMEOUT, Policy, parse_lock_timeout};
 use crate::common::replica::{self, DecisionLog, TxnIds, Writes};
-use crate::common::vclock::VClock;
+use crate::common::vclock::Deps;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
-use crate::sss::{LOCK_TIMEOUT, parse_lock_timeout};
-use crate::vts::{self, Deps};
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
@@ -65,6 +73,7 @@ use augur_types::{RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::fmt;
 use std::time::Duration;
 
 /// When a flavor locks, what it checks, and where its reads go.
@@ -147,7 +156,8 @@ pub enum Mutant {
 }
 
 impl Mutant {
-    fn named(name: &str) -> Option<Mutant> {
+    /// The mutant called `name`, whichever flavor offers it.
+    pub fn named(name: &str) -> Option<Mutant> {
         match name {
             "no-read-validation" => Some(Mutant::NoReadValidation),
             "no-read-only-validation" => Some(Mutant::NoReadOnlyValidation),
@@ -164,7 +174,7 @@ impl Mutant {
     }
 
     /// The mutant `name` if `info` offers it.
-    fn offered(info: &ProtocolInfo, name: &str) -> Option<Mutant> {
+    pub fn offered(info: &ProtocolInfo, name: &str) -> Option<Mutant> {
         info.mutants
             .iter()
             .any(|(n, _)| *n == name)
@@ -173,11 +183,16 @@ impl Mutant {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Msg {
+/// The engine's messages, and the scheme's own (`M`, its [`TimestampScheme::Msg`]) in
+/// [`Msg::Scheme`], so that a scheme brings its messages without adding a variant here. Reads,
+/// prepares and validations go to replicas of their keys from the transaction's coordinator,
+/// which alone decides; answers go back to it.
+#[derive(Clone, Serialize, Deserialize)]
+pub enum Msg<M> {
     /// Coordinator → a replica of `key` (`2pl`, `occ`: its master): the newest committed
     /// version. `prio` is the transaction's age for wait-die (its begin time). `snapshot`: a
-    /// DST read-only read at that timestamp (claim, wait, read the newest version at or below).
+    /// read-only read at that timestamp, which the scheme serves
+    /// ([`TimestampScheme::serve_snapshot_read`]).
     Read {
         txn: TxnId,
         seq: u32,
@@ -185,9 +200,9 @@ pub enum Msg {
         prio: Timestamp,
         snapshot: Option<Timestamp>,
     },
-    /// Replica → coordinator: the value read, the writer of its version and the version's
-    /// timestamp (DST's RW1 goes above it). VTS: `tag` is the version's counter (its node is
-    /// the writer's coordinator; 0: none, or forgotten as visible to every snapshot).
+    /// Replica → coordinator: the value read, the writer of its version, the version's
+    /// timestamp and the tag the scheme gives the version ([`TimestampScheme::version_tag`]; 0:
+    /// none).
     ReadReply {
         txn: TxnId,
         seq: u32,
@@ -210,16 +225,18 @@ pub enum Msg {
         reads: Reads,
         writes: Writes,
     },
-    /// Participant → coordinator: yes with a proposed commit timestamp, or no and why. VTS:
-    /// `deps` are the tags of the versions a yes overwrites.
+    /// Participant → coordinator: yes with a proposed commit timestamp, or no and why. `deps`:
+    /// what the scheme says a yes carries of the versions it overwrites
+    /// ([`TimestampScheme::overwritten`]; none under most schemes).
     Vote {
         txn: TxnId,
         vote: Result<Timestamp, AbortReason>,
         deps: Deps,
     },
     /// Coordinator → the master of every key read (`occ`, after every lock is held): do these
-    /// keys still have these versions, unlocked by others? Under DST `ts` is the commit
-    /// timestamp, fixed before this round, which a valid key's tuple timestamp is raised to.
+    /// keys still have these versions, unlocked by others? `ts` is the commit timestamp so far,
+    /// fixed before this round, which the scheme may install at a valid key
+    /// ([`TimestampScheme::validated`]).
     Validate {
         txn: TxnId,
         reads: Reads,
@@ -230,8 +247,8 @@ pub enum Msg {
         txn: TxnId,
         vote: Result<Timestamp, AbortReason>,
     },
-    /// Coordinator → participants: commit at this timestamp, or abort (`None`). VTS: a commit
-    /// that writes carries its tag's counter (0 otherwise).
+    /// Coordinator → participants: commit at this timestamp, or abort (`None`), with the tag
+    /// the scheme gave the commit ([`TimestampScheme::tag_decision`]; 0: none).
     Decide {
         txn: TxnId,
         commit: Option<Timestamp>,
@@ -241,56 +258,13 @@ pub enum Msg {
     Applied { txn: TxnId },
     /// Participant → coordinator: what became of this transaction, prepared here long ago?
     QueryOutcome { txn: TxnId },
-    /// DST, GTS, node → every node, every tenth tick: no read-only transaction this node coordinates,
-    /// now or later, reads below `ts` (garbage collection keeps what they may read).
-    Horizon { ts: Timestamp },
-    /// GTS, coordinator → oracle, with the write set locked: a commit timestamp for `txn`.
-    FetchTs { txn: TxnId },
-    /// GTS, oracle → coordinator: `txn` commits at `ts` (pending at the oracle until released).
-    IssuedTs { txn: TxnId, ts: Timestamp },
-    /// GTS, coordinator → oracle: `txn` no longer holds `ts` (every write replica applied it,
-    /// or it aborted).
-    Done { txn: TxnId, ts: Timestamp },
-    /// GTS, coordinator → oracle: the stable timestamp, for read-only `txn`'s snapshot.
-    FetchStable { txn: TxnId },
-    /// GTS, oracle → node: the stable timestamp, the answer to `txn`'s fetch (`None`: each
-    /// tick's announcement to every node).
-    Stable { txn: Option<TxnId>, ts: Timestamp },
-    /// GTS, oracle → coordinator: `ts`, issued to `txn` long ago, is still pending; what became
-    /// of it?
-    QueryTs { txn: TxnId, ts: Timestamp },
-    /// GTS, restarted oracle → node: which timestamps do your coordinators hold? Every
-    /// timestamp issued before the restart is at or below `bound`. VTS: install every tag you
-    /// still owe again (`bound` unused).
-    AskHeld { bound: Timestamp },
-    /// GTS, node → oracle: the transactions it coordinates that hold a timestamp.
-    Held { held: Vec<(TxnId, Timestamp)> },
-    /// VTS, coordinator → the master of `key`: a read-only read of the newest version visible
-    /// at vector `at`.
-    ReadAt {
-        txn: TxnId,
-        seq: u32,
-        key: Key,
-        at: VClock,
-    },
-    /// VTS, coordinator → oracle: `INSTALL(⟨sender:t⟩, deps)`, once every write replica
-    /// applied the commit tagged so.
-    Install { t: u64, deps: Deps },
-    /// VTS, oracle → node: its tags up to `up_to` are stable (logged at the oracle first).
-    Stabilized { up_to: u64 },
-    /// VTS, oracle → node: `StableVTS`, the answer to `txn`'s `FetchStable` (`None`: an
-    /// announcement).
-    StableVector { txn: Option<TxnId>, at: VClock },
-    /// VTS, node → every node: no read-only transaction this node coordinates, now or later,
-    /// reads at a vector below `at` (garbage collection keeps what they may read).
-    HorizonVector { at: VClock },
+    /// One of the scheme's own messages, which its [`TimestampScheme::handle`] handles.
+    Scheme(M),
 }
 
-/// Reads, prepares and validations go to replicas of their keys from the transaction's
-/// coordinator, which alone decides; answers go back to it.
-impl Msg {
+impl<M> Msg<M> {
     /// The decision to abort `txn` (it also releases what a participant holds for it).
-    fn abort(txn: TxnId) -> Msg {
+    fn abort(txn: TxnId) -> Msg<M> {
         Msg::Decide {
             txn,
             commit: None,
@@ -299,7 +273,90 @@ impl Msg {
     }
 }
 
-impl CheckMessage for Msg {
+/// As derived, except that a scheme's message shows as itself, not wrapped: a trace (and a
+/// golden file) names each message as the node that handles it knows it.
+impl<M: fmt::Debug> fmt::Debug for Msg<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Msg::Read {
+                txn,
+                seq,
+                key,
+                prio,
+                snapshot,
+            } => f
+                .debug_struct("Read")
+                .field("txn", txn)
+                .field("seq", seq)
+                .field("key", key)
+                .field("prio", prio)
+                .field("snapshot", snapshot)
+                .finish(),
+            Msg::ReadReply {
+                txn,
+                seq,
+                value,
+                version,
+                ts,
+                tag,
+            } => f
+                .debug_struct("ReadReply")
+                .field("txn", txn)
+                .field("seq", seq)
+                .field("value", value)
+                .field("version", version)
+                .field("ts", ts)
+                .field("tag", tag)
+                .finish(),
+            Msg::ReadRefused { txn, seq, reason } => f
+                .debug_struct("ReadRefused")
+                .field("txn", txn)
+                .field("seq", seq)
+                .field("reason", reason)
+                .finish(),
+            Msg::Prepare {
+                txn,
+                prio,
+                reads,
+                writes,
+            } => f
+                .debug_struct("Prepare")
+                .field("txn", txn)
+                .field("prio", prio)
+                .field("reads", reads)
+                .field("writes", writes)
+                .finish(),
+            Msg::Vote { txn, vote, deps } => f
+                .debug_struct("Vote")
+                .field("txn", txn)
+                .field("vote", vote)
+                .field("deps", deps)
+                .finish(),
+            Msg::Validate { txn, reads, ts } => f
+                .debug_struct("Validate")
+                .field("txn", txn)
+                .field("reads", reads)
+                .field("ts", ts)
+                .finish(),
+            Msg::Validated { txn, vote } => f
+                .debug_struct("Validated")
+                .field("txn", txn)
+                .field("vote", vote)
+                .finish(),
+            Msg::Decide { txn, commit, tag } => f
+                .debug_struct("Decide")
+                .field("txn", txn)
+                .field("commit", commit)
+                .field("tag", tag)
+                .finish(),
+            Msg::Applied { txn } => f.debug_struct("Applied").field("txn", txn).finish(),
+            Msg::QueryOutcome { txn } => f.debug_struct("QueryOutcome").field("txn", txn).finish(),
+            Msg::Scheme(m) => fmt::Debug::fmt(m, f),
+        }
+    }
+}
+
+impl<M: CheckMessage> CheckMessage for Msg<M> {
     fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
         match self {
             Msg::Read { txn, key, .. } => {
@@ -317,45 +374,30 @@ impl CheckMessage for Msg {
                 at.txn_of_sender(*txn)?;
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))
             }
-            // Vectors index by node: each must have one entry per node, deps name nodes.
-            Msg::ReadAt {
-                txn, key, at: v, ..
-            } => {
-                at.txn_of_sender(*txn)?;
-                at.key_here(key)?;
-                vts::check_vector(at, v)
-            }
+            // Deps name nodes, which index vectors.
             Msg::Vote { txn, deps, .. } => {
                 at.txn_here(*txn)?;
                 deps.check(at)
             }
-            Msg::Install { deps, .. } => deps.check(at),
-            Msg::StableVector { txn, at: v } => {
-                txn.map_or(Ok(()), |txn| at.txn_here(txn))?;
-                vts::check_vector(at, v)
-            }
-            Msg::HorizonVector { at: v } => vts::check_vector(at, v),
-            // Any counter is one the oracle may have stabilised.
-            Msg::Stabilized { .. } => Ok(()),
-            Msg::Decide { txn, .. }
-            | Msg::FetchTs { txn }
-            | Msg::Done { txn, .. }
-            | Msg::FetchStable { txn } => at.txn_of_sender(*txn),
-            Msg::Held { held } => held.iter().try_for_each(|(txn, _)| at.txn_of_sender(*txn)),
-            Msg::IssuedTs { txn, .. } | Msg::QueryTs { txn, .. } => at.txn_here(*txn),
-            Msg::Stable { txn, .. } => txn.map_or(Ok(()), |txn| at.txn_here(txn)),
-            // Any bound is one a restarted oracle may announce.
-            Msg::AskHeld { .. } => Ok(()),
+            Msg::Decide { txn, .. } => at.txn_of_sender(*txn),
             Msg::ReadReply { txn, .. }
             | Msg::ReadRefused { txn, .. }
             | Msg::Validated { txn, .. }
             | Msg::Applied { txn }
             | Msg::QueryOutcome { txn } => at.txn_here(*txn),
-            // Any timestamp is a lower bound some node may announce.
-            Msg::Horizon { .. } => Ok(()),
+            Msg::Scheme(m) => m.check(at),
         }
     }
 }
+
+/// The messages of a node of flavor `F`.
+pub type MsgOf<F> = Msg<<<F as Flavor>::Scheme as TimestampScheme>::Msg>;
+
+/// The log records of a node of flavor `F`.
+pub type RecordOf<F> = Record<<<F as Flavor>::Scheme as TimestampScheme>::Record>;
+
+/// The messages a scheme's hook leaves to the engine of a node of flavor `F`.
+type MailOf<F> = Mail<<<F as Flavor>::Scheme as TimestampScheme>::Msg>;
 
 #[derive(Debug)]
 pub enum Timer {
@@ -369,17 +411,19 @@ pub enum Timer {
     Locks(TxnId),
     /// A master did not get read `seq`'s shared lock in time (`2pl`).
     ReadLock(TxnId, u32),
-    /// GTS: a read-only transaction's stable timestamp did not arrive in time.
+    /// A read-only transaction's snapshot, fetched at `Begin` ([`Begin::FetchStable`]), did not
+    /// arrive in time.
     Stable(TxnId),
 }
 
-/// What a node writes to its log and rebuilds from.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Record {
+/// What a node writes to its log and rebuilds from: the engine's records, and the scheme's
+/// own (`R`, its [`TimestampScheme::Record`]) in [`Record::Scheme`].
+#[derive(Clone, Serialize, Deserialize)]
+pub enum Record<R> {
     /// The 2PC kit's records: `Decided`, `Forgotten` and `IdsReserved` (the coordinator's),
     /// `Committed` (a participant installed its writes at `commit_ts` and released its locks),
     /// `Aborted` (a participant dropped a prepare and released its locks) and, in checkpoints,
-    /// `Versions`.
+    /// `Versions`; the schemes may write `Served` and `Watermark`.
     Kit(replica::Record<Timestamp>),
     /// This participant voted yes for `txn`: it holds shared locks on `reads` and exclusive ones
     /// on the keys of `writes` until the outcome.
@@ -388,19 +432,29 @@ pub enum Record {
         reads: Vec<Key>,
         writes: Writes,
     },
-    /// VTS's tags, owed installs and stable vector ([`vts::Record`]).
-    Vts(vts::Record),
+    /// One of the scheme's own records, which its [`TimestampScheme::replay`] replays.
+    Scheme(R),
 }
 
-impl From<replica::Record<Timestamp>> for Record {
-    fn from(record: replica::Record<Timestamp>) -> Record {
-        Record::Kit(record)
+/// As derived, except that a scheme's record shows as itself, not wrapped (as [`Msg`]'s).
+impl<R: fmt::Debug> fmt::Debug for Record<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Record::Kit(record) => f.debug_tuple("Kit").field(record).finish(),
+            Record::Prepared { txn, reads, writes } => f
+                .debug_struct("Prepared")
+                .field("txn", txn)
+                .field("reads", reads)
+                .field("writes", writes)
+                .finish(),
+            Record::Scheme(record) => fmt::Debug::fmt(record, f),
+        }
     }
 }
 
-impl From<vts::Record> for Record {
-    fn from(record: vts::Record) -> Record {
-        Record::Vts(record)
+impl<R> From<replica::Record<Timestamp>> for Record<R> {
+    fn from(record: replica::Record<Timestamp>) -> Record<R> {
+        Record::Kit(record)
     }
 }
 
@@ -478,6 +532,10 @@ pub struct Participant {
     waiting_read: Option<(u32, Key)>,
     /// When its outcome was last asked for (or its latest read or vote, before the first time).
     last_query: Timestamp,
+    /// Its age under wait-die, as its first read or prepare here gave it: the lock manager
+    /// keeps a transaction's first priority and takes another for a caller's bug, and a later
+    /// message's priority is a peer's word (a lying peer may send another).
+    prio: Timestamp,
     /// The timestamp its yes vote proposed (zero until then, and for one recovered from the
     /// log). DST: a lower bound on its commit timestamp, computed when it took its exclusive
     /// locks here (readers wait for it while it is at or below their snapshot).
@@ -485,7 +543,7 @@ pub struct Participant {
 }
 
 impl Participant {
-    fn new(now: Timestamp) -> Participant {
+    fn new(now: Timestamp, prio: Timestamp) -> Participant {
         Participant {
             reads: Vec::new(),
             writes: Vec::new(),
@@ -493,6 +551,7 @@ impl Participant {
             voted: false,
             waiting_read: None,
             last_query: now,
+            prio,
             floor: Timestamp::ZERO,
         }
     }
@@ -577,7 +636,7 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     /// Send `msg` to `to`, or handle it at once when `to` is this node.
-    fn deliver(&mut self, ctx: &mut Ctx<'_, Self>, to: NodeId, msg: Msg) {
+    fn deliver(&mut self, ctx: &mut Ctx<'_, Self>, to: NodeId, msg: MsgOf<F>) {
         if to == self.id() {
             self.handle(ctx, to, msg);
         } else {
@@ -586,7 +645,7 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     /// Handle, in order, the messages to this node a scheme's hook left to the engine.
-    fn deliver_mail(&mut self, ctx: &mut Ctx<'_, Self>, mail: Mail) {
+    fn deliver_mail(&mut self, ctx: &mut Ctx<'_, Self>, mail: MailOf<F>) {
         let me = self.id();
         for msg in mail {
             self.handle(ctx, me, msg);
@@ -620,7 +679,7 @@ impl<F: Flavor> LockCommit<F> {
         (&mut self.scheme, node)
     }
 
-    fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+    fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: MsgOf<F>) {
         match msg {
             Msg::Read {
                 txn,
@@ -642,7 +701,7 @@ impl<F: Flavor> LockCommit<F> {
                     key,
                     snapshot,
                 };
-                let mut mail = Mail::new();
+                let mut mail = MailOf::<F>::new();
                 let (scheme, node) = self.participating();
                 scheme.serve_snapshot_read(ctx, read, node, &mut mail);
                 self.deliver_mail(ctx, mail);
@@ -679,22 +738,8 @@ impl<F: Flavor> LockCommit<F> {
                 }
             }
             Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
-            // The scheme's own: horizons, the oracle's, VTS's read at a vector.
-            Msg::ReadAt { .. }
-            | Msg::Horizon { .. }
-            | Msg::HorizonVector { .. }
-            | Msg::Install { .. }
-            | Msg::FetchTs { .. }
-            | Msg::Done { .. }
-            | Msg::FetchStable { .. }
-            | Msg::Held { .. }
-            | Msg::IssuedTs { .. }
-            | Msg::Stable { .. }
-            | Msg::QueryTs { .. }
-            | Msg::AskHeld { .. }
-            | Msg::Stabilized { .. }
-            | Msg::StableVector { .. } => {
-                let mut mail = Mail::new();
+            Msg::Scheme(msg) => {
+                let mut mail = MailOf::<F>::new();
                 let (scheme, parts) = self.parts();
                 let then = scheme.handle(ctx, from, msg, parts, &mut mail);
                 self.deliver_mail(ctx, mail);
@@ -710,7 +755,7 @@ impl<F: Flavor> LockCommit<F> {
     /// Every write replica applied `txn`'s commit at `ts`: what the scheme owes then (GTS
     /// releases the timestamp, VTS installs the tag).
     fn applied_everywhere(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
-        let mut mail = Mail::new();
+        let mut mail = MailOf::<F>::new();
         let (scheme, parts) = self.parts();
         scheme.applied_everywhere(ctx, txn, ts, parts, &mut mail);
         self.deliver_mail(ctx, mail);
@@ -792,7 +837,7 @@ impl<F: Flavor> LockCommit<F> {
         for node in told {
             self.deliver(ctx, node, Msg::abort(txn));
         }
-        let mut mail = Mail::new();
+        let mut mail = MailOf::<F>::new();
         let (scheme, parts) = self.parts();
         scheme.aborted(ctx, txn, &t.scheme, parts, &mut mail);
         self.deliver_mail(ctx, mail);
@@ -850,7 +895,7 @@ impl<F: Flavor> LockCommit<F> {
         if let Some(t) = self.coord.get_mut(&txn)
             && let Some((to, msg)) = self.scheme.before_decision(txn, t)
         {
-            return self.deliver(ctx, to, msg);
+            return self.deliver(ctx, to, Msg::Scheme(msg));
         }
         let placement = self.env.placement.clone();
         let Some(Phase::Voting {
@@ -952,12 +997,13 @@ impl<F: Flavor> LockCommit<F> {
         let p = self
             .participants
             .entry(txn)
-            .or_insert_with(|| Participant::new(now));
+            .or_insert_with(|| Participant::new(now, prio));
         // A read reordered behind the prepare, or a copy of one still waiting: not a new read.
         if p.preparing || p.waiting_read.is_some() {
             return;
         }
         p.last_query = now;
+        let prio = p.prio;
         match self.locks.request(txn, prio, [&key], []) {
             Ok(true) => self.answer_read(ctx, txn, seq, key),
             Ok(false) => {
@@ -1028,6 +1074,7 @@ impl<F: Flavor> LockCommit<F> {
             // OCC's prepare carries no reads; 2PL's are locked already.
             Locking::Optimistic | Locking::TwoPhase => Vec::new(),
         };
+        let prio = self.participants.get(&txn).map_or(prio, |p| p.prio);
         let requested = if lost_lock {
             Ok(false)
         } else {
@@ -1037,7 +1084,7 @@ impl<F: Flavor> LockCommit<F> {
         let p = self
             .participants
             .entry(txn)
-            .or_insert_with(|| Participant::new(now));
+            .or_insert_with(|| Participant::new(now, prio));
         p.reads = reads;
         p.writes = writes;
         p.preparing = true;
@@ -1138,7 +1185,7 @@ impl<F: Flavor> LockCommit<F> {
                 self.validate_and_vote(ctx, ready);
             }
         }
-        let mut mail = Mail::new();
+        let mut mail = MailOf::<F>::new();
         let (scheme, node) = self.participating();
         scheme.released(ctx, txn, node, &mut mail);
         self.deliver_mail(ctx, mail);
@@ -1272,7 +1319,7 @@ impl<F: Flavor> LockCommit<F> {
         let announce = (self.ticks - 1).is_multiple_of(ANNOUNCE_EVERY);
         // The scheme's duties (GTS's and VTS's oracle, VTS's owed tags), then its garbage
         // collection.
-        let mut mail = Mail::new();
+        let mut mail = MailOf::<F>::new();
         let (scheme, parts) = self.parts();
         scheme.tick(ctx, parts, announce, &mut mail);
         self.deliver_mail(ctx, mail);
@@ -1282,7 +1329,7 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     /// Rebuild state from one durable record (see [`Record`]).
-    fn replay(&mut self, record: Record) {
+    fn replay(&mut self, record: RecordOf<F>) {
         use replica::Record as Kit;
         match record {
             Record::Kit(Kit::IdsReserved { below }) => self.ids.resume_below(below),
@@ -1309,7 +1356,7 @@ impl<F: Flavor> LockCommit<F> {
             }
             // The scheme's: DST's claim ceiling, GTS's oracle bound and stable timestamp
             // (`Served`, `Watermark`), VTS's tags, owed installs and stable vector.
-            record @ (Record::Kit(Kit::Served { .. } | Kit::Watermark(_)) | Record::Vts(_)) => {
+            record @ (Record::Kit(Kit::Served { .. } | Kit::Watermark(_)) | Record::Scheme(_)) => {
                 self.scheme.replay(record)
             }
             // Not written by this protocol.
@@ -1320,7 +1367,7 @@ impl<F: Flavor> LockCommit<F> {
                 let _ =
                     self.locks
                         .request(txn, Timestamp::ZERO, &reads, writes.iter().map(|(k, _)| k));
-                let mut p = Participant::new(Timestamp::ZERO);
+                let mut p = Participant::new(Timestamp::ZERO, Timestamp::ZERO);
                 p.reads = reads.into_iter().map(|k| (k, None)).collect();
                 p.writes = writes;
                 p.preparing = true;
@@ -1391,12 +1438,12 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
             Locking::TwoPhase => age,
             Locking::AtCommit | Locking::Optimistic => now,
         };
-        let begin = self.scheme.begin(now, pending.client, read_only);
-        let (ts, awaiting_stable) = match begin {
-            Begin::At(ts) => (ts, false),
+        let (ts, fetch) = match self.scheme.begin(now, txn, pending.client, read_only) {
+            Begin::At(ts) => (ts, None),
             // Set when the oracle's stable timestamp (vector) arrives.
-            Begin::FetchStable(_) => (Timestamp::ZERO, true),
+            Begin::FetchStable(oracle, msg) => (Timestamp::ZERO, Some((oracle, msg))),
         };
+        let awaiting_stable = fetch.is_some();
         self.coord.insert(
             txn,
             Coord {
@@ -1414,12 +1461,12 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
                 phase: Phase::Executing,
             },
         );
-        if let Begin::FetchStable(oracle) = begin {
+        if let Some((oracle, msg)) = fetch {
             // GTS, VTS: `Begun` waits for the oracle's stable timestamp (one round trip).
             let t = self.coord.get_mut(&txn).expect("just inserted");
             t.pending = Some(pending);
             ctx.set_timer(self.env.options.participant_timeout, Timer::Stable(txn));
-            return self.deliver(ctx, oracle, Msg::FetchStable { txn });
+            return self.deliver(ctx, oracle, Msg::Scheme(msg));
         }
         // Single version: there is no snapshot; the begin time stands in. DST: the read
         // timestamp, or the commit timestamp's start.
@@ -1531,9 +1578,9 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
 }
 
 impl<F: Flavor> Protocol for LockCommit<F> {
-    type Msg = Msg;
+    type Msg = MsgOf<F>;
     type Timer = Timer;
-    type Record = Record;
+    type Record = RecordOf<F>;
     const FORMS: &'static [augur_contract::forms::RequestForm] = INTERACTIVE_AND_ONE_SHOT;
 
     fn new(env: &NodeEnv) -> Self {
@@ -1570,7 +1617,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         }
     }
 
-    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Record>) -> Self {
+    fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = RecordOf<F>>) -> Self {
         let mut node = <LockCommit<F> as Protocol>::new(env);
         for record in records {
             node.replay(record);
@@ -1579,10 +1626,10 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         node
     }
 
-    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+    fn checkpoint(&self, emit: &mut dyn FnMut(RecordOf<F>)) {
         self.scheme.checkpoint(emit);
-        self.ids.checkpoint::<Record, Timestamp>(emit);
-        replica::checkpoint_versions::<_, _, Record>(&self.store, emit);
+        self.ids.checkpoint::<RecordOf<F>, Timestamp>(emit);
+        replica::checkpoint_versions::<_, _, RecordOf<F>>(&self.store, emit);
         let mut prepared: Vec<_> = self.participants.iter().filter(|(_, p)| p.voted).collect();
         prepared.sort_by_key(|(t, _)| **t);
         for (txn, p) in prepared {
@@ -1603,7 +1650,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         serve_interactive(self, ctx, request);
     }
 
-    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: MsgOf<F>) {
         self.handle(ctx, from, msg);
     }
 
@@ -1648,33 +1695,5 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         ];
         self.scheme.counters(&mut counters);
         counters
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_listed_mutant_is_known() {
-        for info in [
-            crate::twopc_baseline::INFO,
-            crate::occ::INFO,
-            crate::two_pl::INFO,
-            crate::rc::INFO,
-            crate::dst_occ::INFO,
-            crate::dst_2pl::INFO,
-            crate::gts::INFO,
-            crate::vts::INFO,
-        ] {
-            for (name, _) in info.mutants {
-                assert_eq!(Mutant::offered(&info, name), Mutant::named(name), "{name}");
-                assert!(Mutant::named(name).is_some(), "{}: {name}", info.name);
-            }
-        }
-        assert_eq!(
-            Mutant::offered(&crate::occ::INFO, "early-read-unlock"),
-            None
-        );
     }
 }

@@ -65,6 +65,34 @@
 use augur_types::{AbortReason, Key, TxnId};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// The name of the setting that bounds how long a lock request waits (`sss`, `2pc-baseline`,
+/// `2pl`, `dst-2pl`).
+pub const LOCK_TIMEOUT: &str = "lock_timeout";
+
+/// The lock timeouts [`LOCK_TIMEOUT`] accepts (and `sss`'s other timeout settings).
+pub const LOCK_TIMEOUT_VALUES: &[&str] = &[
+    "0ms", "100us", "500us", "1ms", "2ms", "5ms", "10ms", "20ms", "50ms", "100ms",
+];
+
+/// The lock timeout a setting's value names; `None` for a value not in [`LOCK_TIMEOUT_VALUES`].
+pub fn parse_lock_timeout(value: &str) -> Option<Duration> {
+    if !LOCK_TIMEOUT_VALUES
+        .iter()
+        .any(|v| v.eq_ignore_ascii_case(value))
+    {
+        return None;
+    }
+    let value = value.to_ascii_lowercase();
+    if let Some(us) = value.strip_suffix("us") {
+        return us.parse().ok().map(Duration::from_micros);
+    }
+    value
+        .strip_suffix("ms")
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
+}
 
 /// A lock mode. `Shared < Exclusive`: the order is strength.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -440,6 +468,20 @@ mod tests {
     /// Transaction `n`; tests give it priority `n`, so a smaller `n` is older.
     fn t(n: u64) -> TxnId {
         TxnId(n)
+    }
+
+    #[test]
+    fn lock_timeouts_parse_in_micro_and_milliseconds() {
+        assert_eq!(parse_lock_timeout("5ms"), Some(Duration::from_millis(5)));
+        assert_eq!(
+            parse_lock_timeout("100us"),
+            Some(Duration::from_micros(100))
+        );
+        assert_eq!(parse_lock_timeout("0ms"), Some(Duration::ZERO));
+        assert_eq!(parse_lock_timeout("7ms"), None);
+        for value in LOCK_TIMEOUT_VALUES {
+            assert!(parse_lock_timeout(value).is_some(), "{value}");
+        }
     }
 
     fn k(n: u64) -> Key {

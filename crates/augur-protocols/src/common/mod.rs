@@ -3,7 +3,7 @@
 //!
 //! * [`locks`]: a deterministic, sans-IO lock manager with shared and exclusive modes, FIFO wait
 //!   queues and the no-wait, wait-die and wound-wait deadlock-prevention policies (2PL and its
-//!   variants, DST-2PL, Calvin's deterministic locking).
+//!   variants, DST-2PL, Calvin's deterministic locking), and the lock-timeout setting.
 //! * [`replica`]: the participant side of two-phase commit with presumed abort as `clocksi-rep`
 //!   and STR share it (store, prepare records, serving lease, decision log, durable records).
 //! * [`two_phase`]: the 2PC machinery of that family (reads, prepares, commits and aborts,
@@ -23,7 +23,8 @@
 //!   flight and its numbering, write sets grouped by partition, the garbage-collection
 //!   watermark).
 //! * [`oracle`]: a timestamp oracle with a stable timestamp (GTS's `GlobalTS` and `StableGTS`),
-//!   durable across its restarts, which the lock-and-2PC engine's `gts` flavor asks.
+//!   durable across its restarts, which the lock-and-2PC engine's `gts` flavor asks, and VTS's
+//!   vector oracle.
 //! * [`at_coordinator`]: the one-shot form for every protocol with deferred updates: a
 //!   procedure run at the node that received it, as the requests an interactive client would
 //!   have sent (procedures are driven by the contract's `augur_contract::driver`, as the
@@ -31,7 +32,9 @@
 //! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
 //!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
 //!   `s-smr` and `sparkle`).
-//! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines).
+//! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines),
+//!   and per-node counter dependencies ([`vclock::Deps`], VTS's, carried by the lock-and-2PC
+//!   engine's votes and the vector oracle).
 
 pub mod at_coordinator;
 pub mod coordinator;

@@ -3,8 +3,8 @@
 //! order and knows which of them are still *pending* (issued, not yet installed everywhere or
 //! released); the stable timestamp is the highest one below which nothing is pending, so every
 //! version at or below it is installed at every replica and a snapshot there needs no wait.
-//! `gts` ([`crate::gts`]) runs it on the lock-and-2PC engine; what a coordinator does with it is
-//! the engine's (see [`super::lock_commit`]), this is the oracle node's state and its durability.
+//! `gts`'s timestamp scheme runs it on the lock-and-2PC engine ([`super::lock_commit`]); what a
+//! coordinator does with it is the scheme's, this is the oracle node's state and its durability.
 //!
 //! # Durability and restart
 //!
@@ -27,8 +27,7 @@
 //!   unreported.
 
 use super::replica::{self, ServeLease};
-use super::vclock::VClock;
-use crate::vts::{Deps, Record as VtsRecord};
+use super::vclock::{Deps, VClock};
 use augur_contract::{Ctx, Protocol};
 use augur_types::{NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
@@ -226,8 +225,14 @@ impl Oracle {
     }
 }
 
-/// VTS's oracle (DST, NSDI '21, §2.2, Fig. 4: `StableVTS` and one queue per worker; `vts`,
-/// [`crate::vts`]): workers install their tags ⟨i:t⟩ with the tags they depend on, and the
+/// A [`VectorOracle`]'s durable state: `StableVTS` reached this vector and may have been
+/// published. The oracle's protocol logs it in a record of its own, converted from this (the
+/// oracle names no protocol's records).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedVector(pub VClock);
+
+/// VTS's oracle (DST, NSDI '21, §2.2, Fig. 4: `StableVTS` and one queue per worker; the
+/// `vts` protocol's): workers install their tags ⟨i:t⟩ with the tags they depend on, and the
 /// oracle stabilises them. The paper leaves the "stability protocol" unspecified; the rule
 /// here: ⟨i:t⟩ becomes stable once ⟨i:t−1⟩ is stable and every dep ⟨j:s⟩ has
 /// `s ≤ StableVTS[j]`.
@@ -235,7 +240,7 @@ impl Oracle {
 /// Durability, as [`Oracle`]'s stable timestamp: a `StableVTS` that leaves the oracle (a reply,
 /// an announcement, a worker told its tags are stable) was logged first, so it never goes back.
 /// The queues are volatile: the workers keep what they installed until told it is stable, and
-/// install it again (see [`crate::vts`], "Failures"). Unlike `gts`'s stable timestamp, the
+/// install it again (see `vts`'s module docs, "Failures"). Unlike `gts`'s stable timestamp, the
 /// vector needs nothing from workers that have not installed anything, so a restarted oracle
 /// goes on at once.
 #[derive(Debug)]
@@ -264,7 +269,7 @@ impl VectorOracle {
         }
     }
 
-    /// Replay of [`VtsRecord::Stable`] (ignored if of another cluster size).
+    /// Replay of the record [`Self::publish`] logs (ignored if of another cluster size).
     pub fn replay_stable(&mut self, v: &VClock) {
         if v.len() == self.stable.len() {
             self.stable.merge(v);
@@ -329,11 +334,11 @@ impl VectorOracle {
     /// `StableVTS`, logged first if it moved past the last vector logged.
     pub fn publish<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> VClock
     where
-        P::Record: From<VtsRecord>,
+        P::Record: From<LoggedVector>,
     {
         if self.stable != self.logged {
             self.logged = self.stable.clone();
-            ctx.persist(VtsRecord::Stable(self.stable.clone()).into());
+            ctx.persist(LoggedVector(self.stable.clone()).into());
         }
         self.stable.clone()
     }
@@ -375,7 +380,7 @@ impl VectorOracle {
     }
 
     /// The record that rebuilds the durable state: the logged vector.
-    pub fn checkpoint<R: From<VtsRecord>>(&self, emit: &mut dyn FnMut(R)) {
-        emit(VtsRecord::Stable(self.logged.clone()).into());
+    pub fn checkpoint<R: From<LoggedVector>>(&self, emit: &mut dyn FnMut(R)) {
+        emit(LoggedVector(self.logged.clone()).into());
     }
 }

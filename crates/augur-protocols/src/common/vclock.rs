@@ -10,6 +10,8 @@
 //! A clock serialises as a plain sequence of its entries, so with postcard it costs one length
 //! byte plus one varint per entry.
 
+use augur_contract::inbound::{BadMessage, Inbound};
+use augur_types::NodeId;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::fmt;
@@ -176,6 +178,72 @@ impl fmt::Display for VClock {
     }
 }
 
+/// Whether `v`, indexed by node, has one entry per node of the cluster (every such vector that
+/// arrives in a message is checked, since [`VClock`] panics on clocks of different lengths).
+pub fn check_vector(at: &Inbound<'_>, v: &VClock) -> Result<(), BadMessage> {
+    let nodes = at.placement.nodes().count();
+    if v.len() == nodes {
+        Ok(())
+    } else {
+        Err(at.bad(format!(
+            "a vector timestamp of {} entries in a cluster of {nodes} nodes",
+            v.len()
+        )))
+    }
+}
+
+/// Dependencies on per-node counters: per node, the largest counter depended on, sorted by node
+/// (VTS's `tx.deps`, the tags ⟨node : counter⟩ of the versions a transaction read or
+/// overwrote, compressed to the largest per node). A sparse vector: it names only the nodes
+/// depended on, and [`Deps::within`] compares it with a [`VClock`] indexed by node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deps(Vec<(NodeId, u64)>);
+
+impl Deps {
+    pub fn new() -> Deps {
+        Deps::default()
+    }
+
+    /// Depend on ⟨node:t⟩ (nothing for `t == 0`: no tag, or one forgotten as visible to all).
+    pub fn add(&mut self, node: NodeId, t: u64) {
+        if t == 0 {
+            return;
+        }
+        match self.0.binary_search_by_key(&node, |(n, _)| *n) {
+            Ok(i) => self.0[i].1 = self.0[i].1.max(t),
+            Err(i) => self.0.insert(i, (node, t)),
+        }
+    }
+
+    /// Depend on everything `other` depends on.
+    pub fn merge(&mut self, other: &Deps) {
+        for &(node, t) in &other.0 {
+            self.add(node, t);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every ⟨node:t⟩, by node.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, u64)> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// Whether every dep is within `stable` (a dep of a node `stable` has no entry for is not).
+    pub fn within(&self, stable: &VClock) -> bool {
+        self.0
+            .iter()
+            .all(|(node, t)| (node.0 as usize) < stable.len() && *t <= stable.get(node.0 as usize))
+    }
+
+    /// Refuse deps naming a node outside the cluster (they would index the vectors).
+    pub fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
+        self.0.iter().try_for_each(|(node, _)| at.node(*node))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,5 +360,24 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert_eq!(json, "[3,0,7]");
         assert_eq!(serde_json::from_str::<VClock>(&json).unwrap(), c);
+    }
+
+    #[test]
+    fn deps_keep_the_largest_counter_per_node_in_node_order() {
+        let mut d = Deps::new();
+        d.add(NodeId(2), 5);
+        d.add(NodeId(0), 3);
+        d.add(NodeId(2), 4);
+        d.add(NodeId(1), 0);
+        let mut e = Deps::new();
+        e.add(NodeId(0), 7);
+        d.merge(&e);
+        assert_eq!(
+            d.iter().collect::<Vec<_>>(),
+            vec![(NodeId(0), 7), (NodeId(2), 5)]
+        );
+        assert!(d.within(&VClock::from(vec![7, 0, 5])));
+        assert!(!d.within(&VClock::from(vec![7, 9, 4])));
+        assert!(!d.within(&VClock::from(vec![7])));
     }
 }

@@ -182,7 +182,9 @@ mod queue;
 use crate::common::coordinator::{
     ByReplica, InteractiveCoordinator, Pending, ReadInFlight, serve_interactive,
 };
-use crate::common::locks::{Acquire, LockManager, LockMode, Policy};
+use crate::common::locks::{
+    Acquire, LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES, LockManager, LockMode, Policy, parse_lock_timeout,
+};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
 use crate::common::vclock::VClock;
 use crate::protocol_info::Engine;
@@ -225,9 +227,6 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     forms: INTERACTIVE_AND_ONE_SHOT,
 };
 
-/// The name of the lock-acquisition timeout setting.
-pub const LOCK_TIMEOUT: &str = "lock_timeout";
-
 /// The name of the finalization timeout setting.
 pub const FINALIZE_TIMEOUT: &str = "finalize_timeout";
 
@@ -255,29 +254,6 @@ pub const SETTINGS: &[SettingInfo] = &[
 
 /// The name of the admission-control threshold setting.
 pub const ADMISSION_THRESHOLD: &str = "admission_threshold";
-
-/// The lock timeouts accepted (shared with `2pc-baseline`).
-pub const LOCK_TIMEOUT_VALUES: &[&str] = &[
-    "0ms", "100us", "500us", "1ms", "2ms", "5ms", "10ms", "20ms", "50ms", "100ms",
-];
-
-/// The lock timeout a setting's value names; `None` for a value not in [`LOCK_TIMEOUT_VALUES`].
-pub fn parse_lock_timeout(value: &str) -> Option<Duration> {
-    if !LOCK_TIMEOUT_VALUES
-        .iter()
-        .any(|v| v.eq_ignore_ascii_case(value))
-    {
-        return None;
-    }
-    let value = value.to_ascii_lowercase();
-    if let Some(us) = value.strip_suffix("us") {
-        return us.parse().ok().map(Duration::from_micros);
-    }
-    value
-        .strip_suffix("ms")
-        .and_then(|ms| ms.parse().ok())
-        .map(Duration::from_millis)
-}
 
 /// The mutants `sss` knows (`augur check --mutant`), with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[

@@ -18,11 +18,13 @@
 
 use augur_contract::forms::Procedures;
 use augur_contract::{Ctx, Effects, NodeEnv, Protocol, ProtocolOptions, Work, deliver_client};
-use augur_protocols::common::lock_commit::{Msg, Record, Timer};
-use augur_protocols::occ::OccNode;
+use augur_protocols::common::lock_commit::{Msg, Mutant, Record, Timer};
+use augur_protocols::common::vclock::Deps;
+use augur_protocols::occ::{self, OccNode};
+use augur_protocols::protocol_info::Engine;
+use augur_protocols::registry::PROTOCOLS;
 use augur_protocols::replica;
 use augur_protocols::two_pl::TwoPlNode;
-use augur_protocols::vts::Deps;
 use augur_types::{
     AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, LatencyProfile, NodeId,
     Placement, RequestId, Timestamp, TxnId, Value,
@@ -288,7 +290,7 @@ fn a_master_answers_a_read_with_its_newest_version() {
 }
 
 /// A prepare from node 0's first transaction writing `y = y1`.
-fn prepare_y(txn: TxnId, prio: u64) -> Msg {
+fn prepare_y(txn: TxnId, prio: u64) -> occ::Msg {
     Msg::Prepare {
         txn,
         prio: Timestamp(prio),
@@ -422,4 +424,38 @@ fn two_pl_read_takes_a_shared_lock_that_a_younger_writer_dies_on() {
     assert_eq!((*txn, vote), (writer, &Err(AbortReason::WaitDie)));
     assert!(effects.persist.is_empty(), "{:?}", effects.persist);
     assert!(effects.timers.is_empty(), "{:?}", effects.timers);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The flavors' registry entries.
+
+/// Every mutant a flavor of the engine lists is one the engine knows, and a flavor is offered
+/// only its own. The flavors are the registry's protocols on this engine, so a new one is
+/// checked without being named here (the engine itself names no protocol).
+#[test]
+fn every_listed_mutant_is_known() {
+    let flavors: Vec<_> = PROTOCOLS
+        .iter()
+        .filter(|info| info.engine == Engine::LockCommit)
+        .collect();
+    let built = [
+        "2pc-baseline",
+        "occ",
+        "2pl",
+        "rc",
+        "dst-occ",
+        "dst-2pl",
+        "gts",
+        "vts",
+    ];
+    for name in built {
+        assert!(flavors.iter().any(|info| info.name == name), "{name}");
+    }
+    for info in flavors {
+        for (name, _) in info.mutants {
+            assert_eq!(Mutant::offered(info, name), Mutant::named(name), "{name}");
+            assert!(Mutant::named(name).is_some(), "{}: {name}", info.name);
+        }
+    }
+    assert_eq!(Mutant::offered(&occ::INFO, "early-read-unlock"), None);
 }

@@ -5,7 +5,10 @@
 //! handlers themselves.
 
 use augur_contract::inbound::{CheckMessage, Inbound, check_request};
-use augur_protocols::common::vclock::VClock;
+use augur_protocols::common::vclock::{Deps, VClock};
+use augur_protocols::dst_occ::DstMsg;
+use augur_protocols::gts::GtsMsg;
+use augur_protocols::vts::VtsMsg;
 use augur_protocols::{
     clocksi_rep, dst_2pl, dst_occ, gts, nocc, occ, rc, rococo, str as str_protocol, two_pl,
     twopc_baseline, vts, walter,
@@ -117,35 +120,35 @@ fn corpus() -> Vec<Vec<u8>> {
             prio: ts,
             snapshot: Some(ts),
         }),
-        frame(dst_2pl::Msg::Horizon { ts }),
+        frame(dst_2pl::Msg::Scheme(DstMsg::Horizon { ts })),
         // GTS's oracle traffic: a restarted oracle's question and a node's list of the
         // timestamps its transactions hold (an altered length must be refused, not trusted).
-        frame(gts::Msg::AskHeld { bound: ts }),
-        frame(gts::Msg::Held {
+        frame(gts::Msg::Scheme(GtsMsg::AskHeld { bound: ts })),
+        frame(gts::Msg::Scheme(GtsMsg::Held {
             held: vec![(txn, ts), (TxnId::new(NodeId(1), 8), Timestamp(1_001))],
-        }),
+        })),
         // VTS's vectors and deps: a read at a vector, a vote with the tags it overwrites, an
         // install, the oracle's vector and a horizon (an altered length, or a dep naming a
         // node outside the cluster, must be refused, not indexed).
-        frame(vts::Msg::ReadAt {
+        frame(vts::Msg::Scheme(VtsMsg::ReadAt {
             txn,
             seq: 2,
             key: key.clone(),
             at: VClock::from(vec![4, 1, 2]),
-        }),
+        })),
         frame(vts::Msg::Vote {
             txn,
             vote: Ok(ts),
             deps: deps(),
         }),
-        frame(vts::Msg::Install { t: 9, deps: deps() }),
-        frame(vts::Msg::StableVector {
+        frame(vts::Msg::Scheme(VtsMsg::Install { t: 9, deps: deps() })),
+        frame(vts::Msg::Scheme(VtsMsg::StableVector {
             txn: Some(txn),
             at: VClock::from(vec![3, 1, 2]),
-        }),
-        frame(vts::Msg::HorizonVector {
+        })),
+        frame(vts::Msg::Scheme(VtsMsg::HorizonVector {
             at: VClock::from(vec![3, 0, 2]),
-        }),
+        })),
         // Vector timestamps: an altered length byte must be refused, not compared.
         frame(walter::Msg::Propagate {
             txn,
@@ -199,8 +202,8 @@ fn corpus() -> Vec<Vec<u8>> {
 }
 
 /// Deps on two nodes.
-fn deps() -> vts::Deps {
-    let mut deps = vts::Deps::new();
+fn deps() -> Deps {
+    let mut deps = Deps::new();
     deps.add(NodeId(0), 3);
     deps.add(NodeId(2), 7);
     deps
@@ -280,32 +283,37 @@ fn vts_vectors_of_another_length_and_deps_on_unknown_nodes_are_refused() {
         from: NodeId(1),
         placement: &placement,
     };
-    let read = |v: Vec<u64>| vts::Msg::ReadAt {
-        txn: TxnId::new(NodeId(1), 7),
-        seq: 1,
-        key: Key::numbered(2, 42),
-        at: VClock::from(v),
+    let read = |v: Vec<u64>| {
+        vts::Msg::Scheme(VtsMsg::ReadAt {
+            txn: TxnId::new(NodeId(1), 7),
+            seq: 1,
+            key: Key::numbered(2, 42),
+            at: VClock::from(v),
+        })
     };
     assert_eq!(read(vec![1, 2, 3]).check(&at), Ok(()));
     assert!(read(vec![1, 2]).check(&at).is_err());
     assert!(read(vec![1, 2, 3, 4]).check(&at).is_err());
-    let horizon = |v: Vec<u64>| vts::Msg::HorizonVector {
-        at: VClock::from(v),
+    let horizon = |v: Vec<u64>| {
+        vts::Msg::Scheme(VtsMsg::HorizonVector {
+            at: VClock::from(v),
+        })
     };
     assert_eq!(horizon(vec![0, 0, 0]).check(&at), Ok(()));
     assert!(horizon(vec![]).check(&at).is_err());
-    let stable = vts::Msg::StableVector {
+    let stable = vts::Msg::Scheme(VtsMsg::StableVector {
         txn: None,
         at: VClock::from(vec![5]),
-    };
+    });
     assert!(stable.check(&at).is_err());
-    assert_eq!(vts::Msg::Install { t: 1, deps: deps() }.check(&at), Ok(()));
-    let mut unknown = vts::Deps::new();
+    let install = vts::Msg::Scheme(VtsMsg::Install { t: 1, deps: deps() });
+    assert_eq!(install.check(&at), Ok(()));
+    let mut unknown = Deps::new();
     unknown.add(NodeId(9), 1);
-    let install = vts::Msg::Install {
+    let install = vts::Msg::Scheme(VtsMsg::Install {
         t: 1,
         deps: unknown.clone(),
-    };
+    });
     assert!(install.check(&at).is_err());
     let vote = vts::Msg::Vote {
         txn: TxnId::new(NodeId(master.0), 3),

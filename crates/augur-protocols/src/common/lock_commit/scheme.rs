@@ -2,37 +2,59 @@
 //! declared read-only transactions read. [`LockCommit`](super::LockCommit) is generic over one
 //! [`TimestampScheme`] per flavor ([`Flavor::Scheme`](super::Flavor::Scheme), static dispatch)
 //! and asks it at the hooks below instead of branching on the scheme; each scheme keeps its own
-//! state.
+//! state and brings its own messages and log records, so that a new scheme is a new module
+//! and the engine does not change.
 //!
 //! * [`Single`] (here): one version is read, the newest. Each participant proposes a timestamp
 //!   above every version it applied and the commit takes the largest; read-only transactions
-//!   run as the flavor's [`ReadOnly`](super::ReadOnly) says.
-//! * DST's decentralized scalar timestamps, [`crate::dst_occ::Dst`] (`dst-occ`, `dst-2pl`):
-//!   hybrid commit timestamps above every tuple timestamp read or locked, installed into every
-//!   tuple read and written; declared read-only transactions read a snapshot at a timestamp of
-//!   their own, claiming each tuple and waiting for at most one writer.
-//! * GTS's timestamp oracle, [`crate::gts::GtsScheme`] (`gts`): commit timestamps fetched from
-//!   the oracle once the write set is locked and before the reads are validated, released once
+//!   run as the flavor's [`ReadOnly`](super::ReadOnly) says. No message or record of its own.
+//! * DST's decentralized scalar timestamps, `dst_occ::Dst` (`dst-occ`, `dst-2pl`): hybrid
+//!   commit timestamps above every tuple timestamp read or locked, installed into every tuple
+//!   read and written; declared read-only transactions read a snapshot at a timestamp of their
+//!   own, claiming each tuple and waiting for at most one writer.
+//! * GTS's timestamp oracle, `gts::GtsScheme` (`gts`): commit timestamps fetched from the
+//!   oracle once the write set is locked and before the reads are validated, released once
 //!   applied everywhere; declared read-only transactions read at the oracle's stable timestamp.
-//! * VTS's vector timestamps, [`crate::vts::VtsScheme`] (`vts`): versions tagged ⟨coordinator :
-//!   LocalTS⟩ at the decision, tags installed at the oracle once applied everywhere; declared
-//!   read-only transactions read the versions the oracle's stable vector admits.
+//! * VTS's vector timestamps, `vts::VtsScheme` (`vts`): versions tagged ⟨coordinator : LocalTS⟩
+//!   at the decision, tags installed at the oracle once applied everywhere; declared read-only
+//!   transactions read the versions the oracle's stable vector admits.
 //!
 //! Under DST, GTS and VTS ([`TimestampScheme::SNAPSHOTS`]) a declared read-only transaction
 //! commits with no message, at its snapshot.
 //!
+//! # Messages and records
+//!
+//! A scheme's own messages (an oracle's traffic, read horizons, VTS's read at a vector) are its
+//! type [`TimestampScheme::Msg`], which the engine carries in [`Msg::Scheme`] and hands to
+//! [`TimestampScheme::handle`] without looking inside; its own log records are
+//! [`TimestampScheme::Record`], carried in [`Record::Scheme`] and handed to
+//! [`TimestampScheme::replay`]. A scheme with none says [`Empty`], which has no value, so that
+//! such a message cannot even be decoded at a node of that scheme. Both show unwrapped in a
+//! trace (the engine's `Debug`), as the scheme names them.
+//!
+//! The engine's own messages keep four fields whose meaning is the scheme's, so that a scheme
+//! needs no message of its own for what every transaction does: the snapshot of a read
+//! (`Read.snapshot`, served by [`TimestampScheme::serve_snapshot_read`]), the tag of a version
+//! read and of a commit (`ReadReply.tag`, `Decide.tag`: a counter, 0 for none) and what a yes
+//! vote carries of the versions it overwrites (`Vote.deps`, per-node counters,
+//! [`Deps`]). Under [`Single`] they are empty.
+//!
+//! DST and GTS collect garbage below read horizons the same way (`Horizons`), each announcing
+//! them in a message of its own (`HorizonMsg`): a horizon means something only to the scheme
+//! that keeps versions for its readers, and VTS announces a vector instead.
+//!
 //! # Hooks
 //!
 //! At a coordinator: the transaction's timestamp at `Begin`, or the oracle to fetch the stable
-//! value from ([`TimestampScheme::begin`]); the message a read sends ([`TimestampScheme::read`])
-//! and what its reply adds ([`TimestampScheme::read_returned`]); where the commit timestamp
-//! starts ([`TimestampScheme::commit_ts_start`]) and what each vote adds
-//! ([`TimestampScheme::voted`]); a round before validation and decision
-//! ([`TimestampScheme::before_decision`]); the decision's tag
-//! ([`TimestampScheme::tag_decision`]); what is owed once every write replica applied a commit
-//! ([`TimestampScheme::owes_applied`], [`TimestampScheme::applied_everywhere`]) and after an
-//! abort ([`TimestampScheme::aborted`]); the timestamp of a commit with nothing to order
-//! ([`TimestampScheme::empty_commit_ts`]); a commit told to a client
+//! value from and the message that asks it ([`TimestampScheme::begin`]); the message a read
+//! sends ([`TimestampScheme::read`]) and what its reply adds
+//! ([`TimestampScheme::read_returned`]); where the commit timestamp starts
+//! ([`TimestampScheme::commit_ts_start`]) and what each vote adds ([`TimestampScheme::voted`]);
+//! a round before validation and decision ([`TimestampScheme::before_decision`]); the
+//! decision's tag ([`TimestampScheme::tag_decision`]); what is owed once every write replica
+//! applied a commit ([`TimestampScheme::owes_applied`], [`TimestampScheme::applied_everywhere`])
+//! and after an abort ([`TimestampScheme::aborted`]); the timestamp of a commit with nothing to
+//! order ([`TimestampScheme::empty_commit_ts`]); a commit told to a client
 //! ([`TimestampScheme::told_commit`]); the tag a decision resent carries
 //! ([`TimestampScheme::decision_tag`]).
 //!
@@ -43,8 +65,8 @@
 //! ([`TimestampScheme::validated`]); a commit before it installs
 //! ([`TimestampScheme::committing`]) and each key it installs ([`TimestampScheme::installed`]).
 //!
-//! Node-wide: the scheme's own messages (oracle, horizons: [`TimestampScheme::handle`]); the
-//! periodic tick's duties and garbage collection ([`TimestampScheme::tick`],
+//! Node-wide: the scheme's own messages ([`TimestampScheme::handle`]); the periodic tick's
+//! duties and garbage collection ([`TimestampScheme::tick`],
 //! [`TimestampScheme::collect_garbage`]); recovery records, replay and checkpoint
 //! ([`TimestampScheme::replay`], [`TimestampScheme::recovered`],
 //! [`TimestampScheme::checkpoint`]); counters ([`TimestampScheme::counters`]).
@@ -60,28 +82,40 @@ use super::{Coord, Msg, Mutant, Participant, Record, Timer};
 use crate::common::lock_sets::LockSets;
 use crate::common::replica::{DecisionLog, Writes};
 use crate::common::two_phase::GC_BATCH;
-use crate::vts::Deps;
+use crate::common::vclock::Deps;
+use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
 use augur_types::{AbortReason, ClientId, Key, NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
 
-/// A node of the engine, whatever its flavor (what a hook's context is for).
-pub trait Node: Protocol<Msg = Msg, Timer = Timer, Record = Record> {}
+/// A node of the engine running scheme `S`, whatever its flavor (what a hook's context is for).
+pub trait Node<S: TimestampScheme>:
+    Protocol<Msg = Msg<S::Msg>, Timer = Timer, Record = Record<S::Record>>
+{
+}
 
-impl<P: Protocol<Msg = Msg, Timer = Timer, Record = Record>> Node for P {}
+impl<S, P> Node<S> for P
+where
+    S: TimestampScheme,
+    P: Protocol<Msg = Msg<S::Msg>, Timer = Timer, Record = Record<S::Record>>,
+{
+}
 
 /// Messages to this node a hook leaves to the engine, handled in order once it returns (see
-/// the module docs).
-pub type Mail = Vec<Msg>;
+/// the module docs); `M` is the scheme's own message type.
+pub type Mail<M> = Vec<Msg<M>>;
 
 /// Send `msg` to `to`, or, when `to` is this node (`me`), leave it to the engine.
-pub(crate) fn send_or_mail<N: Node>(
+pub(crate) fn send_or_mail<M, N: Protocol<Msg = Msg<M>>>(
     ctx: &mut Ctx<'_, N>,
     me: NodeId,
     to: NodeId,
-    msg: Msg,
-    mail: &mut Mail,
+    msg: Msg<M>,
+    mail: &mut Mail<M>,
 ) {
     if to == me {
         mail.push(msg);
@@ -90,13 +124,13 @@ pub(crate) fn send_or_mail<N: Node>(
     }
 }
 
-/// How a transaction begins.
-pub enum Begin {
+/// How a transaction begins (`M`: the scheme's own message type).
+pub enum Begin<M> {
     /// At this timestamp, answered at once.
     At(Timestamp),
-    /// Once the stable timestamp (vector) that the oracle node named here is asked for
-    /// arrives; until then the timestamp is zero.
-    FetchStable(NodeId),
+    /// Once the stable timestamp (vector) this message asks the node named here for arrives
+    /// (the scheme's handler answers the client); until then the timestamp is zero.
+    FetchStable(NodeId, M),
 }
 
 /// What the engine does once a scheme handled one of its messages.
@@ -155,12 +189,12 @@ pub struct SnapshotRead {
 
 /// Answer `read` with the newest committed version at or below its snapshot (DST after its
 /// claim and wait; GTS at once: every version at or below a stable timestamp is installed).
-pub(crate) fn answer_snapshot_read<N: Node>(
+pub(crate) fn answer_snapshot_read<M, N: Protocol<Msg = Msg<M>>>(
     ctx: &mut Ctx<'_, N>,
     me: NodeId,
     store: &MvStore<Timestamp>,
     read: SnapshotRead,
-    mail: &mut Mail,
+    mail: &mut Mail<M>,
 ) {
     ctx.charge(Work::reads(1));
     let version = store.get(&read.key).and_then(|e| e.read_at(read.snapshot));
@@ -176,13 +210,13 @@ pub(crate) fn answer_snapshot_read<N: Node>(
 }
 
 /// The read of `key` a coordinator sends, at `snapshot` if it is one.
-pub(crate) fn read_message(
+pub(crate) fn read_message<M>(
     txn: TxnId,
     seq: u32,
     key: Key,
     prio: Timestamp,
     snapshot: Option<Timestamp>,
-) -> Msg {
+) -> Msg<M> {
     Msg::Read {
         txn,
         seq,
@@ -197,6 +231,13 @@ pub(crate) fn read_message(
 pub trait TimestampScheme: Send + Sized + 'static {
     /// What the scheme keeps for each transaction a coordinator runs.
     type Txn: Default + Send;
+    /// The scheme's own messages (its oracle's, its horizons, its reads), carried in
+    /// [`Msg::Scheme`] and handled by [`TimestampScheme::handle`]; [`Empty`] if it has none.
+    /// The engine's `Debug` shows them unwrapped, so name them as they should read in a trace.
+    type Msg: Clone + Debug + Send + Serialize + DeserializeOwned + CheckMessage + 'static;
+    /// The scheme's own log records, carried in [`Record::Scheme`] and replayed by
+    /// [`TimestampScheme::replay`]; [`Empty`] if it has none (it may still write the 2PC kit's).
+    type Record: Clone + Debug + Send + Serialize + DeserializeOwned + 'static;
     /// Whether declared read-only transactions read a snapshot at their timestamp and commit
     /// with no message.
     const SNAPSHOTS: bool = false;
@@ -205,15 +246,21 @@ pub trait TimestampScheme: Send + Sized + 'static {
 
     // ----- coordinator -----
 
-    /// The timestamp of a transaction of `client` beginning `now`, or the oracle to fetch a
-    /// read-only snapshot from.
-    fn begin(&mut self, now: Timestamp, client: ClientId, read_only: bool) -> Begin {
-        let _ = (client, read_only);
+    /// The timestamp of `txn`, of `client`, beginning `now`, or the oracle to fetch a read-only
+    /// snapshot from and how to ask it.
+    fn begin(
+        &mut self,
+        now: Timestamp,
+        txn: TxnId,
+        client: ClientId,
+        read_only: bool,
+    ) -> Begin<Self::Msg> {
+        let _ = (txn, client, read_only);
         Begin::At(now)
     }
 
     /// The message of `t`'s read `seq` of `key`.
-    fn read(&self, t: &Coord<Self::Txn>, txn: TxnId, seq: u32, key: Key) -> Msg {
+    fn read(&self, t: &Coord<Self::Txn>, txn: TxnId, seq: u32, key: Key) -> Msg<Self::Msg> {
         read_message(txn, seq, key, t.prio, None)
     }
 
@@ -248,13 +295,17 @@ pub trait TimestampScheme: Send + Sized + 'static {
 
     /// Every participant voted yes: a message to send before validating or deciding, which
     /// the engine waits for the answer to (GTS: fetch the commit timestamp).
-    fn before_decision(&mut self, txn: TxnId, t: &mut Coord<Self::Txn>) -> Option<(NodeId, Msg)> {
+    fn before_decision(
+        &mut self,
+        txn: TxnId,
+        t: &mut Coord<Self::Txn>,
+    ) -> Option<(NodeId, Self::Msg)> {
         let _ = (txn, t);
         None
     }
 
     /// The tag of `txn`'s commit, decided here (`writes`: it wrote), logged before the decision.
-    fn tag_decision<N: Node>(
+    fn tag_decision<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
@@ -273,25 +324,25 @@ pub trait TimestampScheme: Send + Sized + 'static {
     }
 
     /// Every write replica applied `txn`'s commit at `ts`.
-    fn applied_everywhere<N: Node>(
+    fn applied_everywhere<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
         ts: Timestamp,
         parts: Parts<'_, Self::Txn>,
-        mail: &mut Mail,
+        mail: &mut Mail<Self::Msg>,
     ) {
         let _ = (ctx, txn, ts, parts, mail);
     }
 
     /// `txn` aborted here, its participants told.
-    fn aborted<N: Node>(
+    fn aborted<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
         t: &Self::Txn,
         parts: Parts<'_, Self::Txn>,
-        mail: &mut Mail,
+        mail: &mut Mail<Self::Msg>,
     ) {
         let _ = (ctx, txn, t, parts, mail);
     }
@@ -322,23 +373,23 @@ pub trait TimestampScheme: Send + Sized + 'static {
     }
 
     /// A read-only read at a snapshot, at the master of its key.
-    fn serve_snapshot_read<N: Node>(
+    fn serve_snapshot_read<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         read: SnapshotRead,
         node: Participating<'_>,
-        mail: &mut Mail,
+        mail: &mut Mail<Self::Msg>,
     ) {
         answer_snapshot_read(ctx, node.me, node.store, read, mail);
     }
 
     /// `txn` released its locks here (the reads and prepares that now hold theirs went on).
-    fn released<N: Node>(
+    fn released<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         txn: TxnId,
         node: Participating<'_>,
-        mail: &mut Mail,
+        mail: &mut Mail<Self::Msg>,
     ) {
         let _ = (ctx, txn, node, mail);
     }
@@ -363,7 +414,7 @@ pub trait TimestampScheme: Send + Sized + 'static {
 
     /// `occ`'s validation of `reads` succeeded for a commit at `ts`: the timestamp proposed
     /// (`otherwise`: above every version applied here).
-    fn validated<N: Node>(
+    fn validated<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,
@@ -378,7 +429,7 @@ pub trait TimestampScheme: Send + Sized + 'static {
     /// `txn` commits here at `commit_ts`, tagged `tag`, before it installs (`read_locked`:
     /// the keys it read under shared locks here, `wrote`: it installs writes).
     #[allow(clippy::too_many_arguments)]
-    fn committing<N: Node>(
+    fn committing<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,
@@ -399,31 +450,31 @@ pub trait TimestampScheme: Send + Sized + 'static {
     // ----- node-wide -----
 
     /// One of the scheme's own messages (the engine handles the others).
-    fn handle<N: Node>(
+    fn handle<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         from: NodeId,
-        msg: Msg,
+        msg: Self::Msg,
         parts: Parts<'_, Self::Txn>,
-        mail: &mut Mail,
+        mail: &mut Mail<Self::Msg>,
     ) -> Then {
         let _ = (ctx, from, msg, parts, mail);
         Then::Nothing
     }
 
     /// The periodic tick's duties (`announce`: every [`super::ANNOUNCE_EVERY`]th tick).
-    fn tick<N: Node>(
+    fn tick<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         parts: Parts<'_, Self::Txn>,
         announce: bool,
-        mail: &mut Mail,
+        mail: &mut Mail<Self::Msg>,
     ) {
         let _ = (ctx, parts, announce, mail);
     }
 
     /// The periodic tick's garbage collection, after its duties.
-    fn collect_garbage<N: Node>(
+    fn collect_garbage<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         store: &mut MvStore<Timestamp>,
@@ -436,7 +487,7 @@ pub trait TimestampScheme: Send + Sized + 'static {
     }
 
     /// Rebuild the scheme's state from one of its durable records.
-    fn replay(&mut self, record: Record) {
+    fn replay(&mut self, record: Record<Self::Record>) {
         let _ = record;
     }
 
@@ -446,7 +497,7 @@ pub trait TimestampScheme: Send + Sized + 'static {
     }
 
     /// The scheme's state, before the engine's, in a checkpoint.
-    fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
+    fn checkpoint(&self, emit: &mut dyn FnMut(Record<Self::Record>)) {
         let _ = emit;
     }
 
@@ -459,8 +510,21 @@ pub trait TimestampScheme: Send + Sized + 'static {
 /// One version is read, the newest: every hook's default.
 pub struct Single;
 
+/// No message and no record: the type of a scheme's messages or records when it has none
+/// ([`Single`]'s). It has no value, so none decodes either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Empty {}
+
+impl CheckMessage for Empty {
+    fn check(&self, _: &Inbound<'_>) -> Result<(), BadMessage> {
+        match *self {}
+    }
+}
+
 impl TimestampScheme for Single {
     type Txn = ();
+    type Msg = Empty;
+    type Record = Empty;
 
     fn new(_: &NodeEnv, _: Option<Mutant>) -> Single {
         Single
@@ -477,6 +541,13 @@ pub(crate) fn oracle_of(env: &NodeEnv) -> NodeId {
         .map(NodeId)
         .filter(|n| env.placement.nodes().any(|m| m == *n))
         .unwrap_or(NodeId(0))
+}
+
+/// A scheme message announcing a read horizon, which [`Horizons`] sends: each scheme that
+/// collects garbage so announces it in a message of its own, so that the engine carries none.
+pub(crate) trait HorizonMsg {
+    /// No read-only transaction the sender coordinates, now or later, reads below `ts`.
+    fn horizon(ts: Timestamp) -> Self;
 }
 
 /// DST's and GTS's garbage collection, which never makes a read-only transaction abort: the
@@ -497,7 +568,7 @@ impl Horizons {
     /// version at or below the lowest announcement of every node (none from some node yet:
     /// keep everything). The horizon collected below, if any.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn collect<N: Node, T>(
+    pub(crate) fn collect<M: HorizonMsg, N: Protocol<Msg = Msg<M>>, T>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
         me: NodeId,
@@ -515,7 +586,7 @@ impl Horizons {
         self.heard(me, mine);
         if announce {
             for &node in nodes.iter().filter(|n| **n != me) {
-                ctx.send(node, Msg::Horizon { ts: mine });
+                ctx.send(node, Msg::Scheme(M::horizon(mine)));
             }
         }
         if !nodes.iter().all(|n| self.0.contains_key(n)) {
