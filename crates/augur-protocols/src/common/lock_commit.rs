@@ -532,10 +532,6 @@ pub struct Participant {
     waiting_read: Option<(u32, Key)>,
     /// When its outcome was last asked for (or its latest read or vote, before the first time).
     last_query: Timestamp,
-    /// Its age under wait-die, as its first read or prepare here gave it: the lock manager
-    /// keeps a transaction's first priority and takes another for a caller's bug, and a later
-    /// message's priority is a peer's word (a lying peer may send another).
-    prio: Timestamp,
     /// The timestamp its yes vote proposed (zero until then, and for one recovered from the
     /// log). DST: a lower bound on its commit timestamp, computed when it took its exclusive
     /// locks here (readers wait for it while it is at or below their snapshot).
@@ -543,7 +539,7 @@ pub struct Participant {
 }
 
 impl Participant {
-    fn new(now: Timestamp, prio: Timestamp) -> Participant {
+    fn new(now: Timestamp) -> Participant {
         Participant {
             reads: Vec::new(),
             writes: Vec::new(),
@@ -551,7 +547,6 @@ impl Participant {
             voted: false,
             waiting_read: None,
             last_query: now,
-            prio,
             floor: Timestamp::ZERO,
         }
     }
@@ -997,13 +992,12 @@ impl<F: Flavor> LockCommit<F> {
         let p = self
             .participants
             .entry(txn)
-            .or_insert_with(|| Participant::new(now, prio));
+            .or_insert_with(|| Participant::new(now));
         // A read reordered behind the prepare, or a copy of one still waiting: not a new read.
         if p.preparing || p.waiting_read.is_some() {
             return;
         }
         p.last_query = now;
-        let prio = p.prio;
         match self.locks.request(txn, prio, [&key], []) {
             Ok(true) => self.answer_read(ctx, txn, seq, key),
             Ok(false) => {
@@ -1074,7 +1068,6 @@ impl<F: Flavor> LockCommit<F> {
             // OCC's prepare carries no reads; 2PL's are locked already.
             Locking::Optimistic | Locking::TwoPhase => Vec::new(),
         };
-        let prio = self.participants.get(&txn).map_or(prio, |p| p.prio);
         let requested = if lost_lock {
             Ok(false)
         } else {
@@ -1084,7 +1077,7 @@ impl<F: Flavor> LockCommit<F> {
         let p = self
             .participants
             .entry(txn)
-            .or_insert_with(|| Participant::new(now, prio));
+            .or_insert_with(|| Participant::new(now));
         p.reads = reads;
         p.writes = writes;
         p.preparing = true;
@@ -1367,7 +1360,7 @@ impl<F: Flavor> LockCommit<F> {
                 let _ =
                     self.locks
                         .request(txn, Timestamp::ZERO, &reads, writes.iter().map(|(k, _)| k));
-                let mut p = Participant::new(Timestamp::ZERO, Timestamp::ZERO);
+                let mut p = Participant::new(Timestamp::ZERO);
                 p.reads = reads.into_iter().map(|k| (k, None)).collect();
                 p.writes = writes;
                 p.preparing = true;
