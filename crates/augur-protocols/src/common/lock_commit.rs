@@ -190,9 +190,9 @@ impl Mutant {
 #[derive(Clone, Serialize, Deserialize)]
 pub enum Msg<M> {
     /// Coordinator → a replica of `key` (`2pl`, `occ`: its master): the newest committed
-    /// version. `prio` is the transaction's age for wait-die (its begin time). `snapshot`: a
-    /// read-only read at that timestamp, which the scheme serves
-    /// ([`TimestampScheme::serve_snapshot_read`]).
+    /// version. `prio` is the transaction's age for wait-die (`2pl`: its client's first try,
+    /// `augur_contract::age`). `snapshot`: a read-only read at that timestamp, which the scheme
+    /// serves ([`TimestampScheme::serve_snapshot_read`]).
     Read {
         txn: TxnId,
         seq: u32,
