@@ -100,6 +100,21 @@ struct Recorded {
     waiting: Option<Key>,
 }
 
+impl Recorded {
+    /// What the run did, taken out, as a run that ended with `end`.
+    fn take_run(&mut self, end: Result<(), TxnError>, missing: Option<Key>, stalled: bool) -> Run {
+        Run {
+            ops: std::mem::take(&mut self.ops),
+            reads: std::mem::take(&mut self.reads).order,
+            writes: std::mem::take(&mut self.writes),
+            end,
+            missing,
+            info: std::mem::take(&mut self.info),
+            stalled,
+        }
+    }
+}
+
 /// The [`Ops`] a driven body runs against (see the module docs for how a read is answered).
 struct DrivenOps(Arc<Mutex<Recorded>>);
 
@@ -257,15 +272,7 @@ impl<'p> Driver<'p> {
                 (end, false)
             }
         };
-        Progress::Ended(Run {
-            ops: std::mem::take(&mut s.ops),
-            reads: std::mem::take(&mut s.reads).order,
-            writes: std::mem::take(&mut s.writes),
-            end,
-            missing: None,
-            info: std::mem::take(&mut s.info),
-            stalled,
-        })
+        Progress::Ended(s.take_run(end, None, stalled))
     }
 
     /// The procedure of a run begun with [`Driver::start`], once its body has ended.
@@ -299,15 +306,8 @@ pub fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<Run> {
                         // The body is abandoned at the read it cannot have.
                         let mut s = driver.state.lock().expect("run state");
                         s.reads.note(&key);
-                        return Some(Run {
-                            ops: std::mem::take(&mut s.ops),
-                            reads: std::mem::take(&mut s.reads).order,
-                            writes: std::mem::take(&mut s.writes),
-                            end: Err(TxnError::Aborted(AbortReason::ValidationFailed)),
-                            missing: Some(key),
-                            info: std::mem::take(&mut s.info),
-                            stalled: false,
-                        });
+                        let end = Err(TxnError::Aborted(AbortReason::ValidationFailed));
+                        return Some(s.take_run(end, Some(key), false));
                     }
                 },
             },

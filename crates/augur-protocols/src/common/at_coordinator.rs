@@ -183,7 +183,7 @@ impl<P: Protocol> AtCoordinator<P> {
                     self.run_body(running, ctx, effects);
                 }
                 // Refused before it began: no transaction, nothing ran.
-                end => Self::finish(running, None, None, end, &mut self.executed, effects),
+                end => self.finish(running, None, None, end, effects),
             },
             Stage::Read { txn, ended } => {
                 let (answer, ended) = match reply {
@@ -258,26 +258,19 @@ impl<P: Protocol> AtCoordinator<P> {
             ClientReply::Aborted(AbortReason::UserRollback) => {}
             _ => self.stats.record(running.name, false),
         }
-        Self::finish(
-            running,
-            Some(txn),
-            Some(run),
-            end,
-            &mut self.executed,
-            effects,
-        );
+        self.finish(running, Some(txn), Some(run), end, effects);
     }
 
     /// Answer the `Execute` request of `running`.
     fn finish(
+        &mut self,
         running: Running,
         txn: Option<TxnId>,
         run: Option<Run>,
         end: ClientReply,
-        executed: &mut u64,
         effects: &mut Effects<P>,
     ) {
-        *executed += 1;
+        self.executed += 1;
         let (ops, info) = run.map(|r| (r.ops, r.info)).unwrap_or_default();
         let execution = Execution {
             txn,
