@@ -193,14 +193,17 @@ class Client:
         writes: Optional[Mapping[Data, Optional[Data]]] = None,
         *,
         timeout: Optional[float] = None,
+        trying_for: float = 0.0,
     ) -> Committed:
         """Run one transaction in one call: read `reads`, then write `writes` (a value of None
         deletes the key), then commit; read-only when there are no writes. Raises `Aborted` if
-        it aborted (`retrying(lambda: client.transact(...))` runs it again while that may
-        help)."""
+        it aborted (`retrying(lambda trying_for: client.transact(..., trying_for=trying_for))`
+        runs it again while that may help). `trying_for`: seconds since the first attempt of
+        this transaction began (see `retrying`)."""
         request = augur_pb2.TransactRequest(
             reads=read_keys(reads),
             writes=[augur_pb2.Write(key=k, value=v) for k, v in write_pairs(writes)],
+            trying_for_us=_micros(trying_for),
         )
         reply = self._unary("Transact", self._stub.Transact, request, timeout)
         if reply.WhichOneof("outcome") == "aborted":
@@ -214,17 +217,25 @@ class Client:
         """An interactive session: one transaction at a time, on one stream to the node."""
         return Session(self)
 
-    def begin(self, read_only: bool = False, *, timeout: Optional[float] = None) -> "Transaction":
+    def begin(
+        self,
+        read_only: bool = False,
+        *,
+        timeout: Optional[float] = None,
+        trying_for: float = 0.0,
+    ) -> "Transaction":
         """Begin an interactive transaction in a session of its own, closed when the transaction
         ends. As a context manager it commits when the block ends normally and rolls back when
         it raises:
 
             with client.begin() as txn:
                 txn.put("k", "v")
+
+        See `Session.begin` for `timeout` and `trying_for`.
         """
         session = Session(self)
         try:
-            txn = session.begin(read_only, timeout=timeout)
+            txn = session.begin(read_only, timeout=timeout, trying_for=trying_for)
         except BaseException:
             session.close()
             raise
@@ -247,6 +258,13 @@ class Client:
             return session.run(
                 body, attempts=attempts, backoff=backoff, read_only=read_only, timeout=timeout
             )
+
+
+def _micros(seconds: float) -> int:
+    """`seconds` (at least 0) in whole microseconds, for a `trying_for_us` field."""
+    if not seconds >= 0:
+        raise ValueError(f"trying_for is a time since a first attempt, at least 0 s: {seconds}")
+    return min(int(seconds * 1_000_000), 2**64 - 1)
 
 
 def _has_writes(request: object) -> bool:
@@ -352,10 +370,19 @@ class Session:
         self._stream: Optional[_Stream] = None
         self._open: Optional[Transaction] = None
 
-    def begin(self, read_only: bool = False, *, timeout: Optional[float] = None) -> "Transaction":
+    def begin(
+        self,
+        read_only: bool = False,
+        *,
+        timeout: Optional[float] = None,
+        trying_for: float = 0.0,
+    ) -> "Transaction":
         """Begin a transaction (read-only if `read_only`); `timeout` bounds each of its
-        requests (the client's by default). Raises `Aborted` if the node refused to begin one,
-        and RuntimeError if one is still open in this session."""
+        requests (the client's by default). `trying_for`: seconds since the first attempt of
+        this transaction began, when this is a retry (`run` passes it; see `retrying`): under
+        wait-die the older transaction wins a conflict, so a retry that says how long it has
+        been trying does not always die again. Raises `Aborted` if the node refused to begin
+        one, and RuntimeError if one is still open in this session."""
         if self._open is not None and not self._open.done:
             raise RuntimeError(
                 "a transaction is already open in this session: commit or roll it back first"
@@ -363,7 +390,9 @@ class Session:
         if self._stream is None or self._stream.closed:
             self._stream = _Stream(self._client)
         stream = self._stream
-        request = augur_pb2.SessionRequest(begin=augur_pb2.Begin(read_only=read_only))
+        request = augur_pb2.SessionRequest(
+            begin=augur_pb2.Begin(read_only=read_only, trying_for_us=_micros(trying_for))
+        )
         reply = stream.ask("begin", request, timeout)
         if reply.WhichOneof("reply") == "aborted":
             raise _aborted(reply.aborted)
@@ -391,8 +420,8 @@ class Session:
         transaction back and propagates. If `body` rolls the transaction back itself, `run`
         returns what it returned without committing. `timeout` bounds each request."""
 
-        def attempt() -> T:
-            with self.begin(read_only, timeout=timeout) as txn:
+        def attempt(trying_for: float) -> T:
+            with self.begin(read_only, timeout=timeout, trying_for=trying_for) as txn:
                 return body(txn)
 
         return retrying(attempt, attempts=attempts, backoff=backoff)

@@ -52,24 +52,31 @@ def is_retryable(error: BaseException) -> bool:
 
 
 def retrying(
-    attempt: Callable[[], T],
+    attempt: Callable[[float], T],
     *,
     attempts: int = DEFAULT_ATTEMPTS,
     backoff: Optional[Backoff] = None,
     sleep: Callable[[float], object] = time.sleep,
     rng: Optional[random.Random] = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> T:
-    """Call `attempt` until it returns, and return what it returned. When it raises a
-    retryable `Aborted`, wait as `backoff` says (the default `Backoff()`) and call it again, at
-    most `attempts` times in all; anything else it raises, and the last abort, propagate (the
-    last with a note of how many attempts were made)."""
+    """Call `attempt(trying_for)` until it returns, and return what it returned. When it raises
+    a retryable `Aborted`, wait as `backoff` says (the default `Backoff()`) and call it again,
+    at most `attempts` times in all; anything else it raises, and the last abort, propagate (the
+    last with a note of how many attempts were made).
+
+    `trying_for` is the time in seconds since the first attempt began (0 for the first): pass
+    it on as the `trying_for` of `Client.transact` or `begin`, so that the node knows how old
+    the transaction is. Protocols that resolve conflicts by wait-die let the older transaction
+    win; a retry that did not say so would be the youngest again, and likely die again."""
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, not {attempts}")
     backoff = Backoff() if backoff is None else backoff
     rng = random.Random() if rng is None else rng
+    first_began = clock()
     for made in range(1, attempts + 1):
         try:
-            return attempt()
+            return attempt(0.0 if made == 1 else max(0.0, clock() - first_began))
         except Aborted as aborted:
             if not is_retryable(aborted):
                 raise

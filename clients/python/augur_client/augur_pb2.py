@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61ugur_client/augur.proto\x12\x08\x61ugur.v1\"\x0f\n\rStatusRequest\"V\n\x0bStatusReply\x12\x0c\n\x04node\x18\x01 \x01(\r\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x10\n\x08protocol\x18\x03 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x04 \x01(\t\"5\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"2\n\x05Write\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"A\n\x0fTransactRequest\x12\r\n\x05reads\x18\x01 \x03(\x0c\x12\x1f\n\x06writes\x18\x02 \x03(\x0b\x32\x0f.augur.v1.Write\"\x8d\x01\n\rTransactReply\x12(\n\tcommitted\x18\x01 \x01(\x0b\x32\x13.augur.v1.CommittedH\x00\x12$\n\x07\x61\x62orted\x18\x02 \x01(\x0b\x32\x11.augur.v1.AbortedH\x00\x12!\n\x05reads\x18\x03 \x03(\x0b\x32\x12.augur.v1.KeyValueB\t\n\x07outcome\"\x1e\n\tCommitted\x12\x11\n\tcommit_ts\x18\x01 \x01(\x04\"A\n\x07\x41\x62orted\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x11\n\tretryable\x18\x03 \x01(\x08\"\xde\x01\n\x0eSessionRequest\x12 \n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x0f.augur.v1.BeginH\x00\x12\x1c\n\x03get\x18\x02 \x01(\x0b\x32\r.augur.v1.GetH\x00\x12\x1c\n\x03put\x18\x03 \x01(\x0b\x32\r.augur.v1.PutH\x00\x12\"\n\x06\x64\x65lete\x18\x04 \x01(\x0b\x32\x10.augur.v1.DeleteH\x00\x12\"\n\x06\x63ommit\x18\x05 \x01(\x0b\x32\x10.augur.v1.CommitH\x00\x12 \n\x05\x61\x62ort\x18\x06 \x01(\x0b\x32\x0f.augur.v1.AbortH\x00\x42\x04\n\x02op\"\x1a\n\x05\x42\x65gin\x12\x11\n\tread_only\x18\x01 \x01(\x08\"\x12\n\x03Get\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"!\n\x03Put\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\"\x15\n\x06\x44\x65lete\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"\x08\n\x06\x43ommit\"\x07\n\x05\x41\x62ort\"\xd4\x01\n\x0cSessionReply\x12 \n\x05\x62\x65gun\x18\x01 \x01(\x0b\x32\x0f.augur.v1.BegunH\x00\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x12.augur.v1.KeyValueH\x00\x12$\n\x07written\x18\x03 \x01(\x0b\x32\x11.augur.v1.WrittenH\x00\x12(\n\tcommitted\x18\x04 \x01(\x0b\x32\x13.augur.v1.CommittedH\x00\x12$\n\x07\x61\x62orted\x18\x05 \x01(\x0b\x32\x11.augur.v1.AbortedH\x00\x42\x07\n\x05reply\"\x19\n\x05\x42\x65gun\x12\x10\n\x08snapshot\x18\x01 \x01(\x04\"\t\n\x07Written2\xc2\x01\n\x05\x41ugur\x12\x38\n\x06Status\x12\x17.augur.v1.StatusRequest\x1a\x15.augur.v1.StatusReply\x12>\n\x08Transact\x12\x19.augur.v1.TransactRequest\x1a\x17.augur.v1.TransactReply\x12?\n\x07Session\x12\x18.augur.v1.SessionRequest\x1a\x16.augur.v1.SessionReply(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61ugur_client/augur.proto\x12\x08\x61ugur.v1\"\x0f\n\rStatusRequest\"V\n\x0bStatusReply\x12\x0c\n\x04node\x18\x01 \x01(\r\x12\x12\n\ncluster_id\x18\x02 \x01(\t\x12\x10\n\x08protocol\x18\x03 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x04 \x01(\t\"5\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"2\n\x05Write\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x12\n\x05value\x18\x02 \x01(\x0cH\x00\x88\x01\x01\x42\x08\n\x06_value\"X\n\x0fTransactRequest\x12\r\n\x05reads\x18\x01 \x03(\x0c\x12\x1f\n\x06writes\x18\x02 \x03(\x0b\x32\x0f.augur.v1.Write\x12\x15\n\rtrying_for_us\x18\x03 \x01(\x04\"\x8d\x01\n\rTransactReply\x12(\n\tcommitted\x18\x01 \x01(\x0b\x32\x13.augur.v1.CommittedH\x00\x12$\n\x07\x61\x62orted\x18\x02 \x01(\x0b\x32\x11.augur.v1.AbortedH\x00\x12!\n\x05reads\x18\x03 \x03(\x0b\x32\x12.augur.v1.KeyValueB\t\n\x07outcome\"\x1e\n\tCommitted\x12\x11\n\tcommit_ts\x18\x01 \x01(\x04\"A\n\x07\x41\x62orted\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x11\n\tretryable\x18\x03 \x01(\x08\"\xde\x01\n\x0eSessionRequest\x12 \n\x05\x62\x65gin\x18\x01 \x01(\x0b\x32\x0f.augur.v1.BeginH\x00\x12\x1c\n\x03get\x18\x02 \x01(\x0b\x32\r.augur.v1.GetH\x00\x12\x1c\n\x03put\x18\x03 \x01(\x0b\x32\r.augur.v1.PutH\x00\x12\"\n\x06\x64\x65lete\x18\x04 \x01(\x0b\x32\x10.augur.v1.DeleteH\x00\x12\"\n\x06\x63ommit\x18\x05 \x01(\x0b\x32\x10.augur.v1.CommitH\x00\x12 \n\x05\x61\x62ort\x18\x06 \x01(\x0b\x32\x0f.augur.v1.AbortH\x00\x42\x04\n\x02op\"1\n\x05\x42\x65gin\x12\x11\n\tread_only\x18\x01 \x01(\x08\x12\x15\n\rtrying_for_us\x18\x02 \x01(\x04\"\x12\n\x03Get\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"!\n\x03Put\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\"\x15\n\x06\x44\x65lete\x12\x0b\n\x03key\x18\x01 \x01(\x0c\"\x08\n\x06\x43ommit\"\x07\n\x05\x41\x62ort\"\xd4\x01\n\x0cSessionReply\x12 \n\x05\x62\x65gun\x18\x01 \x01(\x0b\x32\x0f.augur.v1.BegunH\x00\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x12.augur.v1.KeyValueH\x00\x12$\n\x07written\x18\x03 \x01(\x0b\x32\x11.augur.v1.WrittenH\x00\x12(\n\tcommitted\x18\x04 \x01(\x0b\x32\x13.augur.v1.CommittedH\x00\x12$\n\x07\x61\x62orted\x18\x05 \x01(\x0b\x32\x11.augur.v1.AbortedH\x00\x42\x07\n\x05reply\"\x19\n\x05\x42\x65gun\x12\x10\n\x08snapshot\x18\x01 \x01(\x04\"\t\n\x07Written2\xc2\x01\n\x05\x41ugur\x12\x38\n\x06Status\x12\x17.augur.v1.StatusRequest\x1a\x15.augur.v1.StatusReply\x12>\n\x08Transact\x12\x19.augur.v1.TransactRequest\x1a\x17.augur.v1.TransactReply\x12?\n\x07Session\x12\x18.augur.v1.SessionRequest\x1a\x16.augur.v1.SessionReply(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,33 +40,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WRITE']._serialized_start=198
   _globals['_WRITE']._serialized_end=248
   _globals['_TRANSACTREQUEST']._serialized_start=250
-  _globals['_TRANSACTREQUEST']._serialized_end=315
-  _globals['_TRANSACTREPLY']._serialized_start=318
-  _globals['_TRANSACTREPLY']._serialized_end=459
-  _globals['_COMMITTED']._serialized_start=461
-  _globals['_COMMITTED']._serialized_end=491
-  _globals['_ABORTED']._serialized_start=493
-  _globals['_ABORTED']._serialized_end=558
-  _globals['_SESSIONREQUEST']._serialized_start=561
-  _globals['_SESSIONREQUEST']._serialized_end=783
-  _globals['_BEGIN']._serialized_start=785
-  _globals['_BEGIN']._serialized_end=811
-  _globals['_GET']._serialized_start=813
-  _globals['_GET']._serialized_end=831
-  _globals['_PUT']._serialized_start=833
-  _globals['_PUT']._serialized_end=866
-  _globals['_DELETE']._serialized_start=868
-  _globals['_DELETE']._serialized_end=889
-  _globals['_COMMIT']._serialized_start=891
-  _globals['_COMMIT']._serialized_end=899
-  _globals['_ABORT']._serialized_start=901
-  _globals['_ABORT']._serialized_end=908
-  _globals['_SESSIONREPLY']._serialized_start=911
-  _globals['_SESSIONREPLY']._serialized_end=1123
-  _globals['_BEGUN']._serialized_start=1125
-  _globals['_BEGUN']._serialized_end=1150
-  _globals['_WRITTEN']._serialized_start=1152
-  _globals['_WRITTEN']._serialized_end=1161
-  _globals['_AUGUR']._serialized_start=1164
-  _globals['_AUGUR']._serialized_end=1358
+  _globals['_TRANSACTREQUEST']._serialized_end=338
+  _globals['_TRANSACTREPLY']._serialized_start=341
+  _globals['_TRANSACTREPLY']._serialized_end=482
+  _globals['_COMMITTED']._serialized_start=484
+  _globals['_COMMITTED']._serialized_end=514
+  _globals['_ABORTED']._serialized_start=516
+  _globals['_ABORTED']._serialized_end=581
+  _globals['_SESSIONREQUEST']._serialized_start=584
+  _globals['_SESSIONREQUEST']._serialized_end=806
+  _globals['_BEGIN']._serialized_start=808
+  _globals['_BEGIN']._serialized_end=857
+  _globals['_GET']._serialized_start=859
+  _globals['_GET']._serialized_end=877
+  _globals['_PUT']._serialized_start=879
+  _globals['_PUT']._serialized_end=912
+  _globals['_DELETE']._serialized_start=914
+  _globals['_DELETE']._serialized_end=935
+  _globals['_COMMIT']._serialized_start=937
+  _globals['_COMMIT']._serialized_end=945
+  _globals['_ABORT']._serialized_start=947
+  _globals['_ABORT']._serialized_end=954
+  _globals['_SESSIONREPLY']._serialized_start=957
+  _globals['_SESSIONREPLY']._serialized_end=1169
+  _globals['_BEGUN']._serialized_start=1171
+  _globals['_BEGUN']._serialized_end=1196
+  _globals['_WRITTEN']._serialized_start=1198
+  _globals['_WRITTEN']._serialized_end=1207
+  _globals['_AUGUR']._serialized_start=1210
+  _globals['_AUGUR']._serialized_end=1404
 # @@protoc_insertion_point(module_scope)

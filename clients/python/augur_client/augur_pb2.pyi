@@ -39,12 +39,14 @@ class Write(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class TransactRequest(_message.Message):
-    __slots__ = ("reads", "writes")
+    __slots__ = ("reads", "writes", "trying_for_us")
     READS_FIELD_NUMBER: _ClassVar[int]
     WRITES_FIELD_NUMBER: _ClassVar[int]
+    TRYING_FOR_US_FIELD_NUMBER: _ClassVar[int]
     reads: _containers.RepeatedScalarFieldContainer[bytes]
     writes: _containers.RepeatedCompositeFieldContainer[Write]
-    def __init__(self, reads: _Optional[_Iterable[bytes]] = ..., writes: _Optional[_Iterable[_Union[Write, _Mapping]]] = ...) -> None: ...
+    trying_for_us: int
+    def __init__(self, reads: _Optional[_Iterable[bytes]] = ..., writes: _Optional[_Iterable[_Union[Write, _Mapping]]] = ..., trying_for_us: _Optional[int] = ...) -> None: ...
 
 class TransactReply(_message.Message):
     __slots__ = ("committed", "aborted", "reads")
@@ -89,10 +91,12 @@ class SessionRequest(_message.Message):
     def __init__(self, begin: _Optional[_Union[Begin, _Mapping]] = ..., get: _Optional[_Union[Get, _Mapping]] = ..., put: _Optional[_Union[Put, _Mapping]] = ..., delete: _Optional[_Union[Delete, _Mapping]] = ..., commit: _Optional[_Union[Commit, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ...) -> None: ...
 
 class Begin(_message.Message):
-    __slots__ = ("read_only",)
+    __slots__ = ("read_only", "trying_for_us")
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TRYING_FOR_US_FIELD_NUMBER: _ClassVar[int]
     read_only: bool
-    def __init__(self, read_only: _Optional[bool] = ...) -> None: ...
+    trying_for_us: int
+    def __init__(self, read_only: _Optional[bool] = ..., trying_for_us: _Optional[int] = ...) -> None: ...
 
 class Get(_message.Message):
     __slots__ = ("key",)

@@ -33,7 +33,8 @@ class FakeNode(augur_pb2_grpc.AugurServicer):
     - `block`: operation names whose request is never answered until `release` is set;
     - `token`: if set, every call must carry it.
 
-    `ops` records the session operations received, in order."""
+    `ops` records the session operations received, in order; `trying_for_us` the
+    `trying_for_us` of each begin and Transact request."""
 
     RETRYABLE = {"write_write_conflict", "wait_die", "validation_failed", "lock_timeout"}
 
@@ -45,6 +46,7 @@ class FakeNode(augur_pb2_grpc.AugurServicer):
         self.release = threading.Event()
         self.token: Optional[str] = None
         self.ops: list[str] = []
+        self.trying_for_us: list[int] = []
         self.commits = 0
         self._lock = threading.Lock()
 
@@ -74,6 +76,7 @@ class FakeNode(augur_pb2_grpc.AugurServicer):
 
     def Transact(self, request, context):  # noqa: N802
         self._check("Transact", context)
+        self.trying_for_us.append(request.trying_for_us)
         with self._lock:
             reads = [
                 augur_pb2.KeyValue(key=k, value=self.store.get(k)) for k in request.reads
@@ -99,6 +102,7 @@ class FakeNode(augur_pb2_grpc.AugurServicer):
             self.ops.append(op)
             self._check(op, context)
             if op == "begin":
+                self.trying_for_us.append(request.begin.trying_for_us)
                 writes = {}
                 yield augur_pb2.SessionReply(begun=augur_pb2.Begun(snapshot=self.commits))
             elif op == "get":

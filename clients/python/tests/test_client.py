@@ -272,6 +272,24 @@ class Retries(WithFakeNode):
         self.assertEqual(self.client.run(body, backoff=Backoff(base=0.001, cap=0.01)), 3)
         self.assertEqual(self.node.store, {b"k": b"3"})
 
+    def test_each_retry_says_how_long_the_transaction_has_been_trying(self):
+        self.node.commit_aborts = ["wait_die", "wait_die"]
+        self.client.run(lambda txn: txn.put("k", "v"), backoff=Backoff(base=0.02, cap=0.02))
+        first, *retries = self.node.trying_for_us
+        self.assertEqual(first, 0)
+        self.assertEqual(len(retries), 2)
+        self.assertTrue(0 < retries[0] < retries[1], self.node.trying_for_us)
+
+    def test_retrying_a_one_shot_call_passes_the_time_on(self):
+        from augur_client import retrying
+
+        self.node.commit_aborts = ["wait_die"]
+        retrying(lambda trying_for: self.client.transact(writes={"k": "v"}, trying_for=trying_for),
+                 backoff=Backoff(base=0.01, cap=0.01))
+        self.assertEqual(len(self.node.trying_for_us), 2)
+        self.assertEqual(self.node.trying_for_us[0], 0)
+        self.assertGreater(self.node.trying_for_us[1], 0)
+
     def test_run_gives_up_after_its_attempts(self):
         self.node.commit_aborts = ["lock_timeout"] * 5
         with self.assertRaises(Aborted) as caught:

@@ -73,17 +73,24 @@ class Retrying(unittest.TestCase):
     def run_with(self, outcomes, attempts=5, backoff=Backoff(base=0.01, cap=1.0)):
         """Run an attempt that raises each of `outcomes` in turn (a value is returned)."""
         calls, slept = [], []
+        self.trying_for = []
+        clock = [100.0]  # a fake monotonic clock that only sleeping moves
 
-        def attempt():
+        def attempt(trying_for):
             calls.append(1)
+            self.trying_for.append(trying_for)
             outcome = outcomes[len(calls) - 1]
             if isinstance(outcome, BaseException):
                 raise outcome
             return outcome
 
+        def sleep(seconds):
+            slept.append(seconds)
+            clock[0] += seconds
+
         try:
-            result = retrying(attempt, attempts=attempts, backoff=backoff, sleep=slept.append,
-                              rng=random.Random(7))
+            result = retrying(attempt, attempts=attempts, backoff=backoff, sleep=sleep,
+                              rng=random.Random(7), clock=lambda: clock[0])
         except BaseException as error:  # noqa: BLE001 - returned for the test to inspect
             result = error
         return result, len(calls), slept
@@ -95,6 +102,13 @@ class Retrying(unittest.TestCase):
         self.assertEqual(len(slept), 3)
         for aborts, wait in enumerate(slept, start=1):
             self.assertLessEqual(wait, 0.01 * 2 ** (aborts - 1))
+
+    def test_each_attempt_is_told_how_long_the_transaction_has_been_trying(self):
+        outcomes = [aborted("wait_die")] * 3 + ["done"]
+        _, _, slept = self.run_with(outcomes)
+        self.assertEqual(self.trying_for[0], 0.0)
+        for made in range(1, 4):
+            self.assertAlmostEqual(self.trying_for[made], sum(slept[:made]))
 
     def test_gives_up_after_the_attempts_with_the_last_abort(self):
         outcomes = [aborted("wait_die") for _ in range(3)]

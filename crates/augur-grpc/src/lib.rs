@@ -12,7 +12,7 @@
 //! `authorization: Bearer TOKEN` metadata. Over TLS ([`tls_config`]) the node presents its own
 //! certificate (name `node-ID.augur`), so clients verify it with the cluster's CA.
 
-use augur_client::{Session, Transport, TxnError};
+use augur_client::{Session, Transport, Txn, TxnError};
 use augur_runtime::tcp::NodeClients;
 use augur_types::{AbortReason, Key, Timestamp, Value};
 use futures::{Stream, StreamExt};
@@ -156,7 +156,7 @@ impl Augur for AugurApi {
         let session = self.session();
         let mut reads = Vec::with_capacity(body.reads.len());
         let outcome = async {
-            let mut txn = session.begin(body.writes.is_empty()).await?;
+            let mut txn = begin(&session, body.writes.is_empty(), body.trying_for_us).await?;
             for read in &body.reads {
                 let value = txn.read(&key(read)).await?;
                 reads.push(proto::KeyValue {
@@ -204,6 +204,18 @@ impl Augur for AugurApi {
     }
 }
 
+/// Begin a transaction in `session` that the client has been trying for `trying_for_us`
+/// microseconds (its age under wait-die; the node bounds what it believes).
+async fn begin<T: Transport>(
+    session: &Session<T>,
+    read_only: bool,
+    trying_for_us: u64,
+) -> Result<Txn<'_, T>, TxnError> {
+    let now = session.transport().now();
+    let _trying = session.trying_since(now.saturating_sub(Duration::from_micros(trying_for_us)));
+    session.begin(read_only).await
+}
+
 /// Answer each request of an interactive session in turn, until the client ends the stream or
 /// an error ends the session; an open transaction is then rolled back.
 async fn serve_session(
@@ -226,15 +238,17 @@ async fn serve_session(
             (Some(Op::Begin(_)), Some(_)) => Err(Status::failed_precondition(
                 "a transaction is already open in this session: commit or abort it first",
             )),
-            (Some(Op::Begin(begin)), None) => match session.begin(begin.read_only).await {
-                Ok(txn) => {
-                    let snapshot = txn.snapshot().0;
-                    open = Some(txn);
-                    Ok(Reply::Begun(proto::Begun { snapshot }))
+            (Some(Op::Begin(asked)), None) => {
+                match begin(&session, asked.read_only, asked.trying_for_us).await {
+                    Ok(txn) => {
+                        let snapshot = txn.snapshot().0;
+                        open = Some(txn);
+                        Ok(Reply::Begun(proto::Begun { snapshot }))
+                    }
+                    Err(TxnError::Aborted(reason)) => Ok(Reply::Aborted(aborted(reason))),
+                    Err(other) => Err(status(other)),
                 }
-                Err(TxnError::Aborted(reason)) => Ok(Reply::Aborted(aborted(reason))),
-                Err(other) => Err(status(other)),
-            },
+            }
             (Some(_), None) => Err(Status::failed_precondition(
                 "no transaction is open in this session: begin one first",
             )),

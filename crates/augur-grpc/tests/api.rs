@@ -100,6 +100,7 @@ fn transact(reads: &[&str], writes: Vec<proto::Write>) -> proto::TransactRequest
     proto::TransactRequest {
         reads: reads.iter().map(|k| k.as_bytes().to_vec()).collect(),
         writes,
+        trying_for_us: 0,
     }
 }
 
@@ -204,7 +205,10 @@ fn put(key: &str, value: &str) -> Op {
 }
 
 fn begin() -> Op {
-    Op::Begin(proto::Begin { read_only: false })
+    Op::Begin(proto::Begin {
+        read_only: false,
+        trying_for_us: 0,
+    })
 }
 
 fn commit() -> Op {
