@@ -73,3 +73,66 @@ fn no_two_load_transactions_write_the_same_key() {
         }
     }
 }
+
+/// Every key a workload loads, reads or writes begins with a zero byte: its shard tag is a
+/// partition, warehouse or similar number far below 2^24. A key written as text (`augur put`,
+/// the shell, the Python client's `str` keys) begins with a printable byte, so a bench against a
+/// running cluster never writes a key that a person wrote (docs/bench.md, `--cluster`).
+#[test]
+fn every_workload_key_begins_with_a_zero_byte() {
+    use crate::list_append::fake::FakeOps;
+    use rand::SeedableRng;
+    let small: &[(&str, &[(&str, &str)])] = &[
+        (
+            "tpcc",
+            &[
+                ("warehouses", "3"),
+                ("items", "1000"),
+                ("customers_per_district", "100"),
+                ("data_size", "compact"),
+            ],
+        ),
+        (
+            "rubis",
+            &[("users", "2000"), ("items", "300"), ("old_items", "1000")],
+        ),
+    ];
+    let outside = |db: &FakeOps, name: &str| {
+        for line in &db.log {
+            // `r KEY VALUE` or `w KEY VALUE`, KEY printed as `SHARD/REST`.
+            let key = line.split(' ').nth(1).expect("a logged key");
+            let shard: u32 = key.split('/').next().unwrap().parse().expect(key);
+            assert!(
+                shard < 1 << 24,
+                "{name} touches {key}, outside the bench's keys"
+            );
+        }
+    };
+    for &name in crate::WORKLOADS {
+        let settings = small
+            .iter()
+            .find(|(workload, _)| *workload == name)
+            .map(|(_, set)| set.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+            .into_iter()
+            .flatten()
+            .collect();
+        let workload = crate::build(name, &settings, placement(3)).unwrap();
+        let mut db = FakeOps::default();
+        for mut load in workload.load() {
+            db.run(load.as_mut()).expect("load runs");
+            outside(&db, name);
+            db.commit();
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for i in 0..300 {
+            let mut txn = workload.next(augur_types::NodeId(i % 3), &mut rng);
+            // A transaction that rolls itself back still touched its keys.
+            let ended = db.run(txn.as_mut());
+            outside(&db, name);
+            if ended.is_err() {
+                db.buffered.clear();
+            }
+            db.commit();
+        }
+    }
+}

@@ -3,13 +3,13 @@
 //! `augur bench --cluster FILE` drives the same clients against a cluster already running.
 
 use super::run::drive;
-use augur::BadInput;
-use augur::bench_options::{BenchConfig, ProtocolSpec};
-use augur::cluster::{
+use crate::BadInput;
+use crate::bench_options::{BenchConfig, ProtocolSpec};
+use crate::cluster::{
     Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile, free_loopback_addrs, node_threads,
 };
-use augur::interrupt;
-use augur::report::ProtocolResult;
+use crate::interrupt;
+use crate::report::ProtocolResult;
 use augur_client::{Outcome, Session, run_with_retry};
 use augur_protocols::registry;
 use augur_runtime::tcp::{ClientConfig, TcpTransport};
@@ -87,7 +87,7 @@ pub fn run(
     let cluster = Cluster::load(&path)?;
     let clients = cluster.client_config(Duration::from_secs(10))?;
     let exe = std::env::current_exe()?;
-    let data_dir = match augur::bench_options::log_config(config, spec)?.storage {
+    let data_dir = match crate::bench_options::log_config(config, spec)?.storage {
         LogStorage::Dir(dir) => Some(dir),
         LogStorage::Memory => None,
     };
@@ -136,8 +136,10 @@ pub fn run_on_cluster(
 /// end in an 8-byte number or a table's name).
 const BENCH_DATA_KEY: &[u8] = b"augur/bench-data-of";
 
-/// A workload writes into a cluster's keys as it was built to, with no namespace of its own, and
-/// another workload's data under the same keys is what it cannot read (a bank balance that is
+/// Bench data lives in keys that begin with a zero byte (a workload key starts with its shard
+/// tag, a small number: `augur-workloads`' load tests check every workload), apart from keys
+/// written as text, which begin with a printable byte. But every workload shares that space,
+/// and another workload's data under the same keys is what it cannot read (a bank balance that is
 /// `synthetic-str`'s value). So before it loads or runs anything, a bench against a running
 /// cluster reads whose bench data the cluster holds: none (it notes its own), its own
 /// workload with the same settings (it runs over it), or another: refused, naming both, before
