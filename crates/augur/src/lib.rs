@@ -1,7 +1,15 @@
-//! The library half of the `augur` command: everything but what runs protocol nodes (the
-//! binary's `bench` runtimes and `node`), which instantiate every protocol's generic code. What
-//! is here has its unit tests; the binary has none (`[[bin]] test = false`), so that a test
-//! build does not compile those instantiations a second time.
+//! The `augur` command's library: everything the binary (`main.rs`, a command line and no
+//! more) runs. `bench` and `node` instantiate every protocol's generic code; they live here, not
+//! in the binary, because a release build does not share generic instantiations between
+//! crates, and the binary would compile again what the library instantiates (`check` runs every
+//! protocol in the simulator too). The unit-test build leaves those two modules out, so that it
+//! does not compile the instantiations a second time; the integration tests run them.
+
+// The two modules that instantiate every protocol's generic code.
+#[cfg(not(test))]
+pub mod bench;
+#[cfg(not(test))]
+pub mod node;
 
 pub mod bench_options;
 pub mod check;

@@ -1,10 +1,8 @@
 //! The `augur` command.
 
-mod bench;
-mod node;
-
 use augur::BadInput;
 use augur::client_cli::{Ended, Op};
+use augur::{bench, node};
 use augur::{experiment, nemesis};
 
 use clap::{Parser, Subcommand};

@@ -1,9 +1,9 @@
 //! `augur node --config FILE --id N`: serve node `N` of the cluster described by a TOML file, over
 //! TCP, until Ctrl-C or SIGTERM. The file format is documented in docs/cluster-config.md.
 
+use crate::BadInput;
+use crate::cluster::{Cluster, resolve};
 use anyhow::Context;
-use augur::BadInput;
-use augur::cluster::{Cluster, resolve};
 use augur_contract::log_policy::LogPolicy;
 use augur_contract::{NodeEnv, Protocol};
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
@@ -109,7 +109,7 @@ impl ProtocolVisitor for ServeNode<'_> {
                 id,
                 placement: cluster.placement.clone(),
                 options: cluster.options.clone(),
-                procedures: augur::procedures(),
+                procedures: crate::procedures(),
             };
             let tls = match &cluster.security.tls {
                 None => None,
@@ -139,9 +139,9 @@ impl ProtocolVisitor for ServeNode<'_> {
             let metrics = match metrics_addr {
                 None => None,
                 Some(addr) => {
-                    let listener = augur::metrics_http::bind(addr).await?;
-                    let handle = augur::metrics_http::install(id, cluster.protocol.name)?;
-                    Some(tokio::spawn(augur::metrics_http::serve(listener, handle)))
+                    let listener = crate::metrics_http::bind(addr).await?;
+                    let handle = crate::metrics_http::install(id, cluster.protocol.name)?;
+                    Some(tokio::spawn(crate::metrics_http::serve(listener, handle)))
                 }
             };
             // So is the gRPC API's address: bound before the node starts.

@@ -2,8 +2,8 @@
 //! ([`LocalCluster`]), messages delayed by the latency matrix.
 
 use super::run::drive;
-use augur::bench_options::{BenchConfig, ProtocolSpec, log_config};
-use augur::report::ProtocolResult;
+use crate::bench_options::{BenchConfig, ProtocolSpec, log_config};
+use crate::report::ProtocolResult;
 use augur_contract::Protocol;
 use augur_protocols::registry::{ProtocolInfo, ProtocolVisitor};
 use augur_runtime::local::LocalCluster;
@@ -33,7 +33,7 @@ impl ProtocolVisitor for RunInProcess<'_> {
                 config.seed,
                 Duration::from_secs(10),
                 &log,
-                augur::procedures(),
+                crate::procedures(),
             )?;
             let mut transports = Vec::new();
             for home in config.placement.nodes() {

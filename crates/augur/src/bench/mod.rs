@@ -3,8 +3,8 @@
 //! its throughput ratio to the first protocol named.
 //!
 //! What does not run nodes lives in the library: the options and their validated form
-//! (`augur::bench_options`, here as [`config`]), PostgreSQL described like a protocol
-//! (`augur::peers`), the reports (`augur::report`) and experiment files (`augur::experiment`).
+//! (`crate::bench_options`, here as [`config`]), PostgreSQL described like a protocol
+//! (`crate::peers`), the reports (`crate::report`) and experiment files (`crate::experiment`).
 //! The files here read bottom-up: [`run`], one protocol's run whatever runs its cluster; one
 //! file per runtime (`inproc`, `tcp`, `pg`, `sim`); and [`run_config`] here, which runs every
 //! entry on its runtime and writes the reports.
@@ -15,12 +15,12 @@ pub mod run;
 mod sim;
 pub(crate) mod tcp;
 
-pub use augur::bench_options as config;
-pub use augur::{interrupt, peers};
+pub use crate::bench_options as config;
+pub use crate::{interrupt, peers};
 pub use config::{BenchArgs, BenchConfig, Runtime};
 
-use augur::BadInput;
-use augur::report;
+use crate::BadInput;
+use crate::report;
 use augur_protocols::registry;
 
 fn bad(msg: impl Into<String>) -> anyhow::Error {

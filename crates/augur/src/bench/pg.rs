@@ -3,8 +3,8 @@
 //! augur's protocols with the database they would otherwise pick, side by side in one run.
 
 use super::run::drive;
-use augur::bench_options::{BenchConfig, ProtocolSpec};
-use augur::report::ProtocolResult;
+use crate::bench_options::{BenchConfig, ProtocolSpec};
+use crate::report::ProtocolResult;
 use augur_postgres::{IsolationMode, PgTransport};
 use augur_protocols::registry::ProtocolInfo;
 use augur_types::ClientId;

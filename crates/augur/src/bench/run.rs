@@ -2,9 +2,9 @@
 //! the initial data ([`LoadQueue`]), the tokio driver shared by the in-process, TCP and
 //! PostgreSQL runs ([`drive`]), and the nodes' counters over the measurement window.
 
-use augur::bench_options::{BenchConfig, ProtocolSpec, loader_homes};
-use augur::interrupt;
-use augur::report::RunStats;
+use crate::bench_options::{BenchConfig, ProtocolSpec, loader_homes};
+use crate::interrupt;
+use crate::report::RunStats;
 use augur_client::{
     Backoff, ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure,
     RetryPolicy, RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings,
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 /// What every client of one protocol's run shares, and how each is started: the part of a
 /// run that is the same whatever runs the cluster (tokio in [`drive`], the simulator in
-/// [`super::sim`]).
+/// `bench::sim`).
 pub struct RunPlan<'a> {
     config: &'a BenchConfig,
     spec: &'a ProtocolSpec,
@@ -160,11 +160,11 @@ impl<'a> RunPlan<'a> {
                     seed: config.seed,
                     isolation: info.isolation.to_string(),
                     faults: "none".into(),
-                    settings: augur::check::flatten_settings(&config.workload_settings),
+                    settings: crate::check::flatten_settings(&config.workload_settings),
                 },
                 txns: recorder.records(),
             };
-            match augur::check::write_history(&path, &history) {
+            match crate::check::write_history(&path, &history) {
                 Ok(()) => eprintln!(
                     "{}: {} attempts recorded in {}",
                     spec.label,
@@ -617,7 +617,7 @@ fn history_path(config: &BenchConfig, spec: &ProtocolSpec) -> Option<PathBuf> {
     if config.protocols.len() == 1 {
         return Some(path.clone());
     }
-    Some(augur::path_with_suffix(
+    Some(crate::path_with_suffix(
         path,
         &spec.label.replace([':', '='], "-"),
     ))

@@ -10,8 +10,8 @@
 //! repeats exactly.
 
 use super::run::{LoadQueue, RunPlan, add_counters, counters_between, run_audit};
-use augur::bench_options::{BenchConfig, ProtocolSpec};
-use augur::report::ProtocolResult;
+use crate::bench_options::{BenchConfig, ProtocolSpec};
+use crate::report::ProtocolResult;
 use augur_contract::Protocol;
 use augur_protocols::registry::{self, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{SimConfig, Simulation};
@@ -51,7 +51,7 @@ impl ProtocolVisitor for RunInSim<'_> {
         let (config, spec) = (self.config, self.spec);
         let wall = Instant::now();
         let mut sim_config = SimConfig::new(config.seed);
-        sim_config.procedures = augur::procedures();
+        sim_config.procedures = crate::procedures();
         sim_config.cpu = config.cpu_model;
         // As the in-process cluster's clients do.
         sim_config.client_timeout = Duration::from_secs(10);
