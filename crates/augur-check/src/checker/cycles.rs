@@ -20,7 +20,8 @@
 //!   found, otherwise looked for among a bounded number of consecutive `rw` pairs.
 //!
 //! Order edges (session, real-time) count as neither `wr` nor `rw`: a cycle is classified by its
-//! dependency edges, and by the orders it needs. A unit test checks all this against brute-force
+//! dependency edges, and by the orders it needs: those of its order edges, and real-time order
+//! for a dependency drawn from real-time evidence ([`GEdge::order_needed`]). A unit test checks all this against brute-force
 //! enumeration of the simple cycles of small random graphs.
 
 use super::graph::{Csr, EdgeKind, GEdge, first_reachable, path, tarjan};
@@ -39,8 +40,9 @@ pub(super) struct FoundCycle {
     pub edges: Vec<u32>,
 }
 
-/// Classify a cycle by its edges.
-pub(super) fn classify(kinds: &[EdgeKind]) -> (CycleKind, CycleOrder) {
+/// Classify a cycle by its edges: each edge's kind and the order it needs.
+pub(super) fn classify(steps: &[(EdgeKind, CycleOrder)]) -> (CycleKind, CycleOrder) {
+    let kinds: Vec<EdgeKind> = steps.iter().map(|&(k, _)| k).collect();
     let rw = kinds.iter().filter(|&&k| k == EdgeKind::Rw).count();
     let n = kinds.len();
     let kind = match rw {
@@ -52,13 +54,11 @@ pub(super) fn classify(kinds: &[EdgeKind]) -> (CycleKind, CycleOrder) {
         }
         _ => CycleKind::GNonadjacent,
     };
-    let order = if kinds.contains(&EdgeKind::RealTime) {
-        CycleOrder::RealTime
-    } else if kinds.contains(&EdgeKind::Process) {
-        CycleOrder::Process
-    } else {
-        CycleOrder::Dependencies
-    };
+    let order = steps
+        .iter()
+        .map(|&(_, o)| o)
+        .max()
+        .unwrap_or(CycleOrder::Dependencies);
     (kind, order)
 }
 
@@ -78,6 +78,8 @@ struct Local {
     u: u32,
     v: u32,
     kind: EdgeKind,
+    /// The order a cycle through this edge needs ([`GEdge::order_needed`]).
+    order: CycleOrder,
     /// Id in the graph's edge list.
     global: u32,
 }
@@ -91,12 +93,12 @@ struct Search<'a> {
 
 impl Search<'_> {
     /// A subgraph of the component's edges; CSR edge ids are indices into `self.edges`.
-    fn sub(&self, keep: impl Fn(EdgeKind) -> bool) -> Csr {
+    fn sub(&self, keep: impl Fn(&Local) -> bool) -> Csr {
         let triples: Vec<(u32, u32, u32)> = self
             .edges
             .iter()
             .enumerate()
-            .filter(|(_, e)| keep(e.kind))
+            .filter(|(_, e)| keep(e))
             .map(|(i, e)| (e.u, e.v, i as u32))
             .collect();
         Csr::build(self.m, &triples)
@@ -105,8 +107,7 @@ impl Search<'_> {
     /// Record a cycle (local edge ids) under the kind its edges give it, unless that kind was
     /// already found in this component.
     fn record(&mut self, local: &[u32]) {
-        let kinds: Vec<EdgeKind> = local.iter().map(|&i| self.edges[i as usize].kind).collect();
-        let (kind, order) = classify(&kinds);
+        let (kind, order) = classify(&self.steps(local));
         if !self.found[kind_slot(kind)] {
             self.found[kind_slot(kind)] = true;
             self.results.push(FoundCycle {
@@ -135,26 +136,38 @@ impl Search<'_> {
         }
     }
 
+    /// The kind and order of each of `local`'s edges.
+    fn steps(&self, local: &[u32]) -> Vec<(EdgeKind, CycleOrder)> {
+        local
+            .iter()
+            .map(|&i| (self.edges[i as usize].kind, self.edges[i as usize].order))
+            .collect()
+    }
+
     fn has(&self, k: CycleKind) -> bool {
         self.found[kind_slot(k)]
     }
 
-    fn level(&mut self, allow: impl Fn(EdgeKind) -> bool + Copy) {
+    /// Search for each kind not found yet among the edges whose order `allow` accepts.
+    fn level(&mut self, allow: impl Fn(CycleOrder) -> bool + Copy) {
+        let allowed = |e: &Local| allow(e.order);
         let rw_edges: Vec<u32> = (0..self.edges.len() as u32)
-            .filter(|&i| self.edges[i as usize].kind == EdgeKind::Rw)
+            .filter(|&i| {
+                self.edges[i as usize].kind == EdgeKind::Rw && allowed(&self.edges[i as usize])
+            })
             .collect();
-        let g_nonrw = self.sub(|k| allow(k) && k != EdgeKind::Rw);
+        let g_nonrw = self.sub(|e| allowed(e) && e.kind != EdgeKind::Rw);
         let (comp_n, ncomp_n) = tarjan(&g_nonrw);
         let same = |comp: &[u32], e: &Local| comp[e.u as usize] == comp[e.v as usize];
 
         // G0: the ww (+ order) subgraph. Order edges alone never form a cycle (they follow
         // invoke times), so a cycle there has a ww edge.
         if !self.has(CycleKind::G0) {
-            let g = self.sub(|k| allow(k) && (k == EdgeKind::Ww || k.is_order()));
+            let g = self.sub(|e| allowed(e) && (e.kind == EdgeKind::Ww || e.kind.is_order()));
             let (comp, _) = tarjan(&g);
             if let Some(e) = (0..self.edges.len() as u32).find(|&i| {
                 let e = &self.edges[i as usize];
-                e.kind == EdgeKind::Ww && same(&comp, e)
+                e.kind == EdgeKind::Ww && allowed(e) && same(&comp, e)
             }) {
                 let c = comp[self.edges[e as usize].u as usize];
                 self.close(&g, e, |x| comp[x as usize] == c);
@@ -165,7 +178,7 @@ impl Search<'_> {
         if !self.has(CycleKind::G1c)
             && let Some(e) = (0..self.edges.len() as u32).find(|&i| {
                 let e = &self.edges[i as usize];
-                e.kind == EdgeKind::Wr && same(&comp_n, e)
+                e.kind == EdgeKind::Wr && allowed(e) && same(&comp_n, e)
             })
         {
             let c = comp_n[self.edges[e as usize].u as usize];
@@ -205,7 +218,7 @@ impl Search<'_> {
         if !self.has(CycleKind::GNonadjacent) && rw_edges.len() >= 2 {
             let mut triples = Vec::new();
             for (i, e) in self.edges.iter().enumerate() {
-                if !allow(e.kind) {
+                if !allowed(e) {
                     continue;
                 }
                 if e.kind == EdgeKind::Rw {
@@ -236,7 +249,7 @@ impl Search<'_> {
         if !self.has(CycleKind::G2Item) && !rw_edges.is_empty() {
             if !self.has(CycleKind::GSingle) && !self.has(CycleKind::GNonadjacent) {
                 // Then every cycle through an rw edge is a G2-item.
-                let g = self.sub(allow);
+                let g = self.sub(allowed);
                 let (comp, _) = tarjan(&g);
                 if let Some(&e) = rw_edges
                     .iter()
@@ -248,7 +261,7 @@ impl Search<'_> {
             } else {
                 // Look for two consecutive rw edges a -> b -> c closed by a path c ~> a that
                 // avoids b (a simple cycle).
-                let g = self.sub(allow);
+                let g = self.sub(allowed);
                 let mut tries = 0;
                 'outer: for &e1 in &rw_edges {
                     let b = self.edges[e1 as usize].v;
@@ -295,9 +308,7 @@ impl Search<'_> {
                     for &pe in &piece[1..] {
                         at.remove(&self.edges[pe as usize].u);
                     }
-                    let kinds: Vec<EdgeKind> =
-                        piece.iter().map(|&i| self.edges[i as usize].kind).collect();
-                    if classify(&kinds).0 == CycleKind::GNonadjacent {
+                    if classify(&self.steps(&piece)).0 == CycleKind::GNonadjacent {
                         return Some(piece);
                     }
                 }
@@ -355,10 +366,12 @@ pub(super) fn component_cycles(
             let v = local[out_edges.to[j] as usize];
             if v != NONE {
                 let global = out_edges.eid[j];
+                let edge = &edges[global as usize];
                 ledges.push(Local {
                     u: i as u32,
                     v,
-                    kind: edges[global as usize].kind,
+                    kind: edge.kind,
+                    order: edge.order_needed(),
                     global,
                 });
             }
@@ -367,17 +380,17 @@ pub(super) fn component_cycles(
     for &u in members {
         local[u as usize] = NONE;
     }
-    let has_process = ledges.iter().any(|e| e.kind == EdgeKind::Process);
-    let has_realtime = ledges.iter().any(|e| e.kind == EdgeKind::RealTime);
+    let has_process = ledges.iter().any(|e| e.order == CycleOrder::Process);
+    let has_realtime = ledges.iter().any(|e| e.order == CycleOrder::RealTime);
     let mut search = Search {
         m: members.len(),
         edges: &ledges,
         found: [false; 5],
         results: Vec::new(),
     };
-    search.level(|k| !k.is_order());
+    search.level(|o| o == CycleOrder::Dependencies);
     if has_process && search.found.iter().any(|f| !f) {
-        search.level(|k| k != EdgeKind::RealTime);
+        search.level(|o| o <= CycleOrder::Process);
     }
     if has_realtime && search.found.iter().any(|f| !f) {
         search.level(|_| true);
@@ -402,11 +415,11 @@ mod tests {
         }
     }
 
-    /// Every simple cycle's classification, over edges `allow` accepts.
+    /// Every simple cycle's classification, over edges whose order `allow` accepts.
     fn brute(
         n: usize,
         edges: &[GEdge],
-        allow: impl Fn(EdgeKind) -> bool,
+        allow: impl Fn(CycleOrder) -> bool,
     ) -> BTreeSet<(usize, CycleOrder)> {
         let mut out = BTreeSet::new();
         // Cycles start at their smallest node.
@@ -414,20 +427,23 @@ mod tests {
             start: u32,
             at: u32,
             on: &mut Vec<bool>,
-            path: &mut Vec<EdgeKind>,
+            path: &mut Vec<(EdgeKind, CycleOrder)>,
             edges: &[GEdge],
-            allow: &dyn Fn(EdgeKind) -> bool,
+            allow: &dyn Fn(CycleOrder) -> bool,
             out: &mut BTreeSet<(usize, CycleOrder)>,
         ) {
-            for e in edges.iter().filter(|e| e.from == at && allow(e.kind)) {
+            for e in edges
+                .iter()
+                .filter(|e| e.from == at && allow(e.order_needed()))
+            {
                 if e.to == start {
-                    path.push(e.kind);
+                    path.push((e.kind, e.order_needed()));
                     let (k, o) = classify(path);
                     out.insert((kind_slot(k), o));
                     path.pop();
                 } else if e.to > start && !on[e.to as usize] {
                     on[e.to as usize] = true;
-                    path.push(e.kind);
+                    path.push((e.kind, e.order_needed()));
                     go(start, e.to, on, path, edges, allow, out);
                     path.pop();
                     on[e.to as usize] = false;
@@ -469,10 +485,15 @@ mod tests {
                     (u, v)
                 };
                 let mut e = GEdge::order(u, v, kind);
-                e.evidence = Evidence::List;
+                // Some ww and rw edges come from real-time evidence and need real-time order.
+                e.evidence = if matches!(kind, EdgeKind::Ww | EdgeKind::Rw) && rng.below(4) == 0 {
+                    Evidence::RealTime
+                } else {
+                    Evidence::List
+                };
                 edges.push(e);
             }
-            edges.sort_by_key(|e| (e.from, e.to, e.kind));
+            edges.sort_by_key(|e| (e.from, e.to, e.kind, e.evidence));
             edges.dedup_by_key(|e| (e.from, e.to, e.kind));
             let triples: Vec<_> = edges
                 .iter()
@@ -490,8 +511,11 @@ mod tests {
                 }
                 for f in component_cycles(&members, &g, &edges, &mut local) {
                     // The cycle is real and classified right.
-                    let kinds: Vec<EdgeKind> =
-                        f.edges.iter().map(|&i| edges[i as usize].kind).collect();
+                    let steps: Vec<(EdgeKind, CycleOrder)> = f
+                        .edges
+                        .iter()
+                        .map(|&i| (edges[i as usize].kind, edges[i as usize].order_needed()))
+                        .collect();
                     for j in 0..f.edges.len() {
                         let (a, b) = (
                             &edges[f.edges[j] as usize],
@@ -499,12 +523,12 @@ mod tests {
                         );
                         assert_eq!(a.to, b.from);
                     }
-                    assert_eq!(classify(&kinds), (f.kind, f.order));
+                    assert_eq!(classify(&steps), (f.kind, f.order));
                     got.insert((kind_slot(f.kind), f.order));
                 }
             }
-            let deps = brute(n, &edges, |k| !k.is_order());
-            let process = brute(n, &edges, |k| k != EdgeKind::RealTime);
+            let deps = brute(n, &edges, |o| o == CycleOrder::Dependencies);
+            let process = brute(n, &edges, |o| o <= CycleOrder::Process);
             let all = brute(n, &edges, |_| true);
             let expect_at = |slot: usize| {
                 [

@@ -3,6 +3,7 @@
 //! a recursive search would overflow the stack) and breadth-first path search.
 
 use super::index::NONE;
+use crate::anomaly::CycleOrder;
 
 /// The kind of an edge. Dependencies first, then the two orders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,6 +42,10 @@ pub(super) enum Evidence {
     Initial,
     /// The writers' commit timestamps (white-box).
     CommitTs,
+    /// The earlier version's writer committed before the later one's began: real-time order,
+    /// evidence of version order only at strict serializability. An edge with this evidence
+    /// needs real-time order, as a `realtime` edge does ([`GEdge::order_needed`]).
+    RealTime,
 }
 
 /// One edge between graph nodes. For `ww` and `rw`, `a` and `b` are the two versions of `key`
@@ -57,6 +62,17 @@ pub(super) struct GEdge {
 }
 
 impl GEdge {
+    /// The orders a cycle through this edge needs besides the dependencies: session order for
+    /// a `process` edge, real-time order for a `realtime` edge or a dependency drawn from
+    /// real-time evidence.
+    pub(super) fn order_needed(&self) -> CycleOrder {
+        match (self.kind, self.evidence) {
+            (EdgeKind::RealTime, _) | (_, Evidence::RealTime) => CycleOrder::RealTime,
+            (EdgeKind::Process, _) => CycleOrder::Process,
+            _ => CycleOrder::Dependencies,
+        }
+    }
+
     pub(super) fn order(from: u32, to: u32, kind: EdgeKind) -> GEdge {
         GEdge {
             from,

@@ -77,6 +77,16 @@ pub(super) struct InternalIssue {
     pub got: u32,
 }
 
+/// A key read twice by one transaction, with no write of its own to it in between, returning
+/// two different values (a non-repeatable read).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RepeatedRead {
+    pub txn: u32,
+    pub key: u32,
+    pub first: u32,
+    pub second: u32,
+}
+
 pub(super) struct Index<'h> {
     pub history: &'h History,
     pub model: ValueModel,
@@ -108,6 +118,7 @@ pub(super) struct Index<'h> {
     pub wo: Vec<WriteOp>,
     pub wo_off: Vec<u32>,
     pub internal: Vec<InternalIssue>,
+    pub repeated: Vec<RepeatedRead>,
     /// Whether some attempt's operations are unknown (`TxnRecord::ops_unknown`).
     pub opaque_writers: bool,
 }
@@ -200,6 +211,7 @@ impl<'h> Index<'h> {
         let mut wo = Vec::new();
         let mut wo_off = Vec::with_capacity(n + 1);
         let mut internal = Vec::new();
+        let mut repeated = Vec::new();
         // Per transaction: key -> (latest own write, base read), and key -> last external read.
         let mut own: FxHashMap<u32, (u32, u32)> = FxHashMap::default();
         let mut own_order: Vec<u32> = Vec::new();
@@ -227,6 +239,16 @@ impl<'h> Index<'h> {
                                 });
                             }
                         } else {
+                            if let Some(&before) = last_read.get(&k)
+                                && !same_value(&it.vid_text, model, before, v)
+                            {
+                                repeated.push(RepeatedRead {
+                                    txn: t as u32,
+                                    key: k,
+                                    first: before,
+                                    second: v,
+                                });
+                            }
                             er.push(ExtRead { key: k, vid: v });
                             last_read.insert(k, v);
                         }
@@ -278,6 +300,7 @@ impl<'h> Index<'h> {
             wo,
             wo_off,
             internal,
+            repeated,
             opaque_writers: history.txns.iter().any(|t| t.ops_unknown),
         };
         ix.assign_writers();

@@ -93,8 +93,9 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
     session_edges(&ix, &txn_of, &mut edges);
     realtime_edges(&ix, &txn_of, &mut edges);
 
-    // One edge per (from, to, kind), keeping the first evidence found.
-    edges.sort_unstable_by_key(|e| (e.from, e.to, e.kind));
+    // One edge per (from, to, kind), keeping the evidence that needs the fewest orders
+    // (real-time evidence last), and among those the most black-box one.
+    edges.sort_unstable_by_key(|e| (e.from, e.to, e.kind, e.evidence));
     edges.dedup_by_key(|e| (e.from, e.to, e.kind));
     let triples: Vec<(u32, u32, u32)> = edges
         .iter()
@@ -219,6 +220,7 @@ fn read_checks(
             explanation,
         );
     }
+    repeated_reads(ix, out);
     for t in 0..ix.n() as u32 {
         if !examined(t) {
             continue;
@@ -314,6 +316,61 @@ fn read_checks(
                 readers.push((r.vid, to));
             }
         }
+    }
+}
+
+/// A committed transaction that read one key twice, with no write of its own in between, and
+/// got two installed versions: whichever of them came first in the key's version order, the
+/// transaction read it and then a later one, so it anti-depends on the writer of the version
+/// after the first (`rw`) and depends on the later version's writer chain (`ww`… `wr`): a cycle
+/// with one anti-dependency, a G-single, whatever the order. Reported directly, since the order
+/// may be unknown (blind writes) and the cycle search would then find no edge. A version that no
+/// committed transaction installed is reported for what it is instead (G1a, G1b, a garbage
+/// read), and a read of one's own later write as internal. Aborted readers are left out: their
+/// reads constrain nothing at the levels that ignore them, and SPSI's checks of their
+/// snapshots (`spsi`) cover what it asks of them.
+fn repeated_reads(ix: &Index<'_>, out: &mut Collector) {
+    let kind = AnomalyKind::Cycle(CycleKind::GSingle, CycleOrder::Dependencies);
+    for rr in &ix.repeated {
+        let (t, first, second) = (rr.txn, rr.first, rr.second);
+        let own = |v: u32| ix.vid_writer[v as usize] == t;
+        if !ix.status[t as usize].in_graph()
+            || own(first)
+            || own(second)
+            || !ix.installed(first)
+            || !ix.installed(second)
+            || !out.admit(kind)
+        {
+            continue;
+        }
+        let mut txns = vec![ix.index_of(t)];
+        for v in [first, second] {
+            let w = ix.vid_writer[v as usize];
+            if w != NONE && !txns.contains(&ix.index_of(w)) {
+                txns.push(ix.index_of(w));
+            }
+        }
+        let explanation = format!(
+            "non-repeatable read: {} read {} and later {}, with no write of its own to {} in \
+             between. The first version was written by {}, the second by {}. Whichever of the \
+             two came first, the transaction read it and then a later version of the key: it \
+             anti-depends (rw) on the transaction that installed the version after the first, \
+             which precedes (ww) or is the writer of the version it read later (wr), a cycle \
+             with one anti-dependency.",
+            ix.name(t),
+            ix.kv(first),
+            ix.value(second),
+            ix.key_name(rr.key),
+            ix.writer_name(first),
+            ix.writer_name(second),
+        );
+        out.push(
+            kind,
+            txns,
+            vec![ix.key_name(rr.key).to_string()],
+            Vec::new(),
+            explanation,
+        );
     }
 }
 
@@ -480,37 +537,53 @@ fn session_edges(ix: &Index<'_>, txn_of: &[u32], edges: &mut Vec<GEdge>) {
     }
 }
 
-/// Real-time order (`a` finished before `b` began), as its transitive reduction: sweeping the
-/// invocations and completions in time order, the frontier holds the completed transactions no
-/// completed transaction follows yet. A transaction invoked now follows exactly the frontier's
-/// members (and, through them, everything earlier); when it completes it supersedes those
-/// members. An observed unknown-outcome transaction may have committed any time after its client
-/// gave up, so it never joins the frontier: nothing is known to follow it in real time.
+/// Real-time order between graph nodes (`a` finished before `b` began), as its transitive
+/// reduction ([`realtime_reduction`]). An observed unknown-outcome transaction may have
+/// committed any time after its client gave up, so nothing is known to follow it in real time.
 fn realtime_edges(ix: &Index<'_>, txn_of: &[u32], edges: &mut Vec<GEdge>) {
-    let mut events: Vec<(u64, bool, u32)> = Vec::with_capacity(2 * txn_of.len());
-    for (node, &t) in txn_of.iter().enumerate() {
-        let rec = &ix.history.txns[t as usize];
-        events.push((rec.invoke_us, false, node as u32));
-        if ix.status[t as usize] == Status::Committed {
-            events.push((rec.complete_us.max(rec.invoke_us), true, node as u32));
+    let spans: Vec<(u64, Option<u64>)> = txn_of
+        .iter()
+        .map(|&t| {
+            let rec = &ix.history.txns[t as usize];
+            let committed = ix.status[t as usize] == Status::Committed;
+            (rec.invoke_us, committed.then_some(rec.complete_us))
+        })
+        .collect();
+    realtime_reduction(&spans, |a, b| {
+        edges.push(GEdge::order(a, b, EdgeKind::RealTime))
+    });
+}
+
+/// The transitive reduction of real-time order over `spans` (each an invocation time and, for
+/// what is known to have finished by then, a completion time): `emit(a, b)` for each pair, by
+/// position in `spans`. Sweeping the invocations and completions in time order, the frontier
+/// holds the completed items no completed item follows yet. An item invoked now follows exactly
+/// the frontier's members (and, through them, everything earlier); when it completes it
+/// supersedes those members. An item without a completion time never joins the frontier.
+pub(super) fn realtime_reduction(spans: &[(u64, Option<u64>)], mut emit: impl FnMut(u32, u32)) {
+    let mut events: Vec<(u64, bool, u32)> = Vec::with_capacity(2 * spans.len());
+    for (i, &(invoke, complete)) in spans.iter().enumerate() {
+        events.push((invoke, false, i as u32));
+        if let Some(complete) = complete {
+            events.push((complete.max(invoke), true, i as u32));
         }
     }
     // At equal times invocations go first: real-time order needs a strictly earlier end.
     events.sort_unstable();
     let mut frontier: Vec<u32> = Vec::new();
-    let mut pos = vec![NONE; txn_of.len()];
-    let mut preds: Vec<(u32, u32)> = vec![(0, 0); txn_of.len()];
+    let mut pos = vec![NONE; spans.len()];
+    let mut preds: Vec<(u32, u32)> = vec![(0, 0); spans.len()];
     let mut pred_list: Vec<u32> = Vec::new();
-    for (_, complete, node) in events {
+    for (_, complete, item) in events {
         if !complete {
             let start = pred_list.len() as u32;
             for &p in &frontier {
                 pred_list.push(p);
-                edges.push(GEdge::order(p, node, EdgeKind::RealTime));
+                emit(p, item);
             }
-            preds[node as usize] = (start, frontier.len() as u32);
+            preds[item as usize] = (start, frontier.len() as u32);
         } else {
-            let (start, len) = preds[node as usize];
+            let (start, len) = preds[item as usize];
             for i in start..start + len {
                 let p = pred_list[i as usize];
                 let at = pos[p as usize];
@@ -522,8 +595,8 @@ fn realtime_edges(ix: &Index<'_>, txn_of: &[u32], edges: &mut Vec<GEdge>) {
                     pos[p as usize] = NONE;
                 }
             }
-            pos[node as usize] = frontier.len() as u32;
-            frontier.push(node);
+            pos[item as usize] = frontier.len() as u32;
+            frontier.push(item);
         }
     }
 }
@@ -638,10 +711,23 @@ fn cycle_anomaly(
 /// Why an edge exists, in words a person can check against the history.
 fn why(ix: &Index<'_>, e: &GEdge, from: u32, to: u32) -> String {
     let (f, t) = (ix.short(from), ix.short(to));
-    let white = if e.evidence == Evidence::CommitTs {
-        " (commit-timestamp order, white-box)"
+    let white = match e.evidence {
+        Evidence::CommitTs => " (commit-timestamp order, white-box)".to_string(),
+        Evidence::RealTime => {
+            let (a, b) = (ix.vid_writer[e.a as usize], ix.vid_writer[e.b as usize]);
+            let (a, b) = (&ix.history.txns[a as usize], &ix.history.txns[b as usize]);
+            format!(
+                " (real-time order: T{} finished at {} µs, before T{} began at {} µs)",
+                a.index, a.complete_us, b.index, b.invoke_us
+            )
+        }
+        _ => String::new(),
+    };
+    // Real-time evidence orders two writes without saying what came between them.
+    let next = if e.evidence == Evidence::RealTime {
+        "a later version"
     } else {
-        ""
+        "the next version"
     };
     match e.kind {
         EdgeKind::Wr => format!("{f} wrote {}, which {t} read", ix.kv(e.a)),
@@ -652,7 +738,7 @@ fn why(ix: &Index<'_>, e: &GEdge, from: u32, to: u32) -> String {
                 ix.value(e.b)
             ),
             _ => format!(
-                "{f} installed {}, {t} installed the next version {}{white}",
+                "{f} installed {}, {t} installed {next} {}{white}",
                 ix.kv(e.a),
                 ix.value(e.b)
             ),
@@ -669,7 +755,7 @@ fn why(ix: &Index<'_>, e: &GEdge, from: u32, to: u32) -> String {
                 ix.value(e.b)
             ),
             _ => format!(
-                "{f} read {}, {t} installed the next version {}{white}",
+                "{f} read {}, {t} installed {next} {}{white}",
                 ix.kv(e.a),
                 ix.value(e.b)
             ),

@@ -16,6 +16,7 @@ use super::graph::Evidence;
 use super::index::{Index, NONE, Status};
 use super::{CheckOptions, ValueModel};
 use crate::anomaly::AnomalyKind;
+use augur_types::IsolationLevel;
 use augur_types::history::RecordedOutcome;
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -45,7 +46,8 @@ pub(super) fn installed_order(
 
 fn dedup(pairs: &mut Vec<Pair>) {
     // Keep, for each pair of versions, the most black-box evidence (List < ReadThenWrite <
-    // Initial < CommitTs), so explanations cite what a reader can check from the history alone.
+    // Initial < CommitTs < RealTime), so explanations cite what a reader can check from the
+    // history alone, and a cycle needs real-time order only where nothing else gives the pair.
     pairs.sort_unstable_by_key(|p| (p.a, p.b, p.evidence));
     pairs.dedup_by_key(|p| (p.a, p.b));
 }
@@ -213,6 +215,9 @@ fn register_pairs(
             }
         }
     }
+    if options.level == IsolationLevel::StrictSerializable {
+        realtime_pairs(ix, &keep, &mut pairs, &mut has_pred);
+    }
     for t in 0..ix.n() as u32 {
         if !keep(ix.status[t as usize]) {
             continue;
@@ -229,6 +234,46 @@ fn register_pairs(
         }
     }
     pairs
+}
+
+/// Registers, at strict serializability: a committed write whose transaction finished before
+/// another writer of the key began was installed before it (the serial order a strictly
+/// serializable history has follows real time). Per key, the transitive reduction of that
+/// order over the key's writers. The edges drawn from these pairs need real-time order, and the
+/// cycle search labels cycles through them so (`-realtime`).
+fn realtime_pairs(
+    ix: &Index<'_>,
+    keep: &impl Fn(Status) -> bool,
+    pairs: &mut Vec<Pair>,
+    has_pred: &mut [bool],
+) {
+    let mut writes: Vec<(u32, u32, u32)> = Vec::new();
+    for t in 0..ix.n() as u32 {
+        if keep(ix.status[t as usize]) {
+            writes.extend(ix.final_writes(t).iter().map(|w| (w.key, t, w.vid)));
+        }
+    }
+    writes.sort_unstable();
+    for group in writes.chunk_by(|x, y| x.0 == y.0) {
+        let spans: Vec<(u64, Option<u64>)> = group
+            .iter()
+            .map(|&(_, t, _)| {
+                let rec = &ix.history.txns[t as usize];
+                let committed = ix.status[t as usize] == Status::Committed;
+                (rec.invoke_us, committed.then_some(rec.complete_us))
+            })
+            .collect();
+        super::realtime_reduction(&spans, |i, j| {
+            let (a, b) = (group[i as usize].2, group[j as usize].2);
+            pairs.push(Pair {
+                key: group[0].0,
+                a,
+                b,
+                evidence: Evidence::RealTime,
+            });
+            has_pred[b as usize] = true;
+        });
+    }
 }
 
 /// Lost updates: two or more transactions in the graph read the same version of a key (not

@@ -3,4 +3,5 @@
 mod bank;
 mod checker;
 mod common;
+mod corpus;
 mod promises;
