@@ -362,6 +362,15 @@ impl PgTransport {
         })
     }
 
+    /// Count this session's time (`Transport::now`, the times a history records) from
+    /// `origin` instead of from its connection: every session of one run takes the same origin,
+    /// so that the times different sessions record compare (one session's transaction that
+    /// finished before another's began shows so in the history).
+    pub fn with_origin(mut self, origin: Instant) -> PgTransport {
+        self.origin = origin;
+        self
+    }
+
     /// Bound every call by `timeout` instead of [`DEFAULT_REQUEST_TIMEOUT`]. A call that runs out
     /// of time answers [`TransportError::Timeout`], asks the server to cancel its statement, and
     /// forgets its transaction (rolled back ahead of the next one).

@@ -267,6 +267,9 @@ pub struct LocalCluster<P: Protocol> {
     lines: Vec<JoinHandle<()>>,
     next_client: AtomicU64,
     request_timeout: Duration,
+    /// Where every session's clock starts, so that the times recorded in one history by
+    /// different sessions are comparable.
+    origin: Instant,
 }
 
 impl<P: Protocol> LocalCluster<P> {
@@ -351,6 +354,7 @@ impl<P: Protocol> LocalCluster<P> {
             lines,
             next_client: AtomicU64::new(0),
             request_timeout,
+            origin: Instant::now(),
         })
     }
 
@@ -365,6 +369,7 @@ impl<P: Protocol> LocalCluster<P> {
             client,
             self.inboxes[home.0 as usize].clone(),
             self.request_timeout,
+            self.origin,
         )
     }
 
@@ -395,11 +400,13 @@ pub struct LocalTransport<P: Protocol> {
 }
 
 impl<P: Protocol> LocalTransport<P> {
-    /// A session of client `client` talking to the node whose inbox is `inbox`.
+    /// A session of client `client` talking to the node whose inbox is `inbox`, its clock
+    /// counting from `origin`.
     pub(crate) fn new(
         client: ClientId,
         inbox: mpsc::UnboundedSender<Input<P>>,
         request_timeout: Duration,
+        origin: Instant,
     ) -> Self {
         let (reply_tx, reply_rx) = mpsc::unbounded_channel();
         LocalTransport {
@@ -409,7 +416,7 @@ impl<P: Protocol> LocalTransport<P> {
             replies: tokio::sync::Mutex::new(reply_rx),
             next_request: AtomicU64::new(0),
             timeout: request_timeout,
-            origin: Instant::now(),
+            origin,
         }
     }
 

@@ -98,9 +98,89 @@ impl fmt::Display for IsolationLevel {
     }
 }
 
+impl IsolationLevel {
+    /// The names a level is read from ([`str::parse`]): its displayed name (`snapshot
+    /// isolation`, with or without the parenthesised abbreviation), its serialised name
+    /// (`snapshot-isolation`) and the abbreviation (`psi`, `spsi`).
+    fn names(self) -> impl Iterator<Item = String> {
+        let shown = self.to_string();
+        let (words, abbreviation) = match shown.split_once(" (") {
+            Some((words, rest)) => (
+                words.to_string(),
+                Some(rest.trim_end_matches(')').to_string()),
+            ),
+            None => (shown.clone(), None),
+        };
+        let serialised = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string));
+        [Some(shown), Some(words), abbreviation, serialised]
+            .into_iter()
+            .flatten()
+            .map(|name| normalise_level_name(&name))
+    }
+}
+
+/// A level name with case, hyphens, underscores and repeated spaces made uniform.
+fn normalise_level_name(name: &str) -> String {
+    name.to_lowercase()
+        .replace(['-', '_'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A level name that names no level; its message lists the names there are.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown isolation level '{0}'; the levels: {levels}",
+    levels = IsolationLevel::ALL.map(|l| l.to_string()).join(", ")
+)]
+pub struct UnknownLevel(pub String);
+
+impl std::str::FromStr for IsolationLevel {
+    type Err = UnknownLevel;
+
+    /// Reads any of the names `augur protocols` prints and histories record, in any case, with
+    /// hyphens or spaces: `strict serializable`, `snapshot-isolation`, `PSI`.
+    fn from_str(name: &str) -> Result<Self, UnknownLevel> {
+        let wanted = normalise_level_name(name);
+        IsolationLevel::ALL
+            .into_iter()
+            .find(|level| level.names().any(|n| n == wanted))
+            .ok_or_else(|| UnknownLevel(name.trim().to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::IsolationLevel;
+
+    #[test]
+    fn reads_every_name_it_prints_or_serialises() {
+        for level in IsolationLevel::ALL {
+            assert_eq!(level.to_string().parse::<IsolationLevel>(), Ok(level));
+            let serialised = serde_json::to_value(level).unwrap();
+            assert_eq!(serialised.as_str().unwrap().parse(), Ok(level));
+        }
+        assert_eq!("PSI".parse(), Ok(IsolationLevel::ParallelSnapshotIsolation));
+        assert_eq!(
+            "  Strict_Serializable ".parse(),
+            Ok(IsolationLevel::StrictSerializable)
+        );
+        assert_eq!(
+            "speculative snapshot isolation".parse(),
+            Ok(IsolationLevel::Spsi)
+        );
+        let unknown = "linearizable".parse::<IsolationLevel>().unwrap_err();
+        assert!(
+            unknown.to_string().contains("'linearizable'")
+                && unknown
+                    .to_string()
+                    .contains("read committed, parallel snapshot"),
+            "{unknown}"
+        );
+    }
 
     #[test]
     fn serialises_in_kebab_case_and_displays_in_words() {

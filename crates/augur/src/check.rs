@@ -69,6 +69,12 @@ pub struct CheckArgs {
     /// are read from its header.
     #[arg(long, conflicts_with_all = ["seeds", "faults", "history", "mutant"])]
     pub input: Option<PathBuf>,
+    /// With `--input`: check against this isolation level (a name `augur protocols` prints,
+    /// e.g. `serializable`, `strict serializable`, `snapshot isolation`, `read committed`)
+    /// instead of the one the history's protocol claims. Needed for a history of a protocol
+    /// augur does not know whose header names no level it knows.
+    #[arg(long, requires = "input")]
+    pub level: Option<String>,
     /// list-append, rw-register or bank.
     #[arg(long, default_value = "list-append")]
     pub workload: String,
@@ -332,13 +338,26 @@ pub fn check_recorded(
     info: &ProtocolInfo,
     trust_timestamps: bool,
 ) -> anyhow::Result<CheckReport> {
-    let level = info.isolation;
+    check_at_level(
+        history,
+        info.isolation,
+        info.commit_order_evidence && trust_timestamps,
+    )
+}
+
+/// Check `history` against `level`; commit timestamps serve as evidence of version order if
+/// `commit_order_evidence` (only for a protocol whose timestamps order versions).
+pub fn check_at_level(
+    history: &History,
+    level: IsolationLevel,
+    commit_order_evidence: bool,
+) -> anyhow::Result<CheckReport> {
     let workload = history.header.workload.as_str();
     Ok(match (workload, value_model(workload)) {
         ("bank", _) => augur_check::bank::check_bank(history, level).map_err(anyhow::Error::msg)?,
         (_, Some(model)) => {
             let mut options = CheckOptions::new(level, model);
-            options.commit_order_evidence = info.commit_order_evidence && trust_timestamps;
+            options.commit_order_evidence = commit_order_evidence;
             augur_check::check(history, &options)
         }
         (other, None) => {
@@ -373,22 +392,57 @@ pub fn staleness_bound(max_clock_skew: Duration) -> Duration {
 /// over: microseconds, the unit of the simulator's clocks.
 pub const CLOCK_TICK: Duration = Duration::from_micros(1);
 
-/// `augur check --input FILE`: check a recorded history (from `augur bench --history` or an
-/// earlier `augur check --history`) against the claim of the protocol named in its header.
-pub fn check_file(path: &Path, verbose: bool) -> anyhow::Result<()> {
+/// The level to check a recorded history against, and whether its commit timestamps order
+/// versions: the level `given` (`--level`), else what the protocol of its header claims (one
+/// of augur's, or a reference peer of `augur bench`), else the level its header names; commit
+/// timestamps only for one of augur's protocols that says they may.
+fn level_of(
+    header: &augur_types::history::HistoryHeader,
+    given: Option<&str>,
+) -> anyhow::Result<(IsolationLevel, bool)> {
+    let known = registry::info(&header.protocol)
+        .ok()
+        .or_else(|| crate::peers::peer(&header.protocol));
+    let evidence = known.is_some_and(|info| info.commit_order_evidence);
+    if let Some(given) = given {
+        let level = given
+            .parse::<IsolationLevel>()
+            .map_err(|e| bad(e.to_string()))?;
+        return Ok((level, evidence));
+    }
+    if let Some(info) = known {
+        return Ok((info.isolation, evidence));
+    }
+    match header.isolation.parse::<IsolationLevel>() {
+        Ok(level) => Ok((level, false)),
+        Err(_) => Err(bad(format!(
+            "the history's protocol '{}' is not one augur knows and its header names no \
+             isolation level it knows ('{}'): name the level to check with --level (one of: {})",
+            header.protocol,
+            header.isolation,
+            IsolationLevel::ALL.map(|l| l.to_string()).join(", ")
+        ))),
+    }
+}
+
+/// `augur check --input FILE [--level LEVEL]`: check a recorded history (from `augur bench
+/// --history`, an earlier `augur check --history`, or another tool writing the documented
+/// format) against `level`, by default the claim of the protocol named in its header.
+pub fn check_file(path: &Path, level: Option<&str>, verbose: bool) -> anyhow::Result<()> {
     let file = std::fs::File::open(path)
         .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
     let history = augur_check::jsonl::read(std::io::BufReader::new(file))
         .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-    let info = registry::info(&history.header.protocol).map_err(|e| bad(e.to_string()))?;
-    let level = info.isolation;
+    let given = level.is_some();
+    let (level, evidence) = level_of(&history.header, level)?;
     let started = Instant::now();
-    let report = check_recorded(&history, info, true)?;
+    let report = check_at_level(&history, level, evidence)?;
     let s = &report.stats;
     println!(
-        "{}: {} ({level}) on {}, {} attempts ({} committed, {} aborted, {} unknown) checked in {:.2} s",
+        "{}: {} ({level}{}) on {}, {} attempts ({} committed, {} aborted, {} unknown) checked in {:.2} s",
         path.display(),
-        info.name,
+        history.header.protocol,
+        if given { ", as given" } else { "" },
         history.header.workload,
         history.txns.len(),
         s.committed,
@@ -1007,7 +1061,7 @@ impl RunObserver for Ended {
 /// `--keep-going`).
 pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.input {
-        return check_file(path, args.verbose);
+        return check_file(path, args.level.as_deref(), args.verbose);
     }
     let config = args.validate()?;
     let level = config.info.isolation;

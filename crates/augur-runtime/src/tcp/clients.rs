@@ -139,6 +139,8 @@ impl NodeClients {
                 client,
                 shared.inbox.clone(),
                 request_timeout,
+                // No history is recorded through these sessions: each counts from its start.
+                Instant::now(),
             )))
         };
         NodeClients {

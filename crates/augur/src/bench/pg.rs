@@ -29,6 +29,10 @@ pub fn run(
         };
         augur_postgres::prepare_schema(url).await.map_err(unreachable)?;
         augur_postgres::truncate(url).await.map_err(unreachable)?;
+        // One clock for every session, loaders included: each connection would otherwise count
+        // from its own start, later for every client connected after it, and the history's
+        // times would not compare across clients.
+        let origin = std::time::Instant::now();
         let mut transports = Vec::new();
         let mut next_client = 0u64;
         // Clients keep their augur homes, so workloads draw the same keys as against augur.
@@ -36,7 +40,8 @@ pub fn run(
             for _ in 0..config.clients_per_node {
                 let t = PgTransport::connect(url, ClientId(next_client), mode)
                     .await
-                    .map_err(unreachable)?;
+                    .map_err(unreachable)?
+                    .with_origin(origin);
                 next_client += 1;
                 transports.push((home, t));
             }
@@ -49,6 +54,7 @@ pub fn run(
             async move {
                 PgTransport::connect(url, client, mode)
                     .await
+                    .map(|t| t.with_origin(origin))
                     .map_err(unreachable)
             }
         };

@@ -46,6 +46,7 @@ fn args(
     CheckArgs {
         protocol: protocol.into(),
         input: None,
+        level: None,
         workload: workload.into(),
         seeds: seeds.into(),
         faults: "all".into(),
@@ -357,4 +358,47 @@ fn order_then_execute_histories_replay_serially() {
         let why = replay(&twice, &procedures).err().expect("refused");
         assert!(why.contains("both committed at position"), "{why}");
     }
+}
+
+/// A history from another tool: checked at the level `--level` names, else the one its header
+/// names; with neither known, a clear error that asks for `--level`.
+#[test]
+fn a_history_from_elsewhere_is_checked_at_the_level_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |isolation: &str| {
+        let path = dir.path().join(format!("{}.jsonl", isolation.replace(' ', "-")));
+        let header = format!(
+            r#"{{"format":1,"protocol":"elsewhere","workload":"rw-register","seed":0,"isolation":"{isolation}","faults":"none"}}"#
+        );
+        // T0 and T1 each read x and y as nil and write one of them: write skew.
+        let record = |i: usize, key: &str| {
+            format!(
+                r#"{{"index":{i},"client":{i},"txn":null,"name":"t","read_only":false,"invoke_us":0,"complete_us":10,"ops":[{{"op":"read","key":"x","value":null}},{{"op":"read","key":"y","value":null}},{{"op":"write","key":"{key}","value":"{i}"}}],"outcome":{{"status":"committed","commit_ts":{i}}}}}"#
+            )
+        };
+        std::fs::write(
+            &path,
+            format!("{header}\n{}\n{}\n", record(0, "x"), record(1, "y")),
+        )
+        .unwrap();
+        path
+    };
+    let skew = write("snapshot isolation");
+    // The header's level: snapshot isolation allows write skew.
+    augur::check::check_file(&skew, None, false).expect("valid at snapshot isolation");
+    // A level named: serializability does not.
+    let err = augur::check::check_file(&skew, Some("Serializable"), false).unwrap_err();
+    assert!(err.to_string().contains("proscribed by serializable"), "{err}");
+    // Neither the protocol nor the header's level is known: the user is asked for --level.
+    let unknown = write("whatever");
+    let err = augur::check::check_file(&unknown, None, false).unwrap_err();
+    assert!(
+        err.downcast_ref::<augur::BadInput>().is_some() && err.to_string().contains("--level"),
+        "{err}"
+    );
+    let err = augur::check::check_file(&unknown, Some("linearizable"), false).unwrap_err();
+    assert!(
+        err.to_string().contains("unknown isolation level 'linearizable'"),
+        "{err}"
+    );
 }

@@ -17,6 +17,7 @@ fn forged_messages_and_requests_never_panic_a_node() {
             let config = CheckArgs {
                 protocol: p.name.into(),
                 input: None,
+                level: None,
                 workload: workload.into(),
                 seeds: format!("1..{SEEDS}"),
                 faults: "all".into(),

@@ -5,4 +5,5 @@ mod bench_signals;
 mod cli;
 mod crash_recovery;
 mod nemesis;
+mod postgres_history;
 mod process_cluster;
