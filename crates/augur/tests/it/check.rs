@@ -366,7 +366,9 @@ fn order_then_execute_histories_replay_serially() {
 fn a_history_from_elsewhere_is_checked_at_the_level_named() {
     let dir = tempfile::tempdir().unwrap();
     let write = |isolation: &str| {
-        let path = dir.path().join(format!("{}.jsonl", isolation.replace(' ', "-")));
+        let path = dir
+            .path()
+            .join(format!("{}.jsonl", isolation.replace(' ', "-")));
         let header = format!(
             r#"{{"format":1,"protocol":"elsewhere","workload":"rw-register","seed":0,"isolation":"{isolation}","faults":"none"}}"#
         );
@@ -388,7 +390,10 @@ fn a_history_from_elsewhere_is_checked_at_the_level_named() {
     augur::check::check_file(&skew, None, false).expect("valid at snapshot isolation");
     // A level named: serializability does not.
     let err = augur::check::check_file(&skew, Some("Serializable"), false).unwrap_err();
-    assert!(err.to_string().contains("proscribed by serializable"), "{err}");
+    assert!(
+        err.to_string().contains("proscribed by serializable"),
+        "{err}"
+    );
     // Neither the protocol nor the header's level is known: the user is asked for --level.
     let unknown = write("whatever");
     let err = augur::check::check_file(&unknown, None, false).unwrap_err();
@@ -398,7 +403,8 @@ fn a_history_from_elsewhere_is_checked_at_the_level_named() {
     );
     let err = augur::check::check_file(&unknown, Some("linearizable"), false).unwrap_err();
     assert!(
-        err.to_string().contains("unknown isolation level 'linearizable'"),
+        err.to_string()
+            .contains("unknown isolation level 'linearizable'"),
         "{err}"
     );
 }
