@@ -218,6 +218,44 @@ pub struct CheckStats {
     /// Attempts whose operations are unknown (one-shot attempts whose reply was lost).
     pub ops_unknown: usize,
     pub edges: usize,
+    /// Unordered pairs of writes (or of read-then-write chains) whose place in a key's version
+    /// order no evidence fixes: the choices of the polygraph (`checker::polygraph`).
+    pub choices: usize,
+    /// Choices decided by pruning: one placement closes a proscribed cycle with the edges
+    /// already known.
+    pub pruned: usize,
+    /// Independent instances left to the search after pruning.
+    pub instances: usize,
+}
+
+/// A part of the history the checker could not decide within its budget: whether some
+/// placement of writes whose place in a key's version order is unknown avoids every anomaly the
+/// level proscribes. Never a pass: a report holding one is not valid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Undecided {
+    /// The history indices of the transactions whose writes were being placed.
+    pub txns: Vec<usize>,
+    pub keys: Vec<String>,
+    /// What was left undecided, and which budget ran out.
+    pub explanation: String,
+}
+
+impl fmt::Display for Undecided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "undecided: {}", self.explanation)
+    }
+}
+
+/// A check's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    /// No anomaly the level proscribes.
+    Valid,
+    /// At least one anomaly the level proscribes.
+    Invalid,
+    /// No proscribed anomaly found, but part of the history was not decided within the
+    /// checker's budget ([`CheckReport::undecided`]).
+    Undecided,
 }
 
 /// The result of checking one history.
@@ -226,6 +264,9 @@ pub struct CheckReport {
     pub stats: CheckStats,
     /// Every anomaly found, proscribed or not (bounded per kind).
     pub anomalies: Vec<Anomaly>,
+    /// What the checker could not decide within its budget; empty when it decided everything.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undecided: Vec<Undecided>,
 }
 
 impl CheckReport {
@@ -234,14 +275,28 @@ impl CheckReport {
         self.anomalies.iter().filter(|a| a.proscribed)
     }
 
+    /// No proscribed anomaly, and nothing left undecided: an undecided check never passes.
     pub fn is_valid(&self) -> bool {
-        self.violations().next().is_none()
+        self.verdict() == Verdict::Valid
+    }
+
+    /// Invalid when some proscribed anomaly was found (whatever else is undecided), else
+    /// undecided when something is, else valid.
+    pub fn verdict(&self) -> Verdict {
+        if self.violations().next().is_some() {
+            Verdict::Invalid
+        } else if !self.undecided.is_empty() {
+            Verdict::Undecided
+        } else {
+            Verdict::Valid
+        }
     }
 
     /// Append `other`'s anomalies (used to combine a workload's invariant checks with the graph
     /// check).
     pub fn merge(&mut self, other: CheckReport) {
         self.anomalies.extend(other.anomalies);
+        self.undecided.extend(other.undecided);
     }
 }
 

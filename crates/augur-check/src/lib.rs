@@ -16,7 +16,8 @@ pub mod jsonl;
 
 pub use anomaly::{
     Anomaly, AnomalyKind, CheckReport, CheckStats, CycleKind, CycleOrder, Edge, Proscribes,
+    Undecided, Verdict,
 };
 pub use checker::{
-    CheckOptions, ValueModel, bounded_staleness, check, timestamps_order_dependencies,
+    CheckOptions, SolverBudget, ValueModel, bounded_staleness, check, timestamps_order_dependencies,
 };

@@ -101,6 +101,13 @@ impl Collector {
         *c <= MAX_PER_KIND
     }
 
+    /// Whether some anomaly the level proscribes was found (written out or only counted).
+    pub(super) fn any_proscribed(&self) -> bool {
+        self.counts
+            .iter()
+            .any(|(&kind, &n)| n > 0 && self.level.proscribes(kind))
+    }
+
     pub(super) fn push(
         &mut self,
         kind: AnomalyKind,

@@ -35,6 +35,7 @@ mod cycles;
 mod explain;
 mod graph;
 mod index;
+mod polygraph;
 mod promises;
 mod spsi;
 mod versions;
@@ -47,6 +48,7 @@ use augur_types::history::History;
 use explain::Collector;
 use graph::{Csr, EdgeKind, Evidence, GEdge, tarjan};
 use index::{ExtRead, Index, NONE, Status};
+pub use polygraph::SolverBudget;
 pub use promises::{bounded_staleness, timestamps_order_dependencies};
 
 /// How a workload's values reveal the version order of a key.
@@ -68,6 +70,9 @@ pub struct CheckOptions {
     /// Trust the protocol's commit timestamps to order each key's versions (white-box
     /// evidence; register histories only, lists carry their own order).
     pub commit_order_evidence: bool,
+    /// How long the search over placements of writes with no evidence of their place in a
+    /// key's version order may run before the check is declared undecided.
+    pub solver: SolverBudget,
 }
 
 impl CheckOptions {
@@ -77,6 +82,7 @@ impl CheckOptions {
             level,
             model,
             commit_order_evidence: false,
+            solver: SolverBudget::default(),
         }
     }
 }
@@ -88,7 +94,13 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
     let mut out = Collector::new(options.level);
     let n = ix.n();
 
-    let Dependencies { txn_of, mut edges } = Dependencies::build(&ix, options, &mut out);
+    let Dependencies {
+        txn_of,
+        node_of,
+        mut edges,
+        pairs,
+        readers,
+    } = Dependencies::build(&ix, options, &mut out);
     versions::lost_updates(&ix, &mut out);
     session_edges(&ix, &txn_of, &mut edges);
     realtime_edges(&ix, &txn_of, &mut edges);
@@ -125,6 +137,28 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
         ops_unknown: history.txns.iter().filter(|t| t.ops_unknown).count(),
         ..CheckStats::default()
     };
+    // Versions with no evidence of their order got no edge above: every placement of them is
+    // considered (`polygraph`), unless the verdict is settled already (the level proscribes
+    // nothing, or a proscribed anomaly was found). A history whose version orders are all
+    // known returns from there at once.
+    let mut undecided = Vec::new();
+    if options.level != IsolationLevel::None && !out.any_proscribed() {
+        let graph = polygraph::Known {
+            ix: &ix,
+            level: options.level,
+            budget: options.solver,
+            edges: &edges,
+            txn_of: &txn_of,
+            node_of: &node_of,
+            pairs: &pairs,
+            readers: &readers,
+        };
+        let found = polygraph::check(&graph, &mut out);
+        stats.choices = found.choices;
+        stats.pruned = found.pruned;
+        stats.instances = found.instances;
+        undecided = found.undecided;
+    }
     for s in &ix.status {
         match s {
             Status::Committed => stats.committed += 1,
@@ -139,6 +173,7 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
     CheckReport {
         stats,
         anomalies: out.finish(),
+        undecided,
     }
 }
 
@@ -148,7 +183,13 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
 struct Dependencies {
     /// Each node's transaction.
     txn_of: Vec<u32>,
+    /// Each transaction's node, or `NONE`.
+    node_of: Vec<u32>,
     edges: Vec<GEdge>,
+    /// The version-order evidence the `ww` and `rw` edges were drawn from.
+    pairs: Vec<versions::Pair>,
+    /// `(version, reader node)`, sorted and deduplicated.
+    readers: Vec<(u32, u32)>,
 }
 
 impl Dependencies {
@@ -173,8 +214,14 @@ impl Dependencies {
             out,
         );
         let pairs = versions::installed_order(ix, options, out);
-        dependency_edges(ix, &pairs, &node_of, readers, &mut edges);
-        Dependencies { txn_of, edges }
+        dependency_edges(ix, &pairs, &node_of, &mut readers, &mut edges);
+        Dependencies {
+            txn_of,
+            node_of,
+            edges,
+            pairs,
+            readers,
+        }
     }
 }
 
@@ -458,13 +505,13 @@ fn dependency_edges(
     ix: &Index<'_>,
     pairs: &[versions::Pair],
     node_of: &[u32],
-    mut readers: Vec<(u32, u32)>,
+    readers: &mut Vec<(u32, u32)>,
     edges: &mut Vec<GEdge>,
 ) {
     readers.sort_unstable();
     readers.dedup();
     let mut off = vec![0u32; ix.vid_key.len() + 1];
-    for &(v, _) in &readers {
+    for &(v, _) in readers.iter() {
         off[v as usize + 1] += 1;
     }
     for i in 0..ix.vid_key.len() {

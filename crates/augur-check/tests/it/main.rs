@@ -4,4 +4,5 @@ mod bank;
 mod checker;
 mod common;
 mod corpus;
+mod polygraph;
 mod promises;
