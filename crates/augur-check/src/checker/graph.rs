@@ -125,6 +125,24 @@ impl Csr {
     }
 }
 
+/// The nodes of `g`'s strongly connected components of more than one node (where every cycle
+/// lies), as `(component, node)` sorted by component: each component's members are one run.
+pub(super) fn nontrivial_components(g: &Csr) -> Vec<(u32, u32)> {
+    let (comp, ncomp) = tarjan(g);
+    let mut size = vec![0u32; ncomp as usize];
+    for &c in &comp {
+        size[c as usize] += 1;
+    }
+    let mut members: Vec<(u32, u32)> = comp
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| size[c as usize] > 1)
+        .map(|(u, &c)| (c, u as u32))
+        .collect();
+    members.sort_unstable();
+    members
+}
+
 /// Strongly connected components. Returns each node's component and the number of components;
 /// components are numbered in reverse topological order (every edge between two components
 /// goes from a higher number to a lower one).

@@ -46,7 +46,7 @@ use crate::anomaly::{
 use augur_types::IsolationLevel;
 use augur_types::history::History;
 use explain::Collector;
-use graph::{Csr, EdgeKind, Evidence, GEdge, tarjan};
+use graph::{Csr, EdgeKind, Evidence, GEdge, nontrivial_components};
 use index::{ExtRead, Index, NONE, Status};
 pub use polygraph::SolverBudget;
 pub use promises::{bounded_staleness, timestamps_order_dependencies};
@@ -649,22 +649,11 @@ pub(super) fn realtime_reduction(spans: &[(u64, Option<u64>)], mut emit: impl Fn
 }
 
 fn find_cycles(ix: &Index<'_>, g: &Csr, edges: &[GEdge], txn_of: &[u32], out: &mut Collector) {
-    let (comp, ncomp) = tarjan(g);
-    let mut size = vec![0u32; ncomp as usize];
-    for &c in &comp {
-        size[c as usize] += 1;
-    }
     // Members of each non-trivial component, grouped.
-    let mut members: Vec<(u32, u32)> = comp
-        .iter()
-        .enumerate()
-        .filter(|&(_, &c)| size[c as usize] > 1)
-        .map(|(u, &c)| (c, u as u32))
-        .collect();
+    let members = nontrivial_components(g);
     if members.is_empty() {
         return;
     }
-    members.sort_unstable();
     let mut local = vec![NONE; g.n()];
     for group in members.chunk_by(|a, b| a.0 == b.0) {
         let nodes: Vec<u32> = group.iter().map(|&(_, u)| u).collect();

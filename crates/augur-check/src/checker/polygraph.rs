@@ -80,7 +80,7 @@
 use super::ValueModel;
 use super::cycles::{classify, component_cycles};
 use super::explain::Collector;
-use super::graph::{Csr, EdgeKind, Evidence, GEdge, tarjan};
+use super::graph::{Csr, EdgeKind, Evidence, GEdge, nontrivial_components, tarjan};
 use super::index::{Index, NONE, Status};
 use super::versions::Pair;
 use crate::anomaly::{AnomalyKind, CycleKind, CycleOrder, Edge, Proscribes, Undecided};
@@ -1073,21 +1073,10 @@ impl<'a, 'h> Poly<'a, 'h> {
         }
         let g = Csr::build(self.n, &triples);
         drop(triples);
-        let (comp, ncomp) = tarjan(&g);
-        let mut size = vec![0u32; ncomp as usize];
-        for &c in &comp {
-            size[c as usize] += 1;
-        }
-        let mut members: Vec<(u32, u32)> = comp
-            .iter()
-            .enumerate()
-            .filter(|&(_, &c)| size[c as usize] > 1)
-            .map(|(u, &c)| (c, u as u32))
-            .collect();
+        let members = nontrivial_components(&g);
         if members.is_empty() {
             return true;
         }
-        members.sort_unstable();
         let gedges: Vec<GEdge> = self
             .edges
             .iter()
