@@ -10,6 +10,24 @@ fn placement(nodes: usize) -> Arc<Placement> {
     Arc::new(Placement::ring(profile, nodes, nodes.min(3)).unwrap())
 }
 
+/// Settings that keep the workloads with a large database small enough for a unit test.
+const SMALL: &[(&str, &[(&str, &str)])] = &[
+    ("ycsb-t", &[("keys", "3000")]),
+    (
+        "tpcc",
+        &[
+            ("warehouses", "3"),
+            ("items", "1000"),
+            ("customers_per_district", "100"),
+            ("data_size", "compact"),
+        ],
+    ),
+    (
+        "rubis",
+        &[("users", "2000"), ("items", "300"), ("old_items", "1000")],
+    ),
+];
+
 /// Records the keys a procedure writes; reads find nothing.
 #[derive(Default)]
 struct Writes(Vec<augur_types::Key>);
@@ -37,23 +55,7 @@ impl augur_client::Ops for Writes {
 /// the same data only because no two of them write the same key.
 #[test]
 fn no_two_load_transactions_write_the_same_key() {
-    let workloads: [(&str, &[(&str, &str)]); 3] = [
-        ("ycsb-t", &[("keys", "3000")]),
-        (
-            "tpcc",
-            &[
-                ("warehouses", "3"),
-                ("items", "1000"),
-                ("customers_per_district", "100"),
-                ("data_size", "compact"),
-            ],
-        ),
-        (
-            "rubis",
-            &[("users", "2000"), ("items", "300"), ("old_items", "1000")],
-        ),
-    ];
-    for (name, settings) in workloads {
+    for &(name, settings) in SMALL {
         let settings = settings
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -82,21 +84,6 @@ fn no_two_load_transactions_write_the_same_key() {
 fn every_workload_key_begins_with_a_zero_byte() {
     use crate::list_append::fake::FakeOps;
     use rand::SeedableRng;
-    let small: &[(&str, &[(&str, &str)])] = &[
-        (
-            "tpcc",
-            &[
-                ("warehouses", "3"),
-                ("items", "1000"),
-                ("customers_per_district", "100"),
-                ("data_size", "compact"),
-            ],
-        ),
-        (
-            "rubis",
-            &[("users", "2000"), ("items", "300"), ("old_items", "1000")],
-        ),
-    ];
     let outside = |db: &FakeOps, name: &str| {
         for line in &db.log {
             // `r KEY VALUE` or `w KEY VALUE`, KEY printed as `SHARD/REST`.
@@ -109,7 +96,7 @@ fn every_workload_key_begins_with_a_zero_byte() {
         }
     };
     for &name in crate::WORKLOADS {
-        let settings = small
+        let settings = SMALL
             .iter()
             .find(|(workload, _)| *workload == name)
             .map(|(_, set)| set.iter().map(|(k, v)| (k.to_string(), v.to_string())))
