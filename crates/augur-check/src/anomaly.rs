@@ -226,6 +226,12 @@ pub struct CheckStats {
     pub pruned: usize,
     /// Independent instances left to the search after pruning.
     pub instances: usize,
+    /// Instances that reached the SAT solver (neither the known edges nor the greedy placement
+    /// decided them).
+    pub solver_runs: usize,
+    /// Cycles the solver's theory returned to it as lemmas, each ruling out the placements
+    /// that hold its options.
+    pub lemmas: usize,
 }
 
 /// A part of the history the checker could not decide within its budget: whether some

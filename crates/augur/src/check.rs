@@ -16,7 +16,7 @@
 use crate::BadInput;
 use crate::faults::{FaultAction, FaultSchedule, FaultSpec, MAX_CLOCK_SKEW};
 use crate::serial_replay;
-use augur_check::{CheckOptions, CheckReport, ValueModel};
+use augur_check::{CheckOptions, CheckReport, SolverBudget, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
 use augur_contract::{Protocol, ProtocolOptions};
@@ -75,6 +75,15 @@ pub struct CheckArgs {
     /// augur does not know whose header names no level it knows.
     #[arg(long, requires = "input")]
     pub level: Option<String>,
+    /// With `--input`: the wall time the search over placements of writes whose place in a
+    /// key's version order is unknown may take before the history is declared undecided (exit
+    /// status 3).
+    #[arg(long, requires = "input", default_value_t = 10.0)]
+    pub solver_seconds: f64,
+    /// With `--input`: the same search's budget in steps (one test of a placement against the
+    /// graph), which, unlike the time, gives the same verdict on every machine.
+    #[arg(long, requires = "input", default_value_t = 2_000_000)]
+    pub solver_steps: u64,
     /// list-append, rw-register or bank.
     #[arg(long, default_value = "list-append")]
     pub workload: String,
@@ -342,15 +351,18 @@ pub fn check_recorded(
         history,
         info.isolation,
         info.commit_order_evidence && trust_timestamps,
+        SolverBudget::default(),
     )
 }
 
 /// Check `history` against `level`; commit timestamps serve as evidence of version order if
-/// `commit_order_evidence` (only for a protocol whose timestamps order versions).
+/// `commit_order_evidence` (only for a protocol whose timestamps order versions); `solver`
+/// bounds the search over placements of writes with no evidence of their place.
 pub fn check_at_level(
     history: &History,
     level: IsolationLevel,
     commit_order_evidence: bool,
+    solver: SolverBudget,
 ) -> anyhow::Result<CheckReport> {
     let workload = history.header.workload.as_str();
     Ok(match (workload, value_model(workload)) {
@@ -358,6 +370,7 @@ pub fn check_at_level(
         (_, Some(model)) => {
             let mut options = CheckOptions::new(level, model);
             options.commit_order_evidence = commit_order_evidence;
+            options.solver = solver;
             augur_check::check(history, &options)
         }
         (other, None) => {
@@ -428,7 +441,12 @@ fn level_of(
 /// `augur check --input FILE [--level LEVEL]`: check a recorded history (from `augur bench
 /// --history`, an earlier `augur check --history`, or another tool writing the documented
 /// format) against `level`, by default the claim of the protocol named in its header.
-pub fn check_file(path: &Path, level: Option<&str>, verbose: bool) -> anyhow::Result<()> {
+pub fn check_file(
+    path: &Path,
+    level: Option<&str>,
+    verbose: bool,
+    solver: SolverBudget,
+) -> anyhow::Result<()> {
     let file = std::fs::File::open(path)
         .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
     let history = augur_check::jsonl::read(std::io::BufReader::new(file))
@@ -436,7 +454,7 @@ pub fn check_file(path: &Path, level: Option<&str>, verbose: bool) -> anyhow::Re
     let given = level.is_some();
     let (level, evidence) = level_of(&history.header, level)?;
     let started = Instant::now();
-    let report = check_at_level(&history, level, evidence)?;
+    let report = check_at_level(&history, level, evidence, solver)?;
     let s = &report.stats;
     println!(
         "{}: {} ({level}{}) on {}, {} attempts ({} committed, {} aborted, {} unknown) checked in {:.2} s",
@@ -454,9 +472,9 @@ pub fn check_file(path: &Path, level: Option<&str>, verbose: bool) -> anyhow::Re
     // only on request.
     let violations: Vec<_> = report.violations().collect();
     let allowed = report.anomalies.len() - violations.len();
-    if violations.is_empty() {
+    if violations.is_empty() && report.undecided.is_empty() {
         println!("  valid: no anomaly {level} proscribes");
-    } else {
+    } else if !violations.is_empty() {
         println!(
             "  INVALID: {} anomal{} proscribed by {level}:",
             violations.len(),
@@ -473,16 +491,49 @@ pub fn check_file(path: &Path, level: Option<&str>, verbose: bool) -> anyhow::Re
     } else if allowed > 0 {
         println!("  ({allowed} anomalies {level} allows were found; --verbose lists them)");
     }
-    if violations.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(
+    if !violations.is_empty() {
+        return Err(anyhow::anyhow!(
             "{} anomal{} proscribed by {level}",
             violations.len(),
             if violations.len() == 1 { "y" } else { "ies" }
+        ));
+    }
+    if !report.undecided.is_empty() {
+        // Never a pass: the placements left open might hide a violation.
+        println!(
+            "  UNDECIDED: {} part{} of the history not decided within the solver's budget:",
+            report.undecided.len(),
+            if report.undecided.len() == 1 { "" } else { "s" }
+        );
+        for u in &report.undecided {
+            println!("  {}", u.to_string().replace('\n', "\n  "));
+        }
+        return Err(Undecided(format!(
+            "no anomaly {level} proscribes was found, but {} part{} of the history could not be \
+             decided",
+            report.undecided.len(),
+            if report.undecided.len() == 1 { "" } else { "s" }
         ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The exit status of `augur check --input` when no proscribed anomaly was found but part of
+/// the history could not be decided within the solver's budget.
+pub const EXIT_UNDECIDED: u8 = 3;
+
+/// A check that found no violation but could not decide all of the history: never a pass.
+#[derive(Debug)]
+pub struct Undecided(pub String);
+
+impl std::fmt::Display for Undecided {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
+
+impl std::error::Error for Undecided {}
 
 /// What one seed produced.
 pub struct SeedOutcome {
@@ -1061,7 +1112,16 @@ impl RunObserver for Ended {
 /// `--keep-going`).
 pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.input {
-        return check_file(path, args.level.as_deref(), args.verbose);
+        let solver = SolverBudget {
+            steps: args.solver_steps,
+            time: std::time::Duration::try_from_secs_f64(args.solver_seconds).map_err(|_| {
+                bad(format!(
+                    "--solver-seconds {}: not a duration",
+                    args.solver_seconds
+                ))
+            })?,
+        };
+        return check_file(path, args.level.as_deref(), args.verbose, solver);
     }
     let config = args.validate()?;
     let level = config.info.isolation;

@@ -336,6 +336,8 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             } else if e.downcast_ref::<augur::interrupt::Interrupted>().is_some() {
                 ExitCode::from(augur::interrupt::EXIT_STATUS)
+            } else if e.downcast_ref::<augur::check::Undecided>().is_some() {
+                ExitCode::from(augur::check::EXIT_UNDECIDED)
             } else {
                 ExitCode::FAILURE
             }

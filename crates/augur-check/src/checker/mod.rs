@@ -73,6 +73,11 @@ pub struct CheckOptions {
     /// How long the search over placements of writes with no evidence of their place in a
     /// key's version order may run before the check is declared undecided.
     pub solver: SolverBudget,
+    /// For the checker's own tests: skip every shortcut before the SAT solver (the
+    /// commit-timestamp guess, pruning, the greedy placement), so that every open choice
+    /// reaches it.
+    #[doc(hidden)]
+    pub solver_only: bool,
 }
 
 impl CheckOptions {
@@ -83,6 +88,7 @@ impl CheckOptions {
             model,
             commit_order_evidence: false,
             solver: SolverBudget::default(),
+            solver_only: false,
         }
     }
 }
@@ -147,6 +153,7 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
             ix: &ix,
             level: options.level,
             budget: options.solver,
+            solver_only: options.solver_only,
             edges: &edges,
             txn_of: &txn_of,
             node_of: &node_of,
@@ -157,6 +164,8 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
         stats.choices = found.choices;
         stats.pruned = found.pruned;
         stats.instances = found.instances;
+        stats.solver_runs = found.solver_runs;
+        stats.lemmas = found.lemmas;
         undecided = found.undecided;
     }
     for s in &ix.status {

@@ -47,19 +47,18 @@
 //!   component of the graph holding both options of every open choice; choices that share no
 //!   component are decided separately, and choices whose option edges cross components never
 //!   matter.
-//! * **Search.** What is left is decided by a depth-first search over the choices
-//!   (propagating, at every step, the options the pruning test excludes), with the exact test
-//!   on every complete placement: the checker's own cycle classification
-//!   (`cycles::component_cycles`) and the level's [`Proscribes`]. It runs under a
-//!   [`SolverBudget`]; when the budget runs out, the instance is reported *undecided*, which is
-//!   never a pass.
-//!
-//! The issue asks for a maintained SAT solver for the search. `batsat` 0.6 fits the lazy
-//! formulation (its `Theory` trait has `final_check`, `partial_check` and backtracking levels, so
-//! the acyclicity test above could be its theory), but this first step ships the simple exact
-//! search, whose verdict the property test checks against brute force; real histories leave
-//! little after pruning. Swapping the search for a CDCL solver with this theory is the next
-//! step where instances grow.
+//! * **Search.** What is left is a satisfiability problem, decided by the CDCL solver of the
+//!   `batsat` crate with the graph as its *theory* (the lazy formulation of MonoSAT, which
+//!   Cobra uses): one variable per open choice; the theory holds the known edges plus those of
+//!   every option the solver has assigned, and answers each assignment with the bounded test
+//!   pruning uses, each complete one with the exact test, the checker's own cycle
+//!   classification (`cycles::component_cycles`) and the level's [`Proscribes`]. A cycle it
+//!   finds goes back to the solver as a lemma, the negation of the options on the cycle, which
+//!   rules out every placement holding them; the solver learns from the lemmas and finds a
+//!   valid placement or proves there is none. The lemmas' cycles are what the report shows.
+//!   The greedy placement (a topological order of the known edges) is tried first and is the
+//!   solver's preferred value for every variable. It runs under a [`SolverBudget`]; when the
+//!   budget runs out, the instance is reported *undecided*, which is never a pass.
 //!
 //! The fast path stays: a history whose version orders are all total (every key's evidence
 //! forms one chain) returns before anything here is built.
@@ -74,8 +73,8 @@
 //! fails on a history that large and nothing (real-time order) settles pairs up front,
 //! pruning searches the graph once per pair, and the check can come out *undecided* when the
 //! budget's time runs out; histories of a few thousand transactions are decided in
-//! milliseconds. Per-key transitive inference over fixed pairs, Cobra's write combining and a
-//! CDCL search are the next steps there.
+//! milliseconds. Per-key transitive inference over fixed pairs and Cobra's write combining are
+//! the next steps there.
 
 use super::ValueModel;
 use super::cycles::{classify, component_cycles};
@@ -86,8 +85,11 @@ use super::versions::Pair;
 use crate::anomaly::{AnomalyKind, CycleKind, CycleOrder, Edge, Proscribes, Undecided};
 use augur_types::IsolationLevel;
 use augur_types::history::RecordedOutcome;
+use batsat::{Callbacks, Lit, Solver, SolverInterface, SolverOpts, Theory, TheoryArg, Var, lbool};
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// How long the search over placements may run before the check is declared undecided.
@@ -114,6 +116,8 @@ pub(super) struct Known<'a, 'h> {
     pub ix: &'a Index<'h>,
     pub level: IsolationLevel,
     pub budget: SolverBudget,
+    /// Skip the shortcuts before the solver (tests only).
+    pub solver_only: bool,
     /// The known edges, one per (from, to, kind), between nodes.
     pub edges: &'a [GEdge],
     pub txn_of: &'a [u32],
@@ -129,15 +133,13 @@ pub(super) struct Found {
     pub choices: usize,
     pub pruned: usize,
     pub instances: usize,
+    pub solver_runs: usize,
+    pub lemmas: usize,
     pub undecided: Vec<Undecided>,
 }
 
 /// How many states one pruning query may visit before giving up (it then prunes nothing).
 const PRUNE_VISITS: usize = 10_000;
-
-/// How deep the search may branch (it recurses once per branching) before the instance is
-/// declared undecided.
-const MAX_DEPTH: usize = 4_096;
 
 /// How many placements an explanation spells out.
 const SHOWN: usize = 6;
@@ -278,12 +280,17 @@ pub(super) fn check(k: &Known<'_, '_>, out: &mut Collector) -> Found {
     }
     let mut poly = Poly::build(k, &keys);
     found.choices = poly.choices.len();
-    if poly.valid_by_time() {
+    if !k.solver_only && poly.valid_by_time() {
         return found;
     }
     let deadline = Instant::now() + k.budget.time;
     let mut steps = 0u64;
-    let (c, cycles) = match poly.prune(&mut steps, deadline) {
+    let pruned = if k.solver_only {
+        Pruned::Done
+    } else {
+        poly.prune(&mut steps, deadline)
+    };
+    let (c, cycles) = match pruned {
         Pruned::Done => (NONE, [Vec::new(), Vec::new()]),
         Pruned::BothFail(c, cycles) => (c, cycles),
         Pruned::OutOfBudget => {
@@ -317,7 +324,7 @@ pub(super) fn check(k: &Known<'_, '_>, out: &mut Collector) -> Found {
     let instances = poly.instances();
     found.instances = instances.len();
     for inst in &instances {
-        match poly.solve(inst, &mut steps, deadline) {
+        match poly.solve(inst, &mut steps, deadline, &mut found) {
             Decision::Valid => {}
             Decision::Violation(conds, floor) => poly.report(&conds, &inst.choices, floor, out),
             Decision::Undecided => found.undecided.push(poly.undecided(inst, steps)),
@@ -1236,17 +1243,20 @@ impl<'a, 'h> Poly<'a, 'h> {
         out
     }
 
-    /// Decide one instance by a search over its open choices.
-    fn solve(&self, inst: &Instance, steps: &mut u64, deadline: Instant) -> Decision {
-        let mut s = Search::new(self, inst);
-        *steps += 1;
-        if *steps > self.k.budget.steps {
-            return Decision::Undecided;
-        }
-        if !s.choices.is_empty() && s.greedy() {
-            return Decision::Valid;
-        }
-        match s.dfs(steps, self.k.budget.steps, deadline, 0) {
+    /// Decide one instance: the known graph, the greedy placement, then the solver.
+    fn solve(
+        &self,
+        inst: &Instance,
+        steps: &mut u64,
+        deadline: Instant,
+        found: &mut Found,
+    ) -> Decision {
+        let mut s = Search::new(self, inst, *steps, deadline);
+        let outcome = s.run();
+        *steps = s.steps;
+        found.solver_runs += s.solver_ran as usize;
+        found.lemmas += s.lemmas;
+        match outcome {
             Err(()) => Decision::Undecided,
             Ok(true) => Decision::Valid,
             Ok(false) => {
@@ -1698,9 +1708,19 @@ fn upper(s: &str) -> String {
     }
 }
 
-/// The search over one instance: a depth-first search over its open choices that, at every
-/// step, fixes the options whose alternative closes a proscribed cycle (as pruning does), and
-/// judges every complete placement exactly.
+/// The search over one instance, as a satisfiability problem: one variable per open choice
+/// (true: the choice's first unit goes first), decided by `batsat`'s CDCL solver with this
+/// struct as its theory. The theory keeps the graph of the known edges plus the edges of every
+/// option the solver has assigned, and answers it with lemmas, each the negation of the options
+/// that close one proscribed cycle:
+///
+/// * on every assignment (`partial_check`), the bounded test pruning uses: a cycle through the
+///   new option's edges that the level proscribes whatever else it holds;
+/// * on every complete assignment (`final_check`), the exact test of the whole graph.
+///
+/// Each lemma rules out every placement holding those options, so an unsatisfiable instance
+/// has no valid placement, and the lemmas' cycles are the report's "every other placement fails
+/// too". The solver learns from them; the theory never propagates.
 struct Search<'p, 'a, 'h> {
     poly: &'p Poly<'a, 'h>,
     /// Local edges: (from, to, kind, polygraph edge id).
@@ -1711,19 +1731,45 @@ struct Search<'p, 'a, 'h> {
     /// Per open choice: the local nodes of its units' first writers (`NONE` outside).
     heads: Vec<(u32, u32)>,
     choices: Vec<u32>,
-    /// Per open choice: 0 open, else 1 + direction.
+    /// The open choices' indices into `choices`, by polygraph choice.
+    open: FxHashMap<u32, usize>,
+    /// Per open choice: 0 unassigned, else 1 + direction.
     assign: Vec<u8>,
-    /// The options assumed by branching, in order.
-    assumed: Vec<(u32, u8)>,
     /// Up to [`KEPT`] cycles that rule placements out.
     conds: Vec<Cond>,
     /// The least severe kind and the most orders among all cycles that ruled placements out.
     floor: (CycleKind, CycleOrder),
     bfs: Bfs,
+    /// The theory's backtracking state: the solver's trail up to `seen` is applied; `applied`
+    /// lists the choices set, in order; each level saves both lengths.
+    seen: usize,
+    applied: Vec<usize>,
+    levels: Vec<(usize, usize)>,
+    /// The solver's variable of each open choice (the choice's index is the variable's).
+    vars: Vec<Var>,
+    /// Whether the instance reached the solver, and how many lemmas the theory gave it.
+    solver_ran: bool,
+    lemmas: usize,
+    /// A proscribed cycle of known edges alone: every placement fails.
+    unconditional: Option<Vec<u32>>,
+    steps: u64,
+    budget: u64,
+    deadline: Instant,
+    /// Set when the budget is spent or the outcome is known: the solver stops at its next step.
+    stop: Rc<Cell<bool>>,
+}
+
+/// The solver's callbacks: only its regular question whether to stop.
+struct StopWhen(Rc<Cell<bool>>);
+
+impl Callbacks for StopWhen {
+    fn stop(&self) -> bool {
+        self.0.get()
+    }
 }
 
 impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
-    fn new(poly: &'p Poly<'a, 'h>, inst: &Instance) -> Self {
+    fn new(poly: &'p Poly<'a, 'h>, inst: &Instance, steps: u64, deadline: Instant) -> Self {
         let mut local: FxHashMap<u32, u32> = FxHashMap::default();
         for (i, &u) in inst.nodes.iter().enumerate() {
             local.insert(u, i as u32);
@@ -1772,15 +1818,42 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
             opts,
             heads,
             choices: inst.choices.clone(),
+            open: inst
+                .choices
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| (c, i))
+                .collect(),
             assign: vec![0; inst.choices.len()],
-            assumed: Vec::new(),
             conds: Vec::new(),
             floor: (CycleKind::G0, CycleOrder::Dependencies),
             bfs: Bfs::new(m),
+            seen: 0,
+            applied: Vec::new(),
+            levels: Vec::new(),
+            vars: Vec::new(),
+            solver_ran: false,
+            lemmas: 0,
+            unconditional: None,
+            steps,
+            budget: poly.k.budget.steps,
+            deadline,
+            stop: Rc::new(Cell::new(false)),
         }
     }
 
-    /// Note a cycle that rules out the placements `assumed` describes.
+    /// Count one step; true (and the solver told to stop) when the budget is spent.
+    fn tick(&mut self) -> bool {
+        self.steps += 1;
+        if self.steps > self.budget
+            || (self.steps.is_multiple_of(256) && Instant::now() > self.deadline)
+        {
+            self.stop.set(true);
+        }
+        self.stop.get()
+    }
+
+    /// Note a cycle that rules out every placement holding the options `assumed`.
     fn record(&mut self, assumed: Vec<(u32, u8)>, cycle: Vec<u32>) {
         let (k, o) = self.poly.cycle_kind(&cycle);
         self.floor = (self.floor.0.max(k), self.floor.1.max(o));
@@ -1836,10 +1909,9 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
         None
     }
 
-    /// One placement tried first, as a valid history is the common case: every open choice
-    /// follows a topological order of the edges in force (units by their first writers). True
-    /// if it is valid; otherwise nothing changes.
-    fn greedy(&mut self) -> bool {
+    /// The placement tried first, as a valid history is the common case: every open choice
+    /// follows a topological order of the known edges (units by their first writers).
+    fn greedy(&self) -> Vec<u8> {
         let m = self.adj.len();
         let mut triples = Vec::new();
         for (u, out) in self.adj.iter().enumerate() {
@@ -1856,18 +1928,10 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
                 (comp[u as usize], m as u32 - u)
             }
         };
-        for i in 0..self.choices.len() {
-            let (a, b) = self.heads[i];
-            let dir = if rank(a) >= rank(b) { 0 } else { 1 };
-            self.set(i, dir);
-        }
-        if self.exact().is_none() {
-            return true;
-        }
-        for i in (0..self.choices.len()).rev() {
-            self.unset(i);
-        }
-        false
+        self.heads
+            .iter()
+            .map(|&(a, b)| if rank(a) >= rank(b) { 0 } else { 1 })
+            .collect()
     }
 
     /// The exact test of the edges in force: a cycle the level proscribes, if any.
@@ -1902,114 +1966,137 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
         None
     }
 
-    /// True when some completion of the current placement is valid; Err when the budget ran
-    /// out. On false, `conds` holds cycles that rule out every completion.
-    fn dfs(
-        &mut self,
-        steps: &mut u64,
-        budget: u64,
-        deadline: Instant,
-        depth: usize,
-    ) -> Result<bool, ()> {
-        // The search recurses once per branching: bound the stack whatever the budget.
-        if depth > MAX_DEPTH {
+    /// Decide the instance: Ok(true) when some placement is valid, Ok(false) when none is
+    /// (`conds` then holds cycles that rule them all out), Err when the budget ran out.
+    fn run(&mut self) -> Result<bool, ()> {
+        if self.tick() {
             return Err(());
         }
-        let tick = |steps: &mut u64| {
-            *steps += 1;
-            if *steps > budget || (steps.is_multiple_of(256) && Instant::now() > deadline) {
-                Err(())
-            } else {
-                Ok(())
+        if let Some(cycle) = self.exact() {
+            self.record(Vec::new(), cycle);
+            return Ok(false);
+        }
+        if self.choices.is_empty() {
+            return Ok(true);
+        }
+        let first = self.greedy();
+        if !self.poly.k.solver_only {
+            for (i, &dir) in first.iter().enumerate() {
+                self.set(i, dir);
             }
-        };
-        // Propagate: fix the options whose alternative closes a proscribed cycle.
-        let mut set_here: Vec<usize> = Vec::new();
-        let undo = |s: &mut Self, set_here: &[usize]| {
-            for &i in set_here.iter().rev() {
-                s.unset(i);
+            if self.tick() {
+                return Err(());
             }
-        };
-        loop {
-            let mut changed = false;
-            for i in 0..self.choices.len() {
-                if self.assign[i] != 0 {
-                    continue;
-                }
-                if let Err(()) = tick(steps) {
-                    undo(self, &set_here);
-                    return Err(());
-                }
-                let r0 = self.closes(i, 0);
-                let r1 = self.closes(i, 1);
-                match (r0, r1) {
-                    (Some(a), Some(b)) => {
-                        for (dir, cycle) in [(0u8, a), (1u8, b)] {
-                            let mut assumed = self.assumed.clone();
-                            assumed.push((self.choices[i], dir));
-                            self.record(assumed, cycle);
-                        }
-                        undo(self, &set_here);
-                        return Ok(false);
-                    }
-                    (Some(a), None) => {
-                        let mut assumed = self.assumed.clone();
-                        assumed.push((self.choices[i], 0));
-                        self.record(assumed, a);
-                        self.set(i, 1);
-                        set_here.push(i);
-                        changed = true;
-                    }
-                    (None, Some(b)) => {
-                        let mut assumed = self.assumed.clone();
-                        assumed.push((self.choices[i], 1));
-                        self.record(assumed, b);
-                        self.set(i, 0);
-                        set_here.push(i);
-                        changed = true;
-                    }
-                    (None, None) => {}
-                }
+            if self.exact().is_none() {
+                return Ok(true);
             }
-            if !changed {
-                break;
+            for i in (0..self.choices.len()).rev() {
+                self.unset(i);
             }
         }
-        let result = match self.assign.iter().position(|&a| a == 0) {
-            None => {
-                if let Err(()) = tick(steps) {
-                    undo(self, &set_here);
-                    return Err(());
-                }
-                match self.exact() {
-                    None => return Ok(true),
-                    Some(cycle) => {
-                        self.record(self.assumed.clone(), cycle);
-                        Ok(false)
-                    }
-                }
+        self.solver_ran = true;
+        let mut solver = Solver::new(SolverOpts::default(), StopWhen(self.stop.clone()));
+        for (i, &dir) in first.iter().enumerate() {
+            // The greedy placement as each variable's preferred value.
+            let preferred = if dir == 0 { lbool::TRUE } else { lbool::FALSE };
+            let var = solver.new_var(preferred, true);
+            debug_assert_eq!(var.idx() as usize, i);
+            self.vars.push(var);
+        }
+        let verdict = solver.solve_limited_th(self, &[]);
+        if self.unconditional.is_some() {
+            return Ok(false);
+        }
+        if self.stop.get() {
+            return Err(());
+        }
+        if verdict == lbool::TRUE {
+            Ok(true)
+        } else if verdict == lbool::FALSE {
+            Ok(false)
+        } else {
+            Err(())
+        }
+    }
+
+    /// Rule out, in the solver, every placement holding the open options on `cycle`.
+    fn rule_out(&mut self, acts: &mut TheoryArg, cycle: Vec<u32>) {
+        let mut assumed: Vec<(u32, u8)> = Vec::new();
+        let mut lemma: Vec<Lit> = Vec::new();
+        for &e in &cycle {
+            if let Origin::Option { choice, dir } = self.poly.edges[e as usize].origin
+                && let Some(&i) = self.open.get(&choice)
+                && !assumed.contains(&(choice, dir))
+            {
+                assumed.push((choice, dir));
+                lemma.push(!Lit::new(self.vars[i], dir == 0));
             }
-            Some(i) => {
-                let mut result = Ok(false);
-                for dir in 0..2u8 {
-                    self.set(i, dir);
-                    self.assumed.push((self.choices[i], dir));
-                    let r = self.dfs(steps, budget, deadline, depth + 1);
-                    self.assumed.pop();
-                    match r {
-                        Ok(true) => return Ok(true),
-                        Ok(false) => self.unset(i),
-                        Err(()) => {
-                            self.unset(i);
-                            result = Err(());
-                            break;
-                        }
-                    }
-                }
-                result
+        }
+        assumed.sort_unstable();
+        self.record(assumed, cycle.clone());
+        if lemma.is_empty() {
+            // Known edges alone close it (`run` tests them first, so this is a safety net).
+            self.unconditional = Some(cycle);
+            self.stop.set(true);
+            return;
+        }
+        self.lemmas += 1;
+        acts.raise_conflict(&lemma, true);
+    }
+}
+
+impl Theory for Search<'_, '_, '_> {
+    fn partial_check(&mut self, acts: &mut TheoryArg) {
+        while self.seen < acts.model().len() {
+            let lit = acts.model()[self.seen];
+            self.seen += 1;
+            let i = lit.var().idx() as usize;
+            let dir = if lit.sign() { 0 } else { 1 };
+            if self.tick() {
+                return;
             }
-        };
-        undo(self, &set_here);
-        result
+            if let Some(cycle) = self.closes(i, dir) {
+                self.rule_out(acts, cycle);
+                return;
+            }
+            self.set(i, dir);
+            self.applied.push(i);
+        }
+    }
+
+    fn final_check(&mut self, acts: &mut TheoryArg) {
+        self.partial_check(acts);
+        if !acts.is_ok() || self.stop.get() || self.tick() {
+            // A spent budget makes the whole search undecided, whatever the solver answers.
+            return;
+        }
+        if let Some(cycle) = self.exact() {
+            self.rule_out(acts, cycle);
+        }
+    }
+
+    fn create_level(&mut self) {
+        self.levels.push((self.seen, self.applied.len()));
+    }
+
+    fn pop_levels(&mut self, n: usize) {
+        let keep = self.levels.len() - n;
+        let (seen, applied) = self.levels[keep];
+        self.levels.truncate(keep);
+        while self.applied.len() > applied {
+            if let Some(i) = self.applied.pop() {
+                self.unset(i);
+            }
+        }
+        self.seen = seen;
+    }
+
+    fn n_levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    fn explain_propagation(&mut self, _p: Lit) -> &[Lit] {
+        // The solver asks only for literals the theory propagated, and this one never does.
+        &[]
     }
 }

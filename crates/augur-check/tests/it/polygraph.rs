@@ -564,6 +564,7 @@ fn against_brute_force(rounds: usize, max_txns: u64, max_keys: u64, seed: u64, c
     let mut invalid_somewhere = 0;
     let mut reached = 0;
     let mut searched = 0;
+    let mut solved = 0;
     // Per level: histories valid, and valid only thanks to a placement the evidence left open.
     let mut valid_at = [0usize; 8];
     for round in 0..rounds {
@@ -578,6 +579,19 @@ fn against_brute_force(rounds: usize, max_txns: u64, max_keys: u64, seed: u64, c
             }
             let report = check(&h, &CheckOptions::new(level, RW));
             assert!(report.undecided.is_empty(), "round {round}: undecided");
+            // The same verdict with every open choice left to the SAT solver.
+            let solver_only = CheckOptions {
+                solver_only: true,
+                ..CheckOptions::new(level, RW)
+            };
+            let bare = check(&h, &solver_only);
+            assert_eq!(
+                bare.is_valid(),
+                expect[i],
+                "round {round}, {level}, solver only: {:?}",
+                bare.anomalies
+            );
+            solved += (bare.stats.solver_runs > 0) as usize;
             reached += (report.stats.choices > 0) as usize;
             searched += (report.stats.instances > 0) as usize;
             assert_eq!(
@@ -605,7 +619,7 @@ fn against_brute_force(rounds: usize, max_txns: u64, max_keys: u64, seed: u64, c
     }
     eprintln!(
         "{rounds} histories: valid per level {valid_at:?}; {reached} checks with choices, \
-         {searched} with a search"
+         {searched} with a search; {solved} solver runs with the shortcuts off"
     );
     if !counts {
         return;
@@ -614,6 +628,7 @@ fn against_brute_force(rounds: usize, max_txns: u64, max_keys: u64, seed: u64, c
     assert!(invalid_somewhere > rounds / 10, "{invalid_somewhere}");
     assert!(reached > rounds / 10, "{reached}");
     assert!(searched > rounds / 100, "{searched}");
+    assert!(solved > rounds / 10, "{solved}");
     // Both verdicts at every level above read committed.
     for (i, &v) in valid_at.iter().enumerate().skip(2) {
         assert!(

@@ -4,6 +4,7 @@
 
 use augur::check::{CheckArgs, CheckConfig};
 use augur::faults::FaultSpec;
+use augur_check::SolverBudget;
 use augur_protocols::registry::{PROTOCOLS, Promise};
 
 fn config(protocol: &str, workload: &str, seeds: &str, mutant: Option<&str>) -> CheckConfig {
@@ -61,6 +62,8 @@ fn args(
         set: Vec::new(),
         keep_going: false,
         verbose: false,
+        solver_seconds: 10.0,
+        solver_steps: 2_000_000,
         txn_form: None,
     }
 }
@@ -387,24 +390,89 @@ fn a_history_from_elsewhere_is_checked_at_the_level_named() {
     };
     let skew = write("snapshot isolation");
     // The header's level: snapshot isolation allows write skew.
-    augur::check::check_file(&skew, None, false).expect("valid at snapshot isolation");
+    augur::check::check_file(&skew, None, false, SolverBudget::default())
+        .expect("valid at snapshot isolation");
     // A level named: serializability does not.
-    let err = augur::check::check_file(&skew, Some("Serializable"), false).unwrap_err();
+    let err = augur::check::check_file(&skew, Some("Serializable"), false, SolverBudget::default())
+        .unwrap_err();
     assert!(
         err.to_string().contains("proscribed by serializable"),
         "{err}"
     );
     // Neither the protocol nor the header's level is known: the user is asked for --level.
     let unknown = write("whatever");
-    let err = augur::check::check_file(&unknown, None, false).unwrap_err();
+    let err = augur::check::check_file(&unknown, None, false, SolverBudget::default()).unwrap_err();
     assert!(
         err.downcast_ref::<augur::BadInput>().is_some() && err.to_string().contains("--level"),
         "{err}"
     );
-    let err = augur::check::check_file(&unknown, Some("linearizable"), false).unwrap_err();
+    let err = augur::check::check_file(
+        &unknown,
+        Some("linearizable"),
+        false,
+        SolverBudget::default(),
+    )
+    .unwrap_err();
     assert!(
         err.to_string()
             .contains("unknown isolation level 'linearizable'"),
+        "{err}"
+    );
+}
+
+/// A history whose verdict rests on placements of blind writes: with the solver's budget spent
+/// before they are decided, `augur check --input` says undecided (exit status 3), never valid;
+/// with the default budget it finds the violation.
+#[test]
+fn check_input_reports_an_undecided_history_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blind.jsonl");
+    let header = r#"{"format":1,"protocol":"elsewhere","workload":"rw-register","seed":0,"isolation":"serializable","faults":"none"}"#;
+    // T0 and T1 write x blind; T2 reads T0's x and T1's y, T3 reads T1's x and T0's z: whichever
+    // of the two x writes comes first, one reader missed it (a G-single in every placement).
+    let op = |op: &str, key: &str, value: Option<&str>| match value {
+        Some(v) => format!(r#"{{"op":"{op}","key":"{key}","value":"{v}"}}"#),
+        None => format!(r#"{{"op":"{op}","key":"{key}","value":null}}"#),
+    };
+    let record = |i: usize, ops: Vec<String>| {
+        format!(
+            r#"{{"index":{i},"client":{i},"txn":null,"name":"t","read_only":false,"invoke_us":0,"complete_us":10,"ops":[{}],"outcome":{{"status":"committed","commit_ts":{i}}}}}"#,
+            ops.join(",")
+        )
+    };
+    let lines = [
+        header.to_string(),
+        record(
+            0,
+            vec![op("write", "x", Some("1")), op("write", "z", Some("1"))],
+        ),
+        record(
+            1,
+            vec![op("write", "x", Some("2")), op("write", "y", Some("2"))],
+        ),
+        record(
+            2,
+            vec![op("read", "x", Some("1")), op("read", "y", Some("2"))],
+        ),
+        record(
+            3,
+            vec![op("read", "x", Some("2")), op("read", "z", Some("1"))],
+        ),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let spent = SolverBudget {
+        steps: 0,
+        ..SolverBudget::default()
+    };
+    let err = augur::check::check_file(&path, None, false, spent).unwrap_err();
+    assert!(
+        err.downcast_ref::<augur::check::Undecided>().is_some(),
+        "{err}"
+    );
+    let err = augur::check::check_file(&path, None, false, SolverBudget::default()).unwrap_err();
+    assert!(
+        err.downcast_ref::<augur::check::Undecided>().is_none()
+            && err.to_string().contains("proscribed by serializable"),
         "{err}"
     );
 }

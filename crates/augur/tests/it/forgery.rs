@@ -32,6 +32,8 @@ fn forged_messages_and_requests_never_panic_a_node() {
                 set: Vec::new(),
                 keep_going: false,
                 verbose: false,
+                solver_seconds: 10.0,
+                solver_steps: 2_000_000,
                 txn_form: None,
             }
             .validate()
