@@ -24,9 +24,16 @@ fn check_at(b: &Builder, level: IsolationLevel) -> CheckReport {
     check(&b.history(), &CheckOptions::new(level, RW))
 }
 
-/// The verdict at every level in `IsolationLevel::ALL`, compared with `expected` (true: valid).
+/// The verdict at every level in `IsolationLevel::ALL`, compared with `expected` (true: valid),
+/// as the checker runs and with every open choice left to the SAT solver.
 fn assert_verdicts(b: &Builder, expected: [bool; 8]) {
     for (level, valid) in IsolationLevel::ALL.into_iter().zip(expected) {
+        let solver_only = CheckOptions {
+            solver_only: true,
+            ..CheckOptions::new(level, RW)
+        };
+        let bare = check(&b.history(), &solver_only);
+        assert_eq!(bare.is_valid(), valid, "{level}, solver only: {bare:?}");
         let report = check_at(b, level);
         assert!(
             report.undecided.is_empty(),
@@ -176,7 +183,8 @@ fn g0_with_blind_writes_has_a_placement_without_a_write_cycle() {
     assert_verdicts(&b, VALID);
     let report = check_at(&b, Ser);
     assert_eq!(report.stats.choices, 1, "{:?}", report.stats);
-    assert_eq!(report.stats.pruned, 1, "{:?}", report.stats);
+    // The second guess (a topological order of the known edges: T1 first) decides it.
+    assert_eq!(report.stats.pruned, 0, "{:?}", report.stats);
 }
 
 #[test]
