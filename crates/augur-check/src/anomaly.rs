@@ -217,6 +217,10 @@ pub struct CheckStats {
     pub unknown_observed: usize,
     /// Attempts whose operations are unknown (one-shot attempts whose reply was lost).
     pub ops_unknown: usize,
+    /// List elements no recorded operation appended, while some attempt's operations are
+    /// unknown: each got an *unknown writer* standing in for the attempt that appended it,
+    /// named in reports by a history index at or past the number of attempts recorded.
+    pub unknown_writers: usize,
     pub edges: usize,
     /// Unordered pairs of writes (or of read-then-write chains) whose place in a key's version
     /// order no evidence fixes: the choices of the polygraph (`checker::polygraph`).

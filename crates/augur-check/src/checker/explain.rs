@@ -17,6 +17,20 @@ impl Index<'_> {
     /// `T12 (client 3)`, with the outcome when the transaction did not plainly commit.
     pub(super) fn name(&self, t: u32) -> String {
         let rec = &self.history.txns[t as usize];
+        if t as usize >= self.recorded
+            && let [
+                augur_types::history::Op::Write {
+                    key,
+                    value: Some(list),
+                },
+            ] = &rec.ops[..]
+        {
+            let element = list.rsplit(' ').next().unwrap_or(list);
+            return format!(
+                "T{} (an unknown writer: the attempt, its operations unknown, that appended {element} to {key})",
+                rec.index
+            );
+        }
         let outcome = match self.status[t as usize] {
             Status::Committed => "",
             Status::Aborted => ", aborted",

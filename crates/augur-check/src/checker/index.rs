@@ -89,6 +89,9 @@ pub(super) struct RepeatedRead {
 
 pub(super) struct Index<'h> {
     pub history: &'h History,
+    /// How many of `history`'s attempts were recorded; those past it are unknown writers
+    /// (`unknown_writers`).
+    pub recorded: usize,
     pub model: ValueModel,
     pub keys: Vec<&'h str>,
     /// The initial version of each key.
@@ -302,6 +305,7 @@ impl<'h> Index<'h> {
             internal,
             repeated,
             opaque_writers: history.txns.iter().any(|t| t.ops_unknown),
+            recorded: n,
         };
         ix.assign_writers();
         if model == ValueModel::ListAppend {

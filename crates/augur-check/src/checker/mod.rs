@@ -38,6 +38,7 @@ mod index;
 mod polygraph;
 mod promises;
 mod spsi;
+mod unknown_writers;
 mod versions;
 
 use crate::anomaly::{
@@ -97,8 +98,20 @@ impl CheckOptions {
 /// each kind in full), marked proscribed or allowed.
 pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
     let ix = Index::build(history, options.model);
+    // List elements appended by attempts whose operations are unknown get writers standing in.
+    if let Some(augmented) = unknown_writers::with_unknown_writers(history, &ix) {
+        drop(ix);
+        let mut ix = Index::build(&augmented, options.model);
+        ix.recorded = history.txns.len();
+        return check_indexed(history, ix, options);
+    }
+    check_indexed(history, ix, options)
+}
+
+/// [`check`] over `ix`, an index of `history` or of `history` with unknown writers added.
+fn check_indexed(history: &History, ix: Index<'_>, options: &CheckOptions) -> CheckReport {
     let mut out = Collector::new(options.level);
-    let n = ix.n();
+    let n = history.txns.len();
 
     let Dependencies {
         txn_of,
@@ -168,7 +181,8 @@ pub fn check(history: &History, options: &CheckOptions) -> CheckReport {
         stats.lemmas = found.lemmas;
         undecided = found.undecided;
     }
-    for s in &ix.status {
+    stats.unknown_writers = ix.n() - n;
+    for s in &ix.status[..n] {
         match s {
             Status::Committed => stats.committed += 1,
             Status::Aborted => stats.aborted += 1,

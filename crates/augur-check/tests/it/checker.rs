@@ -427,6 +427,47 @@ fn values_an_attempt_with_unknown_operations_may_have_written_are_not_garbage() 
     );
 }
 
+/// An element only an attempt with unknown operations can have appended still orders the
+/// list: an unknown writer stands in for that attempt, with its edges.
+#[test]
+fn an_element_of_an_attempt_with_unknown_operations_orders_the_list() {
+    let build = |last_read: &str| {
+        let mut b = Builder::default();
+        b.concurrent(append("x", None, 1).into(), ok(1));
+        // T1: a one-shot attempt whose reply was lost; it appended 2 to x.
+        let t = b.concurrent(Vec::new(), RecordedOutcome::Unknown);
+        b.txns[t].ops_unknown = true;
+        // T2 saw 2 and appended 5 to y; T3 saw T2's y and x as `last_read`.
+        b.concurrent(
+            cat(vec![vec![r("x", Some("1 2"))], append("y", None, 5).into()]),
+            ok(2),
+        );
+        b.concurrent(vec![r("x", Some(last_read)), r("y", Some("5"))], ok(3));
+        b
+    };
+    // T3 missed 2 but saw T2, which saw 2: T3 -rw-> (writer of 2) -wr-> T2 -wr-> T3.
+    let b = build("1");
+    let report = check_at(&b, LA, IsolationLevel::SnapshotIsolation);
+    assert_eq!(report.stats.unknown_writers, 1, "{:?}", report.stats);
+    assert_eq!(kinds(&report), vec![Cycle(GSingle, Dependencies)]);
+    let cycle = &report.anomalies[0];
+    assert!(cycle.proscribed);
+    assert!(
+        cycle.explanation.contains("unknown writer")
+            && cycle.explanation.contains("appended 2 to x"),
+        "{cycle}"
+    );
+    // Reported by a history index past the recorded attempts.
+    assert!(cycle.txns.contains(&4), "{cycle:?}");
+    assert!(check_at(&b, LA, IsolationLevel::ReadCommitted).is_valid());
+    // Its twin, where T3 saw 2 as well, is valid at every level.
+    let b = build("1 2");
+    let report = check_at(&b, LA, IsolationLevel::StrictSerializable);
+    assert!(report.is_valid(), "{:?}", report.anomalies);
+    assert_eq!(report.stats.unknown_writers, 1);
+    assert_eq!(report.stats.txns, 4);
+}
+
 #[test]
 fn stale_read_is_a_realtime_g_single() {
     // T0 appends and finishes; T1 begins later on another client and misses the append.
