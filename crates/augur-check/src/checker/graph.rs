@@ -4,6 +4,8 @@
 
 use super::index::NONE;
 use crate::anomaly::CycleOrder;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// The kind of an edge. Dependencies first, then the two orders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -141,6 +143,49 @@ pub(super) fn nontrivial_components(g: &Csr) -> Vec<(u32, u32)> {
         .collect();
     members.sort_unstable();
     members
+}
+
+/// A topological order of `g`'s strongly connected components, by Kahn's algorithm taking first,
+/// among the components ready, the one holding the lowest node (nodes are numbered in history
+/// order, so the order follows the history where the edges leave it free). Returns each node's
+/// rank: (its component's position, counting from 1, then the node itself).
+pub(super) fn topological_ranks(g: &Csr) -> Vec<(u32, u32)> {
+    let (comp, ncomp) = tarjan(g);
+    let mut least = vec![u32::MAX; ncomp as usize];
+    for (u, &c) in comp.iter().enumerate() {
+        least[c as usize] = least[c as usize].min(u as u32);
+    }
+    let mut indegree = vec![0u32; ncomp as usize];
+    let mut succ: Vec<Vec<u32>> = vec![Vec::new(); ncomp as usize];
+    for u in 0..g.n() as u32 {
+        for i in g.range(u) {
+            let (cu, cv) = (comp[u as usize], comp[g.to[i] as usize]);
+            if cu != cv {
+                succ[cu as usize].push(cv);
+                indegree[cv as usize] += 1;
+            }
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<(u32, u32)>> = (0..ncomp)
+        .filter(|&c| indegree[c as usize] == 0)
+        .map(|c| Reverse((least[c as usize], c)))
+        .collect();
+    let mut position = vec![0u32; ncomp as usize];
+    let mut next = 1;
+    while let Some(Reverse((_, c))) = ready.pop() {
+        position[c as usize] = next;
+        next += 1;
+        for &d in &succ[c as usize] {
+            indegree[d as usize] -= 1;
+            if indegree[d as usize] == 0 {
+                ready.push(Reverse((least[d as usize], d)));
+            }
+        }
+    }
+    comp.iter()
+        .enumerate()
+        .map(|(u, &c)| (position[c as usize], u as u32))
+        .collect()
 }
 
 /// Strongly connected components. Returns each node's component and the number of components;

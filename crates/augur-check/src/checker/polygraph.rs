@@ -84,7 +84,9 @@
 use super::ValueModel;
 use super::cycles::{classify, component_cycles};
 use super::explain::Collector;
-use super::graph::{Csr, EdgeKind, Evidence, GEdge, nontrivial_components, tarjan};
+use super::graph::{
+    Csr, EdgeKind, Evidence, GEdge, nontrivial_components, tarjan, topological_ranks,
+};
 use super::index::{Index, NONE, Status};
 use super::versions::Pair;
 use crate::anomaly::{AnomalyKind, CycleKind, CycleOrder, Edge, Proscribes, Undecided};
@@ -93,8 +95,7 @@ use augur_types::history::RecordedOutcome;
 use batsat::{Callbacks, Lit, Solver, SolverInterface, SolverOpts, Theory, TheoryArg, Var, lbool};
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -1078,44 +1079,10 @@ impl<'a, 'h> Poly<'a, 'h> {
     /// topological order of the known edges (ties by the first writer's place in the
     /// history), as the search's greedy placement does within an instance.
     fn valid_by_known_order(&self) -> bool {
-        // Kahn's algorithm over the components of the edges in force, the one holding the
-        // earliest transaction in the history taken first among those ready.
-        let g = Csr::build(self.n, &self.in_force());
-        let (comp, ncomp) = tarjan(&g);
-        let mut least = vec![u32::MAX; ncomp as usize];
-        for (u, &c) in comp.iter().enumerate() {
-            least[c as usize] = least[c as usize].min(u as u32);
-        }
-        let mut indegree = vec![0u32; ncomp as usize];
-        let mut succ: Vec<Vec<u32>> = vec![Vec::new(); ncomp as usize];
-        for u in 0..self.n as u32 {
-            for i in g.range(u) {
-                let (cu, cv) = (comp[u as usize], comp[g.to[i] as usize]);
-                if cu != cv {
-                    succ[cu as usize].push(cv);
-                    indegree[cv as usize] += 1;
-                }
-            }
-        }
-        let mut ready: BinaryHeap<Reverse<(u32, u32)>> = (0..ncomp)
-            .filter(|&c| indegree[c as usize] == 0)
-            .map(|c| Reverse((least[c as usize], c)))
-            .collect();
-        let mut position = vec![0u32; ncomp as usize];
-        let mut next = 0;
-        while let Some(Reverse((_, c))) = ready.pop() {
-            position[c as usize] = next;
-            next += 1;
-            for &d in &succ[c as usize] {
-                indegree[d as usize] -= 1;
-                if indegree[d as usize] == 0 {
-                    ready.push(Reverse((least[d as usize], d)));
-                }
-            }
-        }
+        let ranks = topological_ranks(&Csr::build(self.n, &self.in_force()));
         let rank = |vid: u32| match self.writer(vid) {
             NONE => (0, 0),
-            u => (1 + position[comp[u as usize] as usize], u),
+            u => ranks[u as usize],
         };
         self.valid_placement(|ch| if rank(ch.a.0) <= rank(ch.b.0) { 0 } else { 1 })
     }
@@ -1968,18 +1935,11 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
                 triples.push((u as u32, self.edges[e as usize].1, e));
             }
         }
-        // Components in reverse topological order: a higher number comes first.
-        let (comp, _) = tarjan(&Csr::build(m, &triples));
-        let rank = |u: u32| {
-            if u == NONE {
-                (0, 0)
-            } else {
-                (comp[u as usize], m as u32 - u)
-            }
-        };
+        let ranks = topological_ranks(&Csr::build(m, &triples));
+        let rank = |u: u32| if u == NONE { (0, 0) } else { ranks[u as usize] };
         self.heads
             .iter()
-            .map(|&(a, b)| if rank(a) >= rank(b) { 0 } else { 1 })
+            .map(|&(a, b)| if rank(a) <= rank(b) { 0 } else { 1 })
             .collect()
     }
 
