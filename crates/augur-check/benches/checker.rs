@@ -348,6 +348,51 @@ fn bench(c: &mut Criterion) {
     group.bench_function("rw_register_blind_10_shuffled_timestamps", |b| {
         b.iter(|| check(black_box(&shuffled), &options))
     });
+    // A violation only the placements show, planted at the end: two blind writes of a fresh
+    // key, each read by a transaction that also read another write of the other's writer.
+    let mut planted = shuffled;
+    let n = planted.txns.len();
+    let mut add = |ops: Vec<Op>| {
+        let index = planted.txns.len();
+        planted.txns.push(TxnRecord {
+            index,
+            client: 1_000 + index as u64,
+            txn: Some(index as u64),
+            name: "planted".into(),
+            read_only: ops.iter().all(|o| matches!(o, Op::Read { .. })),
+            invoke_us: 10 * n as u64,
+            complete_us: 10 * n as u64 + 100,
+            ops,
+            outcome: RecordedOutcome::Committed {
+                commit_ts: 10 * n as u64 + 50,
+            },
+            ops_unknown: false,
+            call: None,
+        });
+    };
+    let op = |write: bool, key: &str, value: &str| {
+        let (key, value) = (key.to_string(), Some(value.to_string()));
+        if write {
+            Op::Write { key, value }
+        } else {
+            Op::Read { key, value }
+        }
+    };
+    add(vec![op(true, "px", "1"), op(true, "pz", "1")]);
+    add(vec![op(true, "px", "2"), op(true, "py", "2")]);
+    add(vec![op(false, "px", "1"), op(false, "py", "2")]);
+    add(vec![op(false, "px", "2"), op(false, "pz", "1")]);
+    let report = check(&planted, &options);
+    assert!(
+        !report.is_valid() && report.undecided.is_empty(),
+        "{:?} {:?}",
+        report.stats,
+        report.undecided
+    );
+    eprintln!("rw_register_blind_10_planted_violation: {:?}", report.stats);
+    group.bench_function("rw_register_blind_10_planted_violation", |b| {
+        b.iter(|| check(black_box(&planted), &options))
+    });
     group.finish();
 }
 

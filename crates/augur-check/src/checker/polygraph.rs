@@ -75,11 +75,13 @@
 //! serializability, 0.46 s at serializability (44,859 open pairs, decided by the first guess),
 //! 0.58 s there with the commit timestamps shuffled (decided by the second guess); 0.46 s with a
 //! third of the writes blind; 0.37–0.57 s without the pass (commit-order evidence,
-//! list-append). A violation visible only through placements in a history that large, where
-//! nothing (real-time order) settles pairs up front, is found by pruning, which searches the
-//! graph once per pair and can come out *undecided* when the budget's time runs out; histories
-//! of a few thousand transactions are decided in milliseconds. Per-key transitive inference
-//! over fixed pairs and Cobra's write combining are the next steps there.
+//! list-append); 0.96 s to find a violation only placements show, planted in the shuffled
+//! history (pruning starts where the guesses failed, and settles it there). A violation whose
+//! region the guesses do not point at, in a history that large where nothing (real-time order)
+//! settles pairs up front, is left to pruning over every pair, which searches the graph once
+//! per pair and can come out *undecided* when the budget's time runs out; histories of a few
+//! thousand transactions are decided in milliseconds. Per-key transitive inference over fixed
+//! pairs and Cobra's write combining are the next steps there.
 
 use super::ValueModel;
 use super::cycles::{classify, component_cycles};
@@ -287,15 +289,29 @@ pub(super) fn check(k: &Known<'_, '_>, out: &mut Collector) -> Found {
     }
     let mut poly = Poly::build(k, &keys);
     found.choices = poly.choices.len();
-    if !k.solver_only && (poly.valid_by_time() || poly.valid_by_known_order()) {
-        return found;
+    // Where the guesses fail, if they do, is where pruning looks first.
+    let mut suspects = Vec::new();
+    if !k.solver_only {
+        let by_time = poly.guess_by_time();
+        if by_time.is_empty() {
+            return found;
+        }
+        let by_order = poly.guess_by_known_order();
+        if by_order.is_empty() {
+            return found;
+        }
+        suspects = if by_order.len() <= by_time.len() {
+            by_order
+        } else {
+            by_time
+        };
     }
     let deadline = Instant::now() + k.budget.time;
     let mut steps = 0u64;
     let pruned = if k.solver_only {
         Pruned::Done
     } else {
-        poly.prune(&mut steps, deadline)
+        poly.prune(&mut steps, deadline, &suspects)
     };
     let (c, cycles) = match pruned {
         Pruned::Done => (NONE, [Vec::new(), Vec::new()]),
@@ -1045,8 +1061,9 @@ impl<'a, 'h> Poly<'a, 'h> {
     /// that orders writes that way is usually valid under it, and then one exact check of the
     /// whole graph settles the question (linear, where pruning may search the graph once per
     /// pair). Only a guess: the timestamps are trusted for nothing else, and a placement that
-    /// fails proves nothing. True if that placement is valid.
-    fn valid_by_time(&self) -> bool {
+    /// fails proves nothing (but where it fails is where pruning looks first). Returns the
+    /// nodes of the components where it fails: none if it is valid.
+    fn guess_by_time(&self) -> Vec<u32> {
         let ix = self.k.ix;
         // An attempt with an unknown outcome has no timestamp: it borrows the timestamp of the
         // committed transaction invoked last before it.
@@ -1072,19 +1089,19 @@ impl<'a, 'h> Poly<'a, 'h> {
             };
             (ts, rec.invoke_us, rec.index)
         };
-        self.valid_placement(|ch| if began(ch.a.0) <= began(ch.b.0) { 0 } else { 1 })
+        self.failing_components(|ch| if began(ch.a.0) <= began(ch.b.0) { 0 } else { 1 })
     }
 
     /// The second guess, for histories whose timestamps say little of their order: units in a
     /// topological order of the known edges (ties by the first writer's place in the
     /// history), as the search's greedy placement does within an instance.
-    fn valid_by_known_order(&self) -> bool {
+    fn guess_by_known_order(&self) -> Vec<u32> {
         let ranks = topological_ranks(&Csr::build(self.n, &self.in_force()));
         let rank = |vid: u32| match self.writer(vid) {
             NONE => (0, 0),
             u => ranks[u as usize],
         };
-        self.valid_placement(|ch| if rank(ch.a.0) <= rank(ch.b.0) { 0 } else { 1 })
+        self.failing_components(|ch| if rank(ch.a.0) <= rank(ch.b.0) { 0 } else { 1 })
     }
 
     /// The edges in force (known, derived and fixed options): (from, to, edge id).
@@ -1098,9 +1115,10 @@ impl<'a, 'h> Poly<'a, 'h> {
         triples
     }
 
-    /// Whether the placement `dir` gives every choice closes no cycle the level proscribes:
-    /// one linear check over the whole graph.
-    fn valid_placement(&self, dir: impl Fn(&Choice) -> u8) -> bool {
+    /// The nodes of the components where the placement `dir` gives every choice closes a cycle
+    /// the level proscribes (none: the placement is valid): one linear check over the whole
+    /// graph, and one cycle search per component.
+    fn failing_components(&self, dir: impl Fn(&Choice) -> u8) -> Vec<u32> {
         let mut triples = self.in_force();
         for (c, ch) in self.choices.iter().enumerate() {
             for e in self.opt_edges(c as u32, dir(ch)) {
@@ -1111,8 +1129,9 @@ impl<'a, 'h> Poly<'a, 'h> {
         let g = Csr::build(self.n, &triples);
         drop(triples);
         let members = nontrivial_components(&g);
+        let mut failing = Vec::new();
         if members.is_empty() {
-            return true;
+            return failing;
         }
         let gedges: Vec<GEdge> = self
             .edges
@@ -1127,10 +1146,10 @@ impl<'a, 'h> Poly<'a, 'h> {
                 .iter()
                 .any(|f| level.proscribes(AnomalyKind::Cycle(f.kind, f.order)))
             {
-                return false;
+                failing.extend(nodes);
             }
         }
-        true
+        failing
     }
 
     /// Components of the edges in force.
@@ -1142,11 +1161,26 @@ impl<'a, 'h> Poly<'a, 'h> {
     /// choice both of whose options do, with the two cycles.
     /// Every test costs a step, and so does every [`VISITS_PER_STEP`] states its path searches
     /// visit; when the budget runs out, pruning stops undecided.
-    fn prune(&mut self, steps: &mut u64, deadline: Instant) -> Pruned {
+    /// Choices touching a node of `suspects` go first: a choice neither of whose options is
+    /// possible ends the search at once, and is likeliest where a guess failed.
+    fn prune(&mut self, steps: &mut u64, deadline: Instant, suspects: &[u32]) -> Pruned {
+        let mut suspect = vec![false; self.n];
+        for &u in suspects {
+            suspect[u as usize] = true;
+        }
+        let touches = |c: u32| {
+            let ch = &self.choices[c as usize];
+            [ch.a.0, ch.a.1, ch.b.0, ch.b.1]
+                .into_iter()
+                .any(|v| self.writer(v) != NONE && suspect[self.writer(v) as usize])
+        };
+        let mut order: Vec<u32> = (0..self.choices.len() as u32).collect();
+        order.sort_by_key(|&c| !touches(c));
+        let mut tested = 0u32;
         loop {
             let comp = self.components();
             let mut changed = false;
-            for c in 0..self.choices.len() as u32 {
+            for &c in &order {
                 if self.fixed[c as usize] != 0 {
                     continue;
                 }
@@ -1154,7 +1188,9 @@ impl<'a, 'h> Poly<'a, 'h> {
                 let r0 = self.option_closes(c, 0, &comp);
                 let r1 = self.option_closes(c, 1, &comp);
                 *steps += 1 + (self.bfs.visited - before) / VISITS_PER_STEP;
-                if *steps > self.k.budget.steps || (c % 256 == 0 && Instant::now() > deadline) {
+                tested += 1;
+                if *steps > self.k.budget.steps || (tested % 256 == 0 && Instant::now() > deadline)
+                {
                     return Pruned::OutOfBudget;
                 }
                 let (keep, reason) = match (r0, r1) {
