@@ -1189,7 +1189,8 @@ impl<'a, 'h> Poly<'a, 'h> {
                 let r1 = self.option_closes(c, 1, &comp);
                 *steps += 1 + (self.bfs.visited - before) / VISITS_PER_STEP;
                 tested += 1;
-                if *steps > self.k.budget.steps || (tested % 256 == 0 && Instant::now() > deadline)
+                if *steps > self.k.budget.steps
+                    || (tested.is_multiple_of(256) && Instant::now() > deadline)
                 {
                     return Pruned::OutOfBudget;
                 }
