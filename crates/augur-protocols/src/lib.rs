@@ -23,6 +23,7 @@ pub mod rc;
 pub mod registry;
 pub mod rococo;
 pub mod s_smr;
+pub mod sparkle;
 pub mod sss;
 pub mod str;
 pub mod two_pl;
