@@ -500,19 +500,17 @@ pub fn check_file(
     }
     if !report.undecided.is_empty() {
         // Never a pass: the placements left open might hide a violation.
-        println!(
-            "  UNDECIDED: {} part{} of the history not decided within the solver's budget:",
-            report.undecided.len(),
-            if report.undecided.len() == 1 { "" } else { "s" }
-        );
+        let parts = match report.undecided.len() {
+            1 => "1 part".to_string(),
+            n => format!("{n} parts"),
+        };
+        println!("  UNDECIDED: {parts} of the history not decided within the solver's budget:");
         for u in &report.undecided {
             println!("  {}", u.to_string().replace('\n', "\n  "));
         }
         return Err(Undecided(format!(
-            "no anomaly {level} proscribes was found, but {} part{} of the history could not be \
-             decided",
-            report.undecided.len(),
-            if report.undecided.len() == 1 { "" } else { "s" }
+            "no anomaly {level} proscribes was found, but {parts} of the history could not be \
+             decided"
         ))
         .into());
     }

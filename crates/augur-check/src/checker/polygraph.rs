@@ -71,11 +71,11 @@
 //!   say little (another database's, or clocks that disagree).
 //!
 //! Cost, as measured on the crate's benchmark (100,000 transactions, 2 cores, medians of one
-//! run on 2026-11-29): 0.43 s for a tenth of the writes blind and 1% unknown outcomes at strict
-//! serializability, 0.46 s at serializability (44,859 open pairs, decided by the first guess),
-//! 0.58 s there with the commit timestamps shuffled (decided by the second guess); 0.46 s with a
-//! third of the writes blind; 0.37–0.57 s without the pass (commit-order evidence,
-//! list-append); 0.96 s to find a violation only placements show, planted in the shuffled
+//! run on 2026-11-29): 0.45 s for a tenth of the writes blind and 1% unknown outcomes at strict
+//! serializability, 0.40 s at serializability (44,859 open pairs, decided by the first guess),
+//! 0.53 s there with the commit timestamps shuffled (decided by the second guess); 0.44 s with a
+//! third of the writes blind; 0.37–0.52 s without the pass (commit-order evidence,
+//! list-append); 0.59 s to find a violation only placements show, planted in the shuffled
 //! history (pruning starts where the guesses failed, and settles it there). A violation whose
 //! region the guesses do not point at, in a history that large where nothing (real-time order)
 //! settles pairs up front, is left to pruning over every pair, which searches the graph once
@@ -96,7 +96,7 @@ use augur_types::IsolationLevel;
 use augur_types::history::RecordedOutcome;
 use batsat::{Callbacks, Lit, Solver, SolverInterface, SolverOpts, Theory, TheoryArg, Var, lbool};
 use rustc_hash::FxHashMap;
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -595,6 +595,8 @@ struct Poly<'a, 'h> {
     adj: Vec<Vec<u32>>,
     /// Keys whose units hold more than one version (their placements rely on contiguity).
     contiguous_keys: Vec<u32>,
+    /// [`Poly::gedges`].
+    gedges: OnceCell<Vec<GEdge>>,
     bfs: Bfs,
 }
 
@@ -611,6 +613,7 @@ impl<'a, 'h> Poly<'a, 'h> {
             reason: Vec::new(),
             adj: vec![Vec::new(); n],
             contiguous_keys: Vec::new(),
+            gedges: OnceCell::new(),
             bfs: Bfs::new(n),
         };
         for (i, e) in k.edges.iter().enumerate() {
@@ -1128,28 +1131,21 @@ impl<'a, 'h> Poly<'a, 'h> {
         }
         let g = Csr::build(self.n, &triples);
         drop(triples);
-        let members = nontrivial_components(&g);
-        let mut failing = Vec::new();
-        if members.is_empty() {
-            return failing;
-        }
-        let gedges: Vec<GEdge> = self
-            .edges
-            .iter()
-            .map(|e| GEdge::order(e.from, e.to, e.kind))
-            .collect();
-        let mut scratch = vec![NONE; self.n];
-        let level = self.k.level;
-        for group in members.chunk_by(|a, b| a.0 == b.0) {
-            let nodes: Vec<u32> = group.iter().map(|&(_, u)| u).collect();
-            if component_cycles(&nodes, &g, &gedges, &mut scratch)
+        proscribed_components(self.k.level, &g, self.gedges(), false)
+            .into_iter()
+            .flat_map(|(nodes, _)| nodes)
+            .collect()
+    }
+
+    /// Every polygraph edge as a graph edge, for the cycle classification (built once, when a
+    /// guess first needs it).
+    fn gedges(&self) -> &[GEdge] {
+        self.gedges.get_or_init(|| {
+            self.edges
                 .iter()
-                .any(|f| level.proscribes(AnomalyKind::Cycle(f.kind, f.order)))
-            {
-                failing.extend(nodes);
-            }
-        }
-        failing
+                .map(|e| GEdge::order(e.from, e.to, e.kind))
+                .collect()
+        })
     }
 
     /// Components of the edges in force.
@@ -1744,6 +1740,36 @@ impl<'a, 'h> Poly<'a, 'h> {
     }
 }
 
+/// The non-trivial strongly connected components of `g` that hold a cycle `level` proscribes
+/// (edge ids of `g` index `gedges`): each one's nodes and one such cycle. With `first_only`,
+/// the first found alone.
+fn proscribed_components(
+    level: IsolationLevel,
+    g: &Csr,
+    gedges: &[GEdge],
+    first_only: bool,
+) -> Vec<(Vec<u32>, Vec<u32>)> {
+    let mut found = Vec::new();
+    let members = nontrivial_components(g);
+    if members.is_empty() {
+        return found;
+    }
+    let mut scratch = vec![NONE; g.n()];
+    for group in members.chunk_by(|a, b| a.0 == b.0) {
+        let nodes: Vec<u32> = group.iter().map(|&(_, u)| u).collect();
+        let cycle = component_cycles(&nodes, g, gedges, &mut scratch)
+            .into_iter()
+            .find(|f| level.proscribes(AnomalyKind::Cycle(f.kind, f.order)));
+        if let Some(f) = cycle {
+            found.push((nodes, f.edges));
+            if first_only {
+                break;
+            }
+        }
+    }
+    found
+}
+
 /// The cycle order an order edge gives.
 fn order_of(kind: EdgeKind) -> CycleOrder {
     match kind {
@@ -1778,6 +1804,8 @@ struct Search<'p, 'a, 'h> {
     poly: &'p Poly<'a, 'h>,
     /// Local edges: (from, to, kind, polygraph edge id).
     edges: Vec<(u32, u32, EdgeKind, u32)>,
+    /// The same, for the cycle classification.
+    gedges: Vec<GEdge>,
     adj: Vec<Vec<u32>>,
     /// Per open choice (index into `choices`): each option's local edges.
     opts: Vec<[Vec<u32>; 2]>,
@@ -1864,9 +1892,14 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
                 (at(ch.a.0), at(ch.b.0))
             })
             .collect();
+        let gedges = edges
+            .iter()
+            .map(|&(u, v, kind, _)| GEdge::order(u, v, kind))
+            .collect();
         Search {
             poly,
             edges,
+            gedges,
             adj,
             opts,
             heads,
@@ -1962,17 +1995,21 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
         None
     }
 
-    /// The placement tried first, as a valid history is the common case: every open choice
-    /// follows a topological order of the known edges (units by their first writers).
-    fn greedy(&self) -> Vec<u8> {
-        let m = self.adj.len();
+    /// The edges in force (known and assigned options) as a graph over the local nodes.
+    fn in_force(&self) -> Csr {
         let mut triples = Vec::new();
         for (u, out) in self.adj.iter().enumerate() {
             for &e in out {
                 triples.push((u as u32, self.edges[e as usize].1, e));
             }
         }
-        let ranks = topological_ranks(&Csr::build(m, &triples));
+        Csr::build(self.adj.len(), &triples)
+    }
+
+    /// The placement tried first, as a valid history is the common case: every open choice
+    /// follows a topological order of the known edges (units by their first writers).
+    fn greedy(&self) -> Vec<u8> {
+        let ranks = topological_ranks(&self.in_force());
         let rank = |u: u32| if u == NONE { (0, 0) } else { ranks[u as usize] };
         self.heads
             .iter()
@@ -1982,34 +2019,9 @@ impl<'p, 'a, 'h> Search<'p, 'a, 'h> {
 
     /// The exact test of the edges in force: a cycle the level proscribes, if any.
     fn exact(&self) -> Option<Vec<u32>> {
-        let level = self.poly.k.level;
-        let m = self.adj.len();
-        let gedges: Vec<GEdge> = self
-            .edges
-            .iter()
-            .map(|&(u, v, kind, _)| GEdge::order(u, v, kind))
-            .collect();
-        let mut triples = Vec::new();
-        for (u, out) in self.adj.iter().enumerate() {
-            for &e in out {
-                triples.push((u as u32, self.edges[e as usize].1, e));
-            }
-        }
-        let g = Csr::build(m, &triples);
-        let (comp, ncomp) = tarjan(&g);
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); ncomp as usize];
-        for (u, &c) in comp.iter().enumerate() {
-            members[c as usize].push(u as u32);
-        }
-        let mut scratch = vec![NONE; m];
-        for group in members.iter().filter(|g| g.len() > 1) {
-            for f in component_cycles(group, &g, &gedges, &mut scratch) {
-                if level.proscribes(AnomalyKind::Cycle(f.kind, f.order)) {
-                    return Some(f.edges.iter().map(|&x| self.edges[x as usize].3).collect());
-                }
-            }
-        }
-        None
+        let g = self.in_force();
+        let (_, cycle) = proscribed_components(self.poly.k.level, &g, &self.gedges, true).pop()?;
+        Some(cycle.iter().map(|&x| self.edges[x as usize].3).collect())
     }
 
     /// Decide the instance: Ok(true) when some placement is valid, Ok(false) when none is

@@ -4,25 +4,16 @@
 //! whose place in a key's version order no value shows) and their valid twins.
 
 use augur_check::{CheckOptions, ValueModel, check};
-use augur_types::IsolationLevel::{
-    self, ParallelSnapshotIsolation, Serializable, SessionSerializable, SnapshotIsolation, Spsi,
-    StrictSerializable,
-};
+use augur_types::IsolationLevel::{self, Serializable, StrictSerializable};
 
 use crate::common::{Builder, append, cat, ok, r, w};
 
 const LA: ValueModel = ValueModel::ListAppend;
 const RW: ValueModel = ValueModel::RwRegister;
 
-/// Every level above read committed.
-const ABOVE_RC: &[IsolationLevel] = &[
-    ParallelSnapshotIsolation,
-    SnapshotIsolation,
-    Spsi,
-    Serializable,
-    SessionSerializable,
-    StrictSerializable,
-];
+/// Every level above read committed (`IsolationLevel::ALL` begins with none and read
+/// committed).
+const ABOVE_RC: &[IsolationLevel] = IsolationLevel::ALL.split_at(2).1;
 
 /// Check `b` at every level: invalid exactly at `invalid`.
 fn verdicts(name: &str, b: &Builder, model: ValueModel, invalid: &[IsolationLevel]) {

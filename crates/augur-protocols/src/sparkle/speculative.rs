@@ -358,6 +358,8 @@ mod tests {
 
     use super::*;
     use bytes::Bytes;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn key(s: &str) -> Key {
         Key::from_bytes(s.as_bytes())
@@ -614,15 +616,6 @@ mod tests {
             Read(u8),
             Write(u8),
         }
-        struct Rng(u64);
-        impl Rng {
-            fn below(&mut self, n: u64) -> u64 {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 7;
-                self.0 ^= self.0 << 17;
-                self.0 % n
-            }
-        }
         /// The value transaction `i` writes, from what it read so far.
         fn written(i: usize, reads: &[u64]) -> u64 {
             reads.iter().fold(1000 * (i as u64 + 1), |acc, r| {
@@ -638,16 +631,16 @@ mod tests {
             suspended: bool,
             spec: bool,
         }
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = ChaCha8Rng::seed_from_u64(0x9e37_79b9_7f4a_7c15);
         for round in 0..3_000 {
-            let n = 2 + rng.below(5) as usize;
-            let keys = 1 + rng.below(4) as u8;
+            let n = 2 + rng.random_range(0..5usize);
+            let keys = 1 + rng.random_range(0..4u8);
             let progs: Vec<Vec<Op>> = (0..n)
                 .map(|_| {
-                    (0..1 + rng.below(4))
+                    (0..1 + rng.random_range(0..4))
                         .map(|_| {
-                            let k = rng.below(u64::from(keys)) as u8;
-                            if rng.below(2) == 0 {
+                            let k = rng.random_range(0..keys);
+                            if rng.random_range(0..2) == 0 {
                                 Op::Read(k)
                             } else {
                                 Op::Write(k)
@@ -690,7 +683,7 @@ mod tests {
                 let runnable: Vec<usize> = (0..n)
                     .filter(|&i| p.spec.is_current(insts[i]) && !runs[i].suspended && !runs[i].spec)
                     .collect();
-                if let Some(&i) = runnable.get(rng.below(runnable.len().max(1) as u64) as usize) {
+                if let Some(&i) = runnable.get(rng.random_range(0..runnable.len().max(1))) {
                     if p.spec.is_flagged(insts[i]) {
                         insts[i] = p.spec.abort(at(i), true, &mut effects);
                         runs[i] = Run::default();
