@@ -248,6 +248,13 @@ impl<'p> Driver<'p> {
             .cloned()
     }
 
+    /// The keys the run has written so far, in key order (an engine that locks keys as a run
+    /// first writes them asks at each stop).
+    pub fn written_keys(&self) -> Vec<Key> {
+        let s = self.state.lock().expect("run state");
+        s.writes.keys().cloned().collect()
+    }
+
     /// The answer to the read waiting ([`Progress::Needs`]), for that read alone: a later read
     /// of the same key waits again. An error ends the read with it.
     pub fn answer(&mut self, answer: Result<Option<Value>, TxnError>) {

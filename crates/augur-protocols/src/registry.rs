@@ -95,6 +95,8 @@ register! {
     crate::s_smr::SSmr => crate::s_smr::INFO,
     // calvin orders whole transactions, then locks and runs them (its module docs).
     crate::calvin::Calvin => crate::calvin::INFO,
+    // sparkle orders whole transactions, then runs them speculatively (its module docs).
+    crate::sparkle::Sparkle => crate::sparkle::INFO,
 }
 
 const _: () = assert!(
@@ -276,7 +278,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo, s-smr, calvin"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo, s-smr, calvin, sparkle"
         );
     }
 }

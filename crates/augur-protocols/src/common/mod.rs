@@ -29,6 +29,10 @@
 //!   procedure run at the node that received it, as the requests an interactive client would
 //!   have sent (procedures are driven by the contract's `augur_contract::driver`, as the
 //!   order-then-execute executors and `rococo` drive theirs).
+//! * [`speculative`]: the speculative state of one partition (Sparkle's §4.1, Algorithms 1–2):
+//!   timestamped locks with preemption, read dependencies, speculative commit with
+//!   missed-write and cascading aborts, and final commit in order, which the order-then-execute
+//!   engine's speculative mode ([`ordered::Schedule::SPECULATIVE`]) drives for `sparkle`.
 //! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
 //!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
 //!   `s-smr` and `sparkle`).
@@ -46,5 +50,6 @@ pub mod oracle;
 pub mod ordered;
 pub mod replica;
 pub mod sequencer;
+pub mod speculative;
 pub mod two_phase;
 pub mod vclock;

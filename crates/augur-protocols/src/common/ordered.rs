@@ -36,10 +36,12 @@ use crate::common::coordinator::Pending;
 use crate::common::dispatch::{self, Body, Entry, Footprint, Inbox, Next, Ran, Submissions};
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
+use crate::common::speculative::{Access, Effects, Instance, Speculative};
 use crate::protocol_info::{ProtocolInfo, SettingInfo};
 use augur_contract::TxnError;
 use augur_contract::driver::{self, Driver, Progress};
 use augur_contract::forms::ONE_SHOT_AND_BLIND_WRITES;
+use augur_contract::forms::Procedures;
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, SerialResource, Work};
 use augur_storage::MvStore;
@@ -98,6 +100,18 @@ pub trait Schedule: Send + Sized + 'static {
     /// A partition finishes its transactions in the order: one applied at a position means
     /// every earlier one is done there.
     const IN_ORDER: bool;
+    /// Runs start before their turn and are undone when they turn out wrong (Sparkle, §4.1):
+    /// the engine keeps the partition's [`Speculative`] state, a run reads its partition's keys
+    /// there (the latest version before its position, speculative or final, possibly waiting
+    /// for an earlier writer's lock) and locks each key it writes, a run that ends is
+    /// speculatively committed (its versions installed), a run flagged for abort runs again
+    /// as a new instance, and the first transaction not final commits finally — applied,
+    /// logged, reported — once its run is speculatively committed and unflagged. A
+    /// multi-partition transaction sends its local reads to its siblings only once it is the
+    /// first not final here, so every value a sibling consumes is final. The schedule then only
+    /// decides when a delivered transaction may start (within a window, in order); it must be
+    /// [`IN_ORDER`](Schedule::IN_ORDER).
+    const SPECULATIVE: bool = false;
 
     fn new(env: &NodeEnv, partition: PartitionId) -> Self;
     /// The resource scheduling holds (a lock thread, an executor).
@@ -223,6 +237,8 @@ pub enum Timer {
 pub struct WorkerRun {
     run: Driver<'static>,
     progress: Progress,
+    /// The instance it is a run of ([`Running::attempt`]).
+    attempt: u32,
 }
 
 impl std::fmt::Debug for WorkerRun {
@@ -295,6 +311,9 @@ struct Counters {
     values_pulled: u64,
     waits: u64,
     handed_off: u64,
+    speculative_commits: u64,
+    speculative_aborts: u64,
+    lock_waits: u64,
 }
 
 /// One partition this node replicates.
@@ -312,6 +331,8 @@ struct Part<S> {
     scheduling: bool,
     /// A `Pull` timer is set.
     pulling: bool,
+    /// The speculative state ([`Schedule::SPECULATIVE`] schedules only).
+    spec: Option<Speculative>,
 }
 
 /// A transaction a partition runs.
@@ -323,11 +344,57 @@ struct Running {
     footprint_read: bool,
     /// The sibling key it waits for.
     waiting_for: Option<Key>,
+    /// Speculative schedules: the instance its run is ([`Instance::n`]); a worker's result
+    /// for an earlier one is dropped.
+    attempt: u32,
+    /// Speculative schedules: the key its run stopped at and still needs (it waits for a lock
+    /// or a sibling's value), to go on from without another trip to a worker.
+    parked: Option<Key>,
+    /// Speculative schedules: its run ended (how, and its writes), and it waits for its locks
+    /// or, once speculatively committed, for its final commit.
+    ended: Option<(Option<Ran>, BTreeMap<Key, Option<Value>>)>,
+    /// Speculative schedules: its writes are installed (speculatively committed).
+    spec_committed: bool,
+    /// Speculative schedules: the current instance's reads of this partition, and how many of
+    /// them went to the siblings (only once it is the first not final).
+    local_reads: Vec<(Key, Option<Value>)>,
+    shared: usize,
+}
+
+impl Running {
+    fn new(entry: Arc<Entry>, procedures: &Procedures, attempt: u32) -> Running {
+        let run = new_run(procedures, &entry);
+        Running {
+            entry,
+            run,
+            footprint_read: false,
+            waiting_for: None,
+            attempt,
+            parked: None,
+            ended: None,
+            spec_committed: false,
+            local_reads: Vec::new(),
+            shared: 0,
+        }
+    }
+}
+
+/// A fresh run of `entry`'s procedure, or why it cannot run (`Body::Writes` has none).
+fn new_run(procedures: &Procedures, entry: &Entry) -> Result<Option<Driver<'static>>, String> {
+    match &entry.body {
+        Body::Call { call, .. } => procedures
+            .instantiate(call)
+            .map(|procedure| Some(Driver::start(procedure)))
+            .map_err(|e| e.to_string()),
+        Body::Writes(_) => Err(String::new()),
+    }
 }
 
 /// How far a run got.
 enum Step {
     Blocked,
+    /// It waits for a lock an earlier transaction holds (speculative schedules).
+    Suspended,
     /// The run goes on on a worker ([`Ctx::offload`]), with the values it has.
     Handoff(Driver<'static>),
     /// A worker has the run.
@@ -396,6 +463,7 @@ impl<S: Schedule> Ordered<S> {
                     done_above: BTreeSet::new(),
                     scheduling: false,
                     pulling: false,
+                    spec: S::SPECULATIVE.then(Speculative::new),
                 };
                 (*p, part)
             })
@@ -766,6 +834,9 @@ impl<S: Schedule> Ordered<S> {
                     {
                         part.schedule.deliver(at, &entry, &placement);
                         part.pending.insert(at, Arc::clone(&entry));
+                        if let Some(spec) = &mut part.spec {
+                            spec.begin(at);
+                        }
                         woken.insert(*p);
                     }
                 }
@@ -812,21 +883,8 @@ impl<S: Schedule> Ordered<S> {
             let Some(entry) = part.pending.get(&at).cloned() else {
                 continue;
             };
-            let run = match &entry.body {
-                Body::Call { call, .. } => self
-                    .env
-                    .procedures
-                    .instantiate(call)
-                    .map(|procedure| Some(Driver::start(procedure)))
-                    .map_err(|e| e.to_string()),
-                Body::Writes(_) => Err(String::new()),
-            };
-            let running = Running {
-                entry,
-                run,
-                footprint_read: false,
-                waiting_for: None,
-            };
+            let attempt = part.spec.as_mut().map_or(0, |spec| spec.begin(at).n);
+            let running = Running::new(entry, &self.env.procedures, attempt);
             part.running.insert(at, running);
             let inline = part.schedule.run_on() == Some(part.schedule.schedule_on());
             if !inline {
@@ -856,6 +914,24 @@ impl<S: Schedule> Ordered<S> {
         else {
             return;
         };
+        if S::SPECULATIVE {
+            if worker
+                .as_ref()
+                .is_some_and(|w| w.attempt != running.attempt)
+            {
+                return; // a run of an instance aborted meanwhile
+            }
+            if running.spec_committed {
+                return; // woken after it installed its writes: nothing to run
+            }
+            if running.ended.is_some() {
+                // It waited for a lock to install its writes.
+                let mut work = Work::default();
+                self.speculative_end(ctx, p, at, &mut work);
+                ctx.charge(work);
+                return;
+            }
+        }
         let first = match worker {
             Some(worker) => {
                 running.run = Ok(Some(worker.run));
@@ -896,13 +972,30 @@ impl<S: Schedule> Ordered<S> {
         work: &mut Work,
     ) -> bool {
         let mut reads = Vec::new();
-        let step = self.advance(p, at, first, &mut reads, work);
+        let mut effects = Effects::default();
+        let attempt = self.parts[&p].running[&at].attempt;
+        let step = self.advance(p, at, first, &mut reads, &mut effects, work);
         let entry = Arc::clone(&self.parts[&p].running[&at].entry);
-        self.share(ctx, p, at, &entry, reads);
+        if S::SPECULATIVE {
+            let running = self.running_mut(p, at);
+            running.local_reads.extend(reads);
+            self.share_first(ctx, p);
+            self.carry_out(ctx, p, effects);
+            if self.parts[&p].running[&at].attempt != attempt {
+                return false; // aborted meanwhile: its next instance is on its way
+            }
+        } else {
+            self.share(ctx, p, at, &entry, reads);
+        }
         match step {
             Step::OnWorker => false,
+            Step::Suspended => {
+                self.counters.lock_waits += 1;
+                false
+            }
             Step::Handoff(mut run) => {
                 self.counters.handed_off += 1;
+                let attempt = self.parts[&p].running[&at].attempt;
                 ctx.offload(move || {
                     let progress = run.resume();
                     let steps = match &progress {
@@ -913,7 +1006,11 @@ impl<S: Schedule> Ordered<S> {
                         steps: u32::try_from(steps).unwrap_or(u32::MAX),
                         ..Work::default()
                     };
-                    let worker = Box::new(WorkerRun { run, progress });
+                    let worker = Box::new(WorkerRun {
+                        run,
+                        progress,
+                        attempt,
+                    });
                     (Timer::Ran(p, at, worker), work)
                 });
                 false
@@ -935,11 +1032,170 @@ impl<S: Schedule> Ordered<S> {
                 }
                 false
             }
+            Step::Done(ran, writes) if S::SPECULATIVE => {
+                self.running_mut(p, at).ended = Some((ran, writes));
+                self.speculative_end(ctx, p, at, work);
+                false
+            }
             Step::Done(ran, writes) => {
                 self.finish(ctx, p, at, &entry, ran, writes, work);
                 true
             }
         }
+    }
+
+    fn running_mut(&mut self, p: PartitionId, at: Timestamp) -> &mut Running {
+        self.parts
+            .get_mut(&p)
+            .and_then(|part| part.running.get_mut(&at))
+            .expect("running")
+    }
+
+    // ----- Speculation (`Schedule::SPECULATIVE`) -----
+
+    /// Partition `p`'s run at `at` ended: lock the keys of `p` it writes (it may wait for an
+    /// earlier holder), install them (speculative commit), and commit finally whatever now can.
+    fn speculative_end(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        work: &mut Work,
+    ) {
+        let placement = Arc::clone(&self.env.placement);
+        let part = self.parts.get_mut(&p).expect("local");
+        let spec = part.spec.as_mut().expect("speculative");
+        let running = part.running.get_mut(&at).expect("running");
+        let inst = Instance {
+            at,
+            n: running.attempt,
+        };
+        let (_, writes) = running.ended.as_ref().expect("ended");
+        let local: Vec<(Key, Option<Value>)> = writes
+            .iter()
+            .filter(|(key, _)| placement.partition_of(key) == p)
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let mut effects = Effects::default();
+        for (key, _) in &local {
+            if spec.lock(inst, key, &mut effects) == Access::Suspended {
+                self.counters.lock_waits += 1;
+                self.carry_out(ctx, p, effects);
+                return;
+            }
+        }
+        work.writes = work
+            .writes
+            .saturating_add(u32::try_from(local.len()).unwrap_or(u32::MAX));
+        if spec.put(inst, &local, &mut effects) {
+            running.spec_committed = true;
+            self.counters.speculative_commits += 1;
+        } else {
+            // A lock it held was preempted, or it was flagged: it runs again.
+            self.restart(ctx, p, at, &mut effects);
+        }
+        self.carry_out(ctx, p, effects);
+        self.commit_in_order(ctx, p, work);
+    }
+
+    /// Abort the current instance of partition `p`'s transaction at `at` and run it again.
+    fn restart(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        effects: &mut Effects,
+    ) {
+        let part = self.parts.get_mut(&p).expect("local");
+        let spec = part.spec.as_mut().expect("speculative");
+        let next = spec.abort(at, true, effects);
+        self.counters.speculative_aborts += 1;
+        if let Some(running) = part.running.get_mut(&at) {
+            *running = Running::new(Arc::clone(&running.entry), &self.env.procedures, next.n);
+            ctx.set_timer(Duration::ZERO, Timer::Run(p, at));
+        }
+    }
+
+    /// Carry out what the speculative state asked for: abort and rerun the flagged instances,
+    /// and let the woken ones ask again.
+    fn carry_out(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, mut effects: Effects) {
+        while let Some(inst) = effects.flagged.pop() {
+            let part = self.parts.get_mut(&p).expect("local");
+            if part.spec.as_ref().expect("speculative").is_flagged(inst) {
+                self.restart(ctx, p, inst.at, &mut effects);
+            }
+        }
+        let part = &self.parts[&p];
+        let spec = part.spec.as_ref().expect("speculative");
+        for inst in effects.woken {
+            let waits = part.running.get(&inst.at).is_some_and(|r| {
+                r.attempt == inst.n
+                    && (r.parked.is_some() || (r.ended.is_some() && !r.spec_committed))
+            });
+            if waits && spec.is_current(inst) {
+                ctx.set_timer(Duration::ZERO, Timer::Run(p, inst.at));
+            }
+        }
+    }
+
+    /// Commit finally, in order, every transaction of partition `p` that can: the first not
+    /// final, while its run is speculatively committed and unflagged. Then the new first
+    /// shares its reads, and the schedule may start more.
+    fn commit_in_order(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, work: &mut Work) {
+        let mut committed = false;
+        loop {
+            // The first may have run to its end before it was first: its siblings have not
+            // had its reads yet.
+            self.share_first(ctx, p);
+            let part = self.parts.get_mut(&p).expect("local");
+            let spec = part.spec.as_mut().expect("speculative");
+            let Some(first) = spec.first_pending() else {
+                break;
+            };
+            let Some(running) = part.running.get_mut(&first) else {
+                break;
+            };
+            if !running.spec_committed {
+                break;
+            }
+            let Some(writes) = spec.final_commit(first) else {
+                break;
+            };
+            let (ran, _) = running.ended.take().expect("ended");
+            let entry = Arc::clone(&running.entry);
+            self.finish(
+                ctx,
+                p,
+                first,
+                &entry,
+                ran,
+                writes.into_iter().collect(),
+                work,
+            );
+            committed = true;
+        }
+        if committed {
+            self.wake(ctx, p);
+        }
+    }
+
+    /// Send the siblings the reads of partition `p`'s first transaction not final that they
+    /// have not had: with every earlier transaction final, they are final too.
+    fn share_first(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        let part = self.parts.get_mut(&p).expect("local");
+        let Some(first) = part.spec.as_ref().and_then(Speculative::first_pending) else {
+            return;
+        };
+        let Some(running) = part.running.get_mut(&first) else {
+            return;
+        };
+        if running.entry.partitions.len() == 1 || running.shared == running.local_reads.len() {
+            return;
+        }
+        let reads = running.local_reads[running.shared..].to_vec();
+        running.shared = running.local_reads.len();
+        let entry = Arc::clone(&running.entry);
+        self.share(ctx, p, first, &entry, reads);
     }
 
     /// Run partition `p`'s transaction at `at` as far as the values at hand let it, going on
@@ -953,6 +1209,7 @@ impl<S: Schedule> Ordered<S> {
         at: Timestamp,
         first: Option<Progress>,
         reads: &mut Vec<(Key, Option<Value>)>,
+        effects: &mut Effects,
         work: &mut Work,
     ) -> Step {
         let offload = self.workers == Workers::Pool
@@ -965,12 +1222,14 @@ impl<S: Schedule> Ordered<S> {
         let store = &self.store;
         let inbox = &self.inbox;
         let mutant = self.mutant;
-        let running = self
-            .parts
-            .get_mut(&p)
-            .and_then(|part| part.running.get_mut(&at))
-            .expect("running");
+        let part = self.parts.get_mut(&p).expect("local");
+        let mut spec = part.spec.as_mut();
+        let running = part.running.get_mut(&at).expect("running");
         let entry = Arc::clone(&running.entry);
+        let inst = Instance {
+            at,
+            n: running.attempt,
+        };
         // The state just before this position: the schedule let every earlier transaction
         // touching these keys finish, and this one applies its writes only at its end.
         let before = Timestamp(at.0 - 1);
@@ -1019,6 +1278,10 @@ impl<S: Schedule> Ordered<S> {
         let mut ran_here = first.is_none();
         let mut progress = match first {
             Some(progress) => progress,
+            // A speculative run stopped here for a lock or a sibling's value: go on from there.
+            None if running.parked.is_some() => {
+                Progress::Needs(running.parked.take().expect("parked"))
+            }
             None if offload => {
                 // Hand the worker every value the footprint's reads have here by now, so it
                 // stops only at a sibling's value still on its way.
@@ -1035,7 +1298,22 @@ impl<S: Schedule> Ordered<S> {
         };
         loop {
             let key = match progress {
-                Progress::Needs(key) => key,
+                Progress::Needs(key) => {
+                    // Lock the keys of this partition it wrote since it last stopped, before it
+                    // reads on (a later reader then waits for its write instead of missing it).
+                    if let Some(spec) = spec.as_deref_mut() {
+                        for written in run.written_keys() {
+                            if placement.partition_of(&written) == p
+                                && spec.lock(inst, &written, effects) == Access::Suspended
+                            {
+                                running.parked = Some(key);
+                                running.run = Ok(Some(run));
+                                return Step::Suspended;
+                            }
+                        }
+                    }
+                    key
+                }
                 Progress::Ended(run) => {
                     if ran_here {
                         work.steps = work
@@ -1090,7 +1368,24 @@ impl<S: Schedule> Ordered<S> {
                     }
                 }
                 _ if owner == p => {
-                    let v = read_here(&key, work);
+                    let v = match spec.as_deref_mut() {
+                        None => read_here(&key, work),
+                        Some(spec) => {
+                            work.reads = work.reads.saturating_add(1);
+                            let final_read = |key: &Key, at: Timestamp| {
+                                let v = store.read_at(key, Timestamp(at.0 - 1));
+                                v.map_or((None, Timestamp::ZERO), |v| (v.value.clone(), v.ts))
+                            };
+                            match spec.read(inst, &key, &final_read) {
+                                Access::Ready(v) => v,
+                                Access::Suspended => {
+                                    running.parked = Some(key);
+                                    running.run = Ok(Some(run));
+                                    return Step::Suspended;
+                                }
+                            }
+                        }
+                    };
                     reads.push((key.clone(), v.clone()));
                     v
                 }
@@ -1102,6 +1397,9 @@ impl<S: Schedule> Ordered<S> {
                     Some(v) => v.clone(),
                     None if mutant == Some(Mutant::NoSiblingWait) => None,
                     None => {
+                        if S::SPECULATIVE {
+                            running.parked = Some(key.clone());
+                        }
                         running.waiting_for = Some(key);
                         running.run = Ok(Some(run));
                         return Step::Blocked;
@@ -1257,6 +1555,12 @@ impl<S: Schedule> Ordered<S> {
                 .and_then(|v| v.value.clone())
         };
         let value = if self.frontier(p) >= at {
+            read()
+        } else if S::SPECULATIVE {
+            // Only a value every earlier transaction here is final for is an answer.
+            if self.frontier(p).next() < at {
+                return;
+            }
             read()
         } else {
             let Some(running) = part.running.get(&at) else {
@@ -1541,7 +1845,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = &self.counters;
         let s = self.seq.counters();
-        vec![
+        let mut counters = vec![
             ("executed", c.executed),
             ("multi_partition_executed", c.multi_partition),
             ("resubmitted_undeclared", c.resubmitted),
@@ -1557,6 +1861,14 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("batches_reproposed", s.batches_reproposed),
             ("batches_delivered", s.batches_delivered),
             ("raft_entries_compacted", s.entries_compacted),
-        ]
+        ];
+        if S::SPECULATIVE {
+            counters.extend([
+                ("speculative_commits", c.speculative_commits),
+                ("speculative_aborts", c.speculative_aborts),
+                ("lock_waits", c.lock_waits),
+            ]);
+        }
+        counters
     }
 }

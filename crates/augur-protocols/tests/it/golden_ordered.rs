@@ -1,7 +1,8 @@
 //! Golden trace tests, and scenario tests of their own, for the order-then-execute protocols
-//! `calvin` and `s-smr` (`common::ordered` under two schedules): the same three scripts run
-//! under each, so that `diff tests/golden/{calvin,s-smr}.X.trace` shows what locking by
-//! footprint changes against one executor per partition. Transactions that read are one-shot
+//! `calvin`, `s-smr` and `sparkle` (`common::ordered` under three schedules): the same three
+//! scripts run under each, so that `diff tests/golden/{calvin,s-smr}.X.trace` shows what
+//! locking by footprint changes against one executor per partition, and
+//! `diff tests/golden/{s-smr,sparkle}.X.trace` what speculative runs on workers change. Transactions that read are one-shot
 //! calls of the scripted catalogue (`common::one_shot`); the traces show the sequencer's Raft
 //! traffic decoded (see the `common` module docs).
 //!
@@ -21,6 +22,7 @@ use crate::common;
 use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::calvin::Calvin;
 use augur_protocols::s_smr::SSmr;
+use augur_protocols::sparkle::Sparkle;
 use augur_runtime::sim::{Simulation, TraceEvent};
 use augur_types::{Key, NodeId};
 use common::one_shot::{self, Call, spawn_one_shot_client};
@@ -29,6 +31,7 @@ use std::time::Duration;
 
 const CALVIN: Golden = Golden::readable("golden_ordered", "calvin", one_shot::readable);
 const S_SMR: Golden = Golden::readable("golden_ordered", "s-smr", one_shot::readable);
+const SPARKLE: Golden = Golden::readable("golden_ordered", "sparkle", one_shot::readable);
 
 fn a() -> Key {
     Key::numbered(0, 1)
@@ -133,6 +136,19 @@ fn s_smr_multi_partition_value_exchange() {
     assert_eq!(counter(&s, 2, "runs_handed_off"), 0, "runs are inline");
 }
 
+/// `sparkle`: like `s-smr`, every participant runs the procedure; the runs go to workers
+/// (`Ran` timers) and read through the partition's speculative state. `X` is the first
+/// transaction not final at both of its partitions when it reads, so each sends its value at
+/// once; `R`'s participants do the same, each once every earlier transaction is final there.
+#[test]
+fn sparkle_multi_partition_value_exchange() {
+    let (o, s) = value_exchange::<Sparkle>(&SPARKLE);
+    assert_value_exchange(&o, &s);
+    for n in 0..3 {
+        assert_eq!(counter(&s, n, "speculative_aborts"), 0, "n{n}");
+    }
+}
+
 // ----- (b) A dependent transaction, mispredicted and ordered again -----
 
 /// `S` (n0) sets the pointer `P` to `b` and gives `b` and `c` values; then `F1` (same client)
@@ -218,6 +234,18 @@ fn s_smr_dependent_transaction_resubmitted_with_its_partitions() {
     );
     assert_eq!(counter(&s, 0, "mispredicted"), 0);
     assert_eq!(counter(&s, 0, "reconnaissances"), 0);
+}
+
+/// `sparkle` has no footprints either: it declares, runs and resubmits as `s-smr` does.
+#[test]
+fn sparkle_dependent_transaction_resubmitted_with_its_partitions() {
+    let (o, s) = dependent::<Sparkle>(&SPARKLE);
+    assert_dependent(&o);
+    assert_eq!(
+        counter(&s, 0, "resubmitted_undeclared"),
+        3,
+        "F1 once, F2 twice"
+    );
 }
 
 // ----- (c) A leader change of the Raft sequencer mid-batch -----
@@ -309,5 +337,11 @@ fn calvin_leader_crash_mid_batch() {
 #[test]
 fn s_smr_leader_crash_mid_batch() {
     let (o, s) = leader_crash::<SSmr>(&S_SMR);
+    assert_leader_crash(&o, &s);
+}
+
+#[test]
+fn sparkle_leader_crash_mid_batch() {
+    let (o, s) = leader_crash::<Sparkle>(&SPARKLE);
     assert_leader_crash(&o, &s);
 }
