@@ -125,10 +125,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// with a message rather than failing.
 pub const PLANNED: &[(&str, &str)] = &[
     (
-        "sparkle",
-        "Sparkle: speculative deterministic concurrency control",
-    ),
-    (
         "oab-spec",
         "speculative replication over optimistic atomic broadcast",
     ),

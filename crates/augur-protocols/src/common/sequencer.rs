@@ -730,7 +730,20 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     where
         P::Msg: From<RaftMessage>,
     {
-        for m in messages {
+        let me = self.raft.raft.id;
+        for mut m in messages {
+            // raft-rs forwards a proposal it cannot take (it is not the leader) to the leader as
+            // it came, sender included; one that came from another node (a forged one, or a
+            // follower's that reached a deposed leader) would carry that node as its sender, and
+            // the leader would refuse it. The entries are what matters: forward them as this
+            // node's. Nothing else raft-rs sends names another sender.
+            if m.from != me {
+                if MessageType::from_i32(m.msg_type) != Some(MessageType::MsgPropose) {
+                    self.counters.raft_messages_refused += 1;
+                    continue;
+                }
+                m.from = me;
+            }
             // The log is never compacted, so no follower ever needs a snapshot; raft-rs asks for
             // one only when forged messages confused its view of a follower's progress. Send
             // nothing (the receiver would refuse it) and let the leader probe the follower again.
