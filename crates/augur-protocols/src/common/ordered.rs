@@ -36,7 +36,7 @@ use crate::common::coordinator::Pending;
 use crate::common::dispatch::{self, Body, Entry, Footprint, Inbox, Next, Ran, Submissions};
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
-use crate::common::speculative::{Access, Effects, Instance, Speculative};
+use crate::common::speculative::{self, Access, Effects, Instance, Speculative};
 use crate::protocol_info::{ProtocolInfo, SettingInfo};
 use augur_contract::TxnError;
 use augur_contract::driver::{self, Driver, Progress};
@@ -296,6 +296,11 @@ enum Mutant {
     /// a local key it holds no lock on from the store, a remote one as absent, and applies
     /// writes outside the footprint (`calvin`).
     UnvalidatedRecon,
+    /// The outcome of a speculatively committed run is reported at once, before its final
+    /// commit, which may instead come from a later instance (`sparkle`).
+    EarlyFinalCommit,
+    /// The partition's speculative state is broken (`sparkle`).
+    Speculative(speculative::Mutant),
 }
 
 #[derive(Default)]
@@ -359,6 +364,8 @@ struct Running {
     /// them went to the siblings (only once it is the first not final).
     local_reads: Vec<(Key, Option<Value>)>,
     shared: usize,
+    /// Mutant `early-final-commit`: its outcome was reported at its speculative commit.
+    reported: bool,
 }
 
 impl Running {
@@ -375,6 +382,7 @@ impl Running {
             spec_committed: false,
             local_reads: Vec::new(),
             shared: 0,
+            reported: false,
         }
     }
 }
@@ -443,6 +451,12 @@ impl<S: Schedule> Ordered<S> {
         let mutant = match env.options.mutant.as_deref() {
             Some("no-sibling-wait") => Some(Mutant::NoSiblingWait),
             Some("unvalidated-recon") => Some(Mutant::UnvalidatedRecon),
+            Some("early-final-commit") => Some(Mutant::EarlyFinalCommit),
+            Some("no-read-deps") => Some(Mutant::Speculative(speculative::Mutant::NoReadDeps)),
+            Some("no-cascade") => Some(Mutant::Speculative(speculative::Mutant::NoCascade)),
+            Some("ignore-abort-flag") => {
+                Some(Mutant::Speculative(speculative::Mutant::IgnoreAbortFlag))
+            }
             _ => None,
         };
         // The registry accepts only the values `WORKERS` lists.
@@ -463,7 +477,12 @@ impl<S: Schedule> Ordered<S> {
                     done_above: BTreeSet::new(),
                     scheduling: false,
                     pulling: false,
-                    spec: S::SPECULATIVE.then(Speculative::new),
+                    spec: S::SPECULATIVE.then(|| {
+                        Speculative::mutated(match mutant {
+                            Some(Mutant::Speculative(m)) => Some(m),
+                            _ => None,
+                        })
+                    }),
                 };
                 (*p, part)
             })
@@ -1038,7 +1057,7 @@ impl<S: Schedule> Ordered<S> {
                 false
             }
             Step::Done(ran, writes) => {
-                self.finish(ctx, p, at, &entry, ran, writes, work);
+                self.finish(ctx, p, at, &entry, ran, writes, false, work);
                 true
             }
         }
@@ -1090,6 +1109,13 @@ impl<S: Schedule> Ordered<S> {
         if spec.put(inst, &local, &mut effects) {
             running.spec_committed = true;
             self.counters.speculative_commits += 1;
+            if self.mutant == Some(Mutant::EarlyFinalCommit)
+                && let Some((Some(ran), _)) = &running.ended
+            {
+                running.reported = true;
+                let (ran, entry) = (ran.clone(), Arc::clone(&running.entry));
+                self.report(ctx, p, at, &entry, ran);
+            }
         } else {
             // A lock it held was preempted, or it was flagged: it runs again.
             self.restart(ctx, p, at, &mut effects);
@@ -1119,9 +1145,14 @@ impl<S: Schedule> Ordered<S> {
     /// Carry out what the speculative state asked for: abort and rerun the flagged instances,
     /// and let the woken ones ask again.
     fn carry_out(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, mut effects: Effects) {
+        let ignore_flag =
+            self.mutant == Some(Mutant::Speculative(speculative::Mutant::IgnoreAbortFlag));
         while let Some(inst) = effects.flagged.pop() {
-            let part = self.parts.get_mut(&p).expect("local");
-            if part.spec.as_ref().expect("speculative").is_flagged(inst) {
+            let spec = self.parts[&p].spec.as_ref().expect("speculative");
+            if ignore_flag && spec.is_speculatively_committed(inst) {
+                continue; // it final-commits flagged
+            }
+            if spec.is_flagged(inst) {
                 self.restart(ctx, p, inst.at, &mut effects);
             }
         }
@@ -1163,15 +1194,9 @@ impl<S: Schedule> Ordered<S> {
             };
             let (ran, _) = running.ended.take().expect("ended");
             let entry = Arc::clone(&running.entry);
-            self.finish(
-                ctx,
-                p,
-                first,
-                &entry,
-                ran,
-                writes.into_iter().collect(),
-                work,
-            );
+            let reported = running.reported;
+            let writes = writes.into_iter().collect();
+            self.finish(ctx, p, first, &entry, ran, writes, reported, work);
             committed = true;
         }
         if committed {
@@ -1492,6 +1517,7 @@ impl<S: Schedule> Ordered<S> {
         entry: &Entry,
         ran: Option<Ran>,
         writes: BTreeMap<Key, Option<Value>>,
+        reported: bool,
         work: &mut Work,
     ) {
         let placement = Arc::clone(&self.env.placement);
@@ -1529,7 +1555,21 @@ impl<S: Schedule> Ordered<S> {
         if entry.partitions.len() > 1 {
             self.counters.multi_partition += 1;
         }
-        if entry.reporter(&placement) != p {
+        if !reported {
+            self.report(ctx, p, at, entry, ran);
+        }
+    }
+
+    /// Send how partition `p`'s transaction at `at` ended to its submitter, if `p` reports it.
+    fn report(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        entry: &Entry,
+        ran: Ran,
+    ) {
+        if entry.reporter(&self.env.placement) != p {
             return;
         }
         let submitter = entry.txn.coordinator();

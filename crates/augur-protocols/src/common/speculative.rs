@@ -100,17 +100,39 @@ struct Txn {
     installed: Option<Vec<Key>>,
 }
 
+/// A deliberately broken partition (`augur check --mutant`), to show the checker catches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// Reads register no dependency: a write installed before a reader's position after the
+    /// reader read an older version aborts nothing (the digest's M1).
+    NoReadDeps,
+    /// An aborted instance's versions are removed without aborting their readers (M3).
+    NoCascade,
+    /// The final commit ignores the abort flag (M4): a flagged transaction commits the run it
+    /// has.
+    IgnoreAbortFlag,
+}
+
 /// The speculative state of one partition.
 #[derive(Default)]
 pub struct Speculative {
     keys: FxHashMap<Key, KeyState>,
     /// Every delivered transaction not yet final, by position.
     txns: BTreeMap<Timestamp, Txn>,
+    mutant: Option<Mutant>,
 }
 
 impl Speculative {
     pub fn new() -> Self {
         Speculative::default()
+    }
+
+    /// A broken partition (see [`Mutant`]).
+    pub fn mutated(mutant: Option<Mutant>) -> Self {
+        Speculative {
+            mutant,
+            ..Speculative::default()
+        }
     }
 
     /// The transaction at `at` was delivered here: its first instance.
@@ -191,7 +213,7 @@ impl Speculative {
             None => final_read(key, inst.at),
         };
         // Every earlier transaction final: no earlier write can come any more.
-        if first != Some(inst.at) {
+        if first != Some(inst.at) && self.mutant != Some(Mutant::NoReadDeps) {
             k.read_deps.push((inst, writer));
         }
         Access::Ready(value)
@@ -299,9 +321,12 @@ impl Speculative {
             };
             k.versions.remove(&at);
             let txns = &mut self.txns;
+            let cascade = self.mutant != Some(Mutant::NoCascade);
             k.read_deps.retain(|&(reader, writer)| {
                 if writer == at {
-                    Self::flag(txns, reader, effects);
+                    if cascade {
+                        Self::flag(txns, reader, effects);
+                    }
                     return false;
                 }
                 true
@@ -319,7 +344,8 @@ impl Speculative {
             return None;
         }
         let txn = self.txns.get(&at)?;
-        if txn.flagged || txn.installed.is_none() {
+        let flagged = txn.flagged && self.mutant != Some(Mutant::IgnoreAbortFlag);
+        if flagged || txn.installed.is_none() {
             return None;
         }
         let txn = self.txns.remove(&at).expect("present");

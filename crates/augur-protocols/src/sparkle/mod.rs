@@ -98,7 +98,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_loss: true,
         tolerates_reordering: true,
     },
-    mutants: &[],
+    mutants: MUTANTS,
     settings: &[
         sequencer::EPOCH_SETTING,
         sequencer::VOTERS_SETTING,
@@ -109,6 +109,25 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,
 };
+
+const MUTANTS: &[(&str, &str)] = &[
+    (
+        "no-read-deps",
+        "reads register no dependency, so a write installed before a reader's position after it read an older version aborts nothing",
+    ),
+    (
+        "early-final-commit",
+        "a run's outcome is reported at its speculative commit, before it is first and unflagged, though a later instance may be the one that commits",
+    ),
+    (
+        "no-cascade",
+        "an aborted instance's versions are removed without aborting the transactions that read them",
+    ),
+    (
+        "ignore-abort-flag",
+        "a speculatively committed run flagged for abort (it missed a write, or read a removed version) is not run again and commits finally as it is",
+    ),
+];
 
 /// A `sparkle` node.
 pub type Sparkle = Ordered<Window>;
