@@ -345,3 +345,44 @@ fn sparkle_leader_crash_mid_batch() {
     let (o, s) = leader_crash::<Sparkle>(&SPARKLE);
     assert_leader_crash(&o, &s);
 }
+
+// ----- (d) Speculation: a later run that missed an earlier write runs again (`sparkle`) -----
+
+/// `S` writes `a` and `b`; at 250 ms two clients of n0 swap them (`X1`, `X2`), cut into one
+/// batch, `X1` first. At each partition both start at once: `X2`'s run reads its partition's
+/// key speculatively (the version `S` wrote, with a read dependency) while `X1` is still
+/// running, then waits for its sibling's value, which comes only once `X2` is first at the
+/// sibling's partition. When `X1` installs its write, `X2` has missed it: it is aborted and
+/// runs again, now over `X1`'s versions, and commits after it. Two swaps are the identity.
+#[test]
+fn sparkle_a_later_run_that_missed_a_write_runs_again() {
+    let mut s = sim::<Sparkle>();
+    let o = Observed::default();
+    let setup = vec![Call::put("S", &[(&a(), "a0"), (&b(), "b0")])];
+    spawn_one_shot_client(&mut s, 0, ms(200), setup, &o);
+    spawn_one_shot_client(&mut s, 0, ms(250), vec![Call::swap("X1", &a(), &b())], &o);
+    spawn_one_shot_client(
+        &mut s,
+        0,
+        us(250_010),
+        vec![Call::swap("X2", &a(), &b())],
+        &o,
+    );
+    let r = Call::get("R", &[&a(), &b()]);
+    spawn_one_shot_client(&mut s, 2, ms(400), vec![r], &o);
+    s.run_until(ms(450));
+    assert_eq!(
+        o.of("X1"),
+        r#"read 0/1 = "a0"; read 1/1 = "b0"; write 0/1 = "b0"; write 1/1 = "a0"; committed"#
+    );
+    assert_eq!(
+        o.of("X2"),
+        r#"read 0/1 = "b0"; read 1/1 = "a0"; write 0/1 = "a0"; write 1/1 = "b0"; committed"#
+    );
+    assert_eq!(o.reads("R"), vec![some("a0"), some("b0")]);
+    let aborts: u64 = (0..3).map(|n| counter(&s, n, "speculative_aborts")).sum();
+    assert!(
+        aborts >= 1,
+        "X2 missed X1's write somewhere: {aborts} aborts"
+    );
+}
