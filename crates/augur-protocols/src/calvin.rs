@@ -110,6 +110,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: &[
         sequencer::EPOCH_SETTING,
         sequencer::VOTERS_SETTING,
+        sequencer::ORDERING_DELAY_SETTING,
         ordered::WORKERS,
     ],
     speculation: None,

@@ -66,14 +66,14 @@
 use crate::protocol_info::SettingInfo;
 use augur_contract::inbound::{BadMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol};
-use augur_types::NodeId;
+use augur_types::{NodeId, Timestamp};
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
 use raft::storage::MemStorage;
 use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
 use raft_prost::Message as _;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
@@ -86,9 +86,21 @@ pub const EPOCH_MS: &str = "epoch_ms";
 /// The epoch when [`EPOCH_MS`] is not given.
 pub const DEFAULT_EPOCH: Duration = Duration::from_millis(10);
 
+/// The setting for an emulated ordering delay, in milliseconds: each node holds every committed
+/// batch this long before delivering it (the Sparkle paper emulates replication of the order
+/// with a 200 ms delay). 0, the default, delivers at once.
+pub const ORDERING_DELAY_MS: &str = "ordering_delay_ms";
+
 /// The settings of every protocol built on the sequencer. A voter count above the cluster's
 /// node count means every node votes.
-pub const SETTINGS: &[SettingInfo] = &[EPOCH_SETTING, VOTERS_SETTING];
+pub const SETTINGS: &[SettingInfo] = &[EPOCH_SETTING, VOTERS_SETTING, ORDERING_DELAY_SETTING];
+/// The ordering delay setting.
+pub const ORDERING_DELAY_SETTING: SettingInfo = SettingInfo {
+    name: ORDERING_DELAY_MS,
+    values: &["0", "50", "100", "200", "400"],
+    default: "0",
+    doc: "milliseconds each node holds a committed batch before delivering it, emulating the papers' replication delay (Sparkle's 200 ms); 0 delivers at once",
+};
 /// The epoch setting.
 pub const EPOCH_SETTING: SettingInfo = SettingInfo {
     name: EPOCH_MS,
@@ -156,6 +168,8 @@ pub enum SequencerTimer {
     Tick,
     /// Cut the submissions of the epoch into a batch.
     Epoch,
+    /// Committed batches held for the ordering delay may be due ([`ORDERING_DELAY_MS`]).
+    Release,
 }
 
 /// One batch, as delivered: its origin node and its items, in order.
@@ -412,6 +426,10 @@ pub struct Sequencer<T> {
     compacted: u64,
     delivered_when_compacted: BTreeMap<NodeId, Delivered>,
     counters: SequencerCounters,
+    /// The emulated ordering delay ([`ORDERING_DELAY_MS`]), and the committed batches held for
+    /// it, with when each is due.
+    delay: Duration,
+    held: VecDeque<(Timestamp, Batch<T>)>,
 }
 
 impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
@@ -437,6 +455,13 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                 }
             },
         };
+        // The registry accepts only the values the setting lists.
+        let delay = env
+            .options
+            .settings
+            .get(ORDERING_DELAY_MS)
+            .and_then(|v| v.parse().ok())
+            .map_or(Duration::ZERO, Duration::from_millis);
         let storage = MemStorage::new_with_conf_state(group.conf_state());
         let mut reserved = 0;
         let mut compacted = 0;
@@ -493,6 +518,8 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
             compacted,
             delivered_when_compacted,
             counters: SequencerCounters::default(),
+            delay,
+            held: VecDeque::new(),
         })
     }
 
@@ -567,6 +594,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                 self.cut(ctx);
                 ctx.set_timer(self.epoch, SequencerTimer::Epoch.into());
             }
+            SequencerTimer::Release => {}
         }
         self.drain(ctx)
     }
@@ -580,6 +608,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         msg: RaftMessage,
     ) -> Vec<Batch<T>>
     where
+        P::Timer: From<SequencerTimer>,
         P::Msg: From<RaftMessage>,
         P::Record: From<SequencerRecord>,
     {
@@ -693,6 +722,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     /// (which leave only once the log is durable), and deliver committed batches.
     fn drain<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> Vec<Batch<T>>
     where
+        P::Timer: From<SequencerTimer>,
         P::Msg: From<RaftMessage>,
         P::Record: From<SequencerRecord>,
     {
@@ -723,7 +753,29 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
             self.deliver(light.take_committed_entries(), &mut out);
             self.raft.advance_apply();
         }
-        out
+        self.hold(ctx, out)
+    }
+
+    /// The batches due now: with an ordering delay, the committed batches `out` are held until
+    /// it has passed, and those held long enough go out; without, `out` itself.
+    fn hold<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, out: Vec<Batch<T>>) -> Vec<Batch<T>>
+    where
+        P::Timer: From<SequencerTimer>,
+    {
+        if self.delay.is_zero() {
+            return out;
+        }
+        let now = ctx.now();
+        if !out.is_empty() {
+            let due = now.saturating_add(self.delay);
+            self.held.extend(out.into_iter().map(|batch| (due, batch)));
+            ctx.set_timer(self.delay, SequencerTimer::Release.into());
+        }
+        let mut released = Vec::new();
+        while self.held.front().is_some_and(|(due, _)| *due <= now) {
+            released.extend(self.held.pop_front().map(|(_, batch)| batch));
+        }
+        released
     }
 
     fn send<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, messages: Vec<Message>)

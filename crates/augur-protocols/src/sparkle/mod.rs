@@ -102,6 +102,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     settings: &[
         sequencer::EPOCH_SETTING,
         sequencer::VOTERS_SETTING,
+        sequencer::ORDERING_DELAY_SETTING,
         ordered::WORKERS,
         WINDOW,
         VARIANT,
