@@ -340,6 +340,9 @@ struct Part<S> {
     spec: Option<Speculative>,
 }
 
+/// A run's writes, by key.
+type Writes = BTreeMap<Key, Option<Value>>;
+
 /// A transaction a partition runs.
 struct Running {
     entry: Arc<Entry>,
@@ -357,7 +360,7 @@ struct Running {
     parked: Option<Key>,
     /// Speculative schedules: its run ended (how, and its writes), and it waits for its locks
     /// or, once speculatively committed, for its final commit.
-    ended: Option<(Option<Ran>, BTreeMap<Key, Option<Value>>)>,
+    ended: Option<(Option<Ran>, Writes)>,
     /// Speculative schedules: its writes are installed (speculatively committed).
     spec_committed: bool,
     /// Speculative schedules: the current instance's reads of this partition, and how many of

@@ -114,24 +114,36 @@ pub enum Mutant {
 }
 
 /// The speculative state of one partition.
-#[derive(Default)]
 pub struct Speculative {
     keys: FxHashMap<Key, KeyState>,
     /// Every delivered transaction not yet final, by position.
     txns: BTreeMap<Timestamp, Txn>,
     mutant: Option<Mutant>,
+    /// The key count above which the next [`forget_idle`](Speculative::forget_idle) pass runs.
+    sweep_above: usize,
+}
+
+/// The smallest key count a pass of [`Speculative::forget_idle`] waits for.
+const MIN_SWEEP: usize = 64;
+
+impl Default for Speculative {
+    fn default() -> Self {
+        Speculative::new()
+    }
 }
 
 impl Speculative {
     pub fn new() -> Self {
-        Speculative::default()
+        Speculative::mutated(None)
     }
 
     /// A broken partition (see [`Mutant`]).
     pub fn mutated(mutant: Option<Mutant>) -> Self {
         Speculative {
+            keys: FxHashMap::default(),
+            txns: BTreeMap::new(),
             mutant,
-            ..Speculative::default()
+            sweep_above: MIN_SWEEP,
         }
     }
 
@@ -362,18 +374,21 @@ impl Speculative {
     }
 
     /// Drop the state of keys nothing refers to any more, so that the map holds only keys in
-    /// use.
+    /// use. A pass visits every key, so it runs only once the map has doubled since the last
+    /// one left it (amortized constant time per call, however many keys are in use).
     fn forget_idle(&mut self) {
-        if self.keys.len() > 64 && self.keys.len() > 4 * self.txns.len() {
-            let first = self.first_pending().unwrap_or(Timestamp::MAX);
-            let txns = &self.txns;
-            self.keys.retain(|_, k| {
-                k.read_deps.retain(|&(reader, _)| {
-                    reader.at >= first && txns.get(&reader.at).is_some_and(|t| t.n == reader.n)
-                });
-                !k.is_idle()
-            });
+        if self.keys.len() <= self.sweep_above {
+            return;
         }
+        let first = self.first_pending().unwrap_or(Timestamp::MAX);
+        let txns = &self.txns;
+        self.keys.retain(|_, k| {
+            k.read_deps.retain(|&(reader, _)| {
+                reader.at >= first && txns.get(&reader.at).is_some_and(|t| t.n == reader.n)
+            });
+            !k.is_idle()
+        });
+        self.sweep_above = (2 * self.keys.len()).max(MIN_SWEEP);
     }
 }
 
