@@ -1,10 +1,13 @@
-//! The node every order-then-execute protocol runs (`s-smr`, `calvin`): clients' one-shot
-//! transactions are ordered whole through the [`sequencer`], then every replica
+//! The node every order-then-execute protocol runs (`s-smr`, `calvin`, `sparkle`): clients'
+//! one-shot transactions are ordered whole through the [`sequencer`], then every replica
 //! of every partition a transaction touches runs it at its place in the order
 //! ([`dispatch`]). A protocol is this node under its own [`Schedule`], which decides when a
 //! partition may start a delivered transaction: `s-smr` one at a time in order (one executor per
 //! partition), `calvin` once its locks are granted in order (one lock thread per partition,
-//! workers for the runs). Everything else is common and written here once:
+//! workers for the runs), `sparkle` at once, within a window, in the engine's speculative mode
+//! ([`Schedule::SPECULATIVE`]: runs read and lock through the partition's
+//! [`Speculative`] state, are aborted and run again when they turn out wrong, and commit
+//! finally in order). Everything else is common and written here once:
 //!
 //! * **Submission.** The receiving node checks the call and runs it once over absent values
 //!   ([`driver::dry_run`]) to learn the partitions it touches, or, for a schedule that
