@@ -362,10 +362,9 @@ struct Running {
     /// or a sibling's value), to go on from without another trip to a worker.
     parked: Option<Key>,
     /// Speculative schedules: its run ended (how, and its writes), and it waits for its locks
-    /// or, once speculatively committed, for its final commit.
+    /// or, once speculatively committed (`Speculative::is_speculatively_committed`), for its
+    /// final commit.
     ended: Option<(Option<Ran>, Writes)>,
-    /// Speculative schedules: its writes are installed (speculatively committed).
-    spec_committed: bool,
     /// Speculative schedules: the current instance's reads of this partition, and how many of
     /// them went to the siblings (only once it is the first not final).
     local_reads: Vec<(Key, Option<Value>)>,
@@ -385,7 +384,6 @@ impl Running {
             attempt,
             parked: None,
             ended: None,
-            spec_committed: false,
             local_reads: Vec::new(),
             shared: 0,
             reported: false,
@@ -932,21 +930,24 @@ impl<S: Schedule> Ordered<S> {
         at: Timestamp,
         worker: Option<Box<WorkerRun>>,
     ) {
-        let Some(running) = self
-            .parts
-            .get_mut(&p)
-            .and_then(|part| part.running.get_mut(&at))
-        else {
+        let Some(part) = self.parts.get_mut(&p) else {
             return;
         };
-        if S::SPECULATIVE {
+        let Some(running) = part.running.get_mut(&at) else {
+            return;
+        };
+        if let Some(spec) = &part.spec {
             if worker
                 .as_ref()
                 .is_some_and(|w| w.attempt != running.attempt)
             {
                 return; // a run of an instance aborted meanwhile
             }
-            if running.spec_committed {
+            let inst = Instance {
+                at,
+                n: running.attempt,
+            };
+            if spec.is_speculatively_committed(inst) {
                 return; // woken after it installed its writes: nothing to run
             }
             if running.ended.is_some() {
@@ -1020,7 +1021,6 @@ impl<S: Schedule> Ordered<S> {
             }
             Step::Handoff(mut run) => {
                 self.counters.handed_off += 1;
-                let attempt = self.parts[&p].running[&at].attempt;
                 ctx.offload(move || {
                     let progress = run.resume();
                     let steps = match &progress {
@@ -1113,7 +1113,6 @@ impl<S: Schedule> Ordered<S> {
             .writes
             .saturating_add(u32::try_from(local.len()).unwrap_or(u32::MAX));
         if spec.put(inst, &local, &mut effects) {
-            running.spec_committed = true;
             self.counters.speculative_commits += 1;
             if self.mutant == Some(Mutant::EarlyFinalCommit)
                 && let Some((Some(ran), _)) = &running.ended
@@ -1167,7 +1166,8 @@ impl<S: Schedule> Ordered<S> {
         for inst in effects.woken {
             let waits = part.running.get(&inst.at).is_some_and(|r| {
                 r.attempt == inst.n
-                    && (r.parked.is_some() || (r.ended.is_some() && !r.spec_committed))
+                    && (r.parked.is_some()
+                        || (r.ended.is_some() && !spec.is_speculatively_committed(inst)))
             });
             if waits && spec.is_current(inst) {
                 ctx.set_timer(Duration::ZERO, Timer::Run(p, inst.at));
@@ -1192,9 +1192,7 @@ impl<S: Schedule> Ordered<S> {
             let Some(running) = part.running.get_mut(&first) else {
                 break;
             };
-            if !running.spec_committed {
-                break;
-            }
+            // None unless its run is speculatively committed (and unflagged).
             let Some(writes) = spec.final_commit(first) else {
                 break;
             };
@@ -1264,6 +1262,12 @@ impl<S: Schedule> Ordered<S> {
         // The state just before this position: the schedule let every earlier transaction
         // touching these keys finish, and this one applies its writes only at its end.
         let before = Timestamp(at.0 - 1);
+        // A speculative read of a key no earlier transaction installed: the final version
+        // below the reader's position, and its writer's position.
+        let final_read = |key: &Key, below: Timestamp| {
+            let v = store.read_at(key, Timestamp(below.0 - 1));
+            v.map_or((None, Timestamp::ZERO), |v| (v.value.clone(), v.ts))
+        };
         let read_here = |key: &Key, work: &mut Work| {
             work.reads = work.reads.saturating_add(1);
             store.read_at(key, before).and_then(|v| v.value.clone())
@@ -1403,10 +1407,6 @@ impl<S: Schedule> Ordered<S> {
                         None => read_here(&key, work),
                         Some(spec) => {
                             work.reads = work.reads.saturating_add(1);
-                            let final_read = |key: &Key, at: Timestamp| {
-                                let v = store.read_at(key, Timestamp(at.0 - 1));
-                                v.map_or((None, Timestamp::ZERO), |v| (v.value.clone(), v.ts))
-                            };
                             match spec.read(inst, &key, &final_read) {
                                 Access::Ready(v) => v,
                                 Access::Suspended => {
@@ -1600,14 +1600,16 @@ impl<S: Schedule> Ordered<S> {
                 .read_at(&key, before)
                 .and_then(|v| v.value.clone())
         };
-        let value = if self.frontier(p) >= at {
+        // Speculative schedules answer only once every earlier transaction here is final.
+        let settled = if S::SPECULATIVE {
+            self.frontier(p).next()
+        } else {
+            self.frontier(p)
+        };
+        let value = if settled >= at {
             read()
         } else if S::SPECULATIVE {
-            // Only a value every earlier transaction here is final for is an answer.
-            if self.frontier(p).next() < at {
-                return;
-            }
-            read()
+            return;
         } else {
             let Some(running) = part.running.get(&at) else {
                 return;
