@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Bits of a position that number a transaction within its batch.
-const SLOT_BITS: u32 = 20;
+pub const SLOT_BITS: u32 = 20;
 
 /// The place of the `slot`th transaction of the batch at Raft index `index` in the total order,
 /// used as its commit timestamp: `(index << 20) | slot`. It increases along the delivery order
@@ -262,12 +262,40 @@ pub enum Ran {
     Refused(String),
 }
 
-/// Sibling values by position: the value of each key a sibling partition read for the
-/// transaction at that position. The first copy of a value is kept (every replica of the
-/// owning partition sends the same one).
+/// Values siblings sent, by position: for each key a sibling partition read for the
+/// transaction at that position, a `V`.
 #[derive(Debug, Default)]
-pub struct Inbox {
-    values: BTreeMap<Timestamp, BTreeMap<Key, Option<Value>>>,
+pub struct SiblingValues<V> {
+    values: BTreeMap<Timestamp, BTreeMap<Key, V>>,
+}
+
+/// Final sibling values: the value of each key a sibling partition read for the transaction at
+/// that position. The first copy of a value is kept (every replica of the owning partition
+/// sends the same one).
+pub type Inbox = SiblingValues<Option<Value>>;
+
+/// Speculative sibling values (`sparkle`'s confirmation variants): the value of each key a
+/// sibling's run read for the transaction at that position, and which instance of the run read
+/// it. A later instance's value replaces an earlier one's (that instance was aborted); none is
+/// final until the [`Inbox`] holds the same value.
+pub type SpeculativeInbox = SiblingValues<(u32, Option<Value>)>;
+
+impl<V> SiblingValues<V> {
+    /// Forget every position at or below `through` (every local executor is past them).
+    pub fn prune_through(&mut self, through: Timestamp) {
+        self.values = self
+            .values
+            .split_off(&Timestamp(through.0.saturating_add(1)));
+    }
+
+    /// Positions holding values.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
 }
 
 impl Inbox {
@@ -284,21 +312,24 @@ impl Inbox {
     pub fn get(&self, at: Timestamp, key: &Key) -> Option<&Option<Value>> {
         self.values.get(&at)?.get(key)
     }
+}
 
-    /// Forget every position at or below `through` (every local executor is past them).
-    pub fn prune_through(&mut self, through: Timestamp) {
-        self.values = self
-            .values
-            .split_off(&Timestamp(through.0.saturating_add(1)));
+impl SpeculativeInbox {
+    /// Keep `value` of `key` for position `at`, read by the sender's instance `instance`; false
+    /// if a value of that instance or a later one is already here.
+    pub fn put(&mut self, at: Timestamp, key: Key, instance: u32, value: Option<Value>) -> bool {
+        let at_position = self.values.entry(at).or_default();
+        match at_position.get(&key) {
+            Some((held, _)) if *held >= instance => false,
+            _ => {
+                at_position.insert(key, (instance, value));
+                true
+            }
+        }
     }
 
-    /// Positions holding values.
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+    pub fn get(&self, at: Timestamp, key: &Key) -> Option<&Option<Value>> {
+        self.values.get(&at)?.get(key).map(|(_, value)| value)
     }
 }
 

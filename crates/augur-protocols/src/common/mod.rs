@@ -43,6 +43,7 @@
 pub mod at_coordinator;
 pub mod coordinator;
 pub mod dispatch;
+pub mod grouping;
 pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;

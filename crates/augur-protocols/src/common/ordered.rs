@@ -36,7 +36,10 @@
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
 use crate::common::coordinator::Pending;
-use crate::common::dispatch::{self, Body, Entry, Footprint, Inbox, Next, Ran, Submissions};
+use crate::common::dispatch::{
+    self, Body, Entry, Footprint, Inbox, Next, Ran, SpeculativeInbox, Submissions,
+};
+use crate::common::grouping;
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::common::speculative::{self, Access, Effects, Instance, Speculative};
@@ -85,6 +88,44 @@ enum Workers {
     Inline,
 }
 
+/// How a speculative schedule's multi-partition transactions exchange the values they read
+/// ([`Schedule::exchange`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// A sub-transaction sends its reads only once it is the first transaction not final at
+    /// its partition: every value a sibling consumes is final (`sparkle`'s `cons`).
+    Final,
+    /// A sub-transaction also sends each read at once, marked with its instance, to the
+    /// replica of each sibling partition in its plane (the same rank in the partition's replica
+    /// list); a sibling runs on with it, and commits finally only once every value it consumed
+    /// so is confirmed by the same value sent final (`sparkle`'s `cc`).
+    ConfirmedWhenFirst,
+    /// As [`Exchange::ConfirmedWhenFirst`], and a sub-transaction in the partition's
+    /// speculative prefix ([`Speculative::speculative_prefix`]) also sends its plane's siblings
+    /// a conditional confirmation: its reads are final *given* that the sibling values the
+    /// multi-partition transactions before it here consumed (listed) are final. A sibling that
+    /// ran every one of those transactions knows their final inputs once it committed them,
+    /// so it can confirm what it consumed without waiting for this partition's final commits
+    /// (`sparkle`'s `sc`, the paper's speculative confirmation, §4.2.1).
+    ConfirmedSpeculatively,
+}
+
+impl Exchange {
+    /// Sub-transactions send their reads before they are final.
+    fn offers(self) -> bool {
+        self != Exchange::Final
+    }
+}
+
+/// A sibling's conditional confirmation ([`Exchange::ConfirmedSpeculatively`]): `reads` are the
+/// final values of those keys if every multi-partition transaction named in `given` consumed,
+/// for each key listed, the value listed, and those are final.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Confirmation {
+    reads: Vec<(Key, Option<Value>)>,
+    given: Vec<(Timestamp, Vec<(Key, Option<Value>)>)>,
+}
+
 /// When a partition may start the transactions delivered to it: the part of an
 /// order-then-execute protocol that is its own. One value per partition a node replicates.
 ///
@@ -110,11 +151,23 @@ pub trait Schedule: Send + Sized + 'static {
     /// speculatively committed (its versions installed), a run flagged for abort runs again
     /// as a new instance, and the first transaction not final commits finally — applied,
     /// logged, reported — once its run is speculatively committed and unflagged. A
-    /// multi-partition transaction sends its local reads to its siblings only once it is the
-    /// first not final here, so every value a sibling consumes is final. The schedule then only
-    /// decides when a delivered transaction may start (within a window, in order); it must be
-    /// [`IN_ORDER`](Schedule::IN_ORDER).
+    /// multi-partition transaction sends its local reads to its siblings as final values once
+    /// it is the first not final here, and before that as [`exchange`](Schedule::exchange)
+    /// says. The schedule then only decides when a delivered transaction may start (within a
+    /// window, in order); it must be [`IN_ORDER`](Schedule::IN_ORDER).
     const SPECULATIVE: bool = false;
+
+    /// Speculative schedules: how multi-partition transactions exchange their reads (a node
+    /// setting of the protocol's).
+    fn exchange(_env: &NodeEnv) -> Exchange {
+        Exchange::Final
+    }
+
+    /// Each delivered batch is grouped and scheduled ([`grouping::arrange`], Sparkle §4.2.2)
+    /// rather than run in delivery order (a node setting of the protocol's).
+    fn groups(_env: &NodeEnv) -> bool {
+        false
+    }
 
     fn new(env: &NodeEnv, partition: PartitionId) -> Self;
     /// The resource scheduling holds (a lock thread, an executor).
@@ -143,6 +196,20 @@ pub enum Msg {
     },
     /// The sender's run at `at` waits for `key`'s value and has not received it.
     NeedValue { at: Timestamp, key: Key },
+    /// Speculative schedules that offer ([`Exchange::offers`]): the value of `key` before `at` as
+    /// the sender's run `instance` read it, not yet known to be final.
+    SpeculativeValue {
+        at: Timestamp,
+        key: Key,
+        instance: u32,
+        value: Option<Value>,
+    },
+    /// Speculative schedules with [`Exchange::ConfirmedSpeculatively`]: a conditional
+    /// confirmation of the sender's reads for the transaction at `at`.
+    Confirmation {
+        at: Timestamp,
+        confirmation: Confirmation,
+    },
     /// How the transaction `txn` at `at` ended, for its submitter.
     Outcome { txn: TxnId, at: Timestamp, ran: Ran },
     /// Every partition of the sender is past `through` and will never run a position at or
@@ -168,9 +235,24 @@ impl CheckMessage for Msg {
     fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
         match self {
             Msg::Raft(m) => m.check(at),
-            Msg::Value { at: pos, key, .. } => {
+            Msg::Value { at: pos, key, .. } | Msg::SpeculativeValue { at: pos, key, .. } => {
                 from_owner(at, key)?;
                 nonzero(at, *pos)
+            }
+            Msg::Confirmation {
+                at: pos,
+                confirmation,
+            } => {
+                nonzero(at, *pos)?;
+                for (key, _) in &confirmation.reads {
+                    from_owner(at, key)?;
+                }
+                if confirmation.given.iter().any(|(given, _)| given >= pos) {
+                    return Err(at.bad(format!(
+                        "a confirmation for position {pos} depends on a later one"
+                    )));
+                }
+                Ok(())
             }
             Msg::NeedValue { at: pos, key } => {
                 at.key_here(key)?;
@@ -302,6 +384,13 @@ enum Mutant {
     /// The outcome of a speculatively committed run is reported at once, before its final
     /// commit, which may instead come from a later instance (`sparkle`).
     EarlyFinalCommit,
+    /// A multi-partition run commits finally with sibling values it consumed speculatively
+    /// that no final value confirmed (`sparkle` with `variant=cc`; the paper's missing check of
+    /// a sibling's final `lan`).
+    NoLanCheck,
+    /// Batches are grouped in an order of this node's own (`sparkle` with
+    /// `variant=sc-schedule`; the paper's grouping by local arrival order).
+    LocalGrouping,
     /// The partition's speculative state is broken (`sparkle`).
     Speculative(speculative::Mutant),
 }
@@ -321,7 +410,12 @@ struct Counters {
     handed_off: u64,
     speculative_commits: u64,
     speculative_aborts: u64,
+    remote_aborts: u64,
     lock_waits: u64,
+    speculative_values_sent: u64,
+    confirmations_sent: u64,
+    confirmation_waits: u64,
+    committed_before_final_values: u64,
 }
 
 /// One partition this node replicates.
@@ -369,6 +463,15 @@ struct Running {
     /// them went to the siblings (only once it is the first not final).
     local_reads: Vec<(Key, Option<Value>)>,
     shared: usize,
+    /// [`Exchange::offers`]: how many of `local_reads` went to the plane's siblings as
+    /// speculative values, and the siblings' values the current instance consumed that were
+    /// not final when it did (it commits finally only once each is confirmed).
+    offered: usize,
+    unconfirmed: Vec<(Key, Option<Value>)>,
+    /// Speculative schedules: every sibling value the current instance consumed.
+    consumed: Vec<(Key, Option<Value>)>,
+    /// [`Exchange::ConfirmedSpeculatively`]: the current instance sent its confirmation.
+    confirmation_sent: bool,
     /// Mutant `early-final-commit`: its outcome was reported at its speculative commit.
     reported: bool,
 }
@@ -386,6 +489,10 @@ impl Running {
             ended: None,
             local_reads: Vec::new(),
             shared: 0,
+            offered: 0,
+            unconfirmed: Vec::new(),
+            consumed: Vec::new(),
+            confirmation_sent: false,
             reported: false,
         }
     }
@@ -430,11 +537,21 @@ pub struct Ordered<S: Schedule> {
     mutant: Option<Mutant>,
     seq: Sequencer<Entry>,
     workers: Workers,
+    exchange: Exchange,
+    /// [`Schedule::groups`].
+    groups: bool,
     ids: TxnIds,
     /// The versions of every key of the partitions this node replicates, by position.
     store: MvStore<()>,
     parts: BTreeMap<PartitionId, Part<S>>,
     inbox: Inbox,
+    /// Siblings' speculative values ([`Exchange::offers`]).
+    offers: SpeculativeInbox,
+    /// [`Exchange::ConfirmedSpeculatively`]: siblings' conditional confirmations by position,
+    /// and every value each multi-partition transaction finally committed here read (its
+    /// partitions' and its siblings'), by position, kept until every node is past it.
+    confirmations: BTreeMap<Timestamp, Vec<Confirmation>>,
+    final_inputs: BTreeMap<Timestamp, BTreeMap<Key, Option<Value>>>,
     submissions: Submissions,
     /// Procedure types (workload, procedure) whose dry-run footprint was once mispredicted:
     /// reconnoitred before they are ordered.
@@ -456,6 +573,8 @@ impl<S: Schedule> Ordered<S> {
             Some("no-sibling-wait") => Some(Mutant::NoSiblingWait),
             Some("unvalidated-recon") => Some(Mutant::UnvalidatedRecon),
             Some("early-final-commit") => Some(Mutant::EarlyFinalCommit),
+            Some("no-lan-check") => Some(Mutant::NoLanCheck),
+            Some("local-grouping") => Some(Mutant::LocalGrouping),
             Some("no-read-deps") => Some(Mutant::Speculative(speculative::Mutant::NoReadDeps)),
             Some("no-cascade") => Some(Mutant::Speculative(speculative::Mutant::NoCascade)),
             Some("ignore-abort-flag") => {
@@ -496,10 +615,15 @@ impl<S: Schedule> Ordered<S> {
             mutant,
             seq,
             workers,
+            exchange: S::exchange(env),
+            groups: S::groups(env),
             ids: TxnIds::new(env.id),
             store: MvStore::new(),
             parts,
             inbox: Inbox::default(),
+            offers: SpeculativeInbox::default(),
+            confirmations: BTreeMap::new(),
+            final_inputs: BTreeMap::new(),
             submissions: Submissions::default(),
             dependent: FxHashSet::default(),
             recons: FxHashMap::default(),
@@ -834,7 +958,13 @@ impl<S: Schedule> Ordered<S> {
         let placement = Arc::clone(&self.env.placement);
         let mut woken = BTreeSet::new();
         for batch in batches {
-            for (slot, entry) in batch.items.into_iter().enumerate() {
+            let mut entries: Vec<(usize, Entry)> = match self.arrange(&batch.items) {
+                Some(slots) => slots.into_iter().zip(batch.items).collect(),
+                None => batch.items.into_iter().enumerate().collect(),
+            };
+            // Delivered in position order: schedules start transactions in delivery order.
+            entries.sort_by_key(|(slot, _)| *slot);
+            for (slot, entry) in entries {
                 let Some(at) = dispatch::position(batch.index, slot) else {
                     self.counters.refused_entries += 1;
                     continue;
@@ -868,6 +998,25 @@ impl<S: Schedule> Ordered<S> {
         for p in woken {
             self.wake(ctx, p);
         }
+    }
+
+    /// The in-batch slots of a delivered batch's entries if the schedule groups them
+    /// ([`Schedule::groups`]); `None` for delivery order.
+    fn arrange(&self, items: &[Entry]) -> Option<Vec<usize>> {
+        if !self.groups {
+            return None;
+        }
+        if self.mutant == Some(Mutant::LocalGrouping) {
+            // This node's own order of the groups: by their lowest partition, ascending at
+            // even nodes and descending at odd ones.
+            let odd = self.me().0 % 2 == 1;
+            let order = |set: &[PartitionId]| {
+                let first = set.first().map_or(0, |p| u64::from(p.0));
+                if odd { u64::MAX - first } else { first }
+            };
+            return grouping::arrange(items, Some(&order));
+        }
+        grouping::arrange(items, None)
     }
 
     /// Let partition `p`'s schedule decide.
@@ -1005,6 +1154,7 @@ impl<S: Schedule> Ordered<S> {
         if S::SPECULATIVE {
             let running = self.running_mut(p, at);
             running.local_reads.extend(reads);
+            self.offer(ctx, p, at);
             self.share_first(ctx, p);
             self.carry_out(ctx, p, effects);
             if self.parts[&p].running[&at].attempt != attempt {
@@ -1050,11 +1200,7 @@ impl<S: Schedule> Ordered<S> {
                 if let Some(key) = waiting {
                     self.ask_for(ctx, at, key, true);
                 }
-                let part = self.parts.get_mut(&p).expect("local");
-                if !part.pulling {
-                    part.pulling = true;
-                    ctx.set_timer(PULL_AFTER, Timer::Pull(p));
-                }
+                self.pull_soon(ctx, p);
                 false
             }
             Step::Done(ran, writes) if S::SPECULATIVE => {
@@ -1123,24 +1269,29 @@ impl<S: Schedule> Ordered<S> {
             }
         } else {
             // A lock it held was preempted, or it was flagged: it runs again.
-            self.restart(ctx, p, at, &mut effects);
+            self.restart(ctx, p, at, true, &mut effects);
         }
         self.carry_out(ctx, p, effects);
         self.commit_in_order(ctx, p, work);
     }
 
-    /// Abort the current instance of partition `p`'s transaction at `at` and run it again.
+    /// Abort the current instance of partition `p`'s transaction at `at` and run it again;
+    /// `local` if a transaction of `p` caused it (not a sibling's value).
     fn restart(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         p: PartitionId,
         at: Timestamp,
+        local: bool,
         effects: &mut Effects,
     ) {
         let part = self.parts.get_mut(&p).expect("local");
         let spec = part.spec.as_mut().expect("speculative");
-        let next = spec.abort(at, true, effects);
+        let next = spec.abort(at, local, effects);
         self.counters.speculative_aborts += 1;
+        if !local {
+            self.counters.remote_aborts += 1;
+        }
         if let Some(running) = part.running.get_mut(&at) {
             *running = Running::new(Arc::clone(&running.entry), &self.env.procedures, next.n);
             ctx.set_timer(Duration::ZERO, Timer::Run(p, at));
@@ -1158,7 +1309,7 @@ impl<S: Schedule> Ordered<S> {
                 continue; // it final-commits flagged
             }
             if spec.is_flagged(inst) {
-                self.restart(ctx, p, inst.at, &mut effects);
+                self.restart(ctx, p, inst.at, true, &mut effects);
             }
         }
         let part = &self.parts[&p];
@@ -1192,13 +1343,54 @@ impl<S: Schedule> Ordered<S> {
             let Some(running) = part.running.get_mut(&first) else {
                 break;
             };
+            // Every sibling value it consumed speculatively must be confirmed final: by the
+            // same value sent final (a final value that differs aborted it when it came), or by
+            // a conditional confirmation whose conditions the final inputs of the transactions
+            // it names meet (each ran here, and is final here, being earlier).
+            let inbox = &self.inbox;
+            let final_inputs = &self.final_inputs;
+            let holds = |(at, consumed): &(Timestamp, Vec<(Key, Option<Value>)>)| {
+                final_inputs
+                    .get(at)
+                    .is_some_and(|inputs| consumed.iter().all(|(k, v)| inputs.get(k) == Some(v)))
+            };
+            let conditional = self.confirmations.get(&first);
+            let confirmed = |read: &(Key, Option<Value>)| {
+                inbox.get(first, &read.0) == Some(&read.1)
+                    || conditional.is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.reads.contains(read) && c.given.iter().all(holds))
+                    })
+            };
+            if self.mutant != Some(Mutant::NoLanCheck)
+                && spec.is_speculatively_committed(Instance {
+                    at: first,
+                    n: running.attempt,
+                })
+                && !running.unconfirmed.iter().all(confirmed)
+            {
+                self.counters.confirmation_waits += 1;
+                self.pull_soon(ctx, p);
+                break;
+            }
+            let early = running
+                .unconfirmed
+                .iter()
+                .any(|(key, value)| inbox.get(first, key) != Some(value));
             // None unless its run is speculatively committed (and unflagged).
             let Some(writes) = spec.final_commit(first) else {
                 break;
             };
+            if early {
+                self.counters.committed_before_final_values += 1;
+            }
             let (ran, _) = running.ended.take().expect("ended");
             let entry = Arc::clone(&running.entry);
             let reported = running.reported;
+            if self.exchange == Exchange::ConfirmedSpeculatively && entry.partitions.len() > 1 {
+                let inputs = running.local_reads.iter().chain(&running.consumed).cloned();
+                self.final_inputs.entry(first).or_default().extend(inputs);
+            }
             let writes = writes.into_iter().collect();
             self.finish(ctx, p, first, &entry, ran, writes, reported, work);
             committed = true;
@@ -1206,6 +1398,7 @@ impl<S: Schedule> Ordered<S> {
         if committed {
             self.wake(ctx, p);
         }
+        self.confirm_prefix(ctx, p);
     }
 
     /// Send the siblings the reads of partition `p`'s first transaction not final that they
@@ -1250,6 +1443,7 @@ impl<S: Schedule> Ordered<S> {
         let procedures = &self.env.procedures;
         let store = &self.store;
         let inbox = &self.inbox;
+        let offers = self.exchange.offers().then_some(&self.offers);
         let mutant = self.mutant;
         let part = self.parts.get_mut(&p).expect("local");
         let mut spec = part.spec.as_mut();
@@ -1424,10 +1618,22 @@ impl<S: Schedule> Ordered<S> {
                     let ran = Ran::Undeclared { partition: owner };
                     return Step::Done(Some(ran), BTreeMap::new());
                 }
-                _ => match inbox.get(at, &key) {
-                    Some(v) => v.clone(),
-                    None if mutant == Some(Mutant::NoSiblingWait) => None,
-                    None => {
+                _ => match (inbox.get(at, &key), offers.and_then(|o| o.get(at, &key))) {
+                    (Some(v), _) => {
+                        if S::SPECULATIVE {
+                            running.consumed.push((key.clone(), v.clone()));
+                        }
+                        v.clone()
+                    }
+                    (None, _) if mutant == Some(Mutant::NoSiblingWait) => None,
+                    // A sibling's speculative value: run on with it, and have it confirmed
+                    // before the final commit.
+                    (None, Some(v)) => {
+                        running.unconfirmed.push((key.clone(), v.clone()));
+                        running.consumed.push((key.clone(), v.clone()));
+                        v.clone()
+                    }
+                    (None, None) => {
                         if S::SPECULATIVE {
                             running.parked = Some(key.clone());
                         }
@@ -1501,14 +1707,219 @@ impl<S: Schedule> Ordered<S> {
         if at <= self.local_frontier() {
             return; // every local partition is past it
         }
-        if !self.inbox.put(at, key.clone(), value) {
+        if !self.inbox.put(at, key.clone(), value.clone()) {
             return;
         }
+        let mut wrong = Vec::new();
+        let mut confirmed = Vec::new();
         for (p, part) in &self.parts {
-            let waits = part.running.get(&at);
-            if waits.is_some_and(|r| r.waiting_for.as_ref() == Some(&key)) {
+            let Some(running) = part.running.get(&at) else {
+                continue;
+            };
+            if running.waiting_for.as_ref() == Some(&key) {
                 ctx.set_timer(Duration::ZERO, Timer::Run(*p, at));
             }
+            // A speculative value the run consumed is confirmed, or the run is wrong.
+            match running.unconfirmed.iter().find(|(k, _)| *k == key) {
+                Some((_, consumed)) if *consumed != value => wrong.push(*p),
+                Some(_) => confirmed.push(*p),
+                None => {}
+            }
+        }
+        for p in wrong {
+            let mut effects = Effects::default();
+            self.restart(ctx, p, at, false, &mut effects);
+            self.carry_out(ctx, p, effects);
+        }
+        for p in confirmed {
+            let first = self.parts[&p]
+                .spec
+                .as_ref()
+                .and_then(Speculative::first_pending);
+            if first == Some(at) {
+                let mut work = Work::default();
+                self.commit_in_order(ctx, p, &mut work);
+                ctx.charge(work);
+            }
+        }
+    }
+
+    /// A sibling's speculative value ([`Exchange::offers`]): keep it for the transaction at
+    /// `at` unless a final one is here, wake the local runs waiting for it, and run again those
+    /// that consumed another value of an earlier instance of the sibling's.
+    fn take_offer(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        at: Timestamp,
+        key: Key,
+        instance: u32,
+        value: Option<Value>,
+    ) {
+        if !S::SPECULATIVE
+            || at <= self.local_frontier()
+            || self.inbox.get(at, &key).is_some()
+            || !self.offers.put(at, key.clone(), instance, value.clone())
+        {
+            return;
+        }
+        let mut wrong = Vec::new();
+        for (p, part) in &self.parts {
+            let Some(running) = part.running.get(&at) else {
+                continue;
+            };
+            if running.waiting_for.as_ref() == Some(&key) {
+                ctx.set_timer(Duration::ZERO, Timer::Run(*p, at));
+            }
+            if running
+                .unconfirmed
+                .iter()
+                .any(|(k, consumed)| *k == key && *consumed != value)
+            {
+                wrong.push(*p);
+            }
+        }
+        for p in wrong {
+            let mut effects = Effects::default();
+            self.restart(ctx, p, at, false, &mut effects);
+            self.carry_out(ctx, p, effects);
+        }
+    }
+
+    /// [`Exchange::offers`]: send the reads of partition `p`'s run at `at` that its plane's
+    /// siblings have not had, as speculative values of its instance. (The first transaction
+    /// not final sends them final instead: [`Self::share_first`].)
+    fn offer(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, at: Timestamp) {
+        if !self.exchange.offers() {
+            return;
+        }
+        let part = self.parts.get_mut(&p).expect("local");
+        let first = part.spec.as_ref().and_then(Speculative::first_pending);
+        let Some(running) = part.running.get_mut(&at) else {
+            return;
+        };
+        if running.entry.partitions.len() == 1
+            || running.offered == running.local_reads.len()
+            || first == Some(at)
+        {
+            return;
+        }
+        let reads = running.local_reads[running.offered..].to_vec();
+        running.offered = running.local_reads.len();
+        let instance = running.attempt;
+        let entry = Arc::clone(&running.entry);
+        let me = self.me();
+        for node in self.plane(p, &entry) {
+            for (key, value) in &reads {
+                if node == me {
+                    self.take_offer(ctx, at, key.clone(), instance, value.clone());
+                } else {
+                    self.counters.speculative_values_sent += 1;
+                    let msg = Msg::SpeculativeValue {
+                        at,
+                        key: key.clone(),
+                        instance,
+                        value: value.clone(),
+                    };
+                    ctx.send(node, msg);
+                }
+            }
+        }
+    }
+
+    /// The replicas of `entry`'s other runners in partition `p`'s plane at this node: for each,
+    /// the one whose rank among its partition's replicas is this node's rank among `p`'s
+    /// (modulo their number). Speculative data goes only there: an instance number means
+    /// something only to the siblings that consumed that replica's values.
+    fn plane(&self, p: PartitionId, entry: &Entry) -> Vec<NodeId> {
+        let placement = &self.env.placement;
+        let me = self.me();
+        let rank = placement
+            .replicas(p)
+            .iter()
+            .position(|n| *n == me)
+            .unwrap_or(0);
+        let others = entry.runners(placement).into_iter().filter(|q| *q != p);
+        others
+            .filter_map(|q| {
+                let replicas = placement.replicas(q);
+                replicas.get(rank % replicas.len().max(1)).copied()
+            })
+            .collect()
+    }
+
+    /// [`Exchange::ConfirmedSpeculatively`]: every multi-partition transaction in partition
+    /// `p`'s speculative prefix (but the first, which sends final values) that has not sent its
+    /// conditional confirmation sends it to its plane's siblings, given what the
+    /// multi-partition transactions before it in the prefix consumed unconfirmed.
+    fn confirm_prefix(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        if self.exchange != Exchange::ConfirmedSpeculatively {
+            return;
+        }
+        let part = self.parts.get_mut(&p).expect("local");
+        let Some(spec) = part.spec.as_ref() else {
+            return;
+        };
+        let first = spec.first_pending();
+        let mut given = Vec::new();
+        let mut sends = Vec::new();
+        for inst in spec.speculative_prefix() {
+            let Some(running) = part.running.get_mut(&inst.at) else {
+                break;
+            };
+            if running.entry.partitions.len() == 1 || running.attempt != inst.n {
+                continue;
+            }
+            if !running.confirmation_sent
+                && Some(inst.at) != first
+                && !running.local_reads.is_empty()
+            {
+                running.confirmation_sent = true;
+                let confirmation = Confirmation {
+                    reads: running.local_reads.clone(),
+                    given: given.clone(),
+                };
+                sends.push((inst.at, Arc::clone(&running.entry), confirmation));
+            }
+            if !running.unconfirmed.is_empty() {
+                given.push((inst.at, running.unconfirmed.clone()));
+            }
+        }
+        let me = self.me();
+        for (at, entry, confirmation) in sends {
+            for node in self.plane(p, &entry) {
+                if node == me {
+                    self.take_confirmation(ctx, at, confirmation.clone());
+                } else {
+                    self.counters.confirmations_sent += 1;
+                    let confirmation = confirmation.clone();
+                    ctx.send(node, Msg::Confirmation { at, confirmation });
+                }
+            }
+        }
+    }
+
+    /// A sibling's conditional confirmation for the transaction at `at`: keep it, and let the
+    /// local partitions whose first transaction not final that is commit if they now can.
+    fn take_confirmation(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        at: Timestamp,
+        confirmation: Confirmation,
+    ) {
+        if self.exchange != Exchange::ConfirmedSpeculatively || at <= self.local_frontier() {
+            return;
+        }
+        self.confirmations.entry(at).or_default().push(confirmation);
+        let firsts: Vec<PartitionId> = self
+            .parts
+            .iter()
+            .filter(|(_, part)| part.spec.as_ref().and_then(Speculative::first_pending) == Some(at))
+            .map(|(p, _)| *p)
+            .collect();
+        for p in firsts {
+            let mut work = Work::default();
+            self.commit_in_order(ctx, p, &mut work);
+            ctx.charge(work);
         }
     }
 
@@ -1636,12 +2047,25 @@ impl<S: Schedule> Ordered<S> {
     /// Partition `p`'s runs have waited a while: ask for the sibling values they still wait
     /// for from every replica of the owning partitions.
     fn pull(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        let inbox = &self.inbox;
         let part = self.parts.get_mut(&p).expect("local");
-        let waiting: Vec<(Timestamp, Key)> = part
+        let mut waiting: Vec<(Timestamp, Key)> = part
             .running
             .iter()
             .filter_map(|(at, r)| Some((*at, r.waiting_for.clone()?)))
             .collect();
+        // The first not final may wait for confirmations.
+        if let Some(first) = part.spec.as_ref().and_then(Speculative::first_pending)
+            && let Some(running) = part.running.get(&first)
+        {
+            waiting.extend(
+                running
+                    .unconfirmed
+                    .iter()
+                    .filter(|(key, _)| inbox.get(first, key).is_none())
+                    .map(|(key, _)| (first, key.clone())),
+            );
+        }
         if waiting.is_empty() {
             part.pulling = false;
             return;
@@ -1649,6 +2073,15 @@ impl<S: Schedule> Ordered<S> {
         ctx.set_timer(PULL_AFTER, Timer::Pull(p));
         for (at, key) in waiting {
             self.ask_for(ctx, at, key, false);
+        }
+    }
+
+    /// Ask for partition `p`'s missing values after [`PULL_AFTER`], unless that is planned.
+    fn pull_soon(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        let part = self.parts.get_mut(&p).expect("local");
+        if !part.pulling {
+            part.pulling = true;
+            ctx.set_timer(PULL_AFTER, Timer::Pull(p));
         }
     }
 
@@ -1680,6 +2113,9 @@ impl<S: Schedule> Ordered<S> {
         self.submissions.forget_before(cutoff);
         self.open.retain(|_, (_, since)| *since >= cutoff);
         self.inbox.prune_through(self.local_frontier());
+        self.offers.prune_through(self.local_frontier());
+        let frontier = self.local_frontier();
+        self.confirmations = self.confirmations.split_off(&frontier.next());
         let horizon = self
             .env
             .placement
@@ -1688,6 +2124,8 @@ impl<S: Schedule> Ordered<S> {
             .min()
             .unwrap_or(Timestamp::ZERO);
         self.store.collect_garbage(horizon, GC_BATCH);
+        // A sibling's confirmation names transactions not final at its partition.
+        self.final_inputs = self.final_inputs.split_off(&horizon.next());
         // Every batch wholly at or below the horizon is done and logged at every node: none
         // will ask for it again, so the sequencer's log may drop it.
         self.seq
@@ -1731,6 +2169,13 @@ impl<S: Schedule> Ordered<S> {
             }
             Msg::Value { at, key, value } => self.take_value(ctx, at, key, value),
             Msg::NeedValue { at, key } => self.need_value(ctx, from, at, key),
+            Msg::SpeculativeValue {
+                at,
+                key,
+                instance,
+                value,
+            } => self.take_offer(ctx, at, key, instance, value),
+            Msg::Confirmation { at, confirmation } => self.take_confirmation(ctx, at, confirmation),
             Msg::Outcome { txn, at, ran } => self.on_outcome(ctx, txn, at, ran),
             Msg::Horizon { through } => self.raise_horizon(from, through),
             Msg::ReconRead { txn, key } => self.on_recon_read(ctx, from, txn, key),
@@ -1866,6 +2311,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("blind_write_transactions_open", self.open.len() as u64),
             ("partitions_busy", busy as u64),
             ("inbox_positions", self.inbox.len() as u64),
+            ("offered_positions", self.offers.len() as u64),
             ("reconnaissances_open", self.recons.len() as u64),
         ]
     }
@@ -1914,7 +2360,15 @@ impl<S: Schedule> Protocol for Ordered<S> {
             counters.extend([
                 ("speculative_commits", c.speculative_commits),
                 ("speculative_aborts", c.speculative_aborts),
+                ("remote_aborts", c.remote_aborts),
                 ("lock_waits", c.lock_waits),
+                ("speculative_values_sent", c.speculative_values_sent),
+                ("confirmations_sent", c.confirmations_sent),
+                ("confirmation_waits", c.confirmation_waits),
+                (
+                    "committed_before_final_values",
+                    c.committed_before_final_values,
+                ),
             ]);
         }
         counters

@@ -164,6 +164,17 @@ impl Speculative {
         self.txns.keys().next().copied()
     }
 
+    /// The speculative prefix: the transactions not final, from the first on, while each is
+    /// speculatively committed and unflagged, as their current instances. No transaction of
+    /// this partition can abort any of them any more (they hold no locks, and everything
+    /// before them has installed its versions for good unless it is itself aborted); only a
+    /// sibling's value one of them consumed turning out wrong can.
+    pub fn speculative_prefix(&self) -> impl Iterator<Item = Instance> + '_ {
+        self.txns.iter().map_while(|(at, t)| {
+            (t.installed.is_some() && !t.flagged).then_some(Instance { at: *at, n: t.n })
+        })
+    }
+
     /// Whether `inst` is its transaction's current instance.
     pub fn is_current(&self, inst: Instance) -> bool {
         self.txns.get(&inst.at).is_some_and(|t| t.n == inst.n)
@@ -628,6 +639,39 @@ mod tests {
         assert!(e.flagged.is_empty(), "{e:?}");
         assert!(!p.spec.is_flagged(t2b));
         assert!(!p.spec.is_current(t2));
+    }
+
+    /// The speculative prefix ends at the first transaction not speculatively committed, or
+    /// flagged.
+    #[test]
+    fn the_speculative_prefix_stops_at_the_first_unsettled_transaction() {
+        let mut p = Partition::default();
+        let t1 = p.spec.begin(ts(1));
+        let t2 = p.spec.begin(ts(2));
+        let t3 = p.spec.begin(ts(3));
+        let prefix = |p: &Partition| {
+            let ats = p.spec.speculative_prefix().map(|i| i.at.0);
+            ats.collect::<Vec<_>>()
+        };
+        // T3 reads `a` before T1 writes it, and installs.
+        assert_eq!(p.value(t3, "a"), 0);
+        lock(&mut p, t3, "c");
+        put(&mut p, t3, &[("c", 3)]);
+        lock(&mut p, t2, "b");
+        put(&mut p, t2, &[("b", 2)]);
+        assert!(prefix(&p).is_empty(), "T1 runs");
+        lock(&mut p, t1, "a");
+        let e = put(&mut p, t1, &[("a", 1)]);
+        assert_eq!(e.flagged, vec![t3]);
+        assert_eq!(prefix(&p), vec![1, 2], "T3 is flagged");
+        let mut e = Effects::default();
+        let t3 = p.spec.abort(ts(3), true, &mut e);
+        assert_eq!(p.value(t3, "a"), 1);
+        lock(&mut p, t3, "c");
+        put(&mut p, t3, &[("c", 3)]);
+        assert_eq!(prefix(&p), vec![1, 2, 3]);
+        assert!(p.commit(ts(1)));
+        assert_eq!(prefix(&p), vec![2, 3]);
     }
 
     /// Final commits go strictly in order, and never for a flagged or unfinished transaction.

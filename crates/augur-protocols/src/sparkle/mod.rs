@@ -7,7 +7,7 @@
 //! commits them finally strictly in that order, and only a run that read, for every key of its
 //! partition, the version of the latest writer before it in the order (§4.1's read dependencies:
 //! a run that missed an earlier write, or read a version that was removed, is aborted and runs
-//! again), and, for every sibling's key, a final value. So every committed transaction saw
+//! again), and, for every sibling's key, a value confirmed final (below). So every committed transaction saw
 //! exactly the writes of those before it in the order, and a client hears of its commit only
 //! after the final commit, which follows the Raft commit of its batch (real time is respected as
 //! in `calvin`). Read-only transactions are ordered like the others.
@@ -36,15 +36,54 @@
 //! ([`crate::common::ordered::Schedule::SPECULATIVE`]) drives it; this module is the schedule: a
 //! window over the delivered transactions, in order ([`Window`]).
 //!
-//! # Multi-partition transactions (§4.2): the conservative form only, so far
+//! # Multi-partition transactions (§4.2, Algorithm 3)
 //!
 //! Every participant runs the whole procedure; the values of its partition's keys go to the
-//! siblings. This version implements the *conservative* variant of §5.4.1 (`variant=cons`): a
-//! sub-transaction sends its reads only once it is the first transaction not final at its
-//! partition, so every remote value a sibling consumes is final, and nothing needs confirming.
-//! Speculative confirmation with local and remote abort numbers (`lan`, `ran`, Algorithm 3),
-//! grouping and scheduling of heterogeneous batches (§4.2.2), the read-only fast path (§4.4)
-//! and the mutants are the rest of issue 36; the design is in `docs/architecture/sparkle.md`.
+//! siblings, and a sub-transaction commits finally only once every sibling value it consumed is
+//! known to be final. The variants of the paper's Fig. 9 (the setting [`VARIANT`]):
+//!
+//! * **`cons`** (§5.4.1's conservative form): a sub-transaction sends its reads only once it is
+//!   the first transaction not final at its partition (its reads are then final), so a sibling
+//!   consumes only final values.
+//! * **`cc`** (conservative confirmation, the straw man of §4.2): it also sends each read at
+//!   once, speculatively, tagged with its instance; siblings run on with them, and each commits
+//!   finally once the same values come final (sent when the sender is first, as in `cons`).
+//!   A value that differs from one a run consumed — a final one, or one of a later instance —
+//!   aborts that run (a *remote* abort: it does not count in the partition's `lan`).
+//! * **`sc`** (speculative confirmation, §4.2.1, the default until `sc-schedule`): as `cc`,
+//!   and a sub-transaction whose partition's speculative prefix reaches it — every transaction
+//!   before it there is speculatively committed and unflagged, and so is it — confirms its
+//!   reads *conditionally*: they are final given that the sibling values the multi-partition
+//!   transactions before it in that prefix consumed are final, and it lists those values. A
+//!   sibling that ran each of those transactions knows their final inputs once it committed
+//!   them, so it can commit without waiting for this partition's own final commits: the
+//!   confirmations flow during speculation, and the final commits follow one another without
+//!   a message between them. A condition naming a transaction the sibling did not run (another
+//!   group's partition set) cannot be judged: the sibling waits for the final values, which is
+//!   the paper's group-boundary confirmation.
+//!
+//! **Values, not abort numbers.** The paper confirms a sibling's data by its local abort number
+//! (`lan`), and restarts siblings with a remote abort number (`ran`) when data it sent is
+//! withdrawn. augur confirms the *values* instead: a confirmation carries the reads it vouches
+//! for and the conditions it rests on, and a consumed value is confirmed only if it is equal.
+//! That closes the three places where the digest found Algorithm 3 incomplete, by
+//! construction: a late confirmation that raises a sibling's `lan` cannot be missed (nothing is
+//! inferred from numbers: a run whose consumed value is never vouched for does not commit, and
+//! one whose value is contradicted is aborted); confirmations name nothing an aborted instance
+//! could be confused with (an instance tag is used only to drop a superseded speculative value,
+//! never to confirm one); and an earlier single-partition transaction that aborts a non-first
+//! member of a group leaves that member outside the speculative prefix, so it confirms nothing
+//! until it has run again. The mutant `no-lan-check` commits without the check.
+//!
+//! **Replicas.** The paper runs one sub-transaction per partition; augur runs one at each
+//! replica, and each speculates on its own timing. Speculative values and confirmations go only
+//! within a *plane*: replica rank *i* of a partition to rank *i* (modulo the replica count) of
+//! each sibling partition. Final values go to every replica of every sibling, so a
+//! sub-transaction whose plane sibling is down or slow still commits.
+//!
+//! Grouping and scheduling of heterogeneous batches (§4.2.2, `sc-schedule`), the read-only fast
+//! path (§4.4) and their mutants are the rest of issue 36; the design is in
+//! `docs/architecture/sparkle.md`.
 //!
 //! # What comes from the paper, and what is augur's choice
 //!
@@ -59,7 +98,7 @@
 //! a run only when it needs a value), not at each write.
 
 use crate::common::dispatch::Entry;
-use crate::common::ordered::{self, Ordered, Schedule};
+use crate::common::ordered::{self, Exchange, Ordered, Schedule};
 use crate::common::sequencer;
 use crate::protocol_info::{
     Engine, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
@@ -80,9 +119,9 @@ pub const WINDOW: SettingInfo = SettingInfo {
 /// How multi-partition transactions confirm the data they exchanged (Fig. 9 of the paper).
 pub const VARIANT: SettingInfo = SettingInfo {
     name: "variant",
-    values: &["cons"],
-    default: "cons",
-    doc: "how multi-partition transactions confirm exchanged data: `cons`, a sub-transaction sends its reads only once every earlier transaction at its partition is final (the speculative variants `cc`, `sc`, `sc-schedule` are not built yet)",
+    values: &["cons", "cc", "sc", "sc-schedule"],
+    default: "sc-schedule",
+    doc: "how multi-partition transactions confirm exchanged data: `cons`, a sub-transaction sends its reads only once every earlier transaction at its partition is final; `cc`, it also sends them speculatively at once, and a sibling that ran on with them commits finally once the same values come final; `sc`, it also confirms them conditionally as soon as everything before it at its partition is speculatively committed; `sc-schedule`, `sc` over batches grouped by partition set with each partition's single-partition transactions spread between the groups",
 };
 
 /// `sparkle`'s registry entry.
@@ -125,6 +164,14 @@ const MUTANTS: &[(&str, &str)] = &[
         "an aborted instance's versions are removed without aborting the transactions that read them",
     ),
     (
+        "no-lan-check",
+        "a multi-partition run commits finally with sibling values it consumed speculatively that nothing confirmed, neither the same values sent final nor a conditional confirmation (`cc`, `sc`: the paper's check of the sibling's final lan)",
+    ),
+    (
+        "local-grouping",
+        "with `variant=sc-schedule`, each node orders a batch's groups its own way, so the nodes disagree on the positions of multi-partition transactions (the paper's grouping by local arrival order)",
+    ),
+    (
         "ignore-abort-flag",
         "a speculatively committed run flagged for abort (it missed a write, or read a removed version) is not run again and commits finally as it is",
     ),
@@ -149,6 +196,22 @@ impl Schedule for Window {
     const FOOTPRINTS: bool = false;
     const IN_ORDER: bool = true;
     const SPECULATIVE: bool = true;
+
+    fn exchange(env: &NodeEnv) -> Exchange {
+        // The registry accepts only the values `VARIANT` lists.
+        match env.options.settings.get(VARIANT.name).map(String::as_str) {
+            Some("cons") => Exchange::Final,
+            Some("cc") => Exchange::ConfirmedWhenFirst,
+            _ => Exchange::ConfirmedSpeculatively,
+        }
+    }
+
+    fn groups(env: &NodeEnv) -> bool {
+        matches!(
+            env.options.settings.get(VARIANT.name).map(String::as_str),
+            None | Some("sc-schedule")
+        )
+    }
 
     fn new(env: &NodeEnv, partition: PartitionId) -> Self {
         // The registry accepts only the values `WINDOW` lists.

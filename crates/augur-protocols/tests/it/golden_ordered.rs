@@ -351,38 +351,111 @@ fn sparkle_leader_crash_mid_batch() {
 /// `S` writes `a` and `b`; at 250 ms two clients of n0 swap them (`X1`, `X2`), cut into one
 /// batch, `X1` first. At each partition both start at once: `X2`'s run reads its partition's
 /// key speculatively (the version `S` wrote, with a read dependency) while `X1` is still
-/// running, then waits for its sibling's value, which comes only once `X2` is first at the
-/// sibling's partition. When `X1` installs its write, `X2` has missed it: it is aborted and
-/// runs again, now over `X1`'s versions, and commits after it. Two swaps are the identity.
+/// running. When `X1` installs its write, `X2` has missed it: it is aborted and runs again, now
+/// over `X1`'s versions, and commits after it. Two swaps are the identity.
+///
+/// How `X2` gets its sibling's value depends on the variant. `cons`: only once `X2` is first
+/// at the sibling's partition, so it never consumes a wrong one. `cc`: at once, speculatively,
+/// from the replica of the sibling partition in its plane — the stale value its first instance
+/// read (the paper's Fig. 5 situation): the sibling's next instance sends another value, and
+/// the run that consumed the stale one is aborted too (a remote abort) and runs again; it
+/// commits finally only once the final values confirm what it consumed.
 #[test]
 fn sparkle_a_later_run_that_missed_a_write_runs_again() {
-    let mut s = sim::<Sparkle>();
-    let o = Observed::default();
-    let setup = vec![Call::put("S", &[(&a(), "a0"), (&b(), "b0")])];
-    spawn_one_shot_client(&mut s, 0, ms(200), setup, &o);
-    spawn_one_shot_client(&mut s, 0, ms(250), vec![Call::swap("X1", &a(), &b())], &o);
-    spawn_one_shot_client(
-        &mut s,
-        0,
-        us(250_010),
-        vec![Call::swap("X2", &a(), &b())],
-        &o,
-    );
-    let r = Call::get("R", &[&a(), &b()]);
-    spawn_one_shot_client(&mut s, 2, ms(400), vec![r], &o);
-    s.run_until(ms(450));
-    assert_eq!(
-        o.of("X1"),
-        r#"read 0/1 = "a0"; read 1/1 = "b0"; write 0/1 = "b0"; write 1/1 = "a0"; committed"#
-    );
-    assert_eq!(
-        o.of("X2"),
-        r#"read 0/1 = "b0"; read 1/1 = "a0"; write 0/1 = "a0"; write 1/1 = "b0"; committed"#
-    );
-    assert_eq!(o.reads("R"), vec![some("a0"), some("b0")]);
-    let aborts: u64 = (0..3).map(|n| counter(&s, n, "speculative_aborts")).sum();
-    assert!(
-        aborts >= 1,
-        "X2 missed X1's write somewhere: {aborts} aborts"
-    );
+    for variant in ["cons", "cc", "sc"] {
+        let mut options = ProtocolOptions::default();
+        options.settings.insert("variant".into(), variant.into());
+        let mut s =
+            common::traced_sim_with::<Sparkle>("lan", 1, 3, 2, options, one_shot::procedures());
+        let o = Observed::default();
+        let setup = vec![Call::put("S", &[(&a(), "a0"), (&b(), "b0")])];
+        spawn_one_shot_client(&mut s, 0, ms(200), setup, &o);
+        spawn_one_shot_client(&mut s, 0, ms(250), vec![Call::swap("X1", &a(), &b())], &o);
+        spawn_one_shot_client(
+            &mut s,
+            0,
+            us(250_010),
+            vec![Call::swap("X2", &a(), &b())],
+            &o,
+        );
+        let r = Call::get("R", &[&a(), &b()]);
+        spawn_one_shot_client(&mut s, 2, ms(400), vec![r], &o);
+        s.run_until(ms(450));
+        assert_eq!(
+            o.of("X1"),
+            r#"read 0/1 = "a0"; read 1/1 = "b0"; write 0/1 = "b0"; write 1/1 = "a0"; committed"#,
+            "{variant}"
+        );
+        assert_eq!(
+            o.of("X2"),
+            r#"read 0/1 = "b0"; read 1/1 = "a0"; write 0/1 = "a0"; write 1/1 = "b0"; committed"#,
+            "{variant}"
+        );
+        assert_eq!(o.reads("R"), vec![some("a0"), some("b0")], "{variant}");
+        let sum = |name| (0..3).map(|n| counter(&s, n, name)).sum::<u64>();
+        assert!(
+            sum("speculative_aborts") >= 1,
+            "{variant}: X2 missed X1's write somewhere"
+        );
+        if variant == "cons" {
+            assert_eq!(sum("speculative_values_sent"), 0);
+            assert_eq!(sum("remote_aborts"), 0);
+        } else {
+            assert!(sum("speculative_values_sent") >= 1);
+            assert!(
+                sum("remote_aborts") >= 1,
+                "a sibling consumed X2's stale value"
+            );
+        }
+    }
+}
+
+/// Three swaps of distinct pairs of keys of p0 and p1 (`X1`, `X2`, `X3`), cut into one batch:
+/// nothing conflicts, so every run is right the first time, and what differs between the
+/// variants is when a sub-transaction may commit finally. `cons`: only once each sibling is
+/// the first not final at its partition and sends its reads then. `cc`: the runs consumed their
+/// siblings' values speculatively at once, but still wait for them to come final. `sc`: once
+/// `X1` and `X2` (or all three) are speculatively committed at a partition, `X2` (and `X3`)
+/// confirm their reads there conditionally (given what the ones before consumed); a sibling
+/// that committed `X1` finally knows `X1`'s final inputs, so it can commit `X2` in the same
+/// pass, before `X2`'s final values come (on "lan" they race the confirmations: some
+/// commits go one way, some the other).
+#[test]
+fn sparkle_speculative_confirmation_commits_before_the_final_values() {
+    let pair = |n| (Key::numbered(0, n), Key::numbered(1, n));
+    for variant in ["cons", "cc", "sc"] {
+        let mut options = ProtocolOptions::default();
+        options.settings.insert("variant".into(), variant.into());
+        let mut s =
+            common::traced_sim_with::<Sparkle>("lan", 1, 3, 2, options, one_shot::procedures());
+        let o = Observed::default();
+        let mut setup = Vec::new();
+        for (n, name) in [(1, "S1"), (2, "S2"), (3, "S3")] {
+            let (x, y) = pair(n);
+            setup.push(Call::put(name, &[(&x, "x"), (&y, "y")]));
+        }
+        spawn_one_shot_client(&mut s, 0, ms(200), setup, &o);
+        for (n, name) in [(1, "X1"), (2, "X2"), (3, "X3")] {
+            let (x, y) = pair(n);
+            let at = us(250_000 + 10 * n);
+            spawn_one_shot_client(&mut s, 0, at, vec![Call::swap(name, &x, &y)], &o);
+        }
+        s.run_until(ms(450));
+        for name in ["X1", "X2", "X3"] {
+            assert!(o.committed(name), "{variant}: {name}");
+        }
+        let sum = |name| (0..3).map(|n| counter(&s, n, name)).sum::<u64>();
+        assert_eq!(sum("speculative_aborts"), 0, "{variant}");
+        let early = sum("committed_before_final_values");
+        match variant {
+            "sc" => {
+                assert!(sum("confirmations_sent") >= 2, "{variant}");
+                assert!(early >= 1, "{variant}");
+            }
+            _ => {
+                assert_eq!(sum("confirmations_sent"), 0, "{variant}");
+                assert_eq!(early, 0, "{variant}");
+            }
+        }
+    }
 }
