@@ -97,6 +97,7 @@ use augur_types::{Key, PartitionId, Placement, Timestamp, TxnId};
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "calvin",
     isolation: IsolationLevel::StrictSerializable,
+    isolation_with: &[],
     paper: "Sparkle (PVLDB 12) §5 baseline: Calvin (SIGMOD 2012)",
     summary: "orders whole one-shot transactions through Raft, then each partition's lock thread grants their item locks in that order and workers run them; dependent transactions are reconnoitred first",
     engine: Engine::Ordered,

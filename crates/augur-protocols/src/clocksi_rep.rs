@@ -105,6 +105,7 @@ use std::convert::Infallible;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "clocksi-rep",
     isolation: IsolationLevel::SnapshotIsolation,
+    isolation_with: &[],
     paper: "STR §6.1 (Clock-SI with synchronous master-slave replication)",
     summary: "physical-clock snapshots, 2PC certification at masters, replicated prepares",
     engine: Engine::TwoPhase,

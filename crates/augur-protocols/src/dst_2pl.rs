@@ -67,6 +67,7 @@ pub type Record = RecordOf<Dst2Pl>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "dst-2pl",
     isolation: IsolationLevel::Serializable,
+    isolation_with: &[],
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over per-row 2PL",
     summary: "2pl plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, installed at the decision into every tuple read and written; read-only transactions lock nothing, read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     engine: Engine::LockCommit,

@@ -152,6 +152,7 @@ pub type Record = RecordOf<DstOcc>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "dst-occ",
     isolation: IsolationLevel::Serializable,
+    isolation_with: &[],
     paper: "DST (NSDI 2021) §3-§4.2: decentralized scalar timestamps over DrTM+R OCC",
     summary: "occ plus hybrid tuple and version timestamps: commit timestamps above every tuple read or locked, fixed before validation and installed into every tuple read and written; read-only transactions read a snapshot at their own timestamp, claim each tuple, wait for at most one writer, never abort",
     engine: Engine::LockCommit,

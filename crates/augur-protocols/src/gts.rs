@@ -148,6 +148,7 @@ pub type Record = RecordOf<Gts>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "gts",
     isolation: IsolationLevel::Serializable,
+    isolation_with: &[],
     paper: "DST (NSDI 2021) §2.2 baseline: GTS, a global timestamp oracle over DrTM+R OCC",
     summary: "occ plus a timestamp oracle: commit timestamps fetched after locking and before validation, released once applied everywhere; read-only transactions read at the oracle's stable timestamp, never wait, never abort",
     engine: Engine::LockCommit,

@@ -27,6 +27,7 @@ const GC_BATCH: usize = 2048;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "nocc",
     isolation: IsolationLevel::None,
+    isolation_with: &[],
     paper: "baseline (upper bound for overhead ratios)",
     summary: "no concurrency control: reads the latest version, writes blindly; incorrect by design",
     engine: Engine::Own,

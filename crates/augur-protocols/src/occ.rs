@@ -84,6 +84,7 @@ pub type Record = RecordOf<Occ>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "occ",
     isolation: IsolationLevel::StrictSerializable,
+    isolation_with: &[],
     paper: "DST (NSDI 2021) §4.2/§5.1 baseline: vanilla DrTM+R OCC",
     summary: "single version; reads at the master without locks; commit locks the write set (no-wait), validates the read set in a second round, 2PC; read-only transactions validate and can abort",
     engine: Engine::LockCommit,

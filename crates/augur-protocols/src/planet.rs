@@ -37,6 +37,7 @@ pub type Planet = Engine<OneSpeculativeCommit>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "planet",
     isolation: IsolationLevel::SnapshotIsolation,
+    isolation_with: &[],
     paper: "STR §8 baseline (PLANET-style speculative commit over ClockSI-Rep)",
     summary: "clocksi-rep plus the speculative commit of at most one transaction per client; no speculative reads",
     engine: crate::protocol_info::Engine::TwoPhase,

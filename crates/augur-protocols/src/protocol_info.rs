@@ -17,7 +17,11 @@ pub use augur_types::IsolationLevel;
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct ProtocolInfo {
     pub name: &'static str,
+    /// The level it claims under its default settings.
     pub isolation: IsolationLevel,
+    /// Settings under which it claims another level: (setting, value, level). The claim under
+    /// given settings is [`ProtocolInfo::claim`].
+    pub isolation_with: &'static [(&'static str, &'static str, IsolationLevel)],
     pub paper: &'static str,
     pub summary: &'static str,
     /// The shared machinery it runs on, or [`Engine::Own`].
@@ -135,6 +139,26 @@ pub struct SpeculationOffer {
 }
 
 impl ProtocolInfo {
+    /// The level it claims under `settings` (its protocol settings, unset ones at their
+    /// defaults): the first of [`isolation_with`](ProtocolInfo::isolation_with) they select,
+    /// else [`isolation`](ProtocolInfo::isolation).
+    pub fn claim(&self, settings: &BTreeMap<String, String>) -> IsolationLevel {
+        self.isolation_with
+            .iter()
+            .find(|(name, value, _)| settings.get(*name).is_some_and(|v| v == value))
+            .map_or(self.isolation, |(_, _, level)| *level)
+    }
+
+    /// Its claim under default settings, followed by each other claim with the setting that
+    /// selects it: "serializable; strict serializable with `read_only=ordered`".
+    pub fn claims_description(&self) -> String {
+        let mut text = self.isolation.to_string();
+        for (name, value, level) in self.isolation_with {
+            text.push_str(&format!("; {level} with `{name}={value}`"));
+        }
+        text
+    }
+
     /// Whether a transaction that reads reaches it only in the one-shot form: a protocol that
     /// orders whole transactions through its sequencer before running them takes an
     /// interactive transaction only as blind writes.

@@ -61,6 +61,7 @@ pub type Record = RecordOf<Rc>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "rc",
     isolation: IsolationLevel::ReadCommitted,
+    isolation_with: &[],
     paper: "DST (NSDI 2021) §5 baseline: RC, read-only transactions unvalidated over DrTM+R OCC",
     summary: "occ's read-write transactions; read-only transactions read the newest committed versions at the masters and commit with no validation and no message (fast, not serializable)",
     engine: Engine::LockCommit,

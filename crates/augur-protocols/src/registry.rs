@@ -31,7 +31,7 @@ pub fn markdown_table() -> String {
             "| `{}` | {} | {engine} | {} | {} | {speculation} |\n",
             p.name,
             p.paper,
-            p.isolation,
+            p.claims_description(),
             p.forms_description()
         ));
     }

@@ -88,6 +88,7 @@ use std::collections::VecDeque;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "s-smr",
     isolation: IsolationLevel::StrictSerializable,
+    isolation_with: &[],
     paper: "Sparkle (PVLDB 12) §5 baseline: S-SMR (DSN 2014)",
     summary: "orders whole one-shot transactions through Raft, then runs them one at a time per partition with no concurrency control; multi-partition transactions block until the siblings' values arrive",
     engine: Engine::Ordered,

@@ -107,6 +107,7 @@ pub type Str = Engine<Speculative>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "str",
     isolation: IsolationLevel::Spsi,
+    isolation_with: &[],
     paper: "STR §5-6, Algorithms 1-2 (speculative snapshot isolation)",
     summary: "clocksi-rep plus local commit, speculative reads of same-node local-committed versions, speculative commits, PreciseClock",
     engine: crate::protocol_info::Engine::TwoPhase,

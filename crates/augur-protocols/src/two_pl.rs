@@ -91,6 +91,7 @@ pub type Record = RecordOf<TwoPl>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "2pl",
     isolation: IsolationLevel::StrictSerializable,
+    isolation_with: &[],
     paper: "DST (NSDI 2021) §4.2/§5.2 baseline: vanilla MySQL Cluster per-row 2PL",
     summary: "single version; reads take shared locks at the master, writes exclusive ones at every replica at commit, all held to the decision (wait-die); 2PC; read-only transactions lock too",
     engine: Engine::LockCommit,

@@ -113,6 +113,7 @@ pub type Record = RecordOf<Baseline>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "2pc-baseline",
     isolation: IsolationLevel::StrictSerializable,
+    isolation_with: &[],
     paper: "SSS (ICDCS 2019) §V baseline",
     summary: "single version; every transaction, read-only too, locks, validates its reads and commits by 2PC at every replica",
     engine: Engine::LockCommit,

@@ -185,6 +185,7 @@ pub type Msg = MsgOf<Vts>;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "vts",
     isolation: IsolationLevel::ReadCommitted,
+    isolation_with: &[],
     paper: "DST (NSDI 2021) §2.2 baseline: VTS, NAM-DB-style vector timestamps over DrTM+R OCC",
     summary: "occ plus per-node commit counters: versions tagged <node:counter>, deps of the versions read and overwritten installed at an oracle that stabilises a vector; read-only transactions read the versions the stable vector admits, never wait, never abort",
     engine: Engine::LockCommit,

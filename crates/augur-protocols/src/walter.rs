@@ -125,6 +125,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "walter",
     isolation: IsolationLevel::ParallelSnapshotIsolation,
+    isolation_with: &[],
     paper: "Walter (SOSP 2011), SSS (ICDCS 2019) §V baseline",
     summary: "per-node vector timestamps; fast commit at the preferred site (partition master), slow commit by 2PC among preferred sites; asynchronous propagation applied in causal order",
     engine: Engine::Own,

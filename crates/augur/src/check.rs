@@ -347,9 +347,11 @@ pub fn check_recorded(
     info: &ProtocolInfo,
     trust_timestamps: bool,
 ) -> anyhow::Result<CheckReport> {
+    // The header names the claim under the settings the history was recorded with.
+    let level = history.header.isolation.parse().unwrap_or(info.isolation);
     check_at_level(
         history,
-        info.isolation,
+        level,
         info.commit_order_evidence && trust_timestamps,
         SolverBudget::default(),
     )
@@ -424,7 +426,9 @@ fn level_of(
         return Ok((level, evidence));
     }
     if let Some(info) = known {
-        return Ok((info.isolation, evidence));
+        // The header names the claim under the settings it was recorded with.
+        let level = header.isolation.parse().unwrap_or(info.isolation);
+        return Ok((level, evidence));
     }
     match header.isolation.parse::<IsolationLevel>() {
         Ok(level) => Ok((level, false)),
@@ -831,7 +835,7 @@ impl ProtocolVisitor for RunSeed<'_> {
                 protocol: info.name.to_string(),
                 workload: config.workload.clone(),
                 seed: self.seed,
-                isolation: info.isolation.to_string(),
+                isolation: info.claim(&config.protocol_settings).to_string(),
                 faults: faults.to_string(),
                 settings: config.workload_settings.clone(),
             },
@@ -1122,7 +1126,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<()> {
         return check_file(path, args.level.as_deref(), args.verbose, solver);
     }
     let config = args.validate()?;
-    let level = config.info.isolation;
+    let level = config.info.claim(&config.protocol_settings);
     let started = Instant::now();
     let mut failed = Vec::new();
     let mut totals = Totals::default();

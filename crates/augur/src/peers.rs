@@ -10,6 +10,7 @@ pub const PEERS: &[ProtocolInfo] = &[
     ProtocolInfo {
         name: "postgres-serializable",
         isolation: IsolationLevel::Serializable,
+        isolation_with: &[],
         paper: "reference peer: PostgreSQL SERIALIZABLE (serializable snapshot isolation)",
         summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
         engine: Engine::External,
@@ -27,6 +28,7 @@ pub const PEERS: &[ProtocolInfo] = &[
     ProtocolInfo {
         name: "postgres-repeatable-read",
         isolation: IsolationLevel::SnapshotIsolation,
+        isolation_with: &[],
         paper: "reference peer: PostgreSQL REPEATABLE READ (snapshot isolation)",
         summary: "one PostgreSQL server, table kv(k bytea primary key, v bytea), interactive transactions",
         engine: Engine::External,

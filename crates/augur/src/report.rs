@@ -392,7 +392,7 @@ impl ProtocolResult {
             protocol_name: info.name,
             speculation: spec.speculation.to_string(),
             txn_form: spec.txn_form,
-            isolation: info.isolation,
+            isolation: info.claim(&spec.options.settings),
             workload: config.workload.clone(),
             committed: stats.committed,
             aborted: stats.aborted,

@@ -217,6 +217,18 @@ impl Entry {
         self.footprint.is_none() || self.runners(placement).contains(&p)
     }
 
+    /// A read-only call over more than one partition (Sparkle's read-only MPT, §4.4).
+    pub fn is_read_only_multi_partition(&self) -> bool {
+        self.partitions.len() > 1
+            && matches!(
+                self.body,
+                Body::Call {
+                    read_only: true,
+                    ..
+                }
+            )
+    }
+
     /// The participant that reports the outcome: the lowest of the
     /// [`runners`](Entry::runners).
     pub fn reporter(&self, placement: &Placement) -> PartitionId {

@@ -11,6 +11,8 @@
 //!   order, into as many chunks as the groups that partition takes part in, plus one, and a
 //!   chunk runs before the first such group and after each, so that the groups are spaced out
 //!   by local work while their confirmations travel.
+//! * **Read-only MPTs** (§4.4) go before everything else of the batch, in their order: they
+//!   read the state the previous batches left, which is final as soon as those are.
 //!
 //! The in-batch slot encodes the arrangement in two parts: the high part is the rank of the MPT
 //! (1-based, in group order) that the transaction is, or that its chunk follows (0 for the first
@@ -34,10 +36,23 @@ pub fn arrange(
     group_order: Option<&dyn Fn(&[PartitionId]) -> u64>,
 ) -> Option<Vec<usize>> {
     let is_mpt = |e: &Entry| e.partitions.len() > 1;
+    let read_only = Entry::is_read_only_multi_partition;
+    // Read-only MPTs first.
+    let mut high = vec![0usize; entries.len()];
+    let mut rank = 0;
+    for (i, _) in entries.iter().enumerate().filter(|(_, e)| read_only(e)) {
+        rank += 1;
+        high[i] = rank;
+    }
+    let first_chunk_after = rank;
     // The groups, by their first member's place in the batch.
     let mut groups: Vec<(&[PartitionId], Vec<usize>)> = Vec::new();
     let mut group_of: BTreeMap<&[PartitionId], usize> = BTreeMap::new();
-    for (i, entry) in entries.iter().enumerate().filter(|(_, e)| is_mpt(e)) {
+    for (i, entry) in entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| is_mpt(e) && !read_only(e))
+    {
         let set = entry.partitions.as_slice();
         let g = *group_of.entry(set).or_insert_with(|| {
             groups.push((set, Vec::new()));
@@ -49,8 +64,6 @@ pub fn arrange(
         groups.sort_by_key(|(set, _)| key(set));
     }
     // Each MPT's rank, and the rank of each group's last member.
-    let mut high = vec![0usize; entries.len()];
-    let mut rank = 0;
     let mut ends = Vec::with_capacity(groups.len());
     for (_, members) in &groups {
         for i in members {
@@ -67,8 +80,9 @@ pub fn arrange(
             .push(i);
     }
     for (p, list) in &spts {
-        // The rank each chunk follows: 0, then the last member of each group `p` is in.
-        let mut follows = vec![0];
+        // The rank each chunk follows: the read-only MPTs', then the last member of each group
+        // `p` is in.
+        let mut follows = vec![first_chunk_after];
         if let Some(p) = p {
             let mine = groups
                 .iter()
@@ -112,7 +126,7 @@ pub fn arrange(
 mod tests {
     use super::*;
     use crate::common::dispatch::Body;
-    use augur_types::TxnId;
+    use augur_types::{ProcedureCall, TxnId};
 
     fn entry(n: u64, partitions: &[u32]) -> Entry {
         Entry {
@@ -158,6 +172,19 @@ mod tests {
         distinct.sort();
         distinct.dedup();
         assert_eq!(distinct.len(), slots.len(), "slots are distinct");
+    }
+
+    /// Read-only MPTs go first, before every SPT and group.
+    #[test]
+    fn read_only_mpts_go_first() {
+        let mut reader = entry(3, &[0, 1]);
+        reader.body = Body::Call {
+            call: ProcedureCall::encode("w", "read", &()),
+            read_only: true,
+        };
+        let batch = vec![entry(1, &[0]), entry(2, &[0, 1]), reader, entry(4, &[1])];
+        let slots = arrange(&batch, None).expect("fits");
+        assert_eq!(order(&batch, &slots), vec![3, 1, 4, 2]);
     }
 
     /// A batch whose arrangement needs more than the slot's bits is left as delivered.

@@ -88,8 +88,33 @@ enum Workers {
     Inline,
 }
 
+/// How a speculative schedule's node runs multi-partition and read-only transactions (the
+/// protocol's node settings: [`Schedule::mode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpeculativeMode {
+    /// How multi-partition transactions exchange their reads.
+    pub exchange: Exchange,
+    /// Each delivered batch is grouped and scheduled ([`grouping::arrange`], Sparkle §4.2.2)
+    /// rather than run in delivery order.
+    pub grouped: bool,
+    /// A read-only transaction of one partition this node replicates is run at once over the
+    /// partition's final state, without being ordered (Sparkle §4.4): serializable, not
+    /// strictly.
+    pub fast_reads: bool,
+}
+
+impl Default for SpeculativeMode {
+    fn default() -> Self {
+        SpeculativeMode {
+            exchange: Exchange::Final,
+            grouped: false,
+            fast_reads: false,
+        }
+    }
+}
+
 /// How a speculative schedule's multi-partition transactions exchange the values they read
-/// ([`Schedule::exchange`]).
+/// ([`SpeculativeMode::exchange`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exchange {
     /// A sub-transaction sends its reads only once it is the first transaction not final at
@@ -152,21 +177,14 @@ pub trait Schedule: Send + Sized + 'static {
     /// as a new instance, and the first transaction not final commits finally — applied,
     /// logged, reported — once its run is speculatively committed and unflagged. A
     /// multi-partition transaction sends its local reads to its siblings as final values once
-    /// it is the first not final here, and before that as [`exchange`](Schedule::exchange)
-    /// says. The schedule then only decides when a delivered transaction may start (within a
+    /// it is the first not final here, and before that as [`mode`](Schedule::mode) says. The schedule then only decides when a delivered transaction may start (within a
     /// window, in order); it must be [`IN_ORDER`](Schedule::IN_ORDER).
     const SPECULATIVE: bool = false;
 
-    /// Speculative schedules: how multi-partition transactions exchange their reads (a node
-    /// setting of the protocol's).
-    fn exchange(_env: &NodeEnv) -> Exchange {
-        Exchange::Final
-    }
-
-    /// Each delivered batch is grouped and scheduled ([`grouping::arrange`], Sparkle §4.2.2)
-    /// rather than run in delivery order (a node setting of the protocol's).
-    fn groups(_env: &NodeEnv) -> bool {
-        false
+    /// Speculative schedules: how multi-partition and read-only transactions run, from the
+    /// node's settings.
+    fn mode(_env: &NodeEnv) -> SpeculativeMode {
+        SpeculativeMode::default()
     }
 
     fn new(env: &NodeEnv, partition: PartitionId) -> Self;
@@ -391,6 +409,10 @@ enum Mutant {
     /// Batches are grouped in an order of this node's own (`sparkle` with
     /// `variant=sc-schedule`; the paper's grouping by local arrival order).
     LocalGrouping,
+    /// A read-only MPT of a grouped batch starts at once and reads each partition's final
+    /// state as it is then, not the state at its position (`sparkle` with
+    /// `variant=sc-schedule`).
+    RoMptCurrent,
     /// The partition's speculative state is broken (`sparkle`).
     Speculative(speculative::Mutant),
 }
@@ -416,6 +438,7 @@ struct Counters {
     confirmations_sent: u64,
     confirmation_waits: u64,
     committed_before_final_values: u64,
+    fast_reads: u64,
 }
 
 /// One partition this node replicates.
@@ -474,6 +497,9 @@ struct Running {
     confirmation_sent: bool,
     /// Mutant `early-final-commit`: its outcome was reported at its speculative commit.
     reported: bool,
+    /// A read-only MPT of a grouped batch, held back until it is the first not final here
+    /// (then it reads final values only: no dependency, no abort, nothing to confirm).
+    held_back: bool,
 }
 
 impl Running {
@@ -493,6 +519,7 @@ impl Running {
             unconfirmed: Vec::new(),
             consumed: Vec::new(),
             confirmation_sent: false,
+            held_back: false,
             reported: false,
         }
     }
@@ -506,6 +533,15 @@ fn new_run(procedures: &Procedures, entry: &Entry) -> Result<Option<Driver<'stat
             .map(|procedure| Some(Driver::start(procedure)))
             .map_err(|e| e.to_string()),
         Body::Writes(_) => Err(String::new()),
+    }
+}
+
+/// How a run's procedure ended, as its outcome says it: an abort it asked for, or a rollback.
+fn ended_how(end: Result<(), TxnError>) -> Result<(), AbortReason> {
+    match end {
+        Ok(()) => Ok(()),
+        Err(TxnError::Aborted(reason)) => Err(reason),
+        Err(_) => Err(AbortReason::UserRollback),
     }
 }
 
@@ -537,9 +573,8 @@ pub struct Ordered<S: Schedule> {
     mutant: Option<Mutant>,
     seq: Sequencer<Entry>,
     workers: Workers,
-    exchange: Exchange,
-    /// [`Schedule::groups`].
-    groups: bool,
+    /// [`Schedule::mode`].
+    mode: SpeculativeMode,
     ids: TxnIds,
     /// The versions of every key of the partitions this node replicates, by position.
     store: MvStore<()>,
@@ -575,6 +610,7 @@ impl<S: Schedule> Ordered<S> {
             Some("early-final-commit") => Some(Mutant::EarlyFinalCommit),
             Some("no-lan-check") => Some(Mutant::NoLanCheck),
             Some("local-grouping") => Some(Mutant::LocalGrouping),
+            Some("ro-mpt-current") => Some(Mutant::RoMptCurrent),
             Some("no-read-deps") => Some(Mutant::Speculative(speculative::Mutant::NoReadDeps)),
             Some("no-cascade") => Some(Mutant::Speculative(speculative::Mutant::NoCascade)),
             Some("ignore-abort-flag") => {
@@ -615,8 +651,7 @@ impl<S: Schedule> Ordered<S> {
             mutant,
             seq,
             workers,
-            exchange: S::exchange(env),
-            groups: S::groups(env),
+            mode: S::mode(env),
             ids: TxnIds::new(env.id),
             store: MvStore::new(),
             parts,
@@ -708,7 +743,52 @@ impl<S: Schedule> Ordered<S> {
         }
         self.ensure_participant(&mut entry);
         self.submissions.add(pending, entry.clone(), ctx.now());
+        if read_only && self.mode.fast_reads && self.read_fast(ctx, &entry) {
+            return;
+        }
         self.seq.submit(entry);
+    }
+
+    /// [`SpeculativeMode::fast_reads`]: run the read-only `entry` at once over the final state
+    /// of its partition here, unordered, and answer it, at the position that state is final
+    /// through. False (nothing done) unless it touches one partition this node replicates and
+    /// reads nothing outside it.
+    fn read_fast(&mut self, ctx: &mut Ctx<'_, Self>, entry: &Entry) -> bool {
+        let [p] = entry.partitions[..] else {
+            return false;
+        };
+        if !self.parts.contains_key(&p) {
+            return false;
+        }
+        let Ok(Some(mut run)) = new_run(&self.env.procedures, entry) else {
+            return false;
+        };
+        let through = self.frontier(p);
+        let mut work = Work::default();
+        let ended = loop {
+            match run.resume() {
+                Progress::Needs(key) if self.env.placement.partition_of(&key) == p => {
+                    work.reads = work.reads.saturating_add(1);
+                    let version = self.store.read_at(&key, through);
+                    run.supply(key, version.and_then(|v| v.value.clone()));
+                }
+                // It reads another partition after all: order it.
+                Progress::Needs(_) => return false,
+                Progress::Ended(ended) => break ended,
+            }
+        };
+        if !ended.writes.is_empty() {
+            return false;
+        }
+        work.steps = u32::try_from(ended.ops.len()).unwrap_or(u32::MAX);
+        ctx.charge(work);
+        self.counters.fast_reads += 1;
+        let ran = Ran::Done {
+            ops: ended.ops,
+            end: ended_how(ended.end),
+        };
+        self.on_outcome(ctx, entry.txn, through, ran);
+        true
     }
 
     /// A transaction that touches nothing (over the values it was predicted with) still runs,
@@ -1001,9 +1081,9 @@ impl<S: Schedule> Ordered<S> {
     }
 
     /// The in-batch slots of a delivered batch's entries if the schedule groups them
-    /// ([`Schedule::groups`]); `None` for delivery order.
+    /// ([`SpeculativeMode::grouped`]); `None` for delivery order.
     fn arrange(&self, items: &[Entry]) -> Option<Vec<usize>> {
-        if !self.groups {
+        if !self.mode.grouped {
             return None;
         }
         if self.mutant == Some(Mutant::LocalGrouping) {
@@ -1056,7 +1136,19 @@ impl<S: Schedule> Ordered<S> {
                 continue;
             };
             let attempt = part.spec.as_mut().map_or(0, |spec| spec.begin(at).n);
-            let running = Running::new(entry, &self.env.procedures, attempt);
+            let mut running = Running::new(entry, &self.env.procedures, attempt);
+            // A read-only MPT of a grouped batch (§4.4) starts once it is first here: it went
+            // before the rest of its batch, so that is once the earlier batches are final.
+            let first = part.spec.as_ref().and_then(Speculative::first_pending);
+            if self.mode.grouped
+                && self.mutant != Some(Mutant::RoMptCurrent)
+                && running.entry.is_read_only_multi_partition()
+                && first != Some(at)
+            {
+                running.held_back = true;
+                part.running.insert(at, running);
+                continue;
+            }
             part.running.insert(at, running);
             let inline = part.schedule.run_on() == Some(part.schedule.schedule_on());
             if !inline {
@@ -1387,7 +1479,8 @@ impl<S: Schedule> Ordered<S> {
             let (ran, _) = running.ended.take().expect("ended");
             let entry = Arc::clone(&running.entry);
             let reported = running.reported;
-            if self.exchange == Exchange::ConfirmedSpeculatively && entry.partitions.len() > 1 {
+            if self.mode.exchange == Exchange::ConfirmedSpeculatively && entry.partitions.len() > 1
+            {
                 let inputs = running.local_reads.iter().chain(&running.consumed).cloned();
                 self.final_inputs.entry(first).or_default().extend(inputs);
             }
@@ -1397,6 +1490,15 @@ impl<S: Schedule> Ordered<S> {
         }
         if committed {
             self.wake(ctx, p);
+            let part = self.parts.get_mut(&p).expect("local");
+            let first = part.spec.as_ref().and_then(Speculative::first_pending);
+            if let Some(first) = first
+                && let Some(running) = part.running.get_mut(&first)
+                && running.held_back
+            {
+                running.held_back = false;
+                ctx.set_timer(Duration::ZERO, Timer::Run(p, first));
+            }
         }
         self.confirm_prefix(ctx, p);
     }
@@ -1443,7 +1545,9 @@ impl<S: Schedule> Ordered<S> {
         let procedures = &self.env.procedures;
         let store = &self.store;
         let inbox = &self.inbox;
-        let offers = self.exchange.offers().then_some(&self.offers);
+        let offers = self.mode.exchange.offers().then_some(&self.offers);
+        // Mutant `ro-mpt-current`: a read-only MPT reads the final state as it is now.
+        let current = (self.mutant == Some(Mutant::RoMptCurrent)).then(|| self.frontier(p));
         let mutant = self.mutant;
         let part = self.parts.get_mut(&p).expect("local");
         let mut spec = part.spec.as_mut();
@@ -1569,11 +1673,7 @@ impl<S: Schedule> Ordered<S> {
                             }
                         }
                     }
-                    let end = match run.end {
-                        Ok(()) => Ok(()),
-                        Err(TxnError::Aborted(reason)) => Err(reason),
-                        Err(_) => Err(AbortReason::UserRollback),
-                    };
+                    let end = ended_how(run.end);
                     let writes = if end.is_ok() {
                         run.writes
                     } else {
@@ -1599,6 +1699,10 @@ impl<S: Schedule> Ordered<S> {
                 _ if owner == p => {
                     let v = match spec.as_deref_mut() {
                         None => read_here(&key, work),
+                        Some(_) if current.is_some() && entry.is_read_only_multi_partition() => {
+                            let now = current.unwrap_or(before);
+                            store.read_at(&key, now).and_then(|v| v.value.clone())
+                        }
                         Some(spec) => {
                             work.reads = work.reads.saturating_add(1);
                             match spec.read(inst, &key, &final_read) {
@@ -1789,7 +1893,7 @@ impl<S: Schedule> Ordered<S> {
     /// siblings have not had, as speculative values of its instance. (The first transaction
     /// not final sends them final instead: [`Self::share_first`].)
     fn offer(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, at: Timestamp) {
-        if !self.exchange.offers() {
+        if !self.mode.exchange.offers() {
             return;
         }
         let part = self.parts.get_mut(&p).expect("local");
@@ -1852,7 +1956,7 @@ impl<S: Schedule> Ordered<S> {
     /// conditional confirmation sends it to its plane's siblings, given what the
     /// multi-partition transactions before it in the prefix consumed unconfirmed.
     fn confirm_prefix(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
-        if self.exchange != Exchange::ConfirmedSpeculatively {
+        if self.mode.exchange != Exchange::ConfirmedSpeculatively {
             return;
         }
         let part = self.parts.get_mut(&p).expect("local");
@@ -1906,7 +2010,7 @@ impl<S: Schedule> Ordered<S> {
         at: Timestamp,
         confirmation: Confirmation,
     ) {
-        if self.exchange != Exchange::ConfirmedSpeculatively || at <= self.local_frontier() {
+        if self.mode.exchange != Exchange::ConfirmedSpeculatively || at <= self.local_frontier() {
             return;
         }
         self.confirmations.entry(at).or_default().push(confirmation);
@@ -2369,6 +2473,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
                     "committed_before_final_values",
                     c.committed_before_final_values,
                 ),
+                ("fast_reads", c.fast_reads),
             ]);
         }
         counters

@@ -162,6 +162,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "rococo",
     isolation: IsolationLevel::StrictSerializable,
+    isolation_with: &[],
     paper: "ROCOCO (OSDI 2014), SSS (ICDCS 2019) §V baseline",
     summary: "deferrable pieces: a start phase collects dependencies among conflicting pieces, a commit phase executes strongly connected components of the dependency graph in id order; read-only transactions read in rounds until two agree",
     engine: Engine::Own,

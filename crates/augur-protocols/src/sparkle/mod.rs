@@ -2,15 +2,21 @@
 //! Speculative Deterministic Concurrency Control for Partially Replicated Transactional Data
 //! Stores", PVLDB 12(5), 2019), on the order-then-execute engine ([`crate::common::ordered`]).
 //!
-//! **Guarantee: strict serializability.** Transactions are ordered whole through the Raft
-//! sequencer as for `calvin` and `s-smr`; each partition runs them before their turn, but
-//! commits them finally strictly in that order, and only a run that read, for every key of its
-//! partition, the version of the latest writer before it in the order (§4.1's read dependencies:
-//! a run that missed an earlier write, or read a version that was removed, is aborted and runs
-//! again), and, for every sibling's key, a value confirmed final (below). So every committed transaction saw
-//! exactly the writes of those before it in the order, and a client hears of its commit only
-//! after the final commit, which follows the Raft commit of its batch (real time is respected as
-//! in `calvin`). Read-only transactions are ordered like the others.
+//! **Guarantee: serializability; strict serializability with `read_only=ordered`.**
+//! Transactions are ordered whole through the Raft sequencer as for `calvin` and `s-smr`; each
+//! partition runs them before their turn, but commits them finally strictly in that order, and
+//! only a run that read, for every key of its partition, the version of the latest writer before
+//! it in the order (§4.1's read dependencies: a run that missed an earlier write, or read a
+//! version that was removed, is aborted and runs again), and, for every sibling's key, a value
+//! confirmed final (below). So every committed transaction saw exactly the writes of those
+//! before it in the order, and a client hears of its commit only after the final commit, which
+//! follows the Raft commit of its batch (real time is respected as in `calvin`). What gives up
+//! strictness is the read-only fast path of §4.4 ([`READ_ONLY`], on by default as in the
+//! paper): a read-only transaction of one partition the receiving node replicates runs at once
+//! over that replica's final state, unordered, so it may miss a write that completed before it
+//! began — its own session's included — while still reading a prefix of the order
+//! (serializable: it is placed at the position that state is final through). With
+//! `read_only=ordered` it is ordered like every other transaction, and the claim is strict.
 //!
 //! # The protocol (§4.1, Algorithms 1 and 2)
 //!
@@ -50,7 +56,7 @@
 //!   finally once the same values come final (sent when the sender is first, as in `cons`).
 //!   A value that differs from one a run consumed — a final one, or one of a later instance —
 //!   aborts that run (a *remote* abort: it does not count in the partition's `lan`).
-//! * **`sc`** (speculative confirmation, §4.2.1, the default until `sc-schedule`): as `cc`,
+//! * **`sc`** (speculative confirmation, §4.2.1): as `cc`,
 //!   and a sub-transaction whose partition's speculative prefix reaches it — every transaction
 //!   before it there is speculatively committed and unflagged, and so is it — confirms its
 //!   reads *conditionally*: they are final given that the sibling values the multi-partition
@@ -81,9 +87,23 @@
 //! each sibling partition. Final values go to every replica of every sibling, so a
 //! sub-transaction whose plane sibling is down or slow still commits.
 //!
-//! Grouping and scheduling of heterogeneous batches (§4.2.2, `sc-schedule`), the read-only fast
-//! path (§4.4) and their mutants are the rest of issue 36; the design is in
-//! `docs/architecture/sparkle.md`.
+//! # Heterogeneous batches (§4.2.2): `sc-schedule`, the default
+//!
+//! `sc` over batches arranged by [`crate::common::grouping`]: the MPTs of a batch grouped by
+//! partition set, each partition's SPTs spread in chunks between the groups it is in, the same
+//! positions at every node. Consecutive MPTs of one partition set then confirm one another
+//! during speculation, and local work runs while confirmations travel. The mutant
+//! `local-grouping` lets each node order the groups its own way.
+//!
+//! # Read-only transactions (§4.4)
+//!
+//! A read-only transaction of one partition is served by the fast path above (or ordered, with
+//! `read_only=ordered`; also when the receiving node does not replicate its partition, or its
+//! run turns out to read another). A read-only MPT is ordered, and grouping puts it before
+//! everything else of its batch; it starts only once it is the first transaction not final at
+//! a partition, so it reads the state the earlier batches left, final: no read dependency, no
+//! abort, nothing to confirm (with `sc-schedule`; the other variants run it like any MPT). The
+//! mutant `ro-mpt-current` starts it at once over each partition's final state as it is then.
 //!
 //! # What comes from the paper, and what is augur's choice
 //!
@@ -98,7 +118,7 @@
 //! a run only when it needs a value), not at each write.
 
 use crate::common::dispatch::Entry;
-use crate::common::ordered::{self, Exchange, Ordered, Schedule};
+use crate::common::ordered::{self, Exchange, Ordered, Schedule, SpeculativeMode};
 use crate::common::sequencer;
 use crate::protocol_info::{
     Engine, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
@@ -124,10 +144,19 @@ pub const VARIANT: SettingInfo = SettingInfo {
     doc: "how multi-partition transactions confirm exchanged data: `cons`, a sub-transaction sends its reads only once every earlier transaction at its partition is final; `cc`, it also sends them speculatively at once, and a sibling that ran on with them commits finally once the same values come final; `sc`, it also confirms them conditionally as soon as everything before it at its partition is speculatively committed; `sc-schedule`, `sc` over batches grouped by partition set with each partition's single-partition transactions spread between the groups",
 };
 
+/// How read-only transactions run (§4.4).
+pub const READ_ONLY: SettingInfo = SettingInfo {
+    name: "read_only",
+    values: &["fast", "ordered"],
+    default: "fast",
+    doc: "how a read-only transaction runs: `fast`, one of a single partition at once over the final state of a replica the receiving node holds, unordered (the paper's fast path: `sparkle` then claims serializability, not strict: such a read may miss a write that completed before it began, the session's own included); `ordered`, like every other transaction (strict serializability)",
+};
+
 /// `sparkle`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "sparkle",
-    isolation: IsolationLevel::StrictSerializable,
+    isolation: IsolationLevel::Serializable,
+    isolation_with: &[("read_only", "ordered", IsolationLevel::StrictSerializable)],
     paper: "Sparkle (PVLDB 12) §4: speculative deterministic concurrency control",
     summary: "orders whole one-shot transactions through Raft, then runs them speculatively out of order on the node's workers with timestamped locks and read dependencies, aborting and re-running what missed a write, and commits them finally in order",
     engine: Engine::Ordered,
@@ -145,6 +174,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         ordered::WORKERS,
         WINDOW,
         VARIANT,
+        READ_ONLY,
     ],
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,
@@ -172,6 +202,10 @@ const MUTANTS: &[(&str, &str)] = &[
         "with `variant=sc-schedule`, each node orders a batch's groups its own way, so the nodes disagree on the positions of multi-partition transactions (the paper's grouping by local arrival order)",
     ),
     (
+        "ro-mpt-current",
+        "with `variant=sc-schedule`, a read-only multi-partition transaction starts at once and reads each partition's final state as it is then, instead of the state its position gives it (the end of the previous batch)",
+    ),
+    (
         "ignore-abort-flag",
         "a speculatively committed run flagged for abort (it missed a write, or read a removed version) is not run again and commits finally as it is",
     ),
@@ -197,20 +231,22 @@ impl Schedule for Window {
     const IN_ORDER: bool = true;
     const SPECULATIVE: bool = true;
 
-    fn exchange(env: &NodeEnv) -> Exchange {
-        // The registry accepts only the values `VARIANT` lists.
-        match env.options.settings.get(VARIANT.name).map(String::as_str) {
-            Some("cons") => Exchange::Final,
-            Some("cc") => Exchange::ConfirmedWhenFirst,
-            _ => Exchange::ConfirmedSpeculatively,
+    fn mode(env: &NodeEnv) -> SpeculativeMode {
+        // The registry accepts only the values the settings list.
+        let setting = |s: &SettingInfo| {
+            let value = env.options.settings.get(s.name).map(String::as_str);
+            value.unwrap_or(s.default)
+        };
+        let variant = setting(&VARIANT);
+        SpeculativeMode {
+            exchange: match variant {
+                "cons" => Exchange::Final,
+                "cc" => Exchange::ConfirmedWhenFirst,
+                _ => Exchange::ConfirmedSpeculatively,
+            },
+            grouped: variant == "sc-schedule",
+            fast_reads: setting(&READ_ONLY) == "fast",
         }
-    }
-
-    fn groups(env: &NodeEnv) -> bool {
-        matches!(
-            env.options.settings.get(VARIANT.name).map(String::as_str),
-            None | Some("sc-schedule")
-        )
     }
 
     fn new(env: &NodeEnv, partition: PartitionId) -> Self {

@@ -209,6 +209,7 @@ const GC_BATCH: usize = 2048;
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "sss",
     isolation: IsolationLevel::StrictSerializable,
+    isolation_with: &[],
     paper: "SSS (ICDCS 2019) §III, Algorithms 1-6",
     summary: "vector clocks + snapshot-queues: 2PC updates held until older readers finish; abort-free read-only transactions",
     engine: Engine::Own,

@@ -158,7 +158,7 @@ impl<'a> RunPlan<'a> {
                     protocol: info.name.to_string(),
                     workload: config.workload.clone(),
                     seed: config.seed,
-                    isolation: info.isolation.to_string(),
+                    isolation: info.claim(&spec.options.settings).to_string(),
                     faults: "none".into(),
                     settings: crate::check::flatten_settings(&config.workload_settings),
                 },
