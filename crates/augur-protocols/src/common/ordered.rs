@@ -101,6 +101,8 @@ pub struct SpeculativeMode {
     /// partition's final state, without being ordered (Sparkle §4.4): serializable, not
     /// strictly.
     pub fast_reads: bool,
+    /// Which of §4.1's work-saving mechanisms are on.
+    pub switches: speculative::Switches,
 }
 
 impl Default for SpeculativeMode {
@@ -109,6 +111,7 @@ impl Default for SpeculativeMode {
             exchange: Exchange::Final,
             grouped: false,
             fast_reads: false,
+            switches: speculative::Switches::default(),
         }
     }
 }
@@ -623,6 +626,7 @@ impl<S: Schedule> Ordered<S> {
             Some(v) if v.eq_ignore_ascii_case("inline") => Workers::Inline,
             _ => Workers::Pool,
         };
+        let mode = S::mode(env);
         let parts = env
             .placement
             .local_partitions(env.id)
@@ -637,10 +641,11 @@ impl<S: Schedule> Ordered<S> {
                     scheduling: false,
                     pulling: false,
                     spec: S::SPECULATIVE.then(|| {
-                        Speculative::mutated(match mutant {
+                        let broken = match mutant {
                             Some(Mutant::Speculative(m)) => Some(m),
                             _ => None,
-                        })
+                        };
+                        Speculative::configured(broken, mode.switches)
                     }),
                 };
                 (*p, part)
@@ -651,7 +656,7 @@ impl<S: Schedule> Ordered<S> {
             mutant,
             seq,
             workers,
-            mode: S::mode(env),
+            mode,
             ids: TxnIds::new(env.id),
             store: MvStore::new(),
             parts,

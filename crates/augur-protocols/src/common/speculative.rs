@@ -113,12 +113,35 @@ pub enum Mutant {
     IgnoreAbortFlag,
 }
 
+/// Mechanisms of §4.1 that only save work: each may be switched off (a node setting), and the
+/// outcome stays the serial one, because the read dependencies and the missed-write check
+/// catch what they would have prevented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Switches {
+    /// A read waits while an earlier transaction holds the key's lock (it would likely miss
+    /// that transaction's write). Off: it reads the latest version at once.
+    pub read_waits: bool,
+    /// An earlier transaction taking a lock a later one holds flags the later one at once.
+    /// Off: it takes the lock over silently, and the later one finds out at its own `Put`.
+    pub preemption: bool,
+}
+
+impl Default for Switches {
+    fn default() -> Self {
+        Switches {
+            read_waits: true,
+            preemption: true,
+        }
+    }
+}
+
 /// The speculative state of one partition.
 pub struct Speculative {
     keys: FxHashMap<Key, KeyState>,
     /// Every delivered transaction not yet final, by position.
     txns: BTreeMap<Timestamp, Txn>,
     mutant: Option<Mutant>,
+    switches: Switches,
     /// The key count above which the next [`forget_idle`](Speculative::forget_idle) pass runs.
     sweep_above: usize,
 }
@@ -139,10 +162,16 @@ impl Speculative {
 
     /// A broken partition (see [`Mutant`]).
     pub fn mutated(mutant: Option<Mutant>) -> Self {
+        Speculative::configured(mutant, Switches::default())
+    }
+
+    /// A partition with some mechanisms switched off, or broken.
+    pub fn configured(mutant: Option<Mutant>, switches: Switches) -> Self {
         Speculative {
             keys: FxHashMap::default(),
             txns: BTreeMap::new(),
             mutant,
+            switches,
             sweep_above: MIN_SWEEP,
         }
     }
@@ -227,6 +256,7 @@ impl Speculative {
         let k = self.keys.entry(key.clone()).or_default();
         if let Some(holder) = k.lock
             && holder.at < inst.at
+            && self.switches.read_waits
         {
             k.waiting.insert(inst);
             return Access::Suspended;
@@ -255,8 +285,9 @@ impl Speculative {
                 k.waiting.insert(inst);
                 return Access::Suspended;
             }
-            Some(holder) => Self::flag(&mut self.txns, holder, effects),
-            None => {}
+            Some(holder) if self.switches.preemption => Self::flag(&mut self.txns, holder, effects),
+            // Taken over: the holder's `Put` finds the lock gone and fails.
+            Some(_) | None => {}
         }
         k.lock = Some(inst);
         if let Some(t) = self.txns.get_mut(&inst.at) {
@@ -693,7 +724,8 @@ mod tests {
     /// Random transactions over a few keys, run speculatively in a random interleaving
     /// (aborting what is flagged, resuming what is woken, final-committing in order) end in the
     /// state a serial run in position order gives, and every final instance read what the
-    /// serial run read.
+    /// serial run read — with reads that wait for earlier lock holders and preemption each on
+    /// or off ([`Switches`]), since they only save work.
     #[test]
     fn any_interleaving_ends_as_the_serial_run() {
         #[derive(Clone, Copy, Debug)]
@@ -753,8 +785,13 @@ mod tests {
                 state.extend(run.writes);
                 serial_reads.push(run.reads);
             }
-            // The speculative run.
+            // The speculative run, with the work-saving mechanisms on or off by turns.
             let mut p = Partition::default();
+            let switches = Switches {
+                read_waits: round % 2 == 0,
+                preemption: round % 4 < 2,
+            };
+            p.spec = Speculative::configured(None, switches);
             let at = |i: usize| ts(i as u64 + 1);
             let mut insts: Vec<Instance> = (0..n).map(|i| p.spec.begin(at(i))).collect();
             let mut runs: Vec<Run> = (0..n).map(|_| Run::default()).collect();

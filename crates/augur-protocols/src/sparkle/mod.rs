@@ -120,6 +120,7 @@
 use crate::common::dispatch::Entry;
 use crate::common::ordered::{self, Exchange, Ordered, Schedule, SpeculativeMode};
 use crate::common::sequencer;
+use crate::common::speculative::Switches;
 use crate::protocol_info::{
     Engine, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
@@ -152,6 +153,22 @@ pub const READ_ONLY: SettingInfo = SettingInfo {
     doc: "how a read-only transaction runs: `fast`, one of a single partition at once over the final state of a replica the receiving node holds, unordered (the paper's fast path: `sparkle` then claims serializability, not strict: such a read may miss a write that completed before it began, the session's own included); `ordered`, like every other transaction (strict serializability)",
 };
 
+/// Whether a read waits for an earlier lock holder (§4.1; off only saves no work).
+pub const READ_WAITS: SettingInfo = SettingInfo {
+    name: "read_waits",
+    values: &["on", "off"],
+    default: "on",
+    doc: "whether a read of a key an earlier transaction holds the lock of waits for its write (`on`, the paper's) or reads the latest version at once (`off`: more aborts, same outcome)",
+};
+
+/// Whether an earlier writer preempts a later lock holder (§4.1).
+pub const PREEMPTION: SettingInfo = SettingInfo {
+    name: "preemption",
+    values: &["on", "off"],
+    default: "on",
+    doc: "whether an earlier transaction that takes a lock a later one holds aborts it at once (`on`, the paper's) or takes the lock over and lets it fail at its own speculative commit (`off`: wasted work, same outcome)",
+};
+
 /// `sparkle`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
     name: "sparkle",
@@ -175,6 +192,8 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         WINDOW,
         VARIANT,
         READ_ONLY,
+        READ_WAITS,
+        PREEMPTION,
     ],
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,
@@ -246,6 +265,10 @@ impl Schedule for Window {
             },
             grouped: variant == "sc-schedule",
             fast_reads: setting(&READ_ONLY) == "fast",
+            switches: Switches {
+                read_waits: setting(&READ_WAITS) == "on",
+                preemption: setting(&PREEMPTION) == "on",
+            },
         }
     }
 

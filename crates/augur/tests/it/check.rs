@@ -478,9 +478,10 @@ fn check_input_reports_an_undecided_history_as_such() {
 }
 
 /// `sparkle` in each variant of the paper's Fig. 9 and with each switch that must not break it
-/// (the speculation window shrunk to 1; read-only transactions ordered instead of served by the
-/// fast path, which makes its claim strict serializability), under every fault: every seed
-/// passes the claim under those settings.
+/// (the speculation window shrunk to 1; reads that do not wait for an earlier lock holder; no
+/// preemption; read-only transactions ordered instead of served by the fast path, which makes
+/// its claim strict serializability), under every fault: every seed passes the claim under
+/// those settings.
 #[test]
 fn sparkle_passes_its_claim_in_every_variant_and_switch() {
     let settings = [
@@ -488,6 +489,8 @@ fn sparkle_passes_its_claim_in_every_variant_and_switch() {
         "protocol.variant=cc",
         "protocol.variant=sc",
         "protocol.window=1",
+        "protocol.read_waits=off",
+        "protocol.preemption=off",
         "protocol.read_only=ordered",
     ];
     for setting in settings {
