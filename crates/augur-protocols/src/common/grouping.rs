@@ -27,14 +27,14 @@ use crate::common::dispatch::{Entry, SLOT_BITS};
 use augur_types::PartitionId;
 use std::collections::BTreeMap;
 
+/// An order of the groups: a sort key for each partition set.
+pub type GroupOrder<'a> = &'a dyn Fn(&[PartitionId]) -> u64;
+
 /// The in-batch slot of each of `entries` (a batch in delivery order) once grouped and
 /// scheduled; `None` if the arrangement does not fit in [`SLOT_BITS`] (keep delivery order).
 /// `group_order`, if given, replaces the order of the groups (the mutant `local-grouping`
 /// passes a node-dependent one).
-pub fn arrange(
-    entries: &[Entry],
-    group_order: Option<&dyn Fn(&[PartitionId]) -> u64>,
-) -> Option<Vec<usize>> {
+pub fn arrange(entries: &[Entry], group_order: Option<GroupOrder<'_>>) -> Option<Vec<usize>> {
     let is_mpt = |e: &Entry| e.partitions.len() > 1;
     let read_only = Entry::is_read_only_multi_partition;
     // Read-only MPTs first.

@@ -145,13 +145,16 @@ impl Exchange {
     }
 }
 
+/// Values read, by key, in the order they were read.
+type Reads = Vec<(Key, Option<Value>)>;
+
 /// A sibling's conditional confirmation ([`Exchange::ConfirmedSpeculatively`]): `reads` are the
 /// final values of those keys if every multi-partition transaction named in `given` consumed,
 /// for each key listed, the value listed, and those are final.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Confirmation {
-    reads: Vec<(Key, Option<Value>)>,
-    given: Vec<(Timestamp, Vec<(Key, Option<Value>)>)>,
+    reads: Reads,
+    given: Vec<(Timestamp, Reads)>,
 }
 
 /// When a partition may start the transactions delivered to it: the part of an
@@ -487,15 +490,15 @@ struct Running {
     ended: Option<(Option<Ran>, Writes)>,
     /// Speculative schedules: the current instance's reads of this partition, and how many of
     /// them went to the siblings (only once it is the first not final).
-    local_reads: Vec<(Key, Option<Value>)>,
+    local_reads: Reads,
     shared: usize,
     /// [`Exchange::offers`]: how many of `local_reads` went to the plane's siblings as
     /// speculative values, and the siblings' values the current instance consumed that were
     /// not final when it did (it commits finally only once each is confirmed).
     offered: usize,
-    unconfirmed: Vec<(Key, Option<Value>)>,
+    unconfirmed: Reads,
     /// Speculative schedules: every sibling value the current instance consumed.
-    consumed: Vec<(Key, Option<Value>)>,
+    consumed: Reads,
     /// [`Exchange::ConfirmedSpeculatively`]: the current instance sent its confirmation.
     confirmation_sent: bool,
     /// Mutant `early-final-commit`: its outcome was reported at its speculative commit.
@@ -1446,7 +1449,7 @@ impl<S: Schedule> Ordered<S> {
             // it names meet (each ran here, and is final here, being earlier).
             let inbox = &self.inbox;
             let final_inputs = &self.final_inputs;
-            let holds = |(at, consumed): &(Timestamp, Vec<(Key, Option<Value>)>)| {
+            let holds = |(at, consumed): &(Timestamp, Reads)| {
                 final_inputs
                     .get(at)
                     .is_some_and(|inputs| consumed.iter().all(|(k, v)| inputs.get(k) == Some(v)))
@@ -1537,7 +1540,7 @@ impl<S: Schedule> Ordered<S> {
         p: PartitionId,
         at: Timestamp,
         first: Option<Progress>,
-        reads: &mut Vec<(Key, Option<Value>)>,
+        reads: &mut Reads,
         effects: &mut Effects,
         work: &mut Work,
     ) -> Step {
@@ -1770,7 +1773,7 @@ impl<S: Schedule> Ordered<S> {
         p: PartitionId,
         at: Timestamp,
         entry: &Entry,
-        reads: Vec<(Key, Option<Value>)>,
+        reads: Reads,
     ) {
         if reads.is_empty() || entry.partitions.len() == 1 {
             return;
