@@ -140,7 +140,7 @@ pub enum Exchange {
 
 impl Exchange {
     /// Sub-transactions send their reads before they are final.
-    fn offers(self) -> bool {
+    pub fn offers(self) -> bool {
         self != Exchange::Final
     }
 }
