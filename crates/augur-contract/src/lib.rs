@@ -29,6 +29,7 @@ pub mod txn;
 
 pub use procedure::{BoxFuture, CommitStats, DeclaredKeys, Ops, Procedure, ProcedureCatalog};
 pub use protocol::{
-    Ctx, Effects, NodeEnv, Offload, Protocol, ProtocolOptions, SerialResource, Work, deliver_client,
+    Ctx, Effects, NodeEnv, Offload, Protocol, ProtocolOptions, SerialResource,
+    WORKER_THREADS_SETTING, Work, deliver_client,
 };
 pub use txn::{Outcome, TransportError, TxnError, TxnInfo, reply_for};

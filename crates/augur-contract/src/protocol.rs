@@ -33,6 +33,19 @@ pub struct ProtocolOptions {
     pub mutant: Option<String>,
 }
 
+/// The setting every protocol takes that sizes a node's worker pool, where
+/// [`Ctx::offload`](crate::Ctx::offload)ed work runs in the real runtimes (`--set
+/// protocol.worker_threads=N`); one thread per core when it is not given. The simulator models
+/// cores instead (`sim.cores`).
+pub const WORKER_THREADS_SETTING: &str = "worker_threads";
+
+impl ProtocolOptions {
+    /// The worker pool's size the options ask for ([`WORKER_THREADS_SETTING`]), if any.
+    pub fn worker_threads(&self) -> Option<std::num::NonZeroUsize> {
+        self.settings.get(WORKER_THREADS_SETTING)?.parse().ok()
+    }
+}
+
 impl Default for ProtocolOptions {
     fn default() -> Self {
         ProtocolOptions {

@@ -268,12 +268,23 @@ impl ProtocolInfo {
 }
 
 /// Settings every protocol takes, because the runtime acts on them.
-pub const RUNTIME_SETTINGS: &[SettingInfo] = &[SettingInfo {
-    name: log_policy::LOG_SETTING,
-    values: log_policy::LOG_VALUES,
-    default: "always (off in augur bench)",
-    doc: "when the write-ahead log is synced: after every write, at most every MS milliseconds (batch: 2), or never",
-}];
+pub const RUNTIME_SETTINGS: &[SettingInfo] = &[
+    SettingInfo {
+        name: log_policy::LOG_SETTING,
+        values: log_policy::LOG_VALUES,
+        default: "always (off in augur bench)",
+        doc: "when the write-ahead log is synced: after every write, at most every MS milliseconds (batch: 2), or never",
+    },
+    SettingInfo {
+        name: augur_contract::WORKER_THREADS_SETTING,
+        values: COUNT_VALUES,
+        default: "one per core",
+        doc: "how many threads a node's worker pool has, where protocols that hand work off (`calvin`, `sparkle`) run it, in process and over TCP (the simulator models cores instead: `sim.cores`)",
+    },
+];
+
+/// The values of a setting that counts something: a whole number above 0.
+pub const COUNT_VALUES: &[&str] = &["<count>"];
 
 /// One protocol-specific setting and what it accepts.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -295,6 +306,9 @@ impl SettingInfo {
         }
         if self.values == NODE_ID_VALUES {
             return value.parse::<u32>().is_ok();
+        }
+        if self.values == COUNT_VALUES {
+            return value.parse::<std::num::NonZeroUsize>().is_ok();
         }
         self.values.iter().any(|v| v.eq_ignore_ascii_case(value))
     }

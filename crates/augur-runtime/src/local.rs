@@ -81,7 +81,10 @@ pub async fn run_node<P: Protocol>(
         log,
         held: HeldOutput::default(),
         timers: DelayQueue::new(),
-        workers: WorkerPool::per_core(format!("augur-worker-n{}", id.0)),
+        workers: match env.options.worker_threads() {
+            Some(size) => WorkerPool::new(format!("augur-worker-n{}", id.0), size),
+            None => WorkerPool::per_core(format!("augur-worker-n{}", id.0)),
+        },
         done_tx,
         clients: FxHashMap::default(),
         net,
