@@ -24,7 +24,8 @@
 //! coordinator) may have committed, at a position nobody recorded.
 //! Every attempt whose client heard of its commit before the first such attempt was invoked
 //! is ordered before it (its batch was committed to the log before the other was proposed), so
-//! that prefix of the order is replayed in full. Past it, each attempt is run again over the
+//! that prefix of the order is replayed in full (a read-only attempt answered later does not
+//! end it: it writes nothing; it is just not checked over the state). Past it, each attempt is run again over the
 //! values its client was told it read, which still checks that the same procedure over the
 //! same reads issues the same operations, and its recorded writes are applied; the final state
 //! is then unknown and not compared.
@@ -82,13 +83,19 @@ pub fn replay(history: &History, procedures: &Procedures) -> Result<Replayed, St
     let mut checked = 0;
     let mut in_prefix = true;
     for (at, t) in &committed {
-        in_prefix &= first_unknown.is_none_or(|invoked| t.complete_us < invoked);
+        let before_unknown = first_unknown.is_none_or(|invoked| t.complete_us < invoked);
+        // A read-only attempt changes nothing: one answered unordered after the first unknown
+        // attempt was invoked (`sparkle`'s fast path may answer from an old position late) is
+        // not checked over the state, but does not end the prefix for the attempts after it.
+        let read_only = !wrote(t);
+        in_prefix &= before_unknown || read_only;
+        let checkable = in_prefix && before_unknown;
         let ops = match &t.call {
             Some(call) => {
                 let procedure = procedures
                     .instantiate(call)
                     .map_err(|e| format!("T{} cannot be run again: {e}", t.index))?;
-                rerun(t, procedure, &state, in_prefix)?
+                rerun(t, procedure, &state, checkable)?
             }
             None if t.ops.iter().all(|op| matches!(op, Op::Write { .. })) => t.ops.clone(),
             None => {
@@ -112,7 +119,7 @@ pub fn replay(history: &History, procedures: &Procedures) -> Result<Replayed, St
                 state.insert(key, (*at, value));
             }
         }
-        if in_prefix {
+        if checkable {
             checked += 1;
         }
     }

@@ -363,7 +363,7 @@ struct Submission {
     since: Timestamp,
     /// The position of the last attempt that ended in a retry: a copy of an outcome at or below
     /// it comes from an attempt already retried.
-    retried_through: Timestamp,
+    retried_through: Option<Timestamp>,
 }
 
 /// What a submitter does with an outcome.
@@ -385,7 +385,7 @@ impl Submissions {
             pending,
             entry,
             since: now,
-            retried_through: Timestamp::ZERO,
+            retried_through: None,
         };
         self.waiting.insert(submission.entry.txn, submission);
     }
@@ -436,12 +436,14 @@ impl Submissions {
         let Some(s) = self.waiting.get_mut(&txn) else {
             return Next::Nothing;
         };
-        if at <= s.retried_through {
+        // (A read-only transaction answered unordered may come at position 0: nothing was
+        // final then.)
+        if s.retried_through.is_some_and(|through| at <= through) {
             return Next::Nothing;
         }
         match ran {
             Ran::Undeclared { partition } => {
-                s.retried_through = at;
+                s.retried_through = Some(at);
                 if !s.entry.partitions.contains(&partition) {
                     s.entry.partitions.push(partition);
                     s.entry.partitions.sort();
@@ -449,7 +451,7 @@ impl Submissions {
                 return Next::Resubmit(s.entry.clone());
             }
             Ran::Mispredicted => {
-                s.retried_through = at;
+                s.retried_through = Some(at);
                 return Next::Predict(s.entry.clone());
             }
             _ => {}
