@@ -148,6 +148,9 @@ impl Exchange {
 /// Values read, by key, in the order they were read.
 type Reads = Vec<(Key, Option<Value>)>;
 
+/// Every value each multi-partition transaction committed finally here read, by position.
+type FinalInputs = BTreeMap<Timestamp, BTreeMap<Key, Option<Value>>>;
+
 /// A sibling's conditional confirmation ([`Exchange::ConfirmedSpeculatively`]): `reads` are the
 /// final values of those keys if every multi-partition transaction named in `given` consumed,
 /// for each key listed, the value listed, and those are final.
@@ -155,6 +158,22 @@ type Reads = Vec<(Key, Option<Value>)>;
 pub struct Confirmation {
     reads: Reads,
     given: Vec<(Timestamp, Reads)>,
+}
+
+impl Confirmation {
+    /// Whether this confirms `read` as final: it vouches for that very value, and every
+    /// condition holds — the transaction it names committed finally here (`final_inputs`)
+    /// having read exactly the values listed. A confirmation from another instance of the
+    /// sender vouches for that instance's values only, and a condition naming a transaction
+    /// this node did not run cannot be judged here, so it does not hold.
+    fn vouches_for(&self, read: &(Key, Option<Value>), final_inputs: &FinalInputs) -> bool {
+        let holds = |(at, consumed): &(Timestamp, Reads)| {
+            final_inputs
+                .get(at)
+                .is_some_and(|inputs| consumed.iter().all(|(k, v)| inputs.get(k) == Some(v)))
+        };
+        self.reads.contains(read) && self.given.iter().all(holds)
+    }
 }
 
 /// When a partition may start the transactions delivered to it: the part of an
@@ -592,7 +611,7 @@ pub struct Ordered<S: Schedule> {
     /// and every value each multi-partition transaction finally committed here read (its
     /// partitions' and its siblings'), by position, kept until every node is past it.
     confirmations: BTreeMap<Timestamp, Vec<Confirmation>>,
-    final_inputs: BTreeMap<Timestamp, BTreeMap<Key, Option<Value>>>,
+    final_inputs: FinalInputs,
     submissions: Submissions,
     /// Procedure types (workload, procedure) whose dry-run footprint was once mispredicted:
     /// reconnoitred before they are ordered.
@@ -1449,18 +1468,11 @@ impl<S: Schedule> Ordered<S> {
             // it names meet (each ran here, and is final here, being earlier).
             let inbox = &self.inbox;
             let final_inputs = &self.final_inputs;
-            let holds = |(at, consumed): &(Timestamp, Reads)| {
-                final_inputs
-                    .get(at)
-                    .is_some_and(|inputs| consumed.iter().all(|(k, v)| inputs.get(k) == Some(v)))
-            };
             let conditional = self.confirmations.get(&first);
             let confirmed = |read: &(Key, Option<Value>)| {
                 inbox.get(first, &read.0) == Some(&read.1)
-                    || conditional.is_some_and(|cs| {
-                        cs.iter()
-                            .any(|c| c.reads.contains(read) && c.given.iter().all(holds))
-                    })
+                    || conditional
+                        .is_some_and(|cs| cs.iter().any(|c| c.vouches_for(read, final_inputs)))
             };
             if self.mutant != Some(Mutant::NoLanCheck)
                 && spec.is_speculatively_committed(Instance {
@@ -2485,5 +2497,49 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ]);
         }
         counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(key: u64, value: &str) -> (Key, Option<Value>) {
+        (
+            Key::numbered(1, key),
+            Some(Value::copy_from_slice(value.as_bytes())),
+        )
+    }
+
+    /// A sibling's conditional confirmation confirms a consumed value only if it vouches for
+    /// that very value and every condition holds here — the checks that close the places where
+    /// Algorithm 3 trusts abort numbers (docs/architecture/sparkle.md).
+    #[test]
+    fn a_confirmation_vouches_only_for_its_values_under_conditions_that_hold() {
+        let earlier = Timestamp(10);
+        let mut final_inputs = FinalInputs::new();
+        final_inputs.insert(earlier, [read(1, "final")].into_iter().collect());
+        let given = |value: &str| vec![(earlier, vec![read(1, value)])];
+        let confirmation = |reads, given| Confirmation { reads, given };
+        // Every condition holds and the value is vouched for.
+        let good = confirmation(vec![read(2, "v")], given("final"));
+        assert!(good.vouches_for(&read(2, "v"), &final_inputs));
+        // Another instance's confirmation, of another value, confirms nothing it did not read
+        // (the digest's second gap: a confirmation is about its sender's instance).
+        assert!(!good.vouches_for(&read(2, "w"), &final_inputs));
+        // The earlier transaction consumed what turned out not to be final: the confirmation
+        // rests on a falsehood (a late correction must not be missed: the first gap).
+        let stale = confirmation(vec![read(2, "v")], given("stale"));
+        assert!(!stale.vouches_for(&read(2, "v"), &final_inputs));
+        // A condition naming a transaction this node never committed (another partition set,
+        // or one still running here) cannot be judged: the group-boundary case.
+        let elsewhere = Confirmation {
+            reads: vec![read(2, "v")],
+            given: vec![(Timestamp(11), vec![read(1, "final")])],
+        };
+        assert!(!elsewhere.vouches_for(&read(2, "v"), &final_inputs));
+        // No condition: the sender's prefix had no unconfirmed sibling values.
+        let unconditional = confirmation(vec![read(2, "v")], Vec::new());
+        assert!(unconditional.vouches_for(&read(2, "v"), &final_inputs));
     }
 }

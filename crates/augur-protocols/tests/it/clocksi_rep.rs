@@ -482,7 +482,9 @@ fn protocol_settings_are_validated_by_the_registry() {
          propose max(LastReader+1, RS+1) instead of the clock; \
          log=always|batch|batch:MS|off (default always (off in augur bench)): when the \
          write-ahead log is synced: after every write, at most every MS milliseconds \
-         (batch: 2), or never"
+         (batch: 2), or never; worker_threads=<count> (default one per core): how many threads \
+         a node's worker pool has, where protocols that hand work off (`calvin`, `sparkle`) run \
+         it, in process and over TCP (the simulator models cores instead: `sim.cores`)"
     );
 
     let err =
