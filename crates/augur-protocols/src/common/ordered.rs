@@ -1834,27 +1834,8 @@ impl<S: Schedule> Ordered<S> {
         if !self.inbox.put(at, key.clone(), value.clone()) {
             return;
         }
-        let mut wrong = Vec::new();
-        let mut confirmed = Vec::new();
-        for (p, part) in &self.parts {
-            let Some(running) = part.running.get(&at) else {
-                continue;
-            };
-            if running.waiting_for.as_ref() == Some(&key) {
-                ctx.set_timer(Duration::ZERO, Timer::Run(*p, at));
-            }
-            // A speculative value the run consumed is confirmed, or the run is wrong.
-            match running.unconfirmed.iter().find(|(k, _)| *k == key) {
-                Some((_, consumed)) if *consumed != value => wrong.push(*p),
-                Some(_) => confirmed.push(*p),
-                None => {}
-            }
-        }
-        for p in wrong {
-            let mut effects = Effects::default();
-            self.restart(ctx, p, at, false, &mut effects);
-            self.carry_out(ctx, p, effects);
-        }
+        let (wrong, confirmed) = self.sibling_value_came(ctx, at, &key, &value);
+        self.abort_remotely(ctx, at, wrong);
         for p in confirmed {
             let first = self.parts[&p]
                 .spec
@@ -1886,22 +1867,41 @@ impl<S: Schedule> Ordered<S> {
         {
             return;
         }
+        let (wrong, _) = self.sibling_value_came(ctx, at, &key, &value);
+        self.abort_remotely(ctx, at, wrong);
+    }
+
+    /// A sibling's `value` of `key` for the transaction at `at` came: wake the local runs
+    /// waiting for it, and say which local partitions' runs consumed the key speculatively —
+    /// another value (they are wrong), or this one.
+    fn sibling_value_came(
+        &self,
+        ctx: &mut Ctx<'_, Self>,
+        at: Timestamp,
+        key: &Key,
+        value: &Option<Value>,
+    ) -> (Vec<PartitionId>, Vec<PartitionId>) {
         let mut wrong = Vec::new();
+        let mut same = Vec::new();
         for (p, part) in &self.parts {
             let Some(running) = part.running.get(&at) else {
                 continue;
             };
-            if running.waiting_for.as_ref() == Some(&key) {
+            if running.waiting_for.as_ref() == Some(key) {
                 ctx.set_timer(Duration::ZERO, Timer::Run(*p, at));
             }
-            if running
-                .unconfirmed
-                .iter()
-                .any(|(k, consumed)| *k == key && *consumed != value)
-            {
-                wrong.push(*p);
+            match running.unconfirmed.iter().find(|(k, _)| k == key) {
+                Some((_, consumed)) if consumed != value => wrong.push(*p),
+                Some(_) => same.push(*p),
+                None => {}
             }
         }
+        (wrong, same)
+    }
+
+    /// Abort the runs at `at` of the partitions `wrong` and run them again: a sibling value
+    /// they consumed turned out otherwise (a remote abort).
+    fn abort_remotely(&mut self, ctx: &mut Ctx<'_, Self>, at: Timestamp, wrong: Vec<PartitionId>) {
         for p in wrong {
             let mut effects = Effects::default();
             self.restart(ctx, p, at, false, &mut effects);

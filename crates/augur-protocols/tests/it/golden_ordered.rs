@@ -348,6 +348,13 @@ fn sparkle_leader_crash_mid_batch() {
 
 // ----- (d) Speculation: a later run that missed an earlier write runs again (`sparkle`) -----
 
+/// [`sim`]'s cluster running `sparkle` with `variant`.
+fn sparkle_sim(variant: &str) -> Simulation<Sparkle> {
+    let mut options = ProtocolOptions::default();
+    options.settings.insert("variant".into(), variant.into());
+    common::traced_sim_with::<Sparkle>("lan", 1, 3, 2, options, one_shot::procedures())
+}
+
 /// `S` writes `a` and `b`; at 250 ms two clients of n0 swap them (`X1`, `X2`), cut into one
 /// batch, `X1` first. At each partition both start at once: `X2`'s run reads its partition's
 /// key speculatively (the version `S` wrote, with a read dependency) while `X1` is still
@@ -363,10 +370,7 @@ fn sparkle_leader_crash_mid_batch() {
 #[test]
 fn sparkle_a_later_run_that_missed_a_write_runs_again() {
     for variant in ["cons", "cc", "sc"] {
-        let mut options = ProtocolOptions::default();
-        options.settings.insert("variant".into(), variant.into());
-        let mut s =
-            common::traced_sim_with::<Sparkle>("lan", 1, 3, 2, options, one_shot::procedures());
+        let mut s = sparkle_sim(variant);
         let o = Observed::default();
         let setup = vec![Call::put("S", &[(&a(), "a0"), (&b(), "b0")])];
         spawn_one_shot_client(&mut s, 0, ms(200), setup, &o);
@@ -424,10 +428,7 @@ fn sparkle_a_later_run_that_missed_a_write_runs_again() {
 fn sparkle_speculative_confirmation_commits_before_the_final_values() {
     let pair = |n| (Key::numbered(0, n), Key::numbered(1, n));
     for variant in ["cons", "cc", "sc"] {
-        let mut options = ProtocolOptions::default();
-        options.settings.insert("variant".into(), variant.into());
-        let mut s =
-            common::traced_sim_with::<Sparkle>("lan", 1, 3, 2, options, one_shot::procedures());
+        let mut s = sparkle_sim(variant);
         let o = Observed::default();
         let mut setup = Vec::new();
         for (n, name) in [(1, "S1"), (2, "S2"), (3, "S3")] {
