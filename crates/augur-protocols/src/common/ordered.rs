@@ -516,7 +516,7 @@ struct Running {
     /// not final when it did (it commits finally only once each is confirmed).
     offered: usize,
     unconfirmed: Reads,
-    /// Speculative schedules: every sibling value the current instance consumed.
+    /// [`Exchange::ConfirmedSpeculatively`]: every sibling value the current instance consumed.
     consumed: Reads,
     /// [`Exchange::ConfirmedSpeculatively`]: the current instance sent its confirmation.
     confirmation_sent: bool,
@@ -1566,6 +1566,8 @@ impl<S: Schedule> Ordered<S> {
         let store = &self.store;
         let inbox = &self.inbox;
         let offers = self.mode.exchange.offers().then_some(&self.offers);
+        // Only speculative confirmation needs every sibling value a run consumed.
+        let keep_inputs = self.mode.exchange == Exchange::ConfirmedSpeculatively;
         // Mutant `ro-mpt-current`: a read-only MPT reads the final state as it is now.
         let current = (self.mutant == Some(Mutant::RoMptCurrent)).then(|| self.frontier(p));
         let mutant = self.mutant;
@@ -1744,7 +1746,7 @@ impl<S: Schedule> Ordered<S> {
                 }
                 _ => match (inbox.get(at, &key), offers.and_then(|o| o.get(at, &key))) {
                     (Some(v), _) => {
-                        if S::SPECULATIVE {
+                        if keep_inputs {
                             running.consumed.push((key.clone(), v.clone()));
                         }
                         v.clone()
@@ -1754,7 +1756,9 @@ impl<S: Schedule> Ordered<S> {
                     // before the final commit.
                     (None, Some(v)) => {
                         running.unconfirmed.push((key.clone(), v.clone()));
-                        running.consumed.push((key.clone(), v.clone()));
+                        if keep_inputs {
+                            running.consumed.push((key.clone(), v.clone()));
+                        }
                         v.clone()
                     }
                     (None, None) => {
@@ -1984,10 +1988,12 @@ impl<S: Schedule> Ordered<S> {
             return;
         };
         let first = spec.first_pending();
-        let mut given = Vec::new();
+        // What the MPTs of the prefix walked so far consumed unconfirmed: copied only into a
+        // confirmation that goes out.
+        let mut given: Vec<(Timestamp, &Reads)> = Vec::new();
         let mut sends = Vec::new();
         for inst in spec.speculative_prefix() {
-            let Some(running) = part.running.get_mut(&inst.at) else {
+            let Some(running) = part.running.get(&inst.at) else {
                 break;
             };
             if running.entry.partitions.len() == 1 || running.attempt != inst.n {
@@ -1997,16 +2003,21 @@ impl<S: Schedule> Ordered<S> {
                 && Some(inst.at) != first
                 && !running.local_reads.is_empty()
             {
-                running.confirmation_sent = true;
                 let confirmation = Confirmation {
                     reads: running.local_reads.clone(),
-                    given: given.clone(),
+                    given: given.iter().map(|(at, r)| (*at, (*r).clone())).collect(),
                 };
                 sends.push((inst.at, Arc::clone(&running.entry), confirmation));
             }
             if !running.unconfirmed.is_empty() {
-                given.push((inst.at, running.unconfirmed.clone()));
+                given.push((inst.at, &running.unconfirmed));
             }
+        }
+        for (at, _, _) in &sends {
+            part.running
+                .get_mut(at)
+                .expect("in the prefix")
+                .confirmation_sent = true;
         }
         let me = self.me();
         for (at, entry, confirmation) in sends {

@@ -67,6 +67,15 @@ fn one_clock(history: &History) -> Result<(), String> {
     Ok(())
 }
 
+/// `augur check --input path` with `args`, with the solver's step budget deciding rather than
+/// the wall time of a loaded machine.
+fn check_file(path: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let path = path.to_str().expect("a UTF-8 path");
+    let mut all = vec!["check", "--input", path, "--solver-seconds", "120"];
+    all.extend_from_slice(args);
+    augur(&all)
+}
+
 #[test]
 fn postgres_histories_share_one_clock_and_pass_at_the_peers_levels() {
     let Some(url) = pg_url("postgres_histories_share_one_clock_and_pass_at_the_peers_levels")
@@ -108,14 +117,7 @@ fn postgres_histories_share_one_clock_and_pass_at_the_peers_levels() {
             if let Err(e) = one_clock(&recorded) {
                 panic!("{peer} on {workload}: {e}");
             }
-            // The solver's step budget decides, not the wall time of a loaded machine.
-            let checked = augur(&[
-                "check",
-                "--input",
-                path.to_str().unwrap(),
-                "--solver-seconds",
-                "120",
-            ]);
+            let checked = check_file(&path, &[]);
             let stdout = String::from_utf8_lossy(&checked.stdout);
             assert!(
                 checked.status.success(),
@@ -129,15 +131,7 @@ fn postgres_histories_share_one_clock_and_pass_at_the_peers_levels() {
         let serializable = dir
             .path()
             .join(format!("{workload}-postgres-serializable.jsonl"));
-        let named = augur(&[
-            "check",
-            "--input",
-            serializable.to_str().unwrap(),
-            "--level",
-            "serializable",
-            "--solver-seconds",
-            "120",
-        ]);
+        let named = check_file(&serializable, &["--level", "serializable"]);
         assert!(
             named.status.success() && String::from_utf8_lossy(&named.stdout).contains("as given"),
             "{}",
