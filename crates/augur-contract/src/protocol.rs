@@ -340,12 +340,15 @@ impl<'a, P: Protocol> Ctx<'a, P> {
     }
 
     /// Run `job` off the node's handler thread and deliver the timer it returns as an input
-    /// ([`Protocol::on_timer`]) once it is done: CPU-heavy, side-effect-free work (a procedure
-    /// run over the values it was handed) that may run in parallel with the node's handlers
-    /// and with other jobs. The real runtimes run it on the node's worker pool, so two jobs
-    /// handed off one after the other may finish in either order; the simulator runs it on a
-    /// core of the CPU model, costed by the [`Work`] it returns, as a new input waiting its
-    /// turn. Like a timer, a job in flight is lost in a crash.
+    /// ([`Protocol::on_timer`]) once it is done: CPU-heavy work (a procedure run over the
+    /// values it was handed) that may run in parallel with the node's handlers and with other
+    /// jobs. Its only side effects may be on state the protocol shares with its jobs behind a
+    /// lock, each change one that the handler could have made at any moment between handing
+    /// the job off and taking its result. The real runtimes run it on the node's worker pool,
+    /// so two jobs handed off one after the other may finish in either order; the simulator
+    /// runs it when it is handed off (its changes to shared state land then, deterministically)
+    /// and delivers its result once a core of the CPU model has spent the job's cost on it,
+    /// as a new input waiting its turn. Like a timer, a job in flight is lost in a crash.
     pub fn offload(&mut self, job: impl FnOnce() -> (P::Timer, Work) + Send + 'static) {
         self.effects.offloads.push(Box::new(job));
     }

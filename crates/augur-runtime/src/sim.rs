@@ -906,8 +906,9 @@ impl<P: Protocol> Simulation<P> {
     }
 
     /// Run work `node` handed off, and deliver its result as a timer: at once without a CPU
-    /// model, else once a core has spent the work's cost on it. The job itself is a pure
-    /// function of what it was handed, so running it now keeps the simulation deterministic.
+    /// model, else once a core has spent the work's cost on it. The job depends only on what it
+    /// was handed and on the state its protocol shares with it, which nothing else touches
+    /// while it runs here, so running it now keeps the simulation deterministic.
     fn offloaded(
         &mut self,
         node: NodeId,

@@ -58,7 +58,7 @@ use augur_types::{
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 /// How long a blocked run waits for a sibling's value before asking for it (and between asks),
@@ -367,6 +367,10 @@ pub struct WorkerRun {
     progress: Progress,
     /// The instance it is a run of ([`Running::attempt`]).
     attempt: u32,
+    /// Speculative schedules: the keys of its partition the worker read on its own (see
+    /// [`RunAhead`]), in order, and what its lock requests did to other transactions.
+    reads: Reads,
+    effects: Effects,
 }
 
 impl std::fmt::Debug for WorkerRun {
@@ -374,6 +378,110 @@ impl std::fmt::Debug for WorkerRun {
         match &self.progress {
             Progress::Needs(key) => write!(f, "needs {key:?}"),
             Progress::Ended(run) => write!(f, "ended after {} operations", run.ops.len()),
+        }
+    }
+}
+
+/// A partition's speculative state, shared with the workers that run its transactions: they
+/// read and lock its keys themselves ([`RunAhead`]) rather than coming back to the node's
+/// handler at every read, as the paper's executor threads share one partition's state.
+type SharedSpeculative = Arc<Mutex<Speculative>>;
+
+/// The node's final store, shared with those workers for their reads of final versions. Only
+/// the handler writes it, and a final commit removes a transaction's versions from the
+/// speculative chains and writes them here under the speculative state's lock, so a worker
+/// never sees a version in neither place.
+type SharedStore = Arc<RwLock<MvStore<()>>>;
+
+/// Lock `state`. A worker that panicked holding the lock (a procedure's bug) left it
+/// consistent: every change under it is one call of [`Speculative`] or of the store.
+fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn reading<T>(state: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    state.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn writing<T>(state: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    state.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The final version of `key` below the position `below`, and its writer's position
+/// (`Timestamp::ZERO` for the initial, absent one): a speculative read of a key no earlier
+/// transaction installed.
+fn final_version(store: &MvStore<()>, key: &Key, below: Timestamp) -> (Option<Value>, Timestamp) {
+    let v = store.read_at(key, Timestamp(below.0 - 1));
+    v.map_or((None, Timestamp::ZERO), |v| (v.value.clone(), v.ts))
+}
+
+/// What a worker needs to run a speculative transaction's procedure on past its reads of its
+/// own partition: the partition's shared state. It stops, and hands the run back to the node,
+/// at a read it cannot make by itself — a sibling's key, a key the footprint does not name, a
+/// lock or a read that must wait for an earlier transaction — or at the run's end; the node
+/// then goes on exactly as if it had made every read itself (a suspension is retried there, so
+/// a wake-up between the worker's attempt and the node seeing it is not lost).
+struct RunAhead {
+    p: PartitionId,
+    inst: Instance,
+    spec: SharedSpeculative,
+    store: SharedStore,
+    placement: Arc<Placement>,
+    entry: Arc<Entry>,
+}
+
+impl RunAhead {
+    /// Whether the worker may read `key` itself.
+    fn reads_here(&self, key: &Key) -> bool {
+        self.placement.partition_of(key) == self.p
+            && self
+                .entry
+                .footprint
+                .as_ref()
+                .is_none_or(|fp| fp.reads.contains(key))
+    }
+
+    /// Run `run` on from where the node left it, reading this partition's keys through the
+    /// speculative state; the reads go to `reads` (for the siblings), what lock requests did
+    /// to others to `effects`.
+    fn run(
+        &self,
+        run: &mut Driver<'static>,
+        reads: &mut Reads,
+        effects: &mut Effects,
+        work: &mut Work,
+    ) -> Progress {
+        loop {
+            let progress = run.resume();
+            let Progress::Needs(key) = &progress else {
+                return progress;
+            };
+            if !self.reads_here(key) {
+                return progress;
+            }
+            let value = {
+                let mut spec = lock(&self.spec);
+                if !spec.is_current(self.inst) {
+                    // Aborted meanwhile: the node drops this run, and its next instance runs.
+                    return progress;
+                }
+                for written in run.written_keys() {
+                    if self.placement.partition_of(&written) == self.p
+                        && spec.lock(self.inst, &written, effects) == Access::Suspended
+                    {
+                        return progress;
+                    }
+                }
+                let store = reading(&self.store);
+                let final_read = |key: &Key, below: Timestamp| final_version(&store, key, below);
+                match spec.read(self.inst, key, &final_read) {
+                    Access::Ready(value) => value,
+                    Access::Suspended => return progress,
+                }
+            };
+            work.reads = work.reads.saturating_add(1);
+            reads.push((key.clone(), value.clone()));
+            run.supply(key.clone(), value);
         }
     }
 }
@@ -482,7 +590,22 @@ struct Part<S> {
     /// A `Pull` timer is set.
     pulling: bool,
     /// The speculative state ([`Schedule::SPECULATIVE`] schedules only).
-    spec: Option<Speculative>,
+    spec: Option<SharedSpeculative>,
+}
+
+impl<S> Part<S> {
+    /// The speculative state, locked.
+    fn speculative(&self) -> MutexGuard<'_, Speculative> {
+        lock(self.spec.as_ref().expect("speculative"))
+    }
+
+    /// The first transaction not final ([`Speculative::first_pending`]); `None` unless
+    /// speculative.
+    fn first_pending(&self) -> Option<Timestamp> {
+        self.spec
+            .as_ref()
+            .and_then(|spec| lock(spec).first_pending())
+    }
 }
 
 /// A run's writes, by key.
@@ -601,8 +724,9 @@ pub struct Ordered<S: Schedule> {
     /// [`Schedule::mode`].
     mode: SpeculativeMode,
     ids: TxnIds,
-    /// The versions of every key of the partitions this node replicates, by position.
-    store: MvStore<()>,
+    /// The versions of every key of the partitions this node replicates, by position (shared
+    /// with the workers of speculative runs, [`RunAhead`]).
+    store: SharedStore,
     parts: BTreeMap<PartitionId, Part<S>>,
     inbox: Inbox,
     /// Siblings' speculative values ([`Exchange::offers`]).
@@ -667,7 +791,7 @@ impl<S: Schedule> Ordered<S> {
                             Some(Mutant::Speculative(m)) => Some(m),
                             _ => None,
                         };
-                        Speculative::configured(broken, mode.switches)
+                        Arc::new(Mutex::new(Speculative::configured(broken, mode.switches)))
                     }),
                 };
                 (*p, part)
@@ -680,7 +804,7 @@ impl<S: Schedule> Ordered<S> {
             workers,
             mode,
             ids: TxnIds::new(env.id),
-            store: MvStore::new(),
+            store: Arc::new(RwLock::new(MvStore::new())),
             parts,
             inbox: Inbox::default(),
             offers: SpeculativeInbox::default(),
@@ -796,8 +920,8 @@ impl<S: Schedule> Ordered<S> {
             match run.resume() {
                 Progress::Needs(key) if self.env.placement.partition_of(&key) == p => {
                     work.reads = work.reads.saturating_add(1);
-                    let version = self.store.read_at(&key, through);
-                    run.supply(key, version.and_then(|v| v.value.clone()));
+                    let version = reading(&self.store).read_at(&key, through).cloned();
+                    run.supply(key, version.and_then(|v| v.value));
                 }
                 // It reads another partition after all: order it.
                 Progress::Needs(_) => return false,
@@ -971,8 +1095,7 @@ impl<S: Schedule> Ordered<S> {
                     let owner = self.env.placement.partition_of(&key);
                     if self.parts.contains_key(&owner) {
                         work.reads = work.reads.saturating_add(1);
-                        let value = self
-                            .store
+                        let value = reading(&self.store)
                             .read_at(&key, Timestamp::MAX)
                             .and_then(|v| v.value.clone());
                         recon.run.supply(key, value);
@@ -1050,8 +1173,7 @@ impl<S: Schedule> Ordered<S> {
     }
 
     fn on_recon_read(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, key: Key) {
-        let value = self
-            .store
+        let value = reading(&self.store)
             .read_at(&key, Timestamp::MAX)
             .and_then(|v| v.value.clone());
         ctx.send(from, Msg::ReconValue { txn, key, value });
@@ -1094,8 +1216,8 @@ impl<S: Schedule> Ordered<S> {
                     {
                         part.schedule.deliver(at, &entry, &placement);
                         part.pending.insert(at, Arc::clone(&entry));
-                        if let Some(spec) = &mut part.spec {
-                            spec.begin(at);
+                        if let Some(spec) = &part.spec {
+                            lock(spec).begin(at);
                         }
                         woken.insert(*p);
                     }
@@ -1162,11 +1284,11 @@ impl<S: Schedule> Ordered<S> {
             let Some(entry) = part.pending.get(&at).cloned() else {
                 continue;
             };
-            let attempt = part.spec.as_mut().map_or(0, |spec| spec.begin(at).n);
+            let attempt = part.spec.as_ref().map_or(0, |spec| lock(spec).begin(at).n);
             let mut running = Running::new(entry, &self.env.procedures, attempt);
             // A read-only MPT of a grouped batch (§4.4) starts once it is first here: it went
             // before the rest of its batch, so that is once the earlier batches are final.
-            let first = part.spec.as_ref().and_then(Speculative::first_pending);
+            let first = part.first_pending();
             if self.mode.grouped
                 && self.mutant != Some(Mutant::RoMptCurrent)
                 && running.entry.is_read_only_multi_partition()
@@ -1196,11 +1318,19 @@ impl<S: Schedule> Ordered<S> {
         ctx: &mut Ctx<'_, Self>,
         p: PartitionId,
         at: Timestamp,
-        worker: Option<Box<WorkerRun>>,
+        mut worker: Option<Box<WorkerRun>>,
     ) {
-        let Some(part) = self.parts.get_mut(&p) else {
+        if !self.parts.contains_key(&p) {
             return;
-        };
+        }
+        if let Some(worker) = &mut worker {
+            // Its lock requests may have preempted others, even if it was aborted since.
+            let effects = std::mem::take(&mut worker.effects);
+            if effects != Effects::default() {
+                self.carry_out(ctx, p, effects);
+            }
+        }
+        let part = self.parts.get_mut(&p).expect("local");
         let Some(running) = part.running.get_mut(&at) else {
             return;
         };
@@ -1215,7 +1345,7 @@ impl<S: Schedule> Ordered<S> {
                 at,
                 n: running.attempt,
             };
-            if spec.is_speculatively_committed(inst) {
+            if lock(spec).is_speculatively_committed(inst) {
                 return; // woken after it installed its writes: nothing to run
             }
             if running.ended.is_some() {
@@ -1228,8 +1358,15 @@ impl<S: Schedule> Ordered<S> {
         }
         let first = match worker {
             Some(worker) => {
-                running.run = Ok(Some(worker.run));
-                Some(worker.progress)
+                let WorkerRun {
+                    run,
+                    progress,
+                    reads,
+                    ..
+                } = *worker;
+                running.run = Ok(Some(run));
+                running.local_reads.extend(reads);
+                Some(progress)
             }
             None => None,
         };
@@ -1290,20 +1427,24 @@ impl<S: Schedule> Ordered<S> {
             }
             Step::Handoff(mut run) => {
                 self.counters.handed_off += 1;
+                let ahead = self.run_ahead(p, at, &entry, attempt);
                 ctx.offload(move || {
-                    let progress = run.resume();
+                    let (mut reads, mut effects, mut work) = Default::default();
+                    let progress = match &ahead {
+                        Some(ahead) => ahead.run(&mut run, &mut reads, &mut effects, &mut work),
+                        None => run.resume(),
+                    };
                     let steps = match &progress {
                         Progress::Ended(ran) => ran.ops.len(),
                         Progress::Needs(_) => 0,
                     };
-                    let work = Work {
-                        steps: u32::try_from(steps).unwrap_or(u32::MAX),
-                        ..Work::default()
-                    };
+                    work.steps = u32::try_from(steps).unwrap_or(u32::MAX);
                     let worker = Box::new(WorkerRun {
                         run,
                         progress,
                         attempt,
+                        reads,
+                        effects,
                     });
                     (Timer::Ran(p, at, worker), work)
                 });
@@ -1334,6 +1475,30 @@ impl<S: Schedule> Ordered<S> {
         }
     }
 
+    /// What a worker needs to run partition `p`'s transaction at `at` (instance `attempt`) on
+    /// past its own partition's reads; `None` unless speculative (and for the mutant
+    /// `ro-mpt-current`'s read-only MPTs, whose reads the node makes its broken way).
+    fn run_ahead(
+        &self,
+        p: PartitionId,
+        at: Timestamp,
+        entry: &Arc<Entry>,
+        attempt: u32,
+    ) -> Option<RunAhead> {
+        let spec = self.parts[&p].spec.as_ref()?;
+        if self.mutant == Some(Mutant::RoMptCurrent) && entry.is_read_only_multi_partition() {
+            return None;
+        }
+        Some(RunAhead {
+            p,
+            inst: Instance { at, n: attempt },
+            spec: Arc::clone(spec),
+            store: Arc::clone(&self.store),
+            placement: Arc::clone(&self.env.placement),
+            entry: Arc::clone(entry),
+        })
+    }
+
     fn running_mut(&mut self, p: PartitionId, at: Timestamp) -> &mut Running {
         self.parts
             .get_mut(&p)
@@ -1354,7 +1519,8 @@ impl<S: Schedule> Ordered<S> {
     ) {
         let placement = Arc::clone(&self.env.placement);
         let part = self.parts.get_mut(&p).expect("local");
-        let spec = part.spec.as_mut().expect("speculative");
+        let shared = Arc::clone(part.spec.as_ref().expect("speculative"));
+        let mut spec = lock(&shared);
         let running = part.running.get_mut(&at).expect("running");
         let inst = Instance {
             at,
@@ -1369,6 +1535,7 @@ impl<S: Schedule> Ordered<S> {
         let mut effects = Effects::default();
         for (key, _) in &local {
             if spec.lock(inst, key, &mut effects) == Access::Suspended {
+                drop(spec);
                 self.counters.lock_waits += 1;
                 self.carry_out(ctx, p, effects);
                 return;
@@ -1377,7 +1544,9 @@ impl<S: Schedule> Ordered<S> {
         work.writes = work
             .writes
             .saturating_add(u32::try_from(local.len()).unwrap_or(u32::MAX));
-        if spec.put(inst, &local, &mut effects) {
+        let installed = spec.put(inst, &local, &mut effects);
+        drop(spec);
+        if installed {
             self.counters.speculative_commits += 1;
             if self.mutant == Some(Mutant::EarlyFinalCommit)
                 && let Some((Some(ran), _)) = &running.ended
@@ -1405,8 +1574,7 @@ impl<S: Schedule> Ordered<S> {
         effects: &mut Effects,
     ) {
         let part = self.parts.get_mut(&p).expect("local");
-        let spec = part.spec.as_mut().expect("speculative");
-        let next = spec.abort(at, local, effects);
+        let next = part.speculative().abort(at, local, effects);
         self.counters.speculative_aborts += 1;
         if !local {
             self.counters.remote_aborts += 1;
@@ -1423,16 +1591,19 @@ impl<S: Schedule> Ordered<S> {
         let ignore_flag =
             self.mutant == Some(Mutant::Speculative(speculative::Mutant::IgnoreAbortFlag));
         while let Some(inst) = effects.flagged.pop() {
-            let spec = self.parts[&p].spec.as_ref().expect("speculative");
-            if ignore_flag && spec.is_speculatively_committed(inst) {
+            let (committed, flagged) = {
+                let spec = self.parts[&p].speculative();
+                (spec.is_speculatively_committed(inst), spec.is_flagged(inst))
+            };
+            if ignore_flag && committed {
                 continue; // it final-commits flagged
             }
-            if spec.is_flagged(inst) {
+            if flagged {
                 self.restart(ctx, p, inst.at, true, &mut effects);
             }
         }
         let part = &self.parts[&p];
-        let spec = part.spec.as_ref().expect("speculative");
+        let spec = part.speculative();
         for inst in effects.woken {
             let waits = part.running.get(&inst.at).is_some_and(|r| {
                 r.attempt == inst.n
@@ -1455,7 +1626,8 @@ impl<S: Schedule> Ordered<S> {
             // had its reads yet.
             self.share_first(ctx, p);
             let part = self.parts.get_mut(&p).expect("local");
-            let spec = part.spec.as_mut().expect("speculative");
+            let shared = Arc::clone(part.spec.as_ref().expect("speculative"));
+            let mut spec = lock(&shared);
             let Some(first) = spec.first_pending() else {
                 break;
             };
@@ -1481,6 +1653,7 @@ impl<S: Schedule> Ordered<S> {
                 })
                 && !running.unconfirmed.iter().all(confirmed)
             {
+                drop(spec);
                 self.counters.confirmation_waits += 1;
                 self.pull_soon(ctx, p);
                 break;
@@ -1504,14 +1677,16 @@ impl<S: Schedule> Ordered<S> {
                 let inputs = running.local_reads.iter().chain(&running.consumed).cloned();
                 self.final_inputs.entry(first).or_default().extend(inputs);
             }
-            let writes = writes.into_iter().collect();
-            self.finish(ctx, p, first, &entry, ran, writes, reported, work);
+            // Into the final store before a worker can read the keys again.
+            self.apply_final(ctx, p, first, entry.txn, writes, work);
+            drop(spec);
+            self.finish(ctx, p, first, &entry, ran, BTreeMap::new(), reported, work);
             committed = true;
         }
         if committed {
             self.wake(ctx, p);
             let part = self.parts.get_mut(&p).expect("local");
-            let first = part.spec.as_ref().and_then(Speculative::first_pending);
+            let first = part.first_pending();
             if let Some(first) = first
                 && let Some(running) = part.running.get_mut(&first)
                 && running.held_back
@@ -1527,7 +1702,7 @@ impl<S: Schedule> Ordered<S> {
     /// have not had: with every earlier transaction final, they are final too.
     fn share_first(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
         let part = self.parts.get_mut(&p).expect("local");
-        let Some(first) = part.spec.as_ref().and_then(Speculative::first_pending) else {
+        let Some(first) = part.first_pending() else {
             return;
         };
         let Some(running) = part.running.get_mut(&first) else {
@@ -1563,7 +1738,6 @@ impl<S: Schedule> Ordered<S> {
                 .is_some_and(|part| part.schedule.run_on().is_none());
         let placement = Arc::clone(&self.env.placement);
         let procedures = &self.env.procedures;
-        let store = &self.store;
         let inbox = &self.inbox;
         let offers = self.mode.exchange.offers().then_some(&self.offers);
         // Only speculative confirmation needs every sibling value a run consumed.
@@ -1572,7 +1746,11 @@ impl<S: Schedule> Ordered<S> {
         let current = (self.mutant == Some(Mutant::RoMptCurrent)).then(|| self.frontier(p));
         let mutant = self.mutant;
         let part = self.parts.get_mut(&p).expect("local");
-        let mut spec = part.spec.as_mut();
+        // The speculative state before the store, as everywhere (see `SharedStore`).
+        let shared_spec = part.spec.clone();
+        let mut spec = shared_spec.as_deref().map(lock);
+        let shared_store = Arc::clone(&self.store);
+        let store = reading(&shared_store);
         let running = part.running.get_mut(&at).expect("running");
         let entry = Arc::clone(&running.entry);
         let inst = Instance {
@@ -1584,10 +1762,7 @@ impl<S: Schedule> Ordered<S> {
         let before = Timestamp(at.0 - 1);
         // A speculative read of a key no earlier transaction installed: the final version
         // below the reader's position, and its writer's position.
-        let final_read = |key: &Key, below: Timestamp| {
-            let v = store.read_at(key, Timestamp(below.0 - 1));
-            v.map_or((None, Timestamp::ZERO), |v| (v.value.clone(), v.ts))
-        };
+        let final_read = |key: &Key, below: Timestamp| final_version(&store, key, below);
         let read_here = |key: &Key, work: &mut Work| {
             work.reads = work.reads.saturating_add(1);
             store.read_at(key, before).and_then(|v| v.value.clone())
@@ -1841,11 +2016,7 @@ impl<S: Schedule> Ordered<S> {
         let (wrong, confirmed) = self.sibling_value_came(ctx, at, &key, &value);
         self.abort_remotely(ctx, at, wrong);
         for p in confirmed {
-            let first = self.parts[&p]
-                .spec
-                .as_ref()
-                .and_then(Speculative::first_pending);
-            if first == Some(at) {
+            if self.parts[&p].first_pending() == Some(at) {
                 let mut work = Work::default();
                 self.commit_in_order(ctx, p, &mut work);
                 ctx.charge(work);
@@ -1921,7 +2092,7 @@ impl<S: Schedule> Ordered<S> {
             return;
         }
         let part = self.parts.get_mut(&p).expect("local");
-        let first = part.spec.as_ref().and_then(Speculative::first_pending);
+        let first = part.first_pending();
         let Some(running) = part.running.get_mut(&at) else {
             return;
         };
@@ -1984,9 +2155,10 @@ impl<S: Schedule> Ordered<S> {
             return;
         }
         let part = self.parts.get_mut(&p).expect("local");
-        let Some(spec) = part.spec.as_ref() else {
+        let Some(shared) = part.spec.clone() else {
             return;
         };
+        let spec = lock(&shared);
         let first = spec.first_pending();
         // What the MPTs of the prefix walked so far consumed unconfirmed: copied only into a
         // confirmation that goes out.
@@ -2013,6 +2185,7 @@ impl<S: Schedule> Ordered<S> {
                 given.push((inst.at, &running.unconfirmed));
             }
         }
+        drop(spec);
         for (at, _, _) in &sends {
             part.running
                 .get_mut(at)
@@ -2048,7 +2221,7 @@ impl<S: Schedule> Ordered<S> {
         let firsts: Vec<PartitionId> = self
             .parts
             .iter()
-            .filter(|(_, part)| part.spec.as_ref().and_then(Speculative::first_pending) == Some(at))
+            .filter(|(_, part)| part.first_pending() == Some(at))
             .map(|(p, _)| *p)
             .collect();
         for p in firsts {
@@ -2081,25 +2254,7 @@ impl<S: Schedule> Ordered<S> {
         part.running.remove(&at);
         part.pending.remove(&at);
         part.schedule.finished(at);
-        if !local.is_empty() {
-            for (key, value) in &local {
-                self.store
-                    .entry(key)
-                    .put_committed(entry.txn, at, value.clone());
-            }
-            work.writes = work
-                .writes
-                .saturating_add(u32::try_from(local.len()).unwrap_or(u32::MAX));
-            ctx.persist(Record::Applied {
-                partition: p,
-                at,
-                txn: entry.txn,
-                writes: local,
-            });
-            if S::IN_ORDER {
-                part.durable = at;
-            }
-        }
+        self.apply_final(ctx, p, at, entry.txn, local, work);
         let Some(ran) = ran else {
             return; // it only read for the others
         };
@@ -2109,6 +2264,40 @@ impl<S: Schedule> Ordered<S> {
         }
         if !reported {
             self.report(ctx, p, at, entry, ran);
+        }
+    }
+
+    /// Write partition `p`'s transaction `txn`'s writes `local` of `p` to the final store at
+    /// its position `at`, and log them.
+    fn apply_final(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        at: Timestamp,
+        txn: TxnId,
+        local: Vec<(Key, Option<Value>)>,
+        work: &mut Work,
+    ) {
+        if local.is_empty() {
+            return;
+        }
+        {
+            let mut store = writing(&self.store);
+            for (key, value) in &local {
+                store.entry(key).put_committed(txn, at, value.clone());
+            }
+        }
+        work.writes = work
+            .writes
+            .saturating_add(u32::try_from(local.len()).unwrap_or(u32::MAX));
+        ctx.persist(Record::Applied {
+            partition: p,
+            at,
+            txn,
+            writes: local,
+        });
+        if S::IN_ORDER {
+            self.parts.get_mut(&p).expect("local").durable = at;
         }
     }
 
@@ -2142,7 +2331,7 @@ impl<S: Schedule> Ordered<S> {
         };
         let before = Timestamp(at.0 - 1);
         let read = || {
-            self.store
+            reading(&self.store)
                 .read_at(&key, before)
                 .and_then(|v| v.value.clone())
         };
@@ -2190,7 +2379,7 @@ impl<S: Schedule> Ordered<S> {
             .filter_map(|(at, r)| Some((*at, r.waiting_for.clone()?)))
             .collect();
         // The first not final may wait for confirmations.
-        if let Some(first) = part.spec.as_ref().and_then(Speculative::first_pending)
+        if let Some(first) = part.first_pending()
             && let Some(running) = part.running.get(&first)
         {
             waiting.extend(
@@ -2258,7 +2447,7 @@ impl<S: Schedule> Ordered<S> {
             .map(|n| self.horizons.get(&n).copied().unwrap_or(Timestamp::ZERO))
             .min()
             .unwrap_or(Timestamp::ZERO);
-        self.store.collect_garbage(horizon, GC_BATCH);
+        writing(&self.store).collect_garbage(horizon, GC_BATCH);
         // A sibling's confirmation names transactions not final at its partition.
         self.final_inputs = self.final_inputs.split_off(&horizon.next());
         // Every batch wholly at or below the horizon is done and logged at every node: none
@@ -2357,8 +2546,9 @@ impl<S: Schedule> Protocol for Ordered<S> {
                     txn,
                     writes,
                 } => {
+                    let mut store = writing(&node.store);
                     for (key, value) in writes {
-                        let entry = node.store.entry(&key);
+                        let entry = store.entry(&key);
                         if entry.read_at(at).is_none_or(|v| v.ts != at) {
                             entry.put_committed(txn, at, value);
                         }
@@ -2388,7 +2578,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
     fn checkpoint(&self, emit: &mut dyn FnMut(Record)) {
         self.seq.checkpoint(emit);
         self.ids.checkpoint(emit);
-        for (key, entry) in self.store.iter() {
+        for (key, entry) in reading(&self.store).iter() {
             let partition = self.env.placement.partition_of(key);
             for v in entry.versions() {
                 emit(Record::Applied {
@@ -2460,7 +2650,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
     /// agree on it whatever order their stores were rebuilt in.
     fn state_digests(&self) -> Vec<(PartitionId, u64)> {
         let mut digests: BTreeMap<PartitionId, u64> = self.parts.keys().map(|p| (*p, 0)).collect();
-        for (key, entry) in self.store.iter() {
+        for (key, entry) in reading(&self.store).iter() {
             let Some(newest) = entry.latest_committed() else {
                 continue;
             };

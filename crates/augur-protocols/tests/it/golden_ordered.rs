@@ -350,9 +350,13 @@ fn sparkle_leader_crash_mid_batch() {
 
 /// [`sim`]'s cluster running `sparkle` with `variant`.
 fn sparkle_sim(variant: &str) -> Simulation<Sparkle> {
+    sparkle_sim_on(variant, 3)
+}
+
+fn sparkle_sim_on(variant: &str, nodes: usize) -> Simulation<Sparkle> {
     let mut options = ProtocolOptions::default();
     options.settings.insert("variant".into(), variant.into());
-    common::traced_sim_with::<Sparkle>("lan", 1, 3, 2, options, one_shot::procedures())
+    common::traced_sim_with::<Sparkle>("lan", 1, nodes, 2, options, one_shot::procedures())
 }
 
 /// `S` writes `a` and `b`; at 250 ms two clients of n0 swap them (`X1`, `X2`), cut into one
@@ -414,35 +418,39 @@ fn sparkle_a_later_run_that_missed_a_write_runs_again() {
     }
 }
 
-/// Three swaps of distinct pairs of keys of p0 and p1 (`X1`, `X2`, `X3`), cut into one batch:
+/// Five swaps of distinct pairs of keys of p0 and p2 (`X1` … `X5`), cut into one batch, on four
+/// nodes where no node holds both partitions (one that did would exchange the values with
+/// itself at once, and its final values would outrun every confirmation):
 /// nothing conflicts, so every run is right the first time, and what differs between the
 /// variants is when a sub-transaction may commit finally. `cons`: only once each sibling is
 /// the first not final at its partition and sends its reads then. `cc`: the runs consumed their
 /// siblings' values speculatively at once, but still wait for them to come final. `sc`: once
-/// `X1` and `X2` (or all three) are speculatively committed at a partition, `X2` (and `X3`)
-/// confirm their reads there conditionally (given what the ones before consumed); a sibling
-/// that committed `X1` finally knows `X1`'s final inputs, so it can commit `X2` in the same
-/// pass, before `X2`'s final values come (on "lan" they race the confirmations: some
+/// `X1` and `X2` (or more) are speculatively committed at a partition, `X2` (and the later
+/// ones) confirm their reads there conditionally (given what the ones before consumed); a
+/// sibling that committed `X1` finally knows `X1`'s final inputs, so it can commit `X2` in the
+/// same pass, before `X2`'s final values come (on "lan" they race the confirmations: some
 /// commits go one way, some the other).
 #[test]
 fn sparkle_speculative_confirmation_commits_before_the_final_values() {
-    let pair = |n| (Key::numbered(0, n), Key::numbered(1, n));
+    let pair = |n| (Key::numbered(0, n), Key::numbered(2, n));
     for variant in ["cons", "cc", "sc"] {
-        let mut s = sparkle_sim(variant);
+        let mut s = sparkle_sim_on(variant, 4);
+        common::assert_replicas(&s, &pair(1).0, &[0, 1]);
+        common::assert_replicas(&s, &pair(1).1, &[2, 3]);
         let o = Observed::default();
         let mut setup = Vec::new();
-        for (n, name) in [(1, "S1"), (2, "S2"), (3, "S3")] {
+        for (n, name) in [(1, "S1"), (2, "S2"), (3, "S3"), (4, "S4"), (5, "S5")] {
             let (x, y) = pair(n);
             setup.push(Call::put(name, &[(&x, "x"), (&y, "y")]));
         }
         spawn_one_shot_client(&mut s, 0, ms(200), setup, &o);
-        for (n, name) in [(1, "X1"), (2, "X2"), (3, "X3")] {
+        for (n, name) in [(1, "X1"), (2, "X2"), (3, "X3"), (4, "X4"), (5, "X5")] {
             let (x, y) = pair(n);
             let at = us(250_000 + 10 * n);
             spawn_one_shot_client(&mut s, 0, at, vec![Call::swap(name, &x, &y)], &o);
         }
         s.run_until(ms(450));
-        for name in ["X1", "X2", "X3"] {
+        for name in ["X1", "X2", "X3", "X4", "X5"] {
             assert!(o.committed(name), "{variant}: {name}");
         }
         let sum = |name| (0..3).map(|n| counter(&s, n, name)).sum::<u64>();
