@@ -324,27 +324,49 @@ pub fn run(procedure: &mut dyn Procedure, source: Source<'_>) -> Option<Run> {
 
 /// The checks a node makes of a one-shot request before it orders or runs it, and the dry run
 /// over absent values that tells which keys it touches (`rococo`, `s-smr`): the procedure `call`
-/// names, rebuilt from `procedures`, must be as read-only as the request says and must wait on
-/// nothing but its reads. Returns the procedure and its dry run, or the error to answer with.
+/// names, rebuilt from `procedures`, must be as read-only as the request says
+/// ([`checked`]) and must wait on nothing but its reads. Returns the procedure and its dry run,
+/// or the error to answer with.
 pub fn dry_run(
     procedures: &Procedures,
     call: &ProcedureCall,
     read_only: bool,
 ) -> Result<(Box<dyn Procedure>, Run), RequestError> {
-    let mut procedure = procedures.instantiate(call)?;
+    let mut procedure = checked(procedures, call, read_only)?;
+    let dry = dry_run_of(procedure.as_mut(), call)?;
+    Ok((procedure, dry))
+}
+
+/// The dry run of [`dry_run`], of a procedure already [`checked`].
+pub fn dry_run_of(
+    procedure: &mut dyn Procedure,
+    call: &ProcedureCall,
+) -> Result<Run, RequestError> {
+    run(procedure, Source::Absent).ok_or_else(|| {
+        RequestError::Invalid(format!(
+            "procedure {}/{} waits on more than its reads",
+            call.workload, call.procedure
+        ))
+    })
+}
+
+/// The procedure `call` names, rebuilt from `procedures`, if it is as read-only as the request
+/// says: the checks of [`dry_run`] without the run, for a node that needs no dry run (the
+/// procedure declares its keys). A body that waits on more than its reads then ends, wherever
+/// it runs, aborted (`ValidationFailed`) by the driver.
+pub fn checked(
+    procedures: &Procedures,
+    call: &ProcedureCall,
+    read_only: bool,
+) -> Result<Box<dyn Procedure>, RequestError> {
+    let procedure = procedures.instantiate(call)?;
     if procedure.read_only() != read_only {
         return Err(RequestError::Invalid(format!(
             "procedure {}/{} is not as read-only as the request says",
             call.workload, call.procedure
         )));
     }
-    let Some(dry) = run(procedure.as_mut(), Source::Absent) else {
-        return Err(RequestError::Invalid(format!(
-            "procedure {}/{} waits on more than its reads",
-            call.workload, call.procedure
-        )));
-    };
-    Ok((procedure, dry))
+    Ok(procedure)
 }
 
 #[cfg(test)]

@@ -853,17 +853,29 @@ impl<S: Schedule> Ordered<S> {
         call: ProcedureCall,
         read_only: bool,
     ) {
-        let (procedure, dry) = match driver::dry_run(&self.env.procedures, &call, read_only) {
-            Ok(checked) => checked,
+        // A procedure that declares its keys needs no dry run to tell its partitions (and its
+        // footprint): New-Order and Payment, Calvin's independent transactions, are not run
+        // an extra time at their submitter.
+        let mut procedure = match driver::checked(&self.env.procedures, &call, read_only) {
+            Ok(procedure) => procedure,
             Err(e) => return pending.answer(ctx, ClientReply::Rejected(e)),
         };
-        ctx.charge(Work {
-            steps: u32::try_from(dry.ops.len()).unwrap_or(u32::MAX),
-            ..Work::default()
-        });
+        let declared = procedure.declared_keys();
+        let dry = match declared {
+            Some(_) => None,
+            None => match driver::dry_run_of(procedure.as_mut(), &call) {
+                Ok(dry) => Some(dry),
+                Err(e) => return pending.answer(ctx, ClientReply::Rejected(e)),
+            },
+        };
+        if let Some(dry) = &dry {
+            ctx.charge(Work {
+                steps: u32::try_from(dry.ops.len()).unwrap_or(u32::MAX),
+                ..Work::default()
+            });
+        }
         // What travels is the postcard form, whatever form the client wrote the arguments in.
         let call = procedure.call().unwrap_or(call);
-        let declared = procedure.declared_keys();
         let dependent = S::FOOTPRINTS
             && declared.is_none()
             && self
@@ -885,12 +897,14 @@ impl<S: Schedule> Ordered<S> {
             let footprint = Footprint::declared(declared, lock_name);
             entry.partitions = footprint.partitions(&self.env.placement);
             entry.footprint = S::FOOTPRINTS.then_some(footprint);
-        } else if S::FOOTPRINTS {
-            let footprint = Footprint::of(&dry, lock_name);
-            entry.partitions = footprint.partitions(&self.env.placement);
-            entry.footprint = Some(footprint);
-        } else {
-            entry.partitions = dispatch::declare(&self.env.placement, &dry);
+        } else if let Some(dry) = &dry {
+            if S::FOOTPRINTS {
+                let footprint = Footprint::of(dry, lock_name);
+                entry.partitions = footprint.partitions(&self.env.placement);
+                entry.footprint = Some(footprint);
+            } else {
+                entry.partitions = dispatch::declare(&self.env.placement, dry);
+            }
         }
         self.ensure_participant(&mut entry);
         self.submissions.add(pending, entry.clone(), ctx.now());

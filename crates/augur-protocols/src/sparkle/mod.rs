@@ -23,7 +23,11 @@
 //! * **Speculative execution.** A delivered transaction starts at once, within a window of
 //!   [`WINDOW`] transactions started and not final per partition (the paper's `max_sc`), on the
 //!   node's workers ([`augur_contract::Ctx::offload`]: real threads in the real runtimes, cores
-//!   in the CPU model), out of order. Reads of the partition's keys return the latest version
+//!   in the CPU model), out of order. A worker reads and locks its partition's keys itself,
+//!   through the partition's speculative state and the node's final store, both shared behind
+//!   locks, as the paper's executor threads share one partition's state; it hands the run back
+//!   to the node only at a sibling's key, a lock or read that must wait, or the run's end.
+//!   Reads of the partition's keys return the latest version
 //!   before the transaction's position, speculatively committed or final, and register a read
 //!   dependency unless every earlier transaction is final; a read waits while an earlier
 //!   transaction holds the key's lock.
@@ -113,9 +117,11 @@
 //! window. augur's choices: Raft (raft-rs) orders the batches (the paper emulated consensus
 //! with a delay); every lock, waiter and read dependency names an instance, so an entry left by
 //! an aborted instance never aborts the one that replaced it (the paper leaves that implicit); a
-//! flagged instance is aborted at once rather than at its next step (its run is on a worker;
-//! what the worker returns for it is dropped); locks are taken at a run's stops (the engine sees
-//! a run only when it needs a value), not at each write.
+//! flagged instance is aborted at once rather than at its next step (its run is on a worker,
+//! which stops at its next read once it sees its instance replaced; what it returns is
+//! dropped); locks are taken at a run's reads (the engine sees a run only when it needs a
+//! value), not at each write; one lock guards a partition's whole speculative state (the paper
+//! does not say how its threads synchronise), held for one read or lock request at a time.
 
 use crate::common::dispatch::Entry;
 use crate::common::ordered::{self, Exchange, Ordered, Schedule, SpeculativeMode};
