@@ -38,6 +38,13 @@ pub trait Workload: Send + Sync {
     fn name(&self) -> &'static str;
     /// The next transaction for a client whose coordinator is `home`.
     fn next(&self, home: NodeId, rng: &mut ChaCha8Rng) -> Box<dyn Procedure>;
+    /// The next transaction for the client of rank `rank` (from 0) among those whose
+    /// coordinator is `home`: as [`next`](Workload::next), unless the workload gives each
+    /// client rows of its own to keep (`tpcc`'s `fixed_home`).
+    fn next_for(&self, home: NodeId, rank: usize, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {
+        let _ = rank;
+        self.next(home, rng)
+    }
     /// Every setting in force (defaults included), echoed into results.
     fn settings(&self) -> serde_json::Value;
     /// Transactions that populate the initial database, run (each until it commits) before the

@@ -58,7 +58,11 @@
 //! # Warehouses of a client
 //!
 //! TPC-C's terminals each keep one home warehouse (and Stock-Level one district). Here each
-//! transaction draws its home warehouse when it is generated: with `home_warehouse=local`
+//! transaction draws its home warehouse when it is generated, unless `fixed_home=on`: then each
+//! client keeps one, the client's rank among its node's clients choosing among the node's
+//! warehouses in turn, so clients of one node have distinct home warehouses while there are no
+//! more of them than warehouses (Sparkle's conflict-free TPC-C, §5.3, has concurrent requests
+//! on disjoint warehouses). The warehouses drawn from, or chosen among: with `home_warehouse=local`
 //! uniformly among the warehouses whose partition the client's coordinator replicates (all of
 //! them if it replicates none), with `master` among those whose partition it is the master of (as
 //! `local` if it masters none), with `uniform` among all warehouses. `master` makes Payment's
@@ -85,6 +89,7 @@
 //! | `remote_new_order`       | 0.01    | share of New-Order lines from another warehouse |
 //! | `remote_payment`         | 0.15    | share of Payments for another warehouse's customer |
 //! | `home_warehouse`         | `local` | `local`, `master` or `uniform`, above |
+//! | `fixed_home`             | `off`   | `on`: each client keeps one home warehouse, above |
 //! | `keying_and_think_time`  | `off`   | `on` makes [`Tpcc::pause`] return Clause 5.2.5's times |
 //! | `data_size`              | `spec`  | `compact` shortens the filler columns |
 //! | `customers_per_district` | 3000    | scales the database down (1..=3000) |
@@ -97,7 +102,8 @@
 //! * Dates (C_SINCE, H_DATE, O_ENTRY_D, OL_DELIVERY_D) are a logical clock shared by the
 //!   workload's clients, 1 for the population and counting up from 2 as transactions are
 //!   generated: procedures have no clock, and wall time would make simulations irreproducible.
-//! * Home warehouses and Stock-Level districts are drawn per transaction (above).
+//! * Home warehouses (unless `fixed_home=on`) and Stock-Level districts are drawn per
+//!   transaction (above).
 //! * a-strings are drawn from the 62 letters and digits (Clause 4.3.2.2 asks for 128 characters).
 //! * No keying or think time by default: the closed loop runs transactions back to back (or with
 //!   its own `--think-ms`). With `keying_and_think_time=on` the closed loop sleeps
@@ -143,6 +149,7 @@ pub const SETTINGS: &[&str] = &[
     "remote_new_order",
     "remote_payment",
     "home_warehouse",
+    "fixed_home",
     "keying_and_think_time",
     "data_size",
     "customers_per_district",
@@ -288,6 +295,8 @@ pub struct Settings {
     pub remote_new_order: f64,
     pub remote_payment: f64,
     pub home_warehouse: Home,
+    /// Each client keeps one home warehouse ([`Workload::next_for`]).
+    pub fixed_home: bool,
     pub keying_and_think_time: bool,
     pub data_size: DataSize,
     pub customers_per_district: u16,
@@ -353,6 +362,7 @@ impl Settings {
             remote_new_order: parse("remote_new_order", &get("remote_new_order", "0.01"))?,
             remote_payment: parse("remote_payment", &get("remote_payment", "0.15"))?,
             home_warehouse,
+            fixed_home: parse_switch("fixed_home", &get("fixed_home", "off"))?,
             keying_and_think_time: parse_switch(
                 "keying_and_think_time",
                 &get("keying_and_think_time", "off"),
@@ -406,11 +416,14 @@ impl Settings {
 
     /// The deviations from the specification these settings make, fixed ones included.
     pub fn deviations(&self) -> Vec<String> {
+        let drawn = if self.fixed_home {
+            "Stock-Level district drawn per transaction, not fixed per terminal"
+        } else {
+            "home warehouse and Stock-Level district drawn per transaction, not fixed per terminal"
+        };
         let mut out = vec![
             "dates are a logical clock (1 = population), not wall-clock time".to_string(),
-            "home warehouse and Stock-Level district drawn per transaction, not fixed per \
-             terminal"
-                .to_string(),
+            drawn.to_string(),
             "a-strings use 62 letters and digits".to_string(),
         ];
         if self.keying_and_think_time {
@@ -618,6 +631,17 @@ impl Workload for Tpcc {
         txns::draw(&self.config, kind, w, date, rng)
     }
 
+    fn next_for(&self, home: NodeId, rank: usize, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {
+        if !self.config.settings.fixed_home {
+            return self.next(home, rng);
+        }
+        let kind = self.draw_kind(rng);
+        let homes = self.warehouses_of(home);
+        let w = homes[rank % homes.len()];
+        let date = self.clock.fetch_add(1, Ordering::Relaxed);
+        txns::draw(&self.config, kind, w, date, rng)
+    }
+
     fn settings(&self) -> serde_json::Value {
         let c = &self.config;
         let s = &c.settings;
@@ -634,6 +658,7 @@ impl Workload for Tpcc {
             "remote_new_order": s.remote_new_order,
             "remote_payment": s.remote_payment,
             "home_warehouse": s.home_warehouse.name(),
+            "fixed_home": if s.fixed_home { "on" } else { "off" },
             "keying_and_think_time": if s.keying_and_think_time { "on" } else { "off" },
             "data_size": match s.data_size {
                 DataSize::Spec => "spec",

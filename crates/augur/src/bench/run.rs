@@ -42,6 +42,8 @@ pub struct RunPlan<'a> {
     /// histograms per second would take gigabytes.
     stats: Arc<Mutex<RunStats>>,
     seeds: ChaCha8Rng,
+    /// How many clients each node has been given so far: the next one's rank there.
+    ranks: BTreeMap<NodeId, usize>,
 }
 
 impl<'a> RunPlan<'a> {
@@ -77,6 +79,7 @@ impl<'a> RunPlan<'a> {
             commit_stats: CommitStats::new(),
             stats: Arc::new(Mutex::new(RunStats::default())),
             seeds: ChaCha8Rng::seed_from_u64(config.seed),
+            ranks: BTreeMap::new(),
         }
     }
 
@@ -105,10 +108,14 @@ impl<'a> RunPlan<'a> {
         home: NodeId,
         transport: T,
     ) -> impl Future<Output = Client<T>> + Send + 'static {
+        let next_rank = self.ranks.entry(home).or_default();
+        let rank = *next_rank;
+        *next_rank += 1;
         let client = Client {
             session: self.session(transport).with_form(self.spec.txn_form),
             workload: self.workload.clone(),
             home,
+            rank,
             rng: ChaCha8Rng::seed_from_u64(self.seeds.random()),
         };
         let speculation = Speculating {
@@ -399,6 +406,8 @@ pub struct Client<T: Transport> {
     session: Session<T>,
     workload: Arc<dyn Workload>,
     home: NodeId,
+    /// Its rank among the clients of `home` ([`Workload::next_for`]).
+    rank: usize,
     rng: ChaCha8Rng,
 }
 
@@ -574,7 +583,7 @@ async fn client_loop<T: Transport>(
     let mut next_arrival = origin;
     loop {
         runner.fit_chain(&mut observer).await;
-        let procedure = client.workload.next(client.home, &mut rng);
+        let procedure = client.workload.next_for(client.home, client.rank, &mut rng);
         let started = match pacing {
             Pacing::ClosedLoop { mean_think } => {
                 // The workload's own keying and think times (TPC-C, RUBiS) when its settings
