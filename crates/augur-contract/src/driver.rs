@@ -47,6 +47,19 @@ pub struct Run {
 }
 
 impl Run {
+    /// The procedure steps the run took, for the simulator's CPU model ([`crate::Work::steps`]):
+    /// one per read it issued and one for its end. A write is buffered in the run, as a
+    /// client session buffers it until the commit, and takes no step of its own: the same
+    /// procedure is charged the same whether a node runs it here or through a session.
+    pub fn steps(&self) -> u32 {
+        let reads = self
+            .ops
+            .iter()
+            .filter(|op| matches!(op, ExecutedOp::Read { .. }))
+            .count();
+        u32::try_from(reads + 1).unwrap_or(u32::MAX)
+    }
+
     /// The run's writes as an interactive client ships them with its commit: each key once,
     /// in the order it was first written, with the last value written to it.
     pub fn writes_in_order(&self) -> Vec<(Key, Option<Value>)> {

@@ -212,7 +212,9 @@ pub struct Work {
     pub reads: u32,
     /// Versions written to the store (installed, prepared or made visible).
     pub writes: u32,
-    /// Operations a one-shot procedure issued while running at this node.
+    /// Steps a one-shot procedure took while running at this node: one per read it issued
+    /// (or request it sent, when it runs through a session) and one for its end or commit;
+    /// its writes ride with the commit ([`crate::driver::Run::steps`]).
     pub steps: u32,
     /// The serial resource the work must hold, if any (see [`SerialResource`]).
     pub serial: Option<SerialResource>,

@@ -452,6 +452,9 @@ impl RunAhead {
         work: &mut Work,
     ) -> Progress {
         loop {
+            // One step per resumption: one per read and one for the end over a whole run
+            // (`Run::steps`), and a run aborted halfway pays for the steps it took.
+            work.steps = work.steps.saturating_add(1);
             let progress = run.resume();
             let Progress::Needs(key) = &progress else {
                 return progress;
@@ -870,7 +873,7 @@ impl<S: Schedule> Ordered<S> {
         };
         if let Some(dry) = &dry {
             ctx.charge(Work {
-                steps: u32::try_from(dry.ops.len()).unwrap_or(u32::MAX),
+                steps: dry.steps(),
                 ..Work::default()
             });
         }
@@ -945,7 +948,7 @@ impl<S: Schedule> Ordered<S> {
         if !ended.writes.is_empty() {
             return false;
         }
-        work.steps = u32::try_from(ended.ops.len()).unwrap_or(u32::MAX);
+        work.steps = ended.steps();
         ctx.charge(work);
         self.counters.fast_reads += 1;
         let ran = Ran::Done {
@@ -1124,7 +1127,7 @@ impl<S: Schedule> Ordered<S> {
                     return;
                 }
                 Progress::Ended(run) => {
-                    work.steps = u32::try_from(run.ops.len()).unwrap_or(u32::MAX);
+                    work.steps = run.steps();
                     ctx.charge(work);
                     let mut entry = self.recons.remove(&txn).expect("running").entry;
                     let footprint = Footprint::of(&run, |k| self.env.procedures.lock_name(k));
@@ -1446,13 +1449,14 @@ impl<S: Schedule> Ordered<S> {
                     let (mut reads, mut effects, mut work) = Default::default();
                     let progress = match &ahead {
                         Some(ahead) => ahead.run(&mut run, &mut reads, &mut effects, &mut work),
-                        None => run.resume(),
+                        None => {
+                            let progress = run.resume();
+                            if let Progress::Ended(ran) = &progress {
+                                work.steps = ran.steps();
+                            }
+                            progress
+                        }
                     };
-                    let steps = match &progress {
-                        Progress::Ended(ran) => ran.ops.len(),
-                        Progress::Needs(_) => 0,
-                    };
-                    work.steps = u32::try_from(steps).unwrap_or(u32::MAX);
                     let worker = Box::new(WorkerRun {
                         run,
                         progress,
@@ -1860,9 +1864,7 @@ impl<S: Schedule> Ordered<S> {
                 }
                 Progress::Ended(run) => {
                     if ran_here {
-                        work.steps = work
-                            .steps
-                            .saturating_add(u32::try_from(run.ops.len()).unwrap_or(u32::MAX));
+                        work.steps = work.steps.saturating_add(run.steps());
                     }
                     match &entry.footprint {
                         Some(fp) if !unvalidated => {
