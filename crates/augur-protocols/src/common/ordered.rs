@@ -415,6 +415,23 @@ fn final_version(store: &MvStore<()>, key: &Key, below: Timestamp) -> (Option<Va
     v.map_or((None, Timestamp::ZERO), |v| (v.value.clone(), v.ts))
 }
 
+/// Lock every key of partition `p` that `run` (instance `inst`) wrote so far, before it reads
+/// on (a later reader then waits for its write instead of missing it); false if one is held by
+/// an earlier transaction (`inst` then waits for it).
+fn lock_written(
+    spec: &mut Speculative,
+    inst: Instance,
+    p: PartitionId,
+    placement: &Placement,
+    run: &Driver<'static>,
+    effects: &mut Effects,
+) -> bool {
+    run.written_keys().iter().all(|written| {
+        placement.partition_of(written) != p
+            || spec.lock(inst, written, effects) == Access::Ready(())
+    })
+}
+
 /// What a worker needs to run a speculative transaction's procedure on past its reads of its
 /// own partition: the partition's shared state. It stops, and hands the run back to the node,
 /// at a read it cannot make by itself — a sibling's key, a key the footprint does not name, a
@@ -468,12 +485,8 @@ impl RunAhead {
                     // Aborted meanwhile: the node drops this run, and its next instance runs.
                     return progress;
                 }
-                for written in run.written_keys() {
-                    if self.placement.partition_of(&written) == self.p
-                        && spec.lock(self.inst, &written, effects) == Access::Suspended
-                    {
-                        return progress;
-                    }
+                if !lock_written(&mut spec, self.inst, self.p, &self.placement, run, effects) {
+                    return progress;
                 }
                 let store = reading(&self.store);
                 let final_read = |key: &Key, below: Timestamp| final_version(&store, key, below);
@@ -937,8 +950,10 @@ impl<S: Schedule> Ordered<S> {
             match run.resume() {
                 Progress::Needs(key) if self.env.placement.partition_of(&key) == p => {
                     work.reads = work.reads.saturating_add(1);
-                    let version = reading(&self.store).read_at(&key, through).cloned();
-                    run.supply(key, version.and_then(|v| v.value));
+                    let value = reading(&self.store)
+                        .read_at(&key, through)
+                        .and_then(|v| v.value.clone());
+                    run.supply(key, value);
                 }
                 // It reads another partition after all: order it.
                 Progress::Needs(_) => return false,
@@ -1847,18 +1862,12 @@ impl<S: Schedule> Ordered<S> {
         loop {
             let key = match progress {
                 Progress::Needs(key) => {
-                    // Lock the keys of this partition it wrote since it last stopped, before it
-                    // reads on (a later reader then waits for its write instead of missing it).
-                    if let Some(spec) = spec.as_deref_mut() {
-                        for written in run.written_keys() {
-                            if placement.partition_of(&written) == p
-                                && spec.lock(inst, &written, effects) == Access::Suspended
-                            {
-                                running.parked = Some(key);
-                                running.run = Ok(Some(run));
-                                return Step::Suspended;
-                            }
-                        }
+                    if let Some(spec) = spec.as_deref_mut()
+                        && !lock_written(spec, inst, p, &placement, &run, effects)
+                    {
+                        running.parked = Some(key);
+                        running.run = Ok(Some(run));
+                        return Step::Suspended;
                     }
                     key
                 }

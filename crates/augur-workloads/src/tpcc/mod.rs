@@ -574,6 +574,19 @@ impl Tpcc {
         &self.config
     }
 
+    /// The next transaction for a client of `home`: its home warehouse the `rank`th of
+    /// `home`'s in turn (`fixed_home`), or drawn.
+    fn draw(&self, home: NodeId, rank: Option<usize>, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {
+        let kind = self.draw_kind(rng);
+        let homes = self.warehouses_of(home);
+        let w = match rank {
+            Some(rank) => homes[rank % homes.len()],
+            None => homes[rng.random_range(0..homes.len())],
+        };
+        let date = self.clock.fetch_add(1, Ordering::Relaxed);
+        txns::draw(&self.config, kind, w, date, rng)
+    }
+
     /// The warehouses a client of `home` draws its home warehouse from.
     pub fn warehouses_of(&self, home: NodeId) -> &[u32] {
         self.home_warehouses
@@ -624,22 +637,11 @@ impl Workload for Tpcc {
     }
 
     fn next(&self, home: NodeId, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {
-        let kind = self.draw_kind(rng);
-        let homes = self.warehouses_of(home);
-        let w = homes[rng.random_range(0..homes.len())];
-        let date = self.clock.fetch_add(1, Ordering::Relaxed);
-        txns::draw(&self.config, kind, w, date, rng)
+        self.draw(home, None, rng)
     }
 
     fn next_for(&self, home: NodeId, rank: usize, rng: &mut ChaCha8Rng) -> Box<dyn Procedure> {
-        if !self.config.settings.fixed_home {
-            return self.next(home, rng);
-        }
-        let kind = self.draw_kind(rng);
-        let homes = self.warehouses_of(home);
-        let w = homes[rank % homes.len()];
-        let date = self.clock.fetch_add(1, Ordering::Relaxed);
-        txns::draw(&self.config, kind, w, date, rng)
+        self.draw(home, self.config.settings.fixed_home.then_some(rank), rng)
     }
 
     fn settings(&self) -> serde_json::Value {
