@@ -23,11 +23,12 @@
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
 use crate::common::coordinator::Pending;
-use augur_contract::DeclaredKeys;
+use crate::common::replica::{self, TxnIds};
 use augur_contract::driver::Run;
+use augur_contract::{Ctx, DeclaredKeys, Protocol};
 use augur_types::{
-    AbortReason, ClientReply, ExecutedOp, Execution, Key, PartitionId, Placement, ProcedureCall,
-    Timestamp, TxnId, Value,
+    AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, ExecutedOp, Execution, Key,
+    PartitionId, Placement, ProcedureCall, RequestError, Timestamp, TxnId, Value,
 };
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -457,33 +458,150 @@ impl Submissions {
             _ => {}
         }
         let Submission { pending, entry, .. } = self.waiting.remove(&txn).expect("just found");
-        let reply = match (ran, entry.body) {
-            (Ran::Done { ops, end }, Body::Call { .. }) => {
-                ClientReply::Executed(Box::new(Execution {
-                    txn: Some(txn),
-                    ops,
-                    info: Default::default(),
-                    end: match end {
-                        Ok(()) => ClientReply::Committed { commit_ts: at },
-                        Err(reason) => ClientReply::Aborted(reason),
-                    },
-                }))
+        Next::Answer(pending, reply(txn, at, ran, &entry.body))
+    }
+}
+
+/// The answer to a client whose transaction `txn`, of body `body`, ended `ran` at position
+/// `at`. A run that must be ordered again (`Undeclared`, `Mispredicted`) is not an answer: it
+/// is refused as an internal error should it get here.
+pub fn reply(txn: TxnId, at: Timestamp, ran: Ran, body: &Body) -> ClientReply {
+    match (ran, body) {
+        (Ran::Done { ops, end }, Body::Call { .. }) => ClientReply::Executed(Box::new(Execution {
+            txn: Some(txn),
+            ops,
+            info: Default::default(),
+            end: match end {
+                Ok(()) => ClientReply::Committed { commit_ts: at },
+                Err(reason) => ClientReply::Aborted(reason),
+            },
+        })),
+        (Ran::Done { end: Ok(()), .. }, Body::Writes(_)) => ClientReply::Committed { commit_ts: at },
+        (
+            Ran::Done {
+                end: Err(reason), ..
+            },
+            Body::Writes(_),
+        ) => ClientReply::Aborted(reason),
+        (Ran::Refused(why), _) => ClientReply::Rejected(RequestError::Invalid(why)),
+        (Ran::Undeclared { .. } | Ran::Mispredicted, _) => ClientReply::Rejected(
+            RequestError::Invalid("a run to order again was answered".into()),
+        ),
+    }
+}
+
+/// What a client's request asks of an order-then-execute node, once the interactive form's
+/// bookkeeping is done ([`BlindWrites::step`]).
+pub enum ClientStep {
+    /// Run this one-shot call.
+    Execute {
+        pending: Pending,
+        call: ProcedureCall,
+        read_only: bool,
+    },
+    /// Order the blind writes `writes` as transaction `txn`, and answer `pending` once it ran.
+    Commit {
+        pending: Pending,
+        txn: TxnId,
+        writes: Vec<(Key, Option<Value>)>,
+    },
+    /// Answered already, or nothing to do.
+    Answered,
+}
+
+/// The interactive transactions an order-then-execute node serves: blind writes only (how
+/// benchmarks load their data), since a transaction that reads must be known whole before it
+/// is ordered. A read is refused with a clear error; a commit with writes is ordered like a
+/// call.
+#[derive(Default)]
+pub struct BlindWrites {
+    /// Begun here and not yet committed or aborted: the client and when it began.
+    open: FxHashMap<TxnId, (ClientId, Timestamp)>,
+}
+
+impl BlindWrites {
+    /// Take `request`: answer what the interactive form needs answered here, and say what else
+    /// the node must do. `ids` numbers new transactions; an empty commit is answered as
+    /// committed at `now_ordered` (the last position delivered: it read and wrote nothing).
+    pub fn step<P: Protocol, D>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        ids: &mut TxnIds,
+        request: ClientRequest,
+        now_ordered: Timestamp,
+    ) -> ClientStep
+    where
+        P::Record: From<replica::Record<D>>,
+    {
+        let pending = Pending::of(&request);
+        let reply = match request.op {
+            ClientOp::Execute {
+                call, read_only, ..
+            } => {
+                return ClientStep::Execute {
+                    pending,
+                    call,
+                    read_only,
+                };
             }
-            (Ran::Done { end: Ok(()), .. }, Body::Writes(_)) => {
-                ClientReply::Committed { commit_ts: at }
+            ClientOp::Begin { .. } => {
+                let txn = ids.allocate(ctx);
+                self.open.insert(txn, (request.client, ctx.now()));
+                ClientReply::Begun {
+                    txn,
+                    snapshot: Timestamp::ZERO,
+                }
             }
-            (
-                Ran::Done {
-                    end: Err(reason), ..
-                },
-                Body::Writes(_),
-            ) => ClientReply::Aborted(reason),
-            (Ran::Refused(why), _) => {
-                ClientReply::Rejected(augur_types::RequestError::Invalid(why))
+            ClientOp::Read { txn, .. } => {
+                self.open.remove(&txn);
+                // The form it does not serve: the interactive form is served only for blind
+                // writes, since a whole transaction is ordered before it runs.
+                ClientReply::Rejected(RequestError::UnsupportedForm(
+                    "interactive (only blind writes; submit transactions that read one-shot)"
+                        .into(),
+                ))
             }
-            (Ran::Undeclared { .. } | Ran::Mispredicted, _) => unreachable!("handled above"),
+            ClientOp::Commit { txn, writes, .. } => {
+                if self.open.remove(&txn).map(|(client, _)| client) != Some(request.client) {
+                    ClientReply::Rejected(RequestError::UnknownTransaction(txn))
+                } else if writes.is_empty() {
+                    // Nothing to order: it read nothing and writes nothing.
+                    ClientReply::Committed {
+                        commit_ts: now_ordered,
+                    }
+                } else {
+                    return ClientStep::Commit {
+                        pending,
+                        txn,
+                        writes,
+                    };
+                }
+            }
+            ClientOp::Abort { txn } => match self.open.remove(&txn) {
+                Some(_) => ClientReply::Aborted(AbortReason::UserRollback),
+                None => ClientReply::Rejected(RequestError::UnknownTransaction(txn)),
+            },
+            ClientOp::AwaitOutcome { txn } => {
+                ClientReply::Rejected(RequestError::UnknownTransaction(txn))
+            }
+            ClientOp::NodeStats => return ClientStep::Answered,
         };
-        Next::Answer(pending, reply)
+        pending.answer(ctx, reply);
+        ClientStep::Answered
+    }
+
+    /// Forget the transactions begun before `cutoff` (their clients gave up).
+    pub fn forget_before(&mut self, cutoff: Timestamp) {
+        self.open.retain(|_, (_, since)| *since >= cutoff);
+    }
+
+    /// How many are open.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
     }
 }
 

@@ -37,7 +37,8 @@
 
 use crate::common::coordinator::Pending;
 use crate::common::dispatch::{
-    self, Body, Entry, Footprint, Inbox, Next, Ran, SpeculativeInbox, Submissions,
+    self, BlindWrites, Body, ClientStep, Entry, Footprint, Inbox, Next, Ran, SpeculativeInbox,
+    Submissions,
 };
 use crate::common::grouping;
 use crate::common::replica::{self, TxnIds};
@@ -52,8 +53,8 @@ use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, SerialResource, Work};
 use augur_storage::MvStore;
 use augur_types::{
-    AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, ExecutedOp, Key, NodeId,
-    PartitionId, Placement, ProcedureCall, RequestError, RequestForm, Timestamp, TxnId, Value,
+    AbortReason, ClientReply, ClientRequest, ExecutedOp, Key, NodeId,
+    PartitionId, Placement, ProcedureCall, RequestForm, Timestamp, TxnId, Value,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -757,8 +758,8 @@ pub struct Ordered<S: Schedule> {
     /// reconnoitred before they are ordered.
     dependent: FxHashSet<(String, String)>,
     recons: FxHashMap<TxnId, Recon>,
-    /// Interactive (blind-write) transactions begun here, with their clients and when.
-    open: FxHashMap<TxnId, (ClientId, Timestamp)>,
+    /// Interactive (blind-write) transactions begun here.
+    blind: BlindWrites,
     /// The last position delivered.
     delivered: Timestamp,
     /// The latest horizon each node announced.
@@ -829,7 +830,7 @@ impl<S: Schedule> Ordered<S> {
             submissions: Submissions::default(),
             dependent: FxHashSet::default(),
             recons: FxHashMap::default(),
-            open: FxHashMap::default(),
+            blind: BlindWrites::default(),
             delivered: Timestamp::ZERO,
             horizons: FxHashMap::default(),
             ticks: 0,
@@ -986,80 +987,40 @@ impl<S: Schedule> Ordered<S> {
     }
 
     fn on_client_op(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
-        let pending = Pending::of(&request);
-        match request.op {
-            ClientOp::Execute {
-                call, read_only, ..
-            } => self.on_execute(ctx, pending, call, read_only),
-            ClientOp::Begin { .. } => {
-                let txn = self.ids.allocate(ctx);
-                self.open.insert(txn, (request.client, ctx.now()));
-                pending.answer(
-                    ctx,
-                    ClientReply::Begun {
-                        txn,
-                        snapshot: Timestamp::ZERO,
-                    },
-                );
-            }
-            ClientOp::Read { txn, .. } => {
-                self.open.remove(&txn);
-                pending.answer(
-                    ctx,
-                    // The form it does not serve: the interactive form is served only for blind
-                    // writes, since a whole transaction is ordered before it runs.
-                    ClientReply::Rejected(RequestError::UnsupportedForm(
-                        "interactive (only blind writes; submit transactions that read one-shot)"
-                            .into(),
-                    )),
-                );
-            }
-            ClientOp::Commit { txn, writes, .. } => {
-                if self.open.remove(&txn).map(|(client, _)| client) != Some(request.client) {
-                    let e = RequestError::UnknownTransaction(txn);
-                    return pending.answer(ctx, ClientReply::Rejected(e));
-                }
-                if writes.is_empty() {
-                    // Nothing to order: it read nothing and writes nothing.
-                    let reply = ClientReply::Committed {
-                        commit_ts: self.delivered,
-                    };
-                    return pending.answer(ctx, reply);
-                }
-                let placement = &self.env.placement;
-                let partitions: BTreeSet<PartitionId> = writes
-                    .iter()
-                    .map(|(k, _)| placement.partition_of(k))
-                    .collect();
-                let footprint = S::FOOTPRINTS.then(|| Footprint {
-                    reads: BTreeSet::new(),
-                    writes: writes
-                        .iter()
-                        .map(|(k, _)| self.env.procedures.lock_name(k))
-                        .collect(),
-                });
-                let entry = Entry {
+        let (pending, txn, writes) =
+            match self.blind.step(ctx, &mut self.ids, request, self.delivered) {
+                ClientStep::Execute {
+                    pending,
+                    call,
+                    read_only,
+                } => return self.on_execute(ctx, pending, call, read_only),
+                ClientStep::Commit {
+                    pending,
                     txn,
-                    partitions: partitions.into_iter().collect(),
-                    body: Body::Writes(writes),
-                    footprint,
-                };
-                self.submissions.add(pending, entry.clone(), ctx.now());
-                self.seq.submit(entry);
-            }
-            ClientOp::Abort { txn } => {
-                let reply = match self.open.remove(&txn) {
-                    Some(_) => ClientReply::Aborted(AbortReason::UserRollback),
-                    None => ClientReply::Rejected(RequestError::UnknownTransaction(txn)),
-                };
-                pending.answer(ctx, reply);
-            }
-            ClientOp::AwaitOutcome { txn } => {
-                let e = RequestError::UnknownTransaction(txn);
-                pending.answer(ctx, ClientReply::Rejected(e));
-            }
-            ClientOp::NodeStats => {}
-        }
+                    writes,
+                } => (pending, txn, writes),
+                ClientStep::Answered => return,
+            };
+        let placement = &self.env.placement;
+        let partitions: BTreeSet<PartitionId> = writes
+            .iter()
+            .map(|(k, _)| placement.partition_of(k))
+            .collect();
+        let footprint = S::FOOTPRINTS.then(|| Footprint {
+            reads: BTreeSet::new(),
+            writes: writes
+                .iter()
+                .map(|(k, _)| self.env.procedures.lock_name(k))
+                .collect(),
+        });
+        let entry = Entry {
+            txn,
+            partitions: partitions.into_iter().collect(),
+            body: Body::Writes(writes),
+            footprint,
+        };
+        self.submissions.add(pending, entry.clone(), ctx.now());
+        self.seq.submit(entry);
     }
 
     fn on_outcome(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, at: Timestamp, ran: Ran) {
@@ -2460,7 +2421,7 @@ impl<S: Schedule> Ordered<S> {
         let idle = self.env.options.idle_txn_timeout;
         let cutoff = Timestamp(ctx.now().0.saturating_sub(idle.as_micros() as u64));
         self.submissions.forget_before(cutoff);
-        self.open.retain(|_, (_, since)| *since >= cutoff);
+        self.blind.forget_before(cutoff);
         self.inbox.prune_through(self.local_frontier());
         self.offers.prune_through(self.local_frontier());
         let frontier = self.local_frontier();
@@ -2658,7 +2619,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
             .count();
         vec![
             ("submissions_unanswered", self.submissions.len() as u64),
-            ("blind_write_transactions_open", self.open.len() as u64),
+            ("blind_write_transactions_open", self.blind.len() as u64),
             ("partitions_busy", busy as u64),
             ("inbox_positions", self.inbox.len() as u64),
             ("offered_positions", self.offers.len() as u64),
