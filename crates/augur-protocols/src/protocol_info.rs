@@ -102,6 +102,9 @@ pub enum Engine {
     /// `common::ordered`: order-then-execute over the Raft sequencer (`common::sequencer`) and
     /// deterministic dispatch.
     Ordered,
+    /// `common::replicated`: every node runs every one-shot request, committed in the Raft
+    /// sequencer's final order (full replication over optimistic atomic broadcast).
+    Replicated,
     /// Its own module, sharing only smaller pieces of `common/`.
     Own,
     /// Not augur's: a database server that `augur bench` drives as a client (the PostgreSQL
@@ -115,6 +118,7 @@ impl fmt::Display for Engine {
             Engine::TwoPhase => "common::two_phase",
             Engine::LockCommit => "common::lock_commit",
             Engine::Ordered => "common::ordered",
+            Engine::Replicated => "common::replicated",
             Engine::Own => "own module",
             Engine::External => "external server",
         })
@@ -170,7 +174,13 @@ impl ProtocolInfo {
     /// leader `augur check`'s `leader-crash` fault crashes: the order-then-execute engine's
     /// protocols.
     pub fn sequencer(&self) -> bool {
-        self.engine == Engine::Ordered
+        matches!(self.engine, Engine::Ordered | Engine::Replicated)
+    }
+
+    /// Whether every node must hold every partition: the protocol replicates the whole
+    /// database to every node (`common::replicated`).
+    pub fn full_replication(&self) -> bool {
+        self.engine == Engine::Replicated
     }
 
     /// The request forms it serves, as `augur protocols` and the protocol table say them.
@@ -236,14 +246,24 @@ impl fmt::Display for SpeculationOffer {
 }
 
 impl ProtocolInfo {
-    /// [`ProtocolInfo::validate_settings`], and every setting that names a node
-    /// ([`NODE_ID_VALUES`]) names one of the cluster's `nodes` nodes.
+    /// [`ProtocolInfo::validate_settings`], every setting that names a node
+    /// ([`NODE_ID_VALUES`]) names one of the cluster's `nodes` nodes, and a protocol that
+    /// replicates the whole database to every node ([`ProtocolInfo::full_replication`]) has
+    /// a replication factor of `nodes`.
     pub fn validate_for_cluster(
         &self,
         settings: &BTreeMap<String, String>,
         nodes: usize,
+        replication: usize,
     ) -> Result<(), SettingError> {
         self.validate_settings(settings)?;
+        if self.full_replication() && replication != nodes {
+            return Err(SettingError::PartialReplication {
+                protocol: self.name,
+                nodes,
+                replication,
+            });
+        }
         for (name, value) in settings {
             let names_node = self
                 .all_settings()
@@ -370,6 +390,14 @@ pub enum SettingError {
         name: String,
         value: String,
         nodes: usize,
+    },
+    #[error(
+        "protocol {protocol} replicates the whole database to every node: the replication factor must be the node count ({nodes}), not {replication}"
+    )]
+    PartialReplication {
+        protocol: &'static str,
+        nodes: usize,
+        replication: usize,
     },
     #[error(
         "bad value '{value}' for setting '{name}' of protocol {protocol}; accepted values: {accepted}"

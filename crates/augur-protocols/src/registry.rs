@@ -97,6 +97,9 @@ register! {
     crate::calvin::Calvin => crate::calvin::INFO,
     // sparkle orders whole transactions, then runs them speculatively (its module docs).
     crate::sparkle::Sparkle => crate::sparkle::INFO,
+    // oab-spec and sm-rep replicate whole one-shot requests to every node (their module docs).
+    crate::oab_spec::OabSpec => crate::oab_spec::INFO,
+    crate::sm_rep::SmRep => crate::sm_rep::INFO,
 }
 
 const _: () = assert!(
@@ -123,16 +126,7 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
 /// Protocols of the five papers (and their baselines) that augur will host but does not
 /// implement yet, with where each comes from. Experiment files may name them; runs skip them
 /// with a message rather than failing.
-pub const PLANNED: &[(&str, &str)] = &[
-    (
-        "oab-spec",
-        "speculative replication over optimistic atomic broadcast",
-    ),
-    (
-        "oab-smr",
-        "OAB study baseline: non-speculative state-machine replication",
-    ),
-];
+pub const PLANNED: &[(&str, &str)] = &[];
 
 /// Whether `name` is a planned, not yet implemented protocol (and where it comes from).
 pub fn planned(name: &str) -> Option<&'static str> {

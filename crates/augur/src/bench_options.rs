@@ -517,7 +517,17 @@ impl BenchArgs {
                     LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
                 let dcs = self.dcs.unwrap_or(profile.dcs.len().min(self.nodes.max(1)));
                 let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
-                let replication = self.replication.unwrap_or(self.nodes.clamp(1, 3));
+                // Protocols that replicate the whole database to every node default to it.
+                let full = !self.protocol.is_empty()
+                    && self.protocol.iter().all(|entry| {
+                        let name = entry.split(':').next().unwrap_or(entry);
+                        registry::info(name).is_ok_and(|info| info.full_replication())
+                    });
+                let replication = self.replication.unwrap_or(if full {
+                    self.nodes
+                } else {
+                    self.nodes.clamp(1, 3)
+                });
                 let layout = parse_layout(&self.placement)?;
                 let placement = Placement::build(layout, profile, self.nodes, replication)
                     .map_err(|e| bad(e.to_string()))?;
@@ -574,8 +584,12 @@ impl BenchArgs {
             )?;
             // A setting naming a node must name one of this cluster's.
             if let Ok(info) = registry::info(&spec.name) {
-                info.validate_for_cluster(&spec.options.settings, placement.node_count())
-                    .map_err(|e| bad(format!("{entry}: {e}")))?;
+                info.validate_for_cluster(
+                    &spec.options.settings,
+                    placement.node_count(),
+                    placement.replication_factor(),
+                )
+                .map_err(|e| bad(format!("{entry}: {e}")))?;
             }
             if protocols.iter().any(|p| p.label == spec.label) {
                 return Err(bad(format!("--protocol lists '{}' twice", spec.label)));

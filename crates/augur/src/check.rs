@@ -278,7 +278,12 @@ impl CheckArgs {
         let profile = LatencyProfile::named(&self.latency).map_err(|e| bad(e.to_string()))?;
         let dcs = profile.dcs.len().min(self.nodes.max(1));
         let profile = profile.truncated(dcs).map_err(|e| bad(e.to_string()))?;
-        let replication = self.replication.unwrap_or(self.nodes.clamp(1, 2));
+        // A protocol that replicates the whole database to every node defaults to it.
+        let replication = self.replication.unwrap_or(if info.full_replication() {
+            self.nodes
+        } else {
+            self.nodes.clamp(1, 2)
+        });
         let layout: Layout = self
             .placement
             .parse()
@@ -297,8 +302,12 @@ impl CheckArgs {
                 None => given.insert(k.to_string(), v.to_string()),
             };
         }
-        info.validate_for_cluster(&protocol_settings, placement.node_count())
-            .map_err(|e| bad(e.to_string()))?;
+        info.validate_for_cluster(
+            &protocol_settings,
+            placement.node_count(),
+            placement.replication_factor(),
+        )
+        .map_err(|e| bad(e.to_string()))?;
         let workload = augur_workloads::build(&self.workload, &given, placement.clone())
             .map_err(|e| bad(e.to_string()))?;
         let forms = CheckForms::parse(self.txn_form.as_deref(), info).map_err(bad)?;

@@ -335,7 +335,7 @@ impl Cluster {
             options.settings.insert(key.clone(), value);
         }
         protocol
-            .validate_for_cluster(&options.settings, n)
+            .validate_for_cluster(&options.settings, n, file.replication)
             .map_err(|e| format!("options.settings: {e}"))?;
 
         let security = security(&file, &nodes, base)?;

@@ -26,6 +26,7 @@ use crate::common::coordinator::Pending;
 use crate::common::replica::{self, TxnIds};
 use augur_contract::driver::Run;
 use augur_contract::{Ctx, DeclaredKeys, Protocol};
+use augur_storage::MvStore;
 use augur_types::{
     AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, ExecutedOp, Execution, Key,
     PartitionId, Placement, ProcedureCall, RequestError, Timestamp, TxnId, Value,
@@ -63,6 +64,27 @@ pub fn version_digest(key: &Key, at: Timestamp, value: &Option<Value>) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     (key, at, value).hash(&mut h);
     h.finish()
+}
+
+/// Per partition of `partitions`, an order-independent digest of the newest committed version
+/// of every key of `store` in it (key, position, value): replicas that ran the same prefix of
+/// the order agree on it whatever order their stores were rebuilt in
+/// (`Protocol::state_digests`).
+pub fn state_digests<M>(
+    store: &MvStore<M>,
+    placement: &Placement,
+    partitions: impl Iterator<Item = PartitionId>,
+) -> Vec<(PartitionId, u64)> {
+    let mut digests: BTreeMap<PartitionId, u64> = partitions.map(|p| (p, 0)).collect();
+    for (key, entry) in store.iter() {
+        let Some(newest) = entry.latest_committed() else {
+            continue;
+        };
+        if let Some(d) = digests.get_mut(&placement.partition_of(key)) {
+            *d ^= version_digest(key, newest.ts, &newest.value);
+        }
+    }
+    digests.into_iter().collect()
 }
 
 /// One transaction as the sequencer orders it.
@@ -476,7 +498,9 @@ pub fn reply(txn: TxnId, at: Timestamp, ran: Ran, body: &Body) -> ClientReply {
                 Err(reason) => ClientReply::Aborted(reason),
             },
         })),
-        (Ran::Done { end: Ok(()), .. }, Body::Writes(_)) => ClientReply::Committed { commit_ts: at },
+        (Ran::Done { end: Ok(()), .. }, Body::Writes(_)) => {
+            ClientReply::Committed { commit_ts: at }
+        }
         (
             Ran::Done {
                 end: Err(reason), ..

@@ -36,6 +36,10 @@
 //! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
 //!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
 //!   `s-smr` and `sparkle`).
+//! * [`replicated`]: the node of active replication over optimistic atomic broadcast: every
+//!   node runs every one-shot request, optimistically delivered on arrival and committed in
+//!   the sequencer's final order by validating its reads (`oab-spec` forking instances over
+//!   uncommitted versions, `sm-rep` running each on final delivery).
 //! * [`vclock`]: vector clocks with the causal partial order (Walter, SSS, GTS/VTS baselines),
 //!   and per-node counter dependencies ([`vclock::Deps`], VTS's, carried by the lock-and-2PC
 //!   engine's votes and the vector oracle).
@@ -50,6 +54,7 @@ pub mod locks;
 pub mod oracle;
 pub mod ordered;
 pub mod replica;
+pub mod replicated;
 pub mod sequencer;
 pub mod speculative;
 pub mod two_phase;

@@ -53,8 +53,8 @@ use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, SerialResource, Work};
 use augur_storage::MvStore;
 use augur_types::{
-    AbortReason, ClientReply, ClientRequest, ExecutedOp, Key, NodeId,
-    PartitionId, Placement, ProcedureCall, RequestForm, Timestamp, TxnId, Value,
+    AbortReason, ClientReply, ClientRequest, ExecutedOp, Key, NodeId, PartitionId, Placement,
+    ProcedureCall, RequestForm, Timestamp, TxnId, Value,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -2635,16 +2635,8 @@ impl<S: Schedule> Protocol for Ordered<S> {
     /// position, value): the replicas of a partition that ran the same prefix of the order
     /// agree on it whatever order their stores were rebuilt in.
     fn state_digests(&self) -> Vec<(PartitionId, u64)> {
-        let mut digests: BTreeMap<PartitionId, u64> = self.parts.keys().map(|p| (*p, 0)).collect();
-        for (key, entry) in reading(&self.store).iter() {
-            let Some(newest) = entry.latest_committed() else {
-                continue;
-            };
-            if let Some(d) = digests.get_mut(&self.env.placement.partition_of(key)) {
-                *d ^= dispatch::version_digest(key, newest.ts, &newest.value);
-            }
-        }
-        digests.into_iter().collect()
+        let store = reading(&self.store);
+        dispatch::state_digests(&store, &self.env.placement, self.parts.keys().copied())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

@@ -532,6 +532,13 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         ctx.set_timer(self.epoch, SequencerTimer::Epoch.into());
     }
 
+    /// Hold every committed batch `delay` before delivering it: the ordering delay
+    /// ([`ORDERING_DELAY_MS`]) under the name a protocol gives it (the OAB protocols'
+    /// `final_delay_ms`).
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.delay = delay;
+    }
+
     /// Order `item`: it goes out in this node's next batch.
     pub fn submit(&mut self, item: T) {
         self.pending.push(item);
