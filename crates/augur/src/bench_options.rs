@@ -90,6 +90,11 @@ pub struct BenchArgs {
     /// Closed-loop clients per node.
     #[arg(long, default_value_t = 8)]
     pub clients: usize,
+    /// The nodes clients connect to, `--clients` each, as a comma-separated list of node ids
+    /// (e.g. `0`: every client on node 0, as terminals on one database); every node when not
+    /// given.
+    #[arg(long, value_delimiter = ',')]
+    pub client_nodes: Option<Vec<u32>>,
     /// Seed for every random choice of the run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -414,6 +419,8 @@ pub struct BenchConfig {
     pub layout: Layout,
     pub partitions: usize,
     pub clients_per_node: usize,
+    /// The nodes the clients connect to (`--client-nodes`; every node by default).
+    pub client_nodes: Vec<NodeId>,
     pub seed: u64,
     pub runtime: Runtime,
     /// With `--runtime sim`: the CPU model (`None`: unlimited cores).
@@ -555,6 +562,27 @@ impl BenchArgs {
                 workload_settings.insert(k.to_string(), v.to_string());
             }
         }
+        let client_nodes: Vec<NodeId> = match &self.client_nodes {
+            None => placement.nodes().collect(),
+            Some(ids) => {
+                if ids.is_empty() {
+                    return Err(bad("--client-nodes names no node"));
+                }
+                let mut nodes = Vec::new();
+                for id in ids {
+                    if *id as usize >= placement.node_count() {
+                        return Err(bad(format!(
+                            "--client-nodes names node {id}, but the cluster has nodes 0 to {}",
+                            placement.node_count() - 1
+                        )));
+                    }
+                    if !nodes.contains(&NodeId(*id)) {
+                        nodes.push(NodeId(*id));
+                    }
+                }
+                nodes
+            }
+        };
         let runtime = match running {
             Some(_) => Runtime::Cluster,
             None => self.runtime.unwrap_or(Runtime::Inproc),
@@ -633,6 +661,7 @@ impl BenchArgs {
             layout: placement.layout(),
             partitions: placement.partition_count(),
             clients_per_node: self.clients,
+            client_nodes,
             seed: self.seed,
             runtime,
             cpu_model,

@@ -2,6 +2,7 @@
 //! `summary.json`.
 
 use crate::bench_options::{BenchConfig, ProtocolSpec, Runtime};
+use augur_protocols::common::replicated;
 use augur_protocols::registry::{IsolationLevel, ProtocolInfo};
 use augur_runtime::sim::CpuReport;
 use augur_types::AbortReason;
@@ -207,6 +208,10 @@ pub struct ProtocolResult {
     /// commit): where its update transactions' latency went.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub update_split: Option<UpdateSplit>,
+    /// For the protocols that run every request at every node (`oab-spec`, `sm-rep`): what
+    /// their instances did (flattened into the result: `instances_per_request` and the rest).
+    #[serde(flatten)]
+    pub replication_stats: Option<ReplicationStats>,
     /// With `--runtime sim`: the CPU model's accounts over the measurement window (per kind of
     /// input: how many, the work they reported, modelled and measured time) and each node's
     /// modelled busy fraction. Absent with `sim.cores=unlimited`, where work takes no time
@@ -220,6 +225,68 @@ pub struct ProtocolResult {
     /// which the rates are computed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_after_s: Option<f64>,
+}
+
+/// What the instances of a protocol that runs every request at every node did over the window
+/// (`common::replicated`'s counters, summed over the nodes), per request committed at a node.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplicationStats {
+    /// Instances run per request at a replica: its first, its forks and its re-executions.
+    pub instances_per_request: f64,
+    /// Re-executions at the head of the TO-queue per request.
+    pub re_executions_per_request: f64,
+    /// Forked children whose inherited reads no longer held when they started, per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inheritance_failures_per_request: Option<f64>,
+    /// Requests finally delivered after one that arrived later at the same node, over all
+    /// requests finally delivered: the optimistic order's mistakes.
+    pub final_order_inversion_rate: f64,
+    /// The share of procedure steps spent on instances that did not commit (the CPU the
+    /// speculation wasted, or `sm-rep`'s runs that had to run again).
+    pub wasted_step_share: f64,
+    /// Mean time from a request's submission to its final delivery at its submitter, the
+    /// emulated delay included.
+    pub final_gap_ms: f64,
+    /// The emulated delay (`final_delay_ms`), and the mean gap without it: Raft's own.
+    pub final_delay_ms: u64,
+    pub raft_gap_ms: f64,
+}
+
+impl ReplicationStats {
+    fn new(counters: &BTreeMap<String, u64>, final_delay_ms: u64) -> Option<ReplicationStats> {
+        let get = |name: &str| counters.get(name).copied();
+        let committed = get("requests_committed")? as f64;
+        let per_request = |n: u64| {
+            if committed > 0.0 {
+                n as f64 / committed
+            } else {
+                0.0
+            }
+        };
+        let gaps = get("final_gaps").unwrap_or(0);
+        let final_gap_ms = match gaps {
+            0 => 0.0,
+            n => get("final_gap_us_total").unwrap_or(0) as f64 / n as f64 / 1000.0,
+        };
+        let steps = get("steps_total").unwrap_or(0);
+        let delivered = get("final_deliveries").unwrap_or(0);
+        Some(ReplicationStats {
+            instances_per_request: per_request(get("instances").unwrap_or(0)),
+            re_executions_per_request: per_request(get("re_executions").unwrap_or(0)),
+            inheritance_failures_per_request: get("inheritance_failures").map(per_request),
+            final_order_inversion_rate: match delivered {
+                0 => 0.0,
+                n => get("final_order_inversions").unwrap_or(0) as f64 / n as f64,
+            },
+            wasted_step_share: match steps {
+                0 => 0.0,
+                n => 1.0 - get("steps_committed").unwrap_or(0).min(n) as f64 / n as f64,
+            },
+            final_gap_ms,
+            final_delay_ms,
+            raft_gap_ms: (final_gap_ms - final_delay_ms as f64).max(0.0),
+        })
+    }
 }
 
 /// SSS Fig. 5's split of update latency, from the coordinators' counters over the window:
@@ -385,6 +452,14 @@ impl ProtocolResult {
             .collect();
         let speculation_stats = info.speculation.map(|_| SpeculationStats::new(&stats));
         let update_split = UpdateSplit::new(&stats.protocol_counters);
+        let replication_stats = info
+            .full_replication()
+            .then(|| {
+                let delay = spec.options.settings.get(replicated::FINAL_DELAY_MS);
+                let delay = delay.and_then(|ms| ms.parse().ok()).unwrap_or(0);
+                ReplicationStats::new(&stats.protocol_counters, delay)
+            })
+            .flatten();
         let interrupted_after_s = stats.interrupted_after.map(|d| d.as_secs_f64());
         let measured_s = interrupted_after_s.unwrap_or(config.duration_s);
         ProtocolResult {
@@ -423,6 +498,7 @@ impl ProtocolResult {
             latency_cdf_ms: cdf_of(&latency_us),
             speculation_stats,
             update_split,
+            replication_stats,
             protocol_counters: stats.protocol_counters,
             modelled_cpu: stats.cpu,
             samples,

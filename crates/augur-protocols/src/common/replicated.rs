@@ -336,7 +336,14 @@ struct Pool {
     caps: Caps,
     mutant: Option<Mutant>,
     counters: PoolCounters,
+    /// `keep-aborted`: the versions of aborted instances, kept readable for [`KEPT_FOR`] more
+    /// commits, with the commit count when each was aborted.
+    kept: VecDeque<(u64, Vec<(Key, InstanceNo)>)>,
+    commits: u64,
 }
+
+/// How many commits `keep-aborted` keeps an aborted instance's versions for.
+const KEPT_FOR: u64 = 64;
 
 #[derive(Default, Clone, Copy)]
 struct PoolCounters {
@@ -550,16 +557,37 @@ impl Pool {
         let Some(instance) = self.instances.remove(&no) else {
             return;
         };
-        if let State::Complete(done) = instance.state
-            && self.mutant != Some(Mutant::KeepAborted)
-        {
-            for (key, _) in &done.writes {
-                if let Some(entry) = self.store.get_mut(key) {
-                    entry.remove_uncommitted(no.writer());
+        if let State::Complete(done) = instance.state {
+            if self.mutant == Some(Mutant::KeepAborted) {
+                let versions = done.writes.into_iter().map(|(key, _)| (key, no)).collect();
+                self.kept.push_back((self.commits, versions));
+            } else {
+                for (key, _) in &done.writes {
+                    if let Some(entry) = self.store.get_mut(key) {
+                        entry.remove_uncommitted(no.writer());
+                    }
                 }
             }
         }
         self.rewrite_readers(no, Seen::Gone);
+    }
+
+    /// One more request committed: drop what `keep-aborted` has kept long enough.
+    fn committed_one(&mut self) {
+        self.commits += 1;
+        while self
+            .kept
+            .front()
+            .is_some_and(|(at, _)| at + KEPT_FOR <= self.commits)
+        {
+            let (_, versions) = self.kept.pop_front().expect("just seen");
+            for (key, no) in versions {
+                if let Some(entry) = self.store.get_mut(&key) {
+                    entry.remove_uncommitted(no.writer());
+                }
+                self.readers.remove(&no);
+            }
+        }
     }
 
     /// Every read of instance `writer`'s versions now returns `seen`.
@@ -660,7 +688,6 @@ pub struct Replicated<R: Replication> {
     last_final_arrival: u64,
     horizons: FxHashMap<NodeId, Timestamp>,
     ticks: u64,
-    delay: Duration,
     counters: Counters,
     _replication: std::marker::PhantomData<R>,
 }
@@ -672,6 +699,7 @@ struct Counters {
     re_executions: u64,
     inheritance_failures: u64,
     final_order_inversions: u64,
+    final_deliveries: u64,
     optimistic_deliveries: u64,
     late_copies_dropped: u64,
     reclaimed: u64,
@@ -720,6 +748,8 @@ impl<R: Replication> Replicated<R> {
             caps,
             mutant,
             counters: PoolCounters::default(),
+            kept: VecDeque::new(),
+            commits: 0,
         };
         Replicated {
             env: env.clone(),
@@ -740,7 +770,6 @@ impl<R: Replication> Replicated<R> {
             last_final_arrival: 0,
             horizons: FxHashMap::default(),
             ticks: 0,
-            delay,
             counters: Counters::default(),
             _replication: std::marker::PhantomData,
         }
@@ -890,6 +919,7 @@ impl<R: Replication> Replicated<R> {
                     self.next_arrival
                 }
             };
+            self.counters.final_deliveries += 1;
             if arrival < self.last_final_arrival {
                 self.counters.final_order_inversions += 1;
             }
@@ -1064,6 +1094,7 @@ impl<R: Replication> Replicated<R> {
                 entry.put_committed(request.txn, at, value.clone());
             }
             pool.rewrite_readers(no, Seen::Committed(at));
+            pool.committed_one();
             let family = pool.families.remove(&request.txn);
             let siblings = family.map(|f| f.instances).unwrap_or_default();
             // `leak-speculative`: the family's first instance speaks for it, committed or not.
@@ -1414,7 +1445,7 @@ impl<R: Replication> Protocol for Replicated<R> {
             ("steps_committed", c.steps_committed),
             ("final_gap_us_total", c.final_gap_us_total),
             ("final_gaps", c.final_gaps),
-            ("final_delay_ms", self.delay.as_millis() as u64),
+            ("final_deliveries", c.final_deliveries),
             ("batches_proposed", s.batches_proposed),
             ("batches_reproposed", s.batches_reproposed),
             ("batches_delivered", s.batches_delivered),

@@ -36,7 +36,7 @@ impl ProtocolVisitor for RunInProcess<'_> {
                 crate::procedures(),
             )?;
             let mut transports = Vec::new();
-            for home in config.placement.nodes() {
+            for &home in &config.client_nodes {
                 for _ in 0..config.clients_per_node {
                     transports.push((home, cluster.connect(home)));
                 }

@@ -36,7 +36,7 @@ pub fn run(
         let mut transports = Vec::new();
         let mut next_client = 0u64;
         // Clients keep their augur homes, so workloads draw the same keys as against augur.
-        for home in config.placement.nodes() {
+        for &home in &config.client_nodes {
             for _ in 0..config.clients_per_node {
                 let t = PgTransport::connect(url, ClientId(next_client), mode)
                     .await

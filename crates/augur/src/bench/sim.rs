@@ -61,7 +61,8 @@ impl ProtocolVisitor for RunInSim<'_> {
             sim_config,
         );
         let nodes: Vec<NodeId> = config.placement.nodes().collect();
-        let mut plan = RunPlan::new(config, spec, nodes.len() * config.clients_per_node);
+        let clients = config.client_nodes.len() * config.clients_per_node;
+        let mut plan = RunPlan::new(config, spec, clients);
 
         if let Some(queue) = LoadQueue::of(plan.workload.as_ref()) {
             for home in queue.loader_homes(&config.placement) {
@@ -77,7 +78,7 @@ impl ProtocolVisitor for RunInSim<'_> {
         }
         let loaded = sim.elapsed();
 
-        for &home in &nodes {
+        for &home in &config.client_nodes {
             for _ in 0..config.clients_per_node {
                 sim.spawn_client(home, |t| {
                     let client = plan.client(home, t);

@@ -207,7 +207,7 @@ fn drive_cluster(
         .build()?;
     let stats = runtime.block_on(async {
         let mut transports = Vec::new();
-        for home in config.placement.nodes() {
+        for &home in &config.client_nodes {
             for _ in 0..config.clients_per_node {
                 let t = connect_with_retry(cluster, clients, home).await?;
                 transports.push((home, t));
