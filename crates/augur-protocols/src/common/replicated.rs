@@ -435,9 +435,12 @@ impl Pool {
     }
 
     /// The versions of `key` a read by `reader` sees, first choice first (see
-    /// [`Visibility::All`]): the version of the nearest earlier arrival that wrote it, then the
-    /// newest committed one, then the other earlier arrivals', nearest first, then the later
-    /// arrivals', earliest first; within one request, its first instance first.
+    /// [`Visibility::All`]). The first is the version of the nearest request before the
+    /// reader's in this node's arrival order whose first instance wrote the key: the first
+    /// instances, each taking first choices, run the requests serially in arrival order (the
+    /// optimistic order's guess, as AGGRO speculates). Then the newest committed version, then
+    /// every other version of an earlier request, nearest first, then those of later requests,
+    /// earliest first.
     fn visible(&self, reader: &Instance, key: &Key) -> Vec<(Seen, Option<Value>)> {
         let (ts, value) = self.newest(key);
         let committed = (Seen::Committed(ts), value);
@@ -445,37 +448,44 @@ impl Pool {
             return vec![committed];
         }
         let mine = self.families.get(&reader.family).map_or(0, |f| f.arrival);
-        let mut uncommitted: Vec<(bool, u64, InstanceNo, Option<Value>)> = Vec::new();
+        // (class: 0 an earlier request's first instance, 1 another of an earlier request,
+        // 2 a later request's; nearness; the instance; its value)
+        let mut uncommitted: Vec<(u8, u64, InstanceNo, Option<Value>)> = Vec::new();
         if let Some(entry) = self.store.get(key) {
             for v in entry.uncommitted() {
                 let writer = InstanceNo::of_writer(v.writer);
-                let arrival = match self.instances.get(&writer) {
+                let (arrival, first) = match self.instances.get(&writer) {
                     Some(w) if w.family == reader.family => continue,
                     Some(w) => match self.families.get(&w.family) {
-                        Some(f) => f.arrival,
+                        Some(f) => (f.arrival, f.instances.first() == Some(&writer)),
                         // Its request committed another instance (`double-commit` keeps it).
                         None => continue,
                     },
                     // An aborted instance's version, kept by `keep-aborted`.
-                    None => u64::MAX,
+                    None => (u64::MAX, false),
                 };
-                let later = arrival > mine;
-                // Earlier arrivals nearest first, then later ones earliest first.
-                let rank = if later { arrival } else { mine - arrival };
-                uncommitted.push((later, rank, writer, v.value.clone()));
+                let (class, rank) = match (arrival > mine, first) {
+                    (false, true) => (0, mine - arrival),
+                    (false, false) => (1, mine - arrival),
+                    (true, _) => (2, arrival),
+                };
+                uncommitted.push((class, rank, writer, v.value.clone()));
             }
         }
-        uncommitted.sort_by_key(|(later, rank, writer, _)| (*later, *rank, *writer));
-        let nearest_is_earlier = uncommitted.first().is_some_and(|(later, ..)| !later);
-        let mut versions = uncommitted
-            .into_iter()
-            .map(|(_, _, writer, value)| (Seen::Speculative(writer), value));
-        let mut choices = Vec::new();
-        if nearest_is_earlier {
-            choices.extend(versions.next());
+        uncommitted.sort_by_key(|(class, rank, writer, _)| (*class, *rank, *writer));
+        let mut choices = Vec::with_capacity(uncommitted.len() + 1);
+        if uncommitted.first().is_some_and(|(class, ..)| *class == 0) {
+            let (_, _, writer, value) = uncommitted.remove(0);
+            choices.push((Seen::Speculative(writer), value));
         }
         choices.push(committed);
-        choices.extend(versions);
+        // The rest by nearness alone, first instances or not.
+        uncommitted.sort_by_key(|(class, rank, writer, _)| (*class == 2, *rank, *writer));
+        choices.extend(
+            uncommitted
+                .into_iter()
+                .map(|(_, _, writer, value)| (Seen::Speculative(writer), value)),
+        );
         choices
     }
 
