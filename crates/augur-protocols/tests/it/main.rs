@@ -12,6 +12,7 @@ mod golden_coverage;
 mod golden_lock_commit;
 mod golden_nocc_planet;
 mod golden_ordered;
+mod golden_replicated;
 mod golden_rococo;
 mod golden_sss;
 mod golden_str;
