@@ -123,19 +123,6 @@ const fn names_are_unique(protocols: &[ProtocolInfo]) -> bool {
     true
 }
 
-/// Protocols of the five papers (and their baselines) that augur will host but does not
-/// implement yet, with where each comes from. Experiment files may name them; runs skip them
-/// with a message rather than failing.
-pub const PLANNED: &[(&str, &str)] = &[];
-
-/// Whether `name` is a planned, not yet implemented protocol (and where it comes from).
-pub fn planned(name: &str) -> Option<&'static str> {
-    PLANNED
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, what)| *what)
-}
-
 /// Something to do with a protocol type chosen by name at run time.
 pub trait ProtocolVisitor {
     type Output;
@@ -208,11 +195,10 @@ mod tests {
     }
 
     #[test]
-    fn every_protocol_serves_the_forms_it_lists_and_none_is_still_planned() {
+    fn every_protocol_serves_the_forms_it_lists() {
         for p in PROTOCOLS {
             assert!(!p.forms.is_empty(), "{} serves no request form", p.name);
             assert_eq!(visit(p.name, Forms).unwrap(), p.forms, "{}", p.name);
-            assert_eq!(planned(p.name), None, "{} is implemented", p.name);
         }
         assert_eq!(RequestForm::OneShot.to_string(), "one-shot");
         assert_eq!(RequestForm::parse("one-shot"), Some(RequestForm::OneShot));
@@ -268,7 +254,7 @@ mod tests {
         let err = visit("spanner", Name).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo, s-smr, calvin, sparkle"
+            "unknown protocol 'spanner'; valid protocols: nocc, clocksi-rep, str, planet, sss, 2pc-baseline, occ, 2pl, rc, dst-occ, dst-2pl, gts, vts, walter, rococo, s-smr, calvin, sparkle, oab-spec, sm-rep"
         );
     }
 }

@@ -3,8 +3,9 @@
 //! module runs them all, one `augur bench` run per entry (and per sweep point), then writes an
 //! experiment summary and a report comparing the runs. The format is in `experiments/README.md`.
 //!
-//! Protocols the file names that augur does not implement yet are skipped with a message; a run
-//! with no implemented protocol left is skipped entirely.
+//! A name the file gives that is no protocol, peer or workload of augur's is an error. The
+//! PostgreSQL peers are skipped with a message when no server answers; a run left with no
+//! protocol is skipped entirely.
 
 use crate::BadInput;
 use crate::bench_options::{BenchArgs, BenchConfig, Runtime};
@@ -119,10 +120,6 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
     BadInput(msg.into()).into()
 }
 
-/// Workloads experiment files may name before augur implements them; runs using them are
-/// skipped with a message. Every workload the papers use exists today.
-const PLANNED_WORKLOADS: &[(&str, &str)] = &[];
-
 /// Load and check an experiment file.
 pub fn load(path: &Path) -> anyhow::Result<Experiment> {
     let text = std::fs::read_to_string(path)
@@ -172,9 +169,9 @@ fn scalar(v: &toml::Value) -> Option<String> {
     }
 }
 
-/// Split a run's protocols into the implemented ones and messages for the planned ones; an
-/// unknown name is an error.
-fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec<String>)> {
+/// A run's protocol entries, each naming a registered protocol or a peer; an unknown name is an
+/// error.
+fn known(protocols: &toml::Value) -> anyhow::Result<Vec<toml::Value>> {
     let names: Vec<String> = match protocols {
         toml::Value::Array(items) => items.iter().filter_map(scalar).collect(),
         other => scalar(other)
@@ -182,19 +179,15 @@ fn implemented(protocols: &toml::Value) -> anyhow::Result<(Vec<toml::Value>, Vec
             .unwrap_or_default(),
     };
     let mut keep = Vec::new();
-    let mut skipped = Vec::new();
     for entry in names {
         // An entry may carry settings after its name (`str:speculation=reads`).
         let name = entry.split(':').next().unwrap_or_default().to_string();
-        if registry::info(&name).is_ok() || crate::peers::peer(&name).is_some() {
-            keep.push(toml::Value::String(entry));
-        } else if let Some(what) = registry::planned(&name) {
-            skipped.push(format!("{name} ({what}) is not implemented yet"));
-        } else {
-            return Err(bad(registry::info(&name).unwrap_err().to_string()));
+        if let (Err(e), None) = (registry::info(&name), crate::peers::peer(&name)) {
+            return Err(bad(e.to_string()));
         }
+        keep.push(toml::Value::String(entry));
     }
-    Ok((keep, skipped))
+    Ok(keep)
 }
 
 /// Which part of an experiment to run.
@@ -303,15 +296,6 @@ pub fn run(
                 options.insert(sweep.option.clone(), v.clone());
                 label = format!("{label}-{}{}", sweep.option, scalar(v).unwrap_or_default());
             }
-            let workload = options.get("workload").and_then(scalar).unwrap_or_default();
-            if !augur_workloads::WORKLOADS.contains(&workload.as_str())
-                && let Some((_, what)) = PLANNED_WORKLOADS.iter().find(|(w, _)| *w == workload)
-            {
-                let why = format!("{label}: workload {workload} ({what}) is not implemented yet");
-                println!("{why}; skipped");
-                skipped.push(why);
-                continue;
-            }
             let protocols = options.get("protocol").cloned().ok_or_else(|| {
                 bad(format!(
                     "{}: run '{}' names no protocol",
@@ -319,7 +303,8 @@ pub fn run(
                     spec.name
                 ))
             })?;
-            let (mut keep, mut skip) = implemented(&protocols)?;
+            let mut keep = known(&protocols)?;
+            let mut skip = Vec::new();
             let pg_url = options
                 .get("pg_url")
                 .and_then(scalar)
@@ -678,16 +663,14 @@ mod tests {
     }
 
     #[test]
-    fn planned_protocols_are_skipped_and_unknown_ones_refused() {
-        let v = toml::Value::Array(vec!["clocksi-rep".into(), "oab-spec".into()]);
-        let (keep, skipped) = implemented(&v).unwrap();
-        assert_eq!(keep, vec![toml::Value::from("clocksi-rep")]);
-        assert!(
-            skipped[0].starts_with("oab-spec (speculative"),
-            "{skipped:?}"
-        );
+    fn unknown_protocols_are_refused() {
+        let v = toml::Value::Array(vec![
+            "clocksi-rep".into(),
+            "oab-spec:final_delay_ms=400".into(),
+        ]);
+        assert_eq!(known(&v).unwrap().len(), 2);
         let typo = toml::Value::Array(vec!["clocksi-rp".into()]);
-        assert!(implemented(&typo).is_err());
+        assert!(known(&typo).is_err());
     }
 
     #[test]
