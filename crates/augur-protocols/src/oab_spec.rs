@@ -86,6 +86,7 @@ const SETTINGS: &[SettingInfo] = &[
     replicated::FINAL_DELAY_SETTING,
     replicated::MAX_INSTANCES,
     replicated::MAX_LIVE_INSTANCES,
+    replicated::EAGER_CHAIN,
     WORKERS,
 ];
 

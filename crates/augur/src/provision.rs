@@ -126,7 +126,13 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         ))
         .into());
     }
-    registry::info(protocol).map_err(|e| BadInput(e.to_string()))?;
+    let info = registry::info(protocol).map_err(|e| BadInput(e.to_string()))?;
+    // A protocol that replicates the whole database to every node defaults to it.
+    let replication = replication.unwrap_or(if info.full_replication() {
+        nodes
+    } else {
+        nodes.min(3)
+    });
     if nodes == 0 {
         return Err(BadInput("--nodes must be at least 1".into()).into());
     }
@@ -146,13 +152,8 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
     let profile = profile
         .truncated(dcs)
         .map_err(|e| BadInput(e.to_string()))?;
-    Placement::build(
-        placement,
-        profile,
-        nodes,
-        replication.unwrap_or(nodes.min(3)),
-    )
-    .map_err(|e| BadInput(e.to_string()))?;
+    Placement::build(placement, profile, nodes, replication)
+        .map_err(|e| BadInput(e.to_string()))?;
     let path = dir.join("cluster.toml");
     if path.exists() {
         return Err(BadInput(format!(
@@ -207,7 +208,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         protocol: protocol.to_string(),
         latency: latency.to_string(),
         dcs: None,
-        replication: replication.unwrap_or(nodes.min(3)),
+        replication,
         placement,
         seed: 1,
         emulate_latency,

@@ -87,6 +87,15 @@ pub const MAX_LIVE_INSTANCES: SettingInfo = SettingInfo {
     doc: "instances alive at a node at once; past it no read forks (each request still runs its first instance)",
 };
 
+/// Whether a request's first instance runs again when an earlier request's first instance
+/// completes with a version it should have read (`oab-spec`).
+pub const EAGER_CHAIN: SettingInfo = SettingInfo {
+    name: "eager_chain",
+    values: crate::protocol_info::SWITCH_VALUES,
+    default: "off",
+    doc: "on: when a request's first instance completes, the first instance of each later request that read one of its keys from another version than its first choice now runs again from that read, as the request's new first instance (the old one goes on as a fork), so the first instances follow the arrival order eagerly (AGGRO's speculation, an extension); off, the paper's: versions that appear after a read are never explored",
+};
+
 /// How long an optimistically delivered request may wait for its final delivery before it is
 /// reclaimed, and how long a committed request's id is kept to drop late copies.
 pub const RECLAIM_AFTER: Duration = Duration::from_secs(20);
@@ -289,6 +298,8 @@ struct Family {
 struct Caps {
     per_family: usize,
     live: usize,
+    /// [`EAGER_CHAIN`].
+    eager_chain: bool,
 }
 
 /// Deliberately broken variants, to show the checker catches what each rule prevents.
@@ -349,6 +360,7 @@ const KEPT_FOR: u64 = 64;
 struct PoolCounters {
     forks: u64,
     forks_capped: u64,
+    chain_reruns: u64,
 }
 
 type SharedPool = Arc<Mutex<Pool>>;
@@ -550,6 +562,8 @@ impl Pool {
             ran,
             writes: writes.clone(),
         }));
+        let family = instance.family;
+        let keys: Vec<Key> = writes.iter().map(|(key, _)| key.clone()).collect();
         for (key, value) in writes {
             self.store.entry(&key).install(
                 no.writer(),
@@ -558,7 +572,77 @@ impl Pool {
                 value,
             );
         }
+        if self.caps.eager_chain && self.is_first(no, family) {
+            self.follow_chain(family, &keys);
+        }
         true
+    }
+
+    /// Whether `no` is the first instance of `family` (the one on the optimistic chain).
+    fn is_first(&self, no: InstanceNo, family: TxnId) -> bool {
+        self.families
+            .get(&family)
+            .is_some_and(|f| f.instances.first() == Some(&no))
+    }
+
+    /// `eager_chain`: the first instance of `family` completed, writing `keys`. The first
+    /// instance of every later request that read one of them from another version than its
+    /// first choice now (this one's, if it is the nearest) runs again from that read, as the
+    /// request's new first instance; the old one goes on as a fork.
+    fn follow_chain(&mut self, family: TxnId, keys: &[Key]) {
+        let Some(arrival) = self.families.get(&family).map(|f| f.arrival) else {
+            return;
+        };
+        let mut later: Vec<(u64, TxnId, InstanceNo)> = self
+            .families
+            .iter()
+            .filter(|(_, f)| f.arrival > arrival)
+            .filter_map(|(txn, f)| Some((f.arrival, *txn, *f.instances.first()?)))
+            .collect();
+        later.sort();
+        for (_, txn, first) in later {
+            let Some(instance) = self.instances.get(&first) else {
+                continue;
+            };
+            if instance.visibility != Visibility::All {
+                continue;
+            }
+            let Some((at, read)) = instance
+                .reads
+                .iter()
+                .enumerate()
+                .find(|(_, r)| keys.contains(&r.key))
+            else {
+                continue;
+            };
+            let (seen, value) = self
+                .visible(instance, &read.key)
+                .into_iter()
+                .next()
+                .expect("the committed version is always seen");
+            if seen == read.seen {
+                continue;
+            }
+            let count = self.families.get(&txn).map_or(0, |f| f.instances.len());
+            if count >= self.caps.per_family || self.instances.len() >= self.caps.live {
+                self.counters.forks_capped += 1;
+                continue;
+            }
+            let mut reads = instance.reads[..at].to_vec();
+            reads.push(Read {
+                key: read.key.clone(),
+                seen,
+                value,
+            });
+            let rerun = self.new_instance(txn, Visibility::All, reads);
+            if let Some(f) = self.families.get_mut(&txn) {
+                // It takes the first place: the chain goes on through it.
+                f.instances.pop();
+                f.instances.insert(0, rerun);
+            }
+            self.counters.chain_reruns += 1;
+            self.forks.push(rerun);
+        }
     }
 
     /// Abort instance `no`: its versions go (unless `keep-aborted`), and every read of them
@@ -741,11 +825,13 @@ impl<R: Replication> Replicated<R> {
             Caps {
                 per_family: number(&MAX_INSTANCES) as usize,
                 live: number(&MAX_LIVE_INSTANCES) as usize,
+                eager_chain: crate::protocol_info::switch(&setting(&EAGER_CHAIN)) == Some(true),
             }
         } else {
             Caps {
                 per_family: 1,
                 live: usize::MAX,
+                eager_chain: false,
             }
         };
         let pool = Pool {
@@ -1465,6 +1551,7 @@ impl<R: Replication> Protocol for Replicated<R> {
             counters.extend([
                 ("forks", p.forks),
                 ("forks_capped", p.forks_capped),
+                ("chain_reruns", p.chain_reruns),
                 ("inheritance_failures", c.inheritance_failures),
                 ("optimistic_deliveries", c.optimistic_deliveries),
                 ("late_copies_dropped", c.late_copies_dropped),
