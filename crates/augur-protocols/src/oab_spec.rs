@@ -45,7 +45,11 @@
 //! * **One-shot only**: forking an interactive client's transaction is unsound (its later
 //!   commands were computed from the parent's reads), so only registered procedures run here.
 //! * **Lazy cascades**: an instance that read a version of an aborted instance is not re-run;
-//!   it cannot commit (its read no longer holds), as in the paper.
+//!   it cannot commit (its read no longer holds), as in the paper. Nor does a read learn of a
+//!   version that appears after it: two requests whose instances overlap do not see each other,
+//!   and the later one runs again at the head. `eager_chain=on` (an extension, off by default)
+//!   re-runs a request's first instance from such a read when an earlier request's first
+//!   instance completes, so the first instances follow the arrival order eagerly (AGGRO).
 //!
 //! # Mutants
 //!
