@@ -257,7 +257,10 @@ enum State {
     /// Created (a fork), not yet handed to a worker.
     Queued,
     Running,
-    /// It ended: its writes are installed as uncommitted versions.
+    /// Its run ended on a worker; the handler has not yet taken the result (in the simulator,
+    /// the worker's time has not yet been spent), so its writes are not visible yet.
+    Ended(Box<Completed>),
+    /// It completed: its writes are installed as uncommitted versions.
     Complete(Box<Completed>),
 }
 
@@ -441,7 +444,7 @@ impl Pool {
     /// yet be committable at the head.
     fn promising(&self, no: InstanceNo) -> bool {
         self.instances.get(&no).is_some_and(|i| {
-            matches!(i.state, State::Queued | State::Running)
+            matches!(i.state, State::Queued | State::Running | State::Ended(_))
                 && i.reads.iter().all(|r| self.still_holds(r, false))
         })
     }
@@ -544,11 +547,11 @@ impl Pool {
         Some(value)
     }
 
-    /// Instance `no` ended with `run`: install its writes as uncommitted versions, visible to
-    /// other requests' reads from now on. False if it was aborted meanwhile.
-    fn complete(&mut self, no: InstanceNo, run: Run) -> bool {
+    /// Instance `no`'s run ended (on a worker) with `run`; it completes when the handler takes
+    /// the result ([`Pool::complete`]).
+    fn end(&mut self, no: InstanceNo, run: Run) {
         let Some(instance) = self.instances.get_mut(&no) else {
-            return false;
+            return;
         };
         let writes: Vec<(Key, Option<Value>)> = match run.end {
             Ok(()) => run.writes.into_iter().collect(),
@@ -558,10 +561,20 @@ impl Pool {
             ops: run.ops,
             end: ended_how(run.end),
         };
-        instance.state = State::Complete(Box::new(Completed {
-            ran,
-            writes: writes.clone(),
-        }));
+        instance.state = State::Ended(Box::new(Completed { ran, writes }));
+    }
+
+    /// The complete event: instance `no`'s run ended, and its writes are installed as
+    /// uncommitted versions, visible to other requests' reads from now on.
+    fn complete(&mut self, no: InstanceNo) {
+        let Some(instance) = self.instances.get_mut(&no) else {
+            return;
+        };
+        let State::Ended(done) = std::mem::replace(&mut instance.state, State::Running) else {
+            return;
+        };
+        let writes = done.writes.clone();
+        instance.state = State::Complete(done);
         let family = instance.family;
         let keys: Vec<Key> = writes.iter().map(|(key, _)| key.clone()).collect();
         for (key, value) in writes {
@@ -575,7 +588,6 @@ impl Pool {
         if self.caps.eager_chain && self.is_first(no, family) {
             self.follow_chain(family, &keys);
         }
-        true
     }
 
     /// Whether `no` is the first instance of `family` (the one on the optimistic chain).
@@ -743,7 +755,7 @@ fn run_instance(
             }
             Progress::Ended(run) => {
                 work.steps = run.steps();
-                lock(pool).complete(no, run);
+                lock(pool).end(no, run);
                 break false;
             }
         }
@@ -1071,7 +1083,7 @@ impl<R: Replication> Replicated<R> {
                 let mut pool = lock(&self.pool);
                 if let Some(i) = pool.instances.get_mut(&no) {
                     i.reads.clear();
-                    i.state = State::Complete(Box::new(Completed {
+                    i.state = State::Ended(Box::new(Completed {
                         ran: Ran::Refused(e.to_string()),
                         writes: Vec::new(),
                     }));
@@ -1095,7 +1107,11 @@ impl<R: Replication> Replicated<R> {
     /// commit.
     fn on_ran(&mut self, ctx: &mut Ctx<'_, Self>, no: InstanceNo, steps: u32) {
         self.counters.steps_total += u64::from(steps);
-        let forks = std::mem::take(&mut lock(&self.pool).forks);
+        let forks = {
+            let mut pool = lock(&self.pool);
+            pool.complete(no);
+            std::mem::take(&mut pool.forks)
+        };
         for fork in forks {
             self.start(ctx, fork);
         }
