@@ -586,7 +586,8 @@ impl Pool {
             );
         }
         if self.caps.eager_chain && self.is_first(no, family) {
-            self.follow_chain(family, &keys);
+            let arrival = self.families.get(&family).map_or(0, |f| f.arrival);
+            self.follow_chain(arrival, &keys);
         }
     }
 
@@ -597,14 +598,12 @@ impl Pool {
             .is_some_and(|f| f.instances.first() == Some(&no))
     }
 
-    /// `eager_chain`: the first instance of `family` completed, writing `keys`. The first
-    /// instance of every later request that read one of them from another version than its
-    /// first choice now (this one's, if it is the nearest) runs again from that read, as the
-    /// request's new first instance; the old one goes on as a fork.
-    fn follow_chain(&mut self, family: TxnId, keys: &[Key]) {
-        let Some(arrival) = self.families.get(&family).map(|f| f.arrival) else {
-            return;
-        };
+    /// `eager_chain`: a request that arrived `arrival`th wrote `keys`, in a first instance that
+    /// completed or in an instance that committed. The first instance of every later request
+    /// that read one of them from another version than its first choice now runs again from
+    /// that read, as the request's new first instance; the old one goes on as a fork, or is
+    /// aborted if the request has no room for another instance.
+    fn follow_chain(&mut self, arrival: u64, keys: &[Key]) {
         let mut later: Vec<(u64, TxnId, InstanceNo)> = self
             .families
             .iter()
@@ -636,16 +635,20 @@ impl Pool {
                 continue;
             }
             let count = self.families.get(&txn).map_or(0, |f| f.instances.len());
-            if count >= self.caps.per_family || self.instances.len() >= self.caps.live {
-                self.counters.forks_capped += 1;
-                continue;
-            }
+            let full = count >= self.caps.per_family || self.instances.len() >= self.caps.live;
             let mut reads = instance.reads[..at].to_vec();
             reads.push(Read {
                 key: read.key.clone(),
                 seen,
                 value,
             });
+            if full {
+                // The chain matters more than the fork the old first instance becomes.
+                self.abort(first);
+                if let Some(f) = self.families.get_mut(&txn) {
+                    f.instances.retain(|no| *no != first);
+                }
+            }
             let rerun = self.new_instance(txn, Visibility::All, reads);
             if let Some(f) = self.families.get_mut(&txn) {
                 // It takes the first place: the chain goes on through it.
@@ -1208,6 +1211,15 @@ impl<R: Replication> Replicated<R> {
             pool.rewrite_readers(no, Seen::Committed(at));
             pool.committed_one();
             let family = pool.families.remove(&request.txn);
+            if pool.caps.eager_chain
+                && let Some(f) = &family
+                && f.instances.first() != Some(&no)
+            {
+                // The chain went through another instance: the later requests that followed
+                // it follow the committed versions now.
+                let keys: Vec<Key> = writes.iter().map(|(key, _)| key.clone()).collect();
+                pool.follow_chain(f.arrival, &keys);
+            }
             let siblings = family.map(|f| f.instances).unwrap_or_default();
             // `leak-speculative`: the family's first instance speaks for it, committed or not.
             let leaked = siblings
@@ -1225,6 +1237,10 @@ impl<R: Replication> Replicated<R> {
             }
             (ran, writes, leaked)
         };
+        let reruns = std::mem::take(&mut lock(&self.pool).forks);
+        for rerun in reruns {
+            self.start(ctx, rerun);
+        }
         let steps = self.instance_steps(&ran);
         self.counters.steps_committed += steps;
         self.counters.requests_committed += 1;
