@@ -35,8 +35,8 @@
 //!
 //! Versions live in the node's one [`MvStore`]: committed versions by position (writer: the
 //! request's id), an instance's writes as uncommitted versions once it completes (writer: its
-//! instance number, [`InstanceNo::writer`]). Instances run on the node's workers
-//! ([`Ctx::offload`]) over the [`Pool`] they share with the handler behind one lock; each read
+//! instance number, `InstanceNo::writer`). Instances run on the node's workers
+//! ([`Ctx::offload`]) over the `Pool` they share with the handler behind one lock; each read
 //! and the completion take it briefly. Every node must replicate every partition (the
 //! registry refuses a placement that does not): full replication is what the paper studies.
 
