@@ -25,7 +25,7 @@
 use crate::common::coordinator::Pending;
 use crate::common::replica::{self, TxnIds};
 use augur_contract::driver::Run;
-use augur_contract::{Ctx, DeclaredKeys, Protocol};
+use augur_contract::{Ctx, DeclaredKeys, Protocol, TxnError};
 use augur_storage::MvStore;
 use augur_types::{
     AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, ExecutedOp, Execution, Key,
@@ -511,6 +511,15 @@ pub fn reply(txn: TxnId, at: Timestamp, ran: Ran, body: &Body) -> ClientReply {
         (Ran::Undeclared { .. } | Ran::Mispredicted, _) => ClientReply::Rejected(
             RequestError::Invalid("a run to order again was answered".into()),
         ),
+    }
+}
+
+/// How a run's procedure ended, as its outcome says it: an abort it asked for, or a rollback.
+pub fn ended_how(end: Result<(), TxnError>) -> Result<(), AbortReason> {
+    match end {
+        Ok(()) => Ok(()),
+        Err(TxnError::Aborted(reason)) => Err(reason),
+        Err(_) => Err(AbortReason::UserRollback),
     }
 }
 

@@ -38,14 +38,13 @@
 use crate::common::coordinator::Pending;
 use crate::common::dispatch::{
     self, BlindWrites, Body, ClientStep, Entry, Footprint, Inbox, Next, Ran, SpeculativeInbox,
-    Submissions,
+    Submissions, ended_how,
 };
 use crate::common::grouping;
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::common::speculative::{self, Access, Effects, Instance, Speculative};
 use crate::protocol_info::{ProtocolInfo, SettingInfo};
-use augur_contract::TxnError;
 use augur_contract::driver::{self, Driver, Progress};
 use augur_contract::forms::ONE_SHOT_AND_BLIND_WRITES;
 use augur_contract::forms::Procedures;
@@ -698,15 +697,6 @@ fn new_run(procedures: &Procedures, entry: &Entry) -> Result<Option<Driver<'stat
             .map(|procedure| Some(Driver::start(procedure)))
             .map_err(|e| e.to_string()),
         Body::Writes(_) => Err(String::new()),
-    }
-}
-
-/// How a run's procedure ended, as its outcome says it: an abort it asked for, or a rollback.
-fn ended_how(end: Result<(), TxnError>) -> Result<(), AbortReason> {
-    match end {
-        Ok(()) => Ok(()),
-        Err(TxnError::Aborted(reason)) => Err(reason),
-        Err(_) => Err(AbortReason::UserRollback),
     }
 }
 

@@ -41,20 +41,19 @@
 //! registry refuses a placement that does not): full replication is what the paper studies.
 
 use crate::common::coordinator::Pending;
-use crate::common::dispatch::{self, BlindWrites, Body, ClientStep, Ran};
+use crate::common::dispatch::{self, BlindWrites, Body, ClientStep, Ran, ended_how};
 use crate::common::ordered::WORKERS;
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::protocol_info::{ProtocolInfo, SettingInfo};
-use augur_contract::TxnError;
 use augur_contract::driver::{self, Driver, Progress, Run};
 use augur_contract::forms::ONE_SHOT_AND_BLIND_WRITES;
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{
-    AbortReason, ClientReply, ClientRequest, ExecutedOp, Key, NodeId, PartitionId, ProcedureCall,
-    RequestForm, Timestamp, TxnId, Value,
+    ClientReply, ClientRequest, ExecutedOp, Key, NodeId, PartitionId, ProcedureCall, RequestForm,
+    Timestamp, TxnId, Value,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -710,15 +709,6 @@ impl Pool {
                 }
             }
         }
-    }
-}
-
-/// How a run's procedure ended, as its outcome says it: an abort it asked for, or a rollback.
-fn ended_how(end: Result<(), TxnError>) -> Result<(), AbortReason> {
-    match end {
-        Ok(()) => Ok(()),
-        Err(TxnError::Aborted(reason)) => Err(reason),
-        Err(_) => Err(AbortReason::UserRollback),
     }
 }
 
