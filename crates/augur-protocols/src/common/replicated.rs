@@ -52,8 +52,8 @@ use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{MvStore, VersionState};
 use augur_types::{
-    ClientReply, ClientRequest, ExecutedOp, Key, NodeId, PartitionId, ProcedureCall, RequestForm,
-    Timestamp, TxnId, Value,
+    ClientReply, ClientRequest, Key, NodeId, PartitionId, ProcedureCall, RequestForm, Timestamp,
+    TxnId, Value,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -268,6 +268,8 @@ enum State {
 struct Completed {
     ran: Ran,
     writes: Vec<(Key, Option<Value>)>,
+    /// The procedure steps its run took ([`Run::steps`]).
+    steps: u32,
 }
 
 #[derive(Debug)]
@@ -552,6 +554,7 @@ impl Pool {
         let Some(instance) = self.instances.get_mut(&no) else {
             return;
         };
+        let steps = run.steps();
         let writes: Vec<(Key, Option<Value>)> = match run.end {
             Ok(()) => run.writes.into_iter().collect(),
             Err(_) => Vec::new(),
@@ -560,7 +563,7 @@ impl Pool {
             ops: run.ops,
             end: ended_how(run.end),
         };
-        instance.state = State::Ended(Box::new(Completed { ran, writes }));
+        instance.state = State::Ended(Box::new(Completed { ran, writes, steps }));
     }
 
     /// The complete event: instance `no`'s run ended, and its writes are installed as
@@ -958,7 +961,7 @@ impl<R: Replication> Replicated<R> {
         ctx: &mut Ctx<'_, Self>,
         request: Arc<Request>,
         position: Option<Timestamp>,
-    ) {
+    ) -> u64 {
         self.next_arrival += 1;
         let family = Family {
             request: Arc::clone(&request),
@@ -968,6 +971,7 @@ impl<R: Replication> Replicated<R> {
             instances: Vec::new(),
         };
         lock(&self.pool).families.insert(request.txn, family);
+        self.next_arrival
     }
 
     /// Final delivery of the sequencer's committed `batches`.
@@ -1011,13 +1015,13 @@ impl<R: Replication> Replicated<R> {
                 Some(arrival) => arrival,
                 None => {
                     // Finally delivered first (or `sm-rep`): it starts now.
-                    self.new_family(ctx, Arc::clone(&request), Some(at));
+                    let arrival = self.new_family(ctx, Arc::clone(&request), Some(at));
                     if R::SPECULATIVE {
                         self.start_new(ctx, txn, Visibility::All);
                     } else if !self.serial {
                         self.start_new(ctx, txn, Visibility::Committed);
                     }
-                    self.next_arrival
+                    arrival
                 }
             };
             self.counters.final_deliveries += 1;
@@ -1040,7 +1044,7 @@ impl<R: Replication> Replicated<R> {
     /// Hand instance `no` to a worker: its inherited reads are validated first (a child whose
     /// prefix no longer holds runs from the start).
     fn start(&mut self, ctx: &mut Ctx<'_, Self>, no: InstanceNo) {
-        let (call, replay) = {
+        let (call, read_only, replay) = {
             let mut pool = lock(&self.pool);
             let check = pool.mutant != Some(Mutant::NoInheritedValidation);
             let Some(instance) = pool.instances.get(&no) else {
@@ -1065,10 +1069,9 @@ impl<R: Replication> Replicated<R> {
                 .iter()
                 .map(|r| (r.key.clone(), r.value.clone()))
                 .collect();
-            ((call, read_only), replay)
+            (call, read_only, replay)
         };
         self.counters.instances += 1;
-        let (call, read_only) = call;
         let driver = match driver::checked(&self.env.procedures, &call, read_only) {
             Ok(procedure) => Driver::start(procedure),
             Err(e) => {
@@ -1079,6 +1082,7 @@ impl<R: Replication> Replicated<R> {
                     i.state = State::Ended(Box::new(Completed {
                         ran: Ran::Refused(e.to_string()),
                         writes: Vec::new(),
+                        steps: 1,
                     }));
                 }
                 drop(pool);
@@ -1122,7 +1126,6 @@ impl<R: Replication> Replicated<R> {
             let request = Arc::clone(request);
             match &request.body {
                 Body::Writes(writes) => {
-                    let writes = writes.clone();
                     self.queue.remove(&at);
                     self.apply(ctx, at, request.txn, writes.clone());
                     let ran = Ran::Done {
@@ -1142,14 +1145,14 @@ impl<R: Replication> Replicated<R> {
             }
             let decision = {
                 let pool = lock(&self.pool);
-                let instances = pool
+                // Lowest first (`eager_chain` puts a re-run first in the family's list).
+                let mut instances = pool
                     .families
                     .get(&request.txn)
                     .map(|f| f.instances.clone())
                     .unwrap_or_default();
-                let mut sorted = instances.clone();
-                sorted.sort();
-                match sorted.iter().find(|no| pool.committable(**no)) {
+                instances.sort();
+                match instances.iter().find(|no| pool.committable(**no)) {
                     Some(no) => Head::Commit(*no),
                     None if instances.iter().any(|no| pool.promising(*no)) => Head::Wait,
                     None => Head::ReExecute,
@@ -1183,7 +1186,7 @@ impl<R: Replication> Replicated<R> {
         request: &Request,
         no: InstanceNo,
     ) {
-        let (ran, writes, leaked) = {
+        let (ran, writes, steps, leaked) = {
             let mut pool = lock(&self.pool);
             let Some(instance) = pool.instances.remove(&no) else {
                 return;
@@ -1192,7 +1195,7 @@ impl<R: Replication> Replicated<R> {
             let State::Complete(done) = instance.state else {
                 return;
             };
-            let Completed { ran, writes } = *done;
+            let Completed { ran, writes, steps } = *done;
             for (key, value) in &writes {
                 let entry = pool.store.entry(key);
                 entry.remove_uncommitted(no.writer());
@@ -1225,14 +1228,13 @@ impl<R: Replication> Replicated<R> {
                     pool.abort(sibling);
                 }
             }
-            (ran, writes, leaked)
+            (ran, writes, steps, leaked)
         };
         let reruns = std::mem::take(&mut lock(&self.pool).forks);
         for rerun in reruns {
             self.start(ctx, rerun);
         }
-        let steps = self.instance_steps(&ran);
-        self.counters.steps_committed += steps;
+        self.counters.steps_committed += u64::from(steps);
         self.counters.requests_committed += 1;
         self.log_commit(ctx, at, request.txn, writes);
         self.answer(ctx, at, request, leaked.unwrap_or(ran));
@@ -1271,20 +1273,6 @@ impl<R: Replication> Replicated<R> {
                 txn: family,
                 writes,
             });
-        }
-    }
-
-    /// The procedure steps a completed run took (for the share of work that committed).
-    fn instance_steps(&self, ran: &Ran) -> u64 {
-        match ran {
-            Ran::Done { ops, .. } => {
-                let reads = ops
-                    .iter()
-                    .filter(|op| matches!(op, ExecutedOp::Read { .. }))
-                    .count();
-                reads as u64 + 1
-            }
-            _ => 1,
         }
     }
 
