@@ -147,6 +147,13 @@ pub trait Protocol: Send + Sized + 'static {
         None
     }
 
+    /// The node this node believes masters `partition` now, for the faults that target it
+    /// (`augur check`'s `master-crash`). `None` for a protocol without masters that fail over,
+    /// or while the node does not know.
+    fn master_of(&self, _partition: PartitionId) -> Option<NodeId> {
+        None
+    }
+
     /// A digest of the committed state of each partition this node replicates, equal at two
     /// replicas that hold the same state, for checks that replicas agree once the cluster is
     /// left alone (`augur check`). Empty for a protocol whose replicas may rightly differ at

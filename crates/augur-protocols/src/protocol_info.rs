@@ -39,7 +39,8 @@ pub struct ProtocolInfo {
     /// the randomized `augur check` workloads do not reach: the protocol's scenario tests show
     /// it instead. One starting with [`MASKED`] names a mechanism of the paper whose hole
     /// another mechanism of the implementation also closes, so that nothing fails without it;
-    /// its description says which, and the protocol's docs say why.
+    /// its description says which, and the protocol's docs say why. One starting with
+    /// [`UNPROVEN`] names a mutant nothing has been shown to catch yet.
     pub mutants: &'static [(&'static str, &'static str)],
     /// The protocol-specific settings it accepts (`--set protocol.NAME=VALUE`, or
     /// `[options.settings]` in a cluster file).
@@ -130,6 +131,11 @@ pub const SCENARIO_ONLY: &str = "[scenario]";
 
 /// How a mutant's description starts when another mechanism masks what it removes.
 pub const MASKED: &str = "[masked]";
+
+/// How a mutant's description starts when no test has been shown to catch it yet: neither the
+/// randomized `augur check` runs nor a scenario test. Such a mutant is a known gap in what the
+/// checker is shown to find, listed so that it stays visible.
+pub const UNPROVEN: &str = "[unproven]";
 
 /// The speculation a protocol offers its clients (see `augur_client::Degree`).
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -282,6 +288,14 @@ impl ProtocolInfo {
     }
 
     /// Its own settings, then those every protocol takes ([`RUNTIME_SETTINGS`]).
+    /// Whether its masters fail over (`docs/architecture/availability.md`): it takes the
+    /// `failover` setting.
+    pub fn fails_over(&self) -> bool {
+        self.settings
+            .iter()
+            .any(|s| s.name == crate::common::membership::FAILOVER)
+    }
+
     pub fn all_settings(&self) -> impl Iterator<Item = &'static SettingInfo> {
         self.settings.iter().chain(RUNTIME_SETTINGS)
     }

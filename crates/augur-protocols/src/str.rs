@@ -67,6 +67,7 @@
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
 use crate::common::coordinator::{Pending, group_by_partition};
+use crate::common::membership::Epoch;
 use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_of};
 use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
 use crate::protocol_info::SpeculationOffer;
@@ -102,6 +103,11 @@ impl Flavor for Speculative {
 
 /// The `str` protocol.
 pub type Str = Engine<Speculative>;
+
+/// STR's speculative state (cache partitions, local commits, dependencies) has not been taught
+/// to follow a change of master yet: `str` and `planet` keep the placement's masters, as with
+/// `failover=off` (docs/architecture/availability.md).
+const FAILS_OVER: bool = false;
 
 /// `str`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -1158,6 +1164,7 @@ impl<F: Flavor> Rules for Engine<F> {
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         partition: PartitionId,
+        _epoch: Epoch,
         from: NodeId,
         ts: Timestamp,
     ) {
@@ -1221,7 +1228,7 @@ impl<F: Flavor> Protocol for Engine<F> {
 
     fn new(env: &NodeEnv) -> Self {
         Engine {
-            core: Core::new(env),
+            core: Core::new(env, FAILS_OVER),
             coordinated: FxHashMap::default(),
             aborted: FxHashMap::default(),
             cache: FxHashMap::default(),
@@ -1241,7 +1248,7 @@ impl<F: Flavor> Protocol for Engine<F> {
     /// forgotten there, and the termination protocol aborts it.
     fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Self::Record>) -> Self {
         Engine {
-            core: Core::recover(env, records),
+            core: Core::recover(env, FAILS_OVER, records),
             ..Engine::new(env)
         }
     }

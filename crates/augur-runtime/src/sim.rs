@@ -294,6 +294,8 @@ struct SimNode<P: Protocol> {
     /// Under the CPU model: the node's cores, and the inputs waiting for one, in arrival order.
     cpu: NodeCpu,
     runnable: VecDeque<Job<P>>,
+    /// While paused ([`Simulation::pause`]): everything addressed to the node, in order.
+    stalled: Option<Vec<Event<P>>>,
 }
 
 /// The network faults in force.
@@ -444,6 +446,7 @@ impl<P: Protocol> Simulation<P> {
                 synced_records: 0,
                 cpu: NodeCpu::default(),
                 runnable: VecDeque::new(),
+                stalled: None,
             });
             env.push(e);
         }
@@ -584,6 +587,7 @@ impl<P: Protocol> Simulation<P> {
             return;
         }
         n.up = false;
+        n.stalled = None;
         n.incarnation += 1;
         n.cpu.reset();
         n.runnable.clear();
@@ -607,6 +611,31 @@ impl<P: Protocol> Simulation<P> {
             held_replies,
             recovered_records,
         });
+    }
+
+    /// Freeze `node`, as a long garbage-collection pause or a suspended virtual machine would:
+    /// it handles nothing — messages, client requests, timers, finished syncs and work — until
+    /// [`Simulation::resume`], which hands it everything that waited, in arrival order. Its
+    /// clock runs on; its connections stay up. A crash ends the pause (and loses what waited).
+    pub fn pause(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.0 as usize];
+        if n.up && n.stalled.is_none() {
+            n.stalled = Some(Vec::new());
+            self.traced(node, || TraceEvent::Pause);
+        }
+    }
+
+    /// Unfreeze a paused node: it handles what waited, oldest first, then goes on.
+    pub fn resume(&mut self, node: NodeId) {
+        let Some(stalled) = self.nodes[node.0 as usize].stalled.take() else {
+            return;
+        };
+        self.traced(node, || TraceEvent::Resume {
+            waited: stalled.len(),
+        });
+        for event in stalled {
+            self.dispatch(event);
+        }
     }
 
     /// Bring a crashed node back: it recovers from its durable state and starts again.
@@ -1369,6 +1398,18 @@ impl<P: Protocol> Simulation<P> {
     }
 
     fn dispatch(&mut self, event: Event<P>) {
+        let target = match &event {
+            Event::Deliver { to, .. } | Event::Request { to, .. } => Some(*to),
+            Event::Timer { node, .. } | Event::WorkDone { node, .. } => Some(*node),
+            Event::Synced { node, .. } => Some(*node),
+            Event::Reply { .. } | Event::RequestTimeout { .. } | Event::Wake { .. } => None,
+        };
+        if let Some(node) = target
+            && let Some(stalled) = self.nodes[node.0 as usize].stalled.as_mut()
+        {
+            stalled.push(event);
+            return;
+        }
         match event {
             Event::Deliver {
                 to,

@@ -241,6 +241,13 @@ impl<M> KeyEntry<M> {
         self.committed += 1;
     }
 
+    /// Drop every version, committed and uncommitted (the key's state is replaced by a copy
+    /// from elsewhere). The metadata stays.
+    pub fn clear(&mut self) {
+        self.chain = SmallVec::new();
+        self.committed = 0;
+    }
+
     /// Number of versions held, committed and uncommitted.
     pub fn version_count(&self) -> usize {
         self.chain.len()

@@ -216,6 +216,18 @@ impl<M> MvStore<M> {
         self.slots.iter().map(|s| (&s.key, &s.entry))
     }
 
+    /// Drop every version of every key `which` picks (a replica replacing a partition's state
+    /// by a copy). The keys stay, with no versions: a key is never removed.
+    pub fn clear_where(&mut self, mut which: impl FnMut(&Key) -> bool) {
+        self.settle();
+        for slot in &mut self.slots {
+            if which(&slot.key) {
+                self.versions -= slot.entry.version_count();
+                slot.entry.clear();
+            }
+        }
+    }
+
     /// Every key's protocol metadata, mutably (to reset it, as after a crash).
     pub fn metas_mut(&mut self) -> impl Iterator<Item = &mut M> {
         self.slots.iter_mut().map(|s| &mut s.entry.meta)

@@ -32,6 +32,9 @@ pub enum AbortReason {
     TransactionLost,
     /// The coordinator refused a malformed request; the transaction did nothing.
     InvalidRequest,
+    /// A partition it wrote changed master or in-sync replicas while it committed, or a node
+    /// it asked no longer serves the partition (fail-over); running it again may succeed.
+    Reconfigured,
 }
 
 impl AbortReason {
@@ -57,6 +60,7 @@ impl AbortReason {
             AbortReason::SnapshotTooOld => "snapshot_too_old",
             AbortReason::TransactionLost => "transaction_lost",
             AbortReason::InvalidRequest => "invalid_request",
+            AbortReason::Reconfigured => "reconfigured",
         }
     }
 }
@@ -86,6 +90,9 @@ impl AbortReason {
                 "its coordinator no longer knows it: it sat idle longer than the cluster keeps an idle transaction (idle_txn_timeout_ms), or the coordinator restarted"
             }
             AbortReason::InvalidRequest => "the coordinator refused a malformed request",
+            AbortReason::Reconfigured => {
+                "a partition it needed changed master or replicas while it ran (a node failed over)"
+            }
         }
     }
 }

@@ -802,6 +802,7 @@ impl ProtocolVisitor for RunSeed<'_> {
             sim.set_fifo(false);
         }
         let mut crashed_leader = None;
+        let mut crashed_master = None;
         for (at, action) in schedule.actions {
             sim.run_until(at);
             match action {
@@ -817,6 +818,20 @@ impl ProtocolVisitor for RunSeed<'_> {
                 }
                 FaultAction::RestartLeader => {
                     if let Some(n) = crashed_leader.take() {
+                        sim.restart(n);
+                    }
+                }
+                FaultAction::CrashMaster { pick } => {
+                    let partition = PartitionId(pick % config.placement.partition_count() as u32);
+                    crashed_master = current_master(&sim, &config.placement, partition);
+                    if let Some(n) = crashed_master {
+                        sim.crash(n);
+                    }
+                }
+                FaultAction::Pause(n) => sim.pause(n),
+                FaultAction::Resume(n) => sim.resume(n),
+                FaultAction::RestartMaster => {
+                    if let Some(n) = crashed_master.take() {
                         sim.restart(n);
                     }
                 }
@@ -1016,6 +1031,22 @@ fn current_leader<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Op
     for node in placement.nodes().filter(|n| sim.is_up(*n)) {
         if let Some(leader) = sim.node(node).leader() {
             *votes.entry(leader).or_default() += 1;
+        }
+    }
+    let most = votes.values().copied().max()?;
+    votes.into_iter().find(|(_, v)| *v == most).map(|(n, _)| n)
+}
+
+/// The node most live nodes believe masters `partition` ([`Protocol::master_of`]), if any.
+fn current_master<P: Protocol>(
+    sim: &Simulation<P>,
+    placement: &Placement,
+    partition: PartitionId,
+) -> Option<NodeId> {
+    let mut votes: BTreeMap<NodeId, usize> = BTreeMap::new();
+    for node in placement.nodes().filter(|n| sim.is_up(*n)) {
+        if let Some(master) = sim.node(node).master_of(partition) {
+            *votes.entry(master).or_default() += 1;
         }
     }
     let most = votes.values().copied().max()?;

@@ -40,6 +40,14 @@ pub const FAULT_KINDS: &[(&str, &str)] = &[
         "the sequencer's Raft leader crashes, whatever it is doing, and restarts 0.2–1.5 s later (protocols with a sequencer)",
     ),
     (
+        "pause",
+        "a node freezes 0.5–3 s (a long GC pause, a suspended VM), then handles everything that waited, in order (in `all` for protocols whose masters fail over, whose leases it tests)",
+    ),
+    (
+        "master-crash",
+        "the node mastering a partition (as the nodes see it then) crashes and stays down 2–4 s, or until the safety phase ends, then restarts as a replica (protocols whose masters fail over)",
+    ),
+    (
         "skew",
         "each node's clock is offset by up to ±50 ms for the whole run",
     ),
@@ -54,6 +62,8 @@ pub struct FaultSpec {
     pub partition: bool,
     pub crash: bool,
     pub leader_crash: bool,
+    pub master_crash: bool,
+    pub pause: bool,
     pub skew: bool,
 }
 
@@ -74,6 +84,8 @@ impl FaultSpec {
                     partition: true,
                     crash: true,
                     leader_crash: info.sequencer(),
+                    master_crash: info.fails_over(),
+                    pause: info.fails_over(),
                     skew: true,
                 });
             }
@@ -95,6 +107,14 @@ impl FaultSpec {
                 "leader-crash" => {
                     return Err(format!(
                         "fault 'leader-crash' needs a protocol with a sequencer; {} has none",
+                        info.name
+                    ));
+                }
+                "pause" => f.pause = true,
+                "master-crash" if info.fails_over() => f.master_crash = true,
+                "master-crash" => {
+                    return Err(format!(
+                        "fault 'master-crash' needs a protocol whose masters fail over; {} has none that do",
                         info.name
                     ));
                 }
@@ -125,6 +145,8 @@ impl fmt::Display for FaultSpec {
             (self.partition, "partition"),
             (self.crash, "crash"),
             (self.leader_crash, "leader-crash"),
+            (self.pause, "pause"),
+            (self.master_crash, "master-crash"),
             (self.skew, "skew"),
         ]
         .iter()
@@ -151,6 +173,15 @@ pub enum FaultAction {
     CrashLeader,
     /// Restart the node the last `CrashLeader` crashed.
     RestartLeader,
+    /// Crash the node that masters partition `pick` modulo the partition count at that moment
+    /// (the protocol says which, `Protocol::master_of`); nothing if no node knows one.
+    CrashMaster {
+        pick: u32,
+    },
+    /// Restart the node the last `CrashMaster` crashed.
+    RestartMaster,
+    Pause(NodeId),
+    Resume(NodeId),
     Loss(f64),
 }
 
@@ -194,6 +225,20 @@ impl FaultSchedule {
                 actions.push((end, FaultAction::RestartLeader));
             }
         }
+        if spec.pause {
+            for (start, end) in windows_between(span, 500_000..=3_000_000, rng) {
+                let node = NodeId(rng.random_range(0..nodes as u32));
+                actions.push((start, FaultAction::Pause(node)));
+                actions.push((end, FaultAction::Resume(node)));
+            }
+        }
+        if spec.master_crash {
+            for (start, end) in long_windows(span, rng) {
+                let pick = rng.random();
+                actions.push((start, FaultAction::CrashMaster { pick }));
+                actions.push((end, FaultAction::RestartMaster));
+            }
+        }
         if spec.loss {
             for (start, end) in windows(span, rng) {
                 actions.push((start, FaultAction::Loss(0.05)));
@@ -214,12 +259,47 @@ impl FaultSchedule {
 /// Fault windows (start, end in µs) inside `0..span`: they begin after a calm first tenth, last
 /// 0.2–1.5 s, and are separated by at least 0.2 s of calm.
 fn windows(span: u64, rng: &mut ChaCha8Rng) -> Vec<(u64, u64)> {
+    windows_between(span, 200_000..=1_500_000, rng)
+}
+
+/// [`windows`] lasting `length` µs each.
+fn windows_between(
+    span: u64,
+    length: std::ops::RangeInclusive<u64>,
+    rng: &mut ChaCha8Rng,
+) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut t = span / 10;
     loop {
         let start = t + rng.random_range(200_000..=800_000);
-        let end = start + rng.random_range(200_000..=1_500_000);
+        let end = start + rng.random_range(length.clone());
         if end >= span {
+            return out;
+        }
+        out.push((start, end));
+        t = end;
+    }
+}
+
+/// Windows for a master's crash (start, end in µs) inside `0..span`: long enough for the
+/// master's lease to run out and another to take over (2–4 s), or lasting to the end of
+/// `span` (the node stays down), each with an even chance; after a calm first tenth, separated
+/// by at least 0.5 s.
+fn long_windows(span: u64, rng: &mut ChaCha8Rng) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut t = span / 10;
+    loop {
+        let start = t + rng.random_range(500_000..=1_500_000);
+        if start + 2_000_000 >= span {
+            return out;
+        }
+        if rng.random_bool(0.5) {
+            out.push((start, span - 1));
+            return out;
+        }
+        let end = start + rng.random_range(2_000_000..=4_000_000);
+        if end >= span {
+            out.push((start, span - 1));
             return out;
         }
         out.push((start, end));
@@ -289,6 +369,8 @@ mod tests {
             let s = FaultSchedule::draw(&spec, 3, Duration::from_secs(8), &mut rng);
             let mut down = 0i32;
             let mut leader_down = 0i32;
+            let mut master_down = 0i32;
+            let mut paused = 0i32;
             let mut cut = 0i32;
             for (at, a) in &s.actions {
                 assert!(*at < Duration::from_secs(8));
@@ -297,14 +379,19 @@ mod tests {
                     FaultAction::Restart(_) => down -= 1,
                     FaultAction::CrashLeader => leader_down += 1,
                     FaultAction::RestartLeader => leader_down -= 1,
+                    FaultAction::CrashMaster { .. } => master_down += 1,
+                    FaultAction::Pause(_) => paused += 1,
+                    FaultAction::Resume(_) => paused -= 1,
+                    FaultAction::RestartMaster => master_down -= 1,
                     FaultAction::Partition(_) => cut += 1,
                     FaultAction::Heal => cut -= 1,
                     FaultAction::Loss(_) => {}
                 }
                 assert!((0..=1).contains(&down) && (0..=1).contains(&cut));
                 assert!((0..=1).contains(&leader_down));
+                assert!((0..=1).contains(&master_down) && (0..=1).contains(&paused));
             }
-            assert_eq!((down, cut), (0, 0));
+            assert_eq!((down, cut, master_down, paused), (0, 0, 0, 0));
         }
     }
 }

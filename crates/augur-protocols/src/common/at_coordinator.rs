@@ -402,6 +402,10 @@ impl<P: Protocol> Protocol for AtCoordinator<P> {
         self.inner.leader()
     }
 
+    fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
+        self.inner.master_of(partition)
+    }
+
     fn state_digests(&self) -> Vec<(PartitionId, u64)> {
         self.inner.state_digests()
     }

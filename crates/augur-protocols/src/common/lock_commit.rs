@@ -1352,8 +1352,10 @@ impl<F: Flavor> LockCommit<F> {
             record @ (Record::Kit(Kit::Served { .. } | Kit::Watermark(_)) | Record::Scheme(_)) => {
                 self.scheme.replay(record)
             }
-            // Not written by this protocol.
-            Record::Kit(Kit::Installed { .. }) => {}
+            // Not written by this engine (yet: fail-over is the 2PC family's so far).
+            Record::Kit(
+                Kit::Installed { .. } | Kit::Membership(_) | Kit::PartitionCopied { .. },
+            ) => {}
             Record::Prepared { txn, reads, writes } => {
                 // The prepared held these locks together before the crash, so they are
                 // granted again; the oldest priority makes any requester, not them, yield.

@@ -33,6 +33,9 @@
 //!   timestamped locks with preemption, read dependencies, speculative commit with
 //!   missed-write and cascading aborts, and final commit in order, which the order-then-execute
 //!   engine's speculative mode ([`ordered::Schedule::SPECULATIVE`]) drives for `sparkle`.
+//! * [`membership`]: who serves each partition (epochs, in-sync replicas, masters), agreed
+//!   through a Raft group of its own, with leases granted by its leader: the deferred-update
+//!   engines' fail-over (`docs/architecture/availability.md`).
 //! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
 //!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
 //!   `s-smr` and `sparkle`).
@@ -51,6 +54,7 @@ pub mod grouping;
 pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;
+pub mod membership;
 pub mod oracle;
 pub mod ordered;
 pub mod replica;

@@ -36,6 +36,8 @@
 //! out; its prepares are presumed aborted), waiting reads and parked prepares (their
 //! coordinators time out), session floors, and STR's speculative state.
 
+use super::membership::{Epoch, MembershipMsg, MembershipTimer};
+use super::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
 use augur_contract::Protocol;
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, Work};
@@ -89,7 +91,25 @@ pub enum Record<D> {
     },
     /// Checkpoints only: the garbage-collection watermark.
     Watermark(Timestamp),
+    /// The configuration group's Raft log ([`super::membership`]).
+    Membership(SequencerRecord),
+    /// This node copied `partition` from its master: everything it held of the partition is
+    /// dropped, and the `Versions` records that follow are the partition's committed state
+    /// (collected below `watermark`).
+    PartitionCopied {
+        partition: PartitionId,
+        watermark: Timestamp,
+    },
 }
+
+impl<D> From<SequencerRecord> for Record<D> {
+    fn from(record: SequencerRecord) -> Self {
+        Record::Membership(record)
+    }
+}
+
+/// A key's committed versions as a checkpoint or a copy carries them, oldest first.
+pub type KeyVersions = (Key, Vec<(TxnId, Timestamp, Option<Value>)>);
 
 /// A read as the serving replica sees it. The coordinator is `txn.coordinator()`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,23 +133,27 @@ pub enum Msg<D, R> {
         seq: u32,
         result: Result<R, AbortReason>,
     },
-    /// Coordinator → master: certify and pre-commit these partitions' writes.
+    /// Coordinator → master: certify and pre-commit these partitions' writes, each at the
+    /// epoch of the partition in the coordinator's configuration.
     Prepare {
         txn: TxnId,
         snapshot: Timestamp,
-        partitions: Vec<(PartitionId, Writes)>,
+        partitions: PreparedPartitions,
     },
-    /// Master → slave: the master pre-committed `writes`; install them and propose a timestamp.
+    /// Master → slave: the master pre-committed `writes` at `epoch`; install them and propose
+    /// a timestamp.
     ReplicatePrepare {
         txn: TxnId,
         snapshot: Timestamp,
         partition: PartitionId,
+        epoch: Epoch,
         writes: Writes,
     },
-    /// Replica → coordinator: pre-committed `partition`, proposing `ts`.
+    /// Replica → coordinator: pre-committed `partition` at `epoch`, proposing `ts`.
     Prepared {
         txn: TxnId,
         partition: PartitionId,
+        epoch: Epoch,
         ts: Timestamp,
     },
     /// Master → coordinator: certification failed.
@@ -153,6 +177,37 @@ pub enum Msg<D, R> {
     QueryOutcome {
         txn: TxnId,
     },
+    /// The configuration group: Raft and leases ([`super::membership`]).
+    Membership(MembershipMsg),
+    /// A replica out of sync → the partition's master: copy the partition to me.
+    CatchUpAsk {
+        partition: PartitionId,
+    },
+    /// Master → that replica: the partition's committed state at `epoch` (nothing prepared
+    /// there), collected below `watermark`.
+    CatchUpState {
+        partition: PartitionId,
+        epoch: Epoch,
+        watermark: Timestamp,
+        versions: Vec<KeyVersions>,
+    },
+    /// The replica → the master: the copy is installed, durably.
+    CatchUpDone {
+        partition: PartitionId,
+        epoch: Epoch,
+    },
+}
+
+impl<D, R> From<MembershipMsg> for Msg<D, R> {
+    fn from(msg: MembershipMsg) -> Self {
+        Msg::Membership(msg)
+    }
+}
+
+impl<D, R> From<RaftMessage> for Msg<D, R> {
+    fn from(msg: RaftMessage) -> Self {
+        Msg::Membership(MembershipMsg::Raft(msg))
+    }
 }
 
 /// The shape of each message as its sender builds it: reads go to a replica of the key, prepares
@@ -169,12 +224,15 @@ impl<D, R> CheckMessage for Msg<D, R> {
             | Msg::Refused { txn, .. }
             | Msg::CommitAck { txn }
             | Msg::QueryOutcome { txn } => at.txn_here(*txn),
+            // Whether the receiver is the master, and the sender the master of a replicated
+            // prepare, depends on the configuration, which the handler checks (by epoch); the
+            // placement bounds who may be either.
             Msg::Prepare {
                 txn, partitions, ..
             } => {
                 at.txn_of_sender(*txn)?;
-                for (partition, writes) in partitions {
-                    at.master_here(*partition)?;
+                for (partition, _, writes) in partitions {
+                    at.partition_here(*partition)?;
                     check_writes(at, *partition, writes)?;
                 }
                 Ok(())
@@ -187,13 +245,24 @@ impl<D, R> CheckMessage for Msg<D, R> {
             } => {
                 at.txn(*txn)?;
                 at.partition_here(*partition)?;
-                if at.placement.master(*partition) != at.from {
-                    return Err(BadMessage(format!(
-                        "{} is not the master of partition {}, which alone replicates its prepares",
-                        at.from, partition.0
-                    )));
-                }
+                sender_replicates(at, *partition)?;
                 check_writes(at, *partition, writes)
+            }
+            Msg::Membership(msg) => msg.check(at),
+            Msg::CatchUpAsk { partition } | Msg::CatchUpDone { partition, .. } => {
+                at.partition_here(*partition)?;
+                sender_replicates(at, *partition)
+            }
+            Msg::CatchUpState {
+                partition,
+                versions,
+                ..
+            } => {
+                at.partition_here(*partition)?;
+                sender_replicates(at, *partition)?;
+                versions
+                    .iter()
+                    .try_for_each(|(key, _)| at.key_in(key, *partition))
             }
             Msg::Prepared { txn, partition, .. } => {
                 at.txn_here(*txn)?;
@@ -209,6 +278,18 @@ impl<D, R> CheckMessage for Msg<D, R> {
             }
             Msg::Commit { txn, .. } | Msg::Abort { txn } => at.txn_of_sender(*txn),
         }
+    }
+}
+
+/// The sender replicates `partition` (in the placement).
+fn sender_replicates(at: &Inbound<'_>, partition: PartitionId) -> Result<(), BadMessage> {
+    if at.placement.replicates(at.from, partition) {
+        Ok(())
+    } else {
+        Err(BadMessage(format!(
+            "{} does not replicate partition {}",
+            at.from, partition.0
+        )))
     }
 }
 
@@ -235,6 +316,20 @@ pub enum Timer {
         seq: u32,
     },
     CommitTimeout(TxnId),
+    /// The configuration group's ([`super::membership`]).
+    Membership(MembershipTimer),
+}
+
+impl From<MembershipTimer> for Timer {
+    fn from(timer: MembershipTimer) -> Self {
+        Timer::Membership(timer)
+    }
+}
+
+impl From<SequencerTimer> for Timer {
+    fn from(timer: SequencerTimer) -> Self {
+        Timer::Membership(MembershipTimer::Raft(timer))
+    }
 }
 
 /// Whether a replica may serve a read now ([`Replica::admit_read`]).
@@ -265,6 +360,8 @@ pub struct Recovered<M, D> {
     pub replica: Replica<M>,
     pub decided: DecisionLog<D>,
     pub ids: TxnIds,
+    /// The configuration group's records, for its own rebuild.
+    pub membership: Vec<SequencerRecord>,
 }
 
 impl<M: Default> Default for Replica<M> {
@@ -283,11 +380,13 @@ impl<M: Default> Replica<M> {
     /// Replay `records` in order onto an empty node `node`.
     pub fn recover<D>(
         node: NodeId,
+        partition_of: &dyn Fn(&Key) -> PartitionId,
         records: &mut dyn Iterator<Item = Record<D>>,
     ) -> Recovered<M, D> {
         let mut r = Replica::default();
         let mut decided = DecisionLog::default();
         let mut ids = TxnIds::new(node);
+        let mut membership = Vec::new();
         for record in records {
             match record {
                 Record::Installed {
@@ -330,6 +429,11 @@ impl<M: Default> Replica<M> {
                     restore_versions(&mut r.store, &key, versions)
                 }
                 Record::Watermark(ts) => r.gc_watermark = r.gc_watermark.max(ts),
+                Record::Membership(record) => membership.push(record),
+                Record::PartitionCopied {
+                    partition,
+                    watermark,
+                } => r.drop_partition(partition, watermark, partition_of),
             }
         }
         r.lease.recovered = r.lease.up_to;
@@ -337,6 +441,7 @@ impl<M: Default> Replica<M> {
             replica: r,
             decided,
             ids,
+            membership,
         }
     }
 }
@@ -453,6 +558,58 @@ impl<M> Replica<M> {
             }
         }
         Some(participant.keys)
+    }
+
+    /// Forget everything held of `partition` (a copy from its master replaces it): its keys'
+    /// versions, and its keys in every prepare record (a record left with no key goes). The
+    /// watermark rises to the copy's.
+    pub fn drop_partition(
+        &mut self,
+        partition: PartitionId,
+        watermark: Timestamp,
+        partition_of: &dyn Fn(&Key) -> PartitionId,
+    ) {
+        self.store.clear_where(|key| partition_of(key) == partition);
+        self.participants.retain(|_, p| {
+            p.keys.retain(|key| partition_of(key) != partition);
+            !p.keys.is_empty()
+        });
+        self.gc_watermark = self.gc_watermark.max(watermark);
+    }
+
+    /// Whether a transaction holds a prepared (uncommitted) version of a key of `partition`
+    /// here.
+    pub fn prepared_in(
+        &self,
+        partition: PartitionId,
+        partition_of: &dyn Fn(&Key) -> PartitionId,
+    ) -> bool {
+        self.participants
+            .values()
+            .any(|p| p.keys.iter().any(|key| partition_of(key) == partition))
+    }
+
+    /// The committed versions of every key of `partition`, in the store's order.
+    pub fn committed_versions(
+        &self,
+        partition: PartitionId,
+        partition_of: &dyn Fn(&Key) -> PartitionId,
+    ) -> Vec<KeyVersions> {
+        let mut out = Vec::new();
+        for (key, entry) in self.store.iter() {
+            if partition_of(key) != partition {
+                continue;
+            }
+            let versions: Vec<_> = entry
+                .versions()
+                .filter(|v| v.state == VersionState::Committed)
+                .map(|v| (v.writer, v.ts, v.value.clone()))
+                .collect();
+            if !versions.is_empty() {
+                out.push((key.clone(), versions));
+            }
+        }
+        out
     }
 
     /// The termination protocol: ask the coordinators of the transactions prepared here for
@@ -635,6 +792,9 @@ impl ServeLease {
 /// A write set as shipped between nodes (`None` deletes).
 pub type Writes = Vec<(Key, Option<Value>)>;
 
+/// A prepare's partitions, each with the epoch the coordinator prepared it at, and its writes.
+pub type PreparedPartitions = Vec<(PartitionId, super::membership::Epoch, Writes)>;
+
 /// A transaction prepared at this replica (durable: its prepare record).
 pub struct Participant {
     pub snapshot: Timestamp,
@@ -682,7 +842,7 @@ pub fn stale_prepares(
 /// A prepare waiting at a master for an older transaction's outcome (wait-die).
 pub struct ParkedPrepare {
     pub snapshot: Timestamp,
-    pub partitions: Vec<(PartitionId, Writes)>,
+    pub partitions: PreparedPartitions,
 }
 
 /// Commit decisions of the transactions a node coordinates, kept (durably) until every replica
@@ -761,6 +921,30 @@ impl<D> DecisionLog<D> {
         }
     }
 
+    /// Stop awaiting acknowledgements from the replicas `counts` rejects (out of every in-sync
+    /// set: they are copied before they count again); decisions no longer awaiting any are
+    /// forgotten, durably.
+    pub fn keep_acknowledgements_of<P: Protocol>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        mut counts: impl FnMut(NodeId) -> bool,
+    ) where
+        P::Record: From<Record<D>>,
+    {
+        let mut done = Vec::new();
+        for (txn, (_, unacknowledged)) in self.decided.iter_mut() {
+            unacknowledged.retain(|n| counts(*n));
+            if unacknowledged.is_empty() {
+                done.push(*txn);
+            }
+        }
+        done.sort();
+        for txn in done {
+            self.decided.remove(&txn);
+            ctx.persist(Record::Forgotten { txn }.into());
+        }
+    }
+
     /// The transactions whose decision is kept, with the replicas yet to acknowledge each.
     pub fn iter(&self) -> impl Iterator<Item = (&TxnId, &D, &[NodeId])> {
         self.decided.iter().map(|(t, (d, r))| (t, d, r.as_slice()))
@@ -825,14 +1009,22 @@ impl<W> Replica<KeyMeta<W>> {
     /// snapshot served here before the last crash; then either above the clock (so no snapshot
     /// already served here can contain the version) or, with PreciseClock (STR §6.3), above
     /// every snapshot that has read one of the keys here (P2), which is never above the clock.
+    ///
+    /// `reconfigured` is the largest floor of the partitions prepared
+    /// ([`super::membership::PartitionConfig::floor`]): after replicas left a partition's
+    /// in-sync set, proposals there exceed every snapshot they may have served.
     pub fn propose<'k>(
         &self,
         now: Timestamp,
         snapshot: Timestamp,
         precise: bool,
+        reconfigured: Timestamp,
         keys: impl IntoIterator<Item = &'k Key>,
     ) -> Timestamp {
-        let floor = snapshot.next().max(self.lease.proposal_floor());
+        let floor = snapshot
+            .next()
+            .max(self.lease.proposal_floor())
+            .max(reconfigured.next());
         if !precise {
             return floor.max(now.next());
         }

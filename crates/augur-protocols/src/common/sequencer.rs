@@ -430,6 +430,9 @@ pub struct Sequencer<T> {
     /// it, with when each is due.
     delay: Duration,
     held: VecDeque<(Timestamp, Batch<T>)>,
+    /// Contexts of leadership confirmations ([`Sequencer::confirm_leadership`]) a quorum has
+    /// answered, in order, until taken.
+    confirmed: Vec<Vec<u8>>,
 }
 
 impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
@@ -520,6 +523,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
             counters: SequencerCounters::default(),
             delay,
             held: VecDeque::new(),
+            confirmed: Vec::new(),
         })
     }
 
@@ -555,6 +559,45 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     /// Whether this node leads the group.
     pub fn is_leader(&self) -> bool {
         self.raft.raft.state == StateRole::Leader
+    }
+
+    /// The longest election timeout of any voter of the group: how long a leader that lost
+    /// touch with a majority may go on believing it leads, at most, before check-quorum makes
+    /// it step down (raft-rs checks once per election timeout).
+    pub fn longest_election_timeout(&self) -> std::time::Duration {
+        let slowest =
+            ELECTION_TICKS + ELECTION_STAGGER * self.group.voters.len().saturating_sub(1) + 1;
+        RAFT_TICK * slowest as u32
+    }
+
+    /// Ask a quorum whether this node still leads (raft-rs's safe read index): once one
+    /// answers, [`Sequencer::take_confirmed`] returns `context`. A leader that was deposed
+    /// without knowing it (it was paused, or cut off) learns of the newer term instead and
+    /// never gets the confirmation. Only a leader asks; the request goes out with the next
+    /// input's messages ([`Sequencer::flush`] sends it at once).
+    pub fn confirm_leadership(&mut self, context: Vec<u8>) {
+        if self.is_leader() {
+            self.guarded(|raft| {
+                raft.read_index(context);
+                Ok(())
+            });
+        }
+    }
+
+    /// The contexts of the leadership confirmations answered since the last call, in order.
+    pub fn take_confirmed(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.confirmed)
+    }
+
+    /// Carry out what Raft asks now (send, persist, deliver): after a call that is not an
+    /// input, such as [`Sequencer::confirm_leadership`]. Returns the batches it committed.
+    pub fn flush<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> Vec<Batch<T>>
+    where
+        P::Timer: From<SequencerTimer>,
+        P::Msg: From<RaftMessage>,
+        P::Record: From<SequencerRecord>,
+    {
+        self.drain(ctx)
     }
 
     /// The Raft term this node is in.
@@ -736,6 +779,8 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         let mut out = Vec::new();
         while self.raft.has_ready() {
             let mut ready = self.raft.ready();
+            self.confirmed
+                .extend(ready.take_read_states().into_iter().map(|r| r.request_ctx));
             self.send(ctx, ready.take_messages());
             let committed = ready.take_committed_entries();
             self.deliver(committed, &mut out);

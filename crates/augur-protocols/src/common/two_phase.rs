@@ -22,14 +22,18 @@
 //! node's environment, so that a protocol's `new`, `recover` and `checkpoint` are one line each.
 
 use super::coordinator::{PartitionWrites, watermark};
-use super::replica::{self, Admit, DecisionLog, Msg, ParkedPrepare, ReadRequest, Record, Replica};
-use super::replica::{Timer, TxnIds, Writes, outcome_for, replicas_of};
+use super::membership::{Configuration, Epoch, Membership, Promotion, Reconfiguration};
+use super::replica::restore_versions;
+use super::replica::{self, Admit, DecisionLog, KeyVersions, Msg, ParkedPrepare, ReadRequest};
+use super::replica::{PreparedPartitions, Record, Replica, Timer, TxnIds, Writes, outcome_for};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{KeyEntry, VersionState};
 use augur_types::{AbortReason, Key, NodeId, PartitionId, Timestamp, TxnId, Value};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::time::Duration;
 
 /// Keys examined per garbage-collection step.
 pub const GC_BATCH: usize = 2048;
@@ -51,43 +55,179 @@ pub enum Waiter<O> {
 pub type KeyMeta<O> = replica::KeyMeta<Waiter<O>>;
 
 /// The state every node of the family keeps, whatever its protocol: its environment, the
-/// participant side (durable), transaction ids and the decision log. `D` is what a commit
-/// message carries.
+/// participant side (durable), transaction ids, the decision log, and who serves each partition
+/// (the configuration and this node's lease, and the copies of partitions in progress). `D` is
+/// what a commit message carries.
 pub struct Core<O, D> {
     pub env: NodeEnv,
     pub replica: Replica<KeyMeta<O>>,
     pub ids: TxnIds,
     /// Commit decisions of transactions coordinated here, until every replica applied them.
     pub decided: DecisionLog<D>,
+    pub membership: Membership,
+    pub copies: Copies,
+    /// The fail-over rules a mutant breaks (`clocksi-rep`'s `no-lease` and `no-epoch-check`).
+    pub broken: BrokenFailover,
+}
+
+/// Fail-over rules broken on purpose, so the checker can be seen to notice (see
+/// `clocksi-rep`'s mutants).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BrokenFailover {
+    /// A node serves reads and certifies without a lease (`no-lease`).
+    pub no_lease: bool,
+    /// Prepares are taken whatever epoch they carry (`no-epoch-check`).
+    pub no_epoch_check: bool,
+}
+
+/// Partitions being copied to a replica out of sync, at either end (see
+/// `docs/architecture/availability.md`, *Catch-up and rejoin*).
+#[derive(Default)]
+pub struct Copies {
+    /// Replica side: the partitions this node asked their master to copy, and when.
+    asked: BTreeMap<PartitionId, Timestamp>,
+    /// Master side: the partitions whose prepares wait for a copy to end.
+    giving: BTreeMap<PartitionId, Giving>,
+    /// Prepares that arrived at a partition being copied, in arrival order.
+    held: Vec<(TxnId, Timestamp, PreparedPartitions)>,
+}
+
+/// A copy of one partition this master gives.
+struct Giving {
+    to: NodeId,
+    epoch: Epoch,
+    /// When the copy entered its stage.
+    since: Timestamp,
+    stage: CopyStage,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum CopyStage {
+    /// Prepares go on; the transactions prepared on the partition when the copy was asked
+    /// (whose coordinators are asked about them at once) must resolve first. A transaction
+    /// whose coordinator is down for good stops the copy here, not the partition.
+    Settling(Vec<TxnId>),
+    /// Prepares wait; those prepared since the copy was asked must resolve, which takes their
+    /// coordinators about a round trip.
+    Draining,
+    /// The state went out; waiting for the replica to install it.
+    Sent,
+    /// The rejoin was proposed; prepares wait until it is applied.
+    Proposed,
+}
+
+impl CopyStage {
+    /// Whether prepares on the partition wait.
+    fn holds(&self) -> bool {
+        !matches!(self, CopyStage::Settling(_))
+    }
+
+    /// How long the copy may stay in this stage before the master gives up (the replica asks
+    /// again): prepares are held only briefly.
+    fn patience(&self) -> Option<Duration> {
+        match self {
+            CopyStage::Settling(_) => Some(Duration::from_secs(10)),
+            CopyStage::Draining => Some(Duration::from_millis(300)),
+            CopyStage::Sent => Some(COPY_PATIENCE),
+            CopyStage::Proposed => None,
+        }
+    }
+}
+
+/// How often a replica out of sync asks for a copy, and how long a master waits for one to be
+/// installed before it gives up (and takes prepares again).
+const COPY_PATIENCE: Duration = Duration::from_secs(1);
+
+impl Copies {
+    /// Partitions copied in or out right now, and prepares held for them (a leftover check).
+    pub fn in_progress(&self) -> u64 {
+        (self.asked.len() + self.giving.len() + self.held.len()) as u64
+    }
 }
 
 impl<O, D: Clone> Core<O, D> {
-    pub fn new(env: &NodeEnv) -> Self {
-        Core {
-            env: env.clone(),
-            replica: Replica::default(),
-            ids: TxnIds::new(env.id),
-            decided: DecisionLog::default(),
-        }
+    /// A node with empty state. `fails_over`: the protocol follows the configuration (else it
+    /// keeps the placement's masters, as with `failover=off`).
+    pub fn new(env: &NodeEnv, fails_over: bool) -> Self {
+        Self::build(env, fails_over, Vec::new(), Recovered::empty(env))
     }
 
     /// Rebuild a node from its log (see [`Replica::recover`]).
-    pub fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Record<D>>) -> Self {
-        let r = Replica::recover(env.id, records);
+    pub fn recover(
+        env: &NodeEnv,
+        fails_over: bool,
+        records: &mut dyn Iterator<Item = Record<D>>,
+    ) -> Self {
+        let placement = env.placement.clone();
+        let partition_of = move |key: &Key| placement.partition_of(key);
+        let r = Replica::recover(env.id, &partition_of, records);
+        let membership = r.membership;
+        let rest = Recovered {
+            replica: r.replica,
+            ids: r.ids,
+            decided: r.decided,
+        };
+        Self::build(env, fails_over, membership, rest)
+    }
+
+    fn build(
+        env: &NodeEnv,
+        fails_over: bool,
+        membership: Vec<super::sequencer::SequencerRecord>,
+        r: Recovered<O, D>,
+    ) -> Self {
+        let mutant = env.options.mutant.as_deref();
+        let promotion = match mutant {
+            Some("promote-out-of-sync") => Promotion::Unclean,
+            _ => Promotion::InSync,
+        };
+        let mut env_for_group = env.clone();
+        if !fails_over {
+            let mut options = (*env.options).clone();
+            options
+                .settings
+                .insert(super::membership::FAILOVER.into(), "off".into());
+            env_for_group.options = std::sync::Arc::new(options);
+        }
+        let membership = Membership::restore(&env_for_group, promotion, membership)
+            .unwrap_or_else(|e| panic!("the configuration group cannot start: {e}"));
         Core {
             env: env.clone(),
             replica: r.replica,
             ids: r.ids,
             decided: r.decided,
+            membership,
+            copies: Copies::default(),
+            broken: BrokenFailover {
+                no_lease: mutant == Some("no-lease"),
+                no_epoch_check: mutant == Some("no-epoch-check"),
+            },
         }
     }
 
     pub fn checkpoint(&self, emit: &mut dyn FnMut(Record<D>)) {
         self.replica.checkpoint(&self.decided, &self.ids, emit);
+        self.membership.checkpoint(emit);
     }
 
     pub fn id(&self) -> NodeId {
         self.env.id
+    }
+
+    /// Who serves each partition, as this node last learned it.
+    pub fn config(&self) -> &Configuration {
+        self.membership.config()
+    }
+
+    /// Whether this node may serve `partition` now: it is in sync there, and holds a lease.
+    pub fn serves(&self, partition: PartitionId, now: Timestamp) -> bool {
+        self.config().is_in_sync(self.id(), partition)
+            && (self.broken.no_lease || self.membership.serving(now))
+    }
+
+    /// The partition of `key`.
+    pub fn partition_of(&self, key: &Key) -> PartitionId {
+        self.env.placement.partition_of(key)
     }
 
     /// Wait-die between `txn` (reading at `snapshot`) and `holder`, whose uncommitted version
@@ -102,6 +242,23 @@ impl<O, D: Clone> Core<O, D> {
             .map(|p| p.snapshot)
             .unwrap_or_default();
         (snapshot, txn) < (held_since, holder)
+    }
+}
+
+/// The durable state a node is rebuilt from, but the configuration group's.
+struct Recovered<O, D> {
+    replica: Replica<KeyMeta<O>>,
+    ids: TxnIds,
+    decided: DecisionLog<D>,
+}
+
+impl<O, D> Recovered<O, D> {
+    fn empty(env: &NodeEnv) -> Self {
+        Recovered {
+            replica: Replica::default(),
+            ids: TxnIds::new(env.id),
+            decided: DecisionLog::default(),
+        }
     }
 }
 
@@ -210,15 +367,21 @@ pub trait Rules:
 
     /// `txn`, coordinated here, has no outcome yet: a replica asking about it is not answered.
     fn running(&self, txn: TxnId) -> bool;
-    /// A replica proposed `ts` for `partition` of `txn`, coordinated here.
+    /// A replica proposed `ts` for `partition` of `txn`, coordinated here, having prepared it
+    /// at `epoch`.
     fn prepared(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         partition: PartitionId,
+        epoch: Epoch,
         from: NodeId,
         ts: Timestamp,
     );
+    /// The configuration changed the entries of `changed` (new epochs): a transaction
+    /// coordinated here whose votes were collected at an older epoch of one of them must not
+    /// commit on them.
+    fn reconfigured(&mut self, _ctx: &mut Ctx<'_, Self>, _changed: &[PartitionId]) {}
     /// A master refused `txn`, coordinated here.
     fn abort_coordinated(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason);
     /// `txn`'s commit timer fired.
@@ -254,7 +417,7 @@ pub trait TwoPhase: Rules {
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         snapshot: Timestamp,
-        partitions: Vec<(PartitionId, Writes)>,
+        partitions: PreparedPartitions,
     );
     /// This replica's proposal for pre-committing `writes` (see [`Replica::propose`]).
     fn propose<'w>(
@@ -298,6 +461,7 @@ pub trait TwoPhase: Rules {
 impl<P: Rules> TwoPhase for P {
     fn start(&mut self, ctx: &mut Ctx<'_, Self>) {
         ctx.set_timer(self.core().env.options.gc_interval, Timer::Gc);
+        self.core_mut().membership.on_start(ctx);
     }
 
     fn handle_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Self::Msg) {
@@ -315,9 +479,15 @@ impl<P: Rules> TwoPhase for P {
                 txn,
                 snapshot,
                 partition,
+                epoch,
                 writes,
-            } => replicate_prepare(self, ctx, txn, snapshot, partition, writes),
-            Msg::Prepared { txn, partition, ts } => self.prepared(ctx, txn, partition, from, ts),
+            } => replicate_prepare(self, ctx, txn, snapshot, partition, epoch, writes),
+            Msg::Prepared {
+                txn,
+                partition,
+                epoch,
+                ts,
+            } => self.prepared(ctx, txn, partition, epoch, from, ts),
             Msg::Refused { txn, reason } => self.abort_coordinated(ctx, txn, reason),
             Msg::Commit { txn, decision } => {
                 self.apply_commit(ctx, txn, &decision);
@@ -326,6 +496,19 @@ impl<P: Rules> TwoPhase for P {
             Msg::Abort { txn } => self.apply_abort(ctx, txn),
             Msg::CommitAck { txn } => self.core_mut().decided.acknowledge(ctx, txn, from),
             Msg::QueryOutcome { txn } => answer_query(self, ctx, txn, from),
+            Msg::Membership(msg) => {
+                if let Some(change) = self.core_mut().membership.on_message(ctx, from, msg) {
+                    reconfigure(self, ctx, change);
+                }
+            }
+            Msg::CatchUpAsk { partition } => give_copy(self, ctx, from, partition),
+            Msg::CatchUpState {
+                partition,
+                epoch,
+                watermark,
+                versions,
+            } => take_copy(self, ctx, from, partition, epoch, watermark, versions),
+            Msg::CatchUpDone { partition, epoch } => copy_taken(self, from, partition, epoch),
         }
     }
 
@@ -335,6 +518,7 @@ impl<P: Rules> TwoPhase for P {
                 self.tick(ctx);
                 collect_garbage(self, ctx);
                 query_stale_prepares(self, ctx);
+                copy_tick(self, ctx);
                 ctx.set_timer(self.core().env.options.gc_interval, Timer::Gc);
             }
             Timer::ClockWait(read) => self.serve_read(ctx, read),
@@ -342,10 +526,21 @@ impl<P: Rules> TwoPhase for P {
                 self.read_done(ctx, txn, seq, Err(AbortReason::Timeout))
             }
             Timer::CommitTimeout(txn) => self.commit_timed_out(ctx, txn),
+            Timer::Membership(timer) => {
+                if let Some(change) = self.core_mut().membership.on_timer(ctx, timer) {
+                    reconfigure(self, ctx, change);
+                }
+            }
         }
     }
 
     fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
+        let partition = self.core().partition_of(&read.key);
+        if !self.core().serves(partition, ctx.now()) {
+            // Out of sync, or no lease: what it holds may be stale. The coordinator retries
+            // with the configuration it learns meanwhile.
+            return finish_read(self, ctx, read, Err(AbortReason::Reconfigured));
+        }
         let clock_wait = self.clock_wait();
         let read = match self.core_mut().replica.admit_read(ctx, read, clock_wait) {
             Admit::Serve(read) => read,
@@ -370,8 +565,11 @@ impl<P: Rules> TwoPhase for P {
         read: ReadRequest,
         partition: PartitionId,
     ) {
-        let env = &self.core().env;
-        let replica = env.placement.closest_replica(env.id, partition);
+        let core = self.core();
+        let env = &core.env;
+        let replica = core
+            .config()
+            .closest_in_sync(&env.placement, env.id, partition);
         let timeout = env.options.participant_timeout;
         let (txn, seq) = (read.txn, read.seq);
         ctx.set_timer(timeout, Timer::ReadTimeout { txn, seq });
@@ -383,12 +581,35 @@ impl<P: Rules> TwoPhase for P {
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         snapshot: Timestamp,
-        partitions: Vec<(PartitionId, Writes)>,
+        partitions: PreparedPartitions,
     ) {
         if self.aborted_here(txn) {
             return;
         }
-        for (_, writes) in &partitions {
+        let now = ctx.now();
+        let core = self.core();
+        let me = core.id();
+        let config = core.config();
+        let mastered = partitions.iter().all(|(p, epoch, _)| {
+            config.is_master(me, *p) && (core.broken.no_epoch_check || config.epoch(*p) == *epoch)
+        });
+        let leased = core.broken.no_lease || core.membership.serving(now);
+        if !mastered || !leased {
+            // Not the master at that epoch, or not leased: another node may be certifying.
+            return refuse(self, ctx, txn, AbortReason::Reconfigured);
+        }
+        if partitions
+            .iter()
+            .any(|(p, _, _)| core.copies.giving.get(p).is_some_and(|g| g.stage.holds()))
+        {
+            // A copy of the partition is being made: the prepare waits for it to end.
+            self.core_mut()
+                .copies
+                .held
+                .push((txn, snapshot, partitions));
+            return;
+        }
+        for (_, _, writes) in &partitions {
             for (key, _) in writes {
                 // Certifying a key reads its newest versions.
                 ctx.charge(Work::reads(1));
@@ -407,16 +628,14 @@ impl<P: Rules> TwoPhase for P {
                 }
             }
         }
-        let now = ctx.now();
         let whole = Self::CONVENTIONS
             .one_proposal_per_master
-            .then(|| self.propose(now, snapshot, partitions.iter().flat_map(|(_, w)| w)));
-        let placement = self.core().env.placement.clone();
-        for (partition, writes) in partitions {
+            .then(|| self.propose(now, snapshot, partitions.iter().flat_map(|(_, _, w)| w)));
+        for (partition, epoch, writes) in partitions {
             let ts = whole.unwrap_or_else(|| self.propose(now, snapshot, &writes));
             install_prepared(self, ctx, txn, snapshot, ts, &writes);
-            notify_prepared(self, ctx, txn, partition, ts);
-            for &slave in placement.slaves(partition) {
+            notify_prepared(self, ctx, txn, partition, epoch, ts);
+            for &slave in self.core().config().slaves(partition) {
                 if Self::COORDINATOR_INSTALLS && slave == txn.coordinator() {
                     continue;
                 }
@@ -424,6 +643,7 @@ impl<P: Rules> TwoPhase for P {
                     txn,
                     snapshot,
                     partition,
+                    epoch,
                     writes: writes.clone(),
                 };
                 ctx.send(slave, msg);
@@ -437,9 +657,16 @@ impl<P: Rules> TwoPhase for P {
         snapshot: Timestamp,
         writes: impl IntoIterator<Item = &'w (Key, Option<Value>)>,
     ) -> Timestamp {
-        let keys = writes.into_iter().map(|(key, _)| key);
+        let core = self.core();
+        let config = core.config();
+        let mut floor = Timestamp::ZERO;
+        let keys = writes.into_iter().map(|(key, _)| {
+            floor = floor.max(config.floor(core.partition_of(key)));
+            key
+        });
+        let keys: Vec<&Key> = keys.collect();
         let precise = self.precise_clock();
-        self.core().replica.propose(now, snapshot, precise, keys)
+        core.replica.propose(now, snapshot, precise, floor, keys)
     }
 
     fn send_prepares(
@@ -449,17 +676,19 @@ impl<P: Rules> TwoPhase for P {
         snapshot: Timestamp,
         grouped: PartitionWrites,
     ) {
-        let placement = self.core().env.placement.clone();
+        let config = self.core().config().clone();
         let me = self.core().id();
-        let mut by_master: Vec<(NodeId, Vec<(PartitionId, Writes)>)> = Vec::new();
+        let mut by_master: Vec<(NodeId, PreparedPartitions)> = Vec::new();
         for (p, w) in grouped {
-            let master = placement.master(p);
+            let master = config.master(p);
+            let epoch = config.epoch(p);
             if master == me && Self::COORDINATOR_INSTALLS {
-                for &slave in placement.slaves(p) {
+                for &slave in config.slaves(p) {
                     let msg = Msg::ReplicatePrepare {
                         txn,
                         snapshot,
                         partition: p,
+                        epoch,
                         writes: w.clone(),
                     };
                     ctx.send(slave, msg);
@@ -467,8 +696,8 @@ impl<P: Rules> TwoPhase for P {
                 continue;
             }
             match by_master.iter_mut().find(|(m, _)| *m == master) {
-                Some((_, parts)) => parts.push((p, w)),
-                None => by_master.push((master, vec![(p, w)])),
+                Some((_, parts)) => parts.push((p, epoch, w)),
+                None => by_master.push((master, vec![(p, epoch, w)])),
             }
         }
         for (master, partitions) in by_master {
@@ -494,7 +723,7 @@ impl<P: Rules> TwoPhase for P {
         partitions: &[PartitionId],
     ) {
         let me = self.core().id();
-        let replicas = replicas_of(&self.core().env.placement, partitions);
+        let replicas = self.core().config().replicas_of(partitions);
         let others: Vec<NodeId> = replicas.iter().copied().filter(|n| *n != me).collect();
         if Self::CONVENTIONS.logs_decision_first {
             let decided = &mut self.core_mut().decided;
@@ -524,6 +753,7 @@ impl<P: Rules> TwoPhase for P {
         let each = |entry: &mut KeyEntry<KeyMeta<Self::Own>>| Self::committing(decision, entry);
         if let Some(keys) = self.core_mut().replica.commit(ctx, txn, commit_ts, each) {
             wake(self, ctx, keys);
+            advance_copies(self, ctx);
         }
     }
 
@@ -533,6 +763,7 @@ impl<P: Rules> TwoPhase for P {
         }
         if let Some(keys) = self.core_mut().replica.abort(ctx, txn) {
             wake(self, ctx, keys);
+            advance_copies(self, ctx);
         }
     }
 
@@ -568,10 +799,21 @@ fn replicate_prepare<P: Rules>(
     txn: TxnId,
     snapshot: Timestamp,
     partition: PartitionId,
+    epoch: Epoch,
     writes: Writes,
 ) {
     if p.aborted_here(txn) {
         return;
+    }
+    let core = p.core();
+    let config = core.config();
+    let in_step = config.is_in_sync(core.id(), partition)
+        && !config.is_master(core.id(), partition)
+        && (core.broken.no_epoch_check || config.epoch(partition) == epoch);
+    if !in_step {
+        // The master's configuration is not this node's: the vote would count against
+        // replicas that are not (or no longer) the partition's.
+        return refuse(p, ctx, txn, AbortReason::Reconfigured);
     }
     if P::COORDINATOR_INSTALLS && txn.coordinator() == p.core().id() {
         // Our own transaction, installed here at its commit already.
@@ -580,7 +822,7 @@ fn replicate_prepare<P: Rules>(
     p.replicated_prepare_arrives(ctx, txn, &writes);
     let ts = p.propose(ctx.now(), snapshot, &writes);
     install_prepared(p, ctx, txn, snapshot, ts, &writes);
-    notify_prepared(p, ctx, txn, partition, ts);
+    notify_prepared(p, ctx, txn, partition, epoch, ts);
 }
 
 /// Install `writes` as prepared versions, durably: the vote that follows must survive a crash.
@@ -596,19 +838,27 @@ fn install_prepared<P: Rules>(
     (p.core_mut().replica).install(ctx, txn, snapshot, ts, state, writes);
 }
 
-/// Vote: tell `txn`'s coordinator this replica pre-committed `partition`, proposing `ts`.
-fn notify_prepared<P: Rules>(
+/// Vote: tell `txn`'s coordinator this replica pre-committed `partition` at `epoch`,
+/// proposing `ts`.
+pub fn notify_prepared<P: Rules>(
     p: &mut P,
     ctx: &mut Ctx<'_, P>,
     txn: TxnId,
     partition: PartitionId,
+    epoch: Epoch,
     ts: Timestamp,
 ) {
     let me = p.core().id();
     if txn.coordinator() == me {
-        p.prepared(ctx, txn, partition, me, ts);
+        p.prepared(ctx, txn, partition, epoch, me, ts);
     } else {
-        ctx.send(txn.coordinator(), Msg::Prepared { txn, partition, ts });
+        let msg = Msg::Prepared {
+            txn,
+            partition,
+            epoch,
+            ts,
+        };
+        ctx.send(txn.coordinator(), msg);
     }
 }
 
@@ -619,6 +869,235 @@ fn refuse<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, txn: TxnId, reason: AbortRe
         p.abort_coordinated(ctx, txn, reason);
     } else {
         ctx.send(txn.coordinator(), Msg::Refused { txn, reason });
+    }
+}
+
+/// The configuration changed (`change`): let the coordinator drop attempts voted at an old
+/// epoch, stop awaiting acknowledgements from replicas in no in-sync set, ask at once about the
+/// transactions in doubt on the partitions this node now masters, and end the copies the change
+/// overtook or completed.
+fn reconfigure<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, change: Reconfiguration) {
+    if !change.changed.is_empty() {
+        p.reconfigured(ctx, &change.changed);
+    }
+    let me = p.core().id();
+    let config = p.core().config().clone();
+    let core = p.core_mut();
+    // A replica out of every in-sync set is copied before it counts again: it needs no
+    // decision, and waiting for its acknowledgement would keep the decision for good.
+    core.decided
+        .keep_acknowledgements_of(ctx, |n| config.in_any_sync_set(n));
+    let promoted: Vec<PartitionId> = change
+        .changed
+        .iter()
+        .copied()
+        .filter(|part| config.is_master(me, *part) && !change.before.is_master(me, *part))
+        .collect();
+    // In doubt at the new master: the termination protocol asks their coordinators at the
+    // next tick instead of after `participant_timeout`.
+    for partition in promoted {
+        ask_about_prepared(core, partition);
+    }
+    let before = core.copies.giving.len();
+    core.copies
+        .giving
+        .retain(|part, g| config.epoch(*part) == g.epoch);
+    core.copies
+        .asked
+        .retain(|part, _| !config.is_in_sync(me, *part));
+    if core.copies.giving.len() != before {
+        release_held(p, ctx);
+    }
+}
+
+/// Run again the prepares held for copies (those of partitions still being copied are held
+/// again).
+fn release_held<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
+    for (txn, snapshot, partitions) in std::mem::take(&mut p.core_mut().copies.held) {
+        p.prepare(ctx, txn, snapshot, partitions);
+    }
+}
+
+/// A replica out of sync asked this node, as `partition`'s master, for a copy: the
+/// transactions in doubt there are settled first (their coordinators asked at once), then
+/// prepares wait while those prepared since resolve, and the copy leaves.
+fn give_copy<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, to: NodeId, partition: PartitionId) {
+    let now = ctx.now();
+    let core = p.core_mut();
+    let config = core.membership.config();
+    if !core.membership.active()
+        || !config.is_master(core.env.id, partition)
+        || config.is_in_sync(to, partition)
+        || !core.membership.serving(now)
+        || core.copies.giving.contains_key(&partition)
+    {
+        return;
+    }
+    let epoch = config.epoch(partition);
+    let in_doubt = ask_about_prepared(core, partition);
+    let giving = Giving {
+        to,
+        epoch,
+        since: now,
+        stage: CopyStage::Settling(in_doubt),
+    };
+    core.copies.giving.insert(partition, giving);
+    advance_copy(p, ctx, partition);
+}
+
+/// The transactions prepared on `partition` here, in id order, each marked overdue so that
+/// the termination protocol asks its coordinator at the next tick.
+fn ask_about_prepared<O, D>(core: &mut Core<O, D>, partition: PartitionId) -> Vec<TxnId> {
+    let placement = core.env.placement.clone();
+    let mut txns = Vec::new();
+    for (txn, participant) in core.replica.participants.iter_mut() {
+        if participant
+            .keys
+            .iter()
+            .any(|k| placement.partition_of(k) == partition)
+        {
+            participant.waiting_since = Timestamp::ZERO;
+            txns.push(*txn);
+        }
+    }
+    txns.sort();
+    txns
+}
+
+/// Move the copy of `partition` on as far as it can go now: from settling to draining once the
+/// transactions in doubt resolved, and out once nothing is prepared there.
+fn advance_copy<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, partition: PartitionId) {
+    let now = ctx.now();
+    let core = p.core_mut();
+    let placement = core.env.placement.clone();
+    let partition_of = move |k: &Key| placement.partition_of(k);
+    let Some(giving) = core.copies.giving.get_mut(&partition) else {
+        return;
+    };
+    if let CopyStage::Settling(in_doubt) = &mut giving.stage {
+        in_doubt.retain(|txn| core.replica.participants.contains_key(txn));
+        if !in_doubt.is_empty() {
+            return;
+        }
+        giving.stage = CopyStage::Draining;
+        giving.since = now;
+    }
+    if giving.stage != CopyStage::Draining || core.replica.prepared_in(partition, &partition_of) {
+        return;
+    }
+    giving.stage = CopyStage::Sent;
+    giving.since = now;
+    let versions = core.replica.committed_versions(partition, &partition_of);
+    ctx.charge(Work::reads(versions.len()));
+    let msg = Msg::CatchUpState {
+        partition,
+        epoch: giving.epoch,
+        watermark: core.replica.gc_watermark,
+        versions,
+    };
+    ctx.send(giving.to, msg);
+}
+
+/// A transaction resolved here: copies waiting for one may move on (so that prepares are held
+/// no longer than the drain takes).
+fn advance_copies<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
+    if p.core().copies.giving.is_empty() {
+        return;
+    }
+    let giving: Vec<PartitionId> = p.core().copies.giving.keys().copied().collect();
+    for partition in giving {
+        advance_copy(p, ctx, partition);
+    }
+}
+
+/// The copy of `partition` this node asked for: it replaces what the node held there,
+/// durably, before the master hears it is installed.
+fn take_copy<P: Rules>(
+    p: &mut P,
+    ctx: &mut Ctx<'_, P>,
+    from: NodeId,
+    partition: PartitionId,
+    epoch: Epoch,
+    watermark: Timestamp,
+    versions: Vec<KeyVersions>,
+) {
+    let core = p.core_mut();
+    if core.config().is_in_sync(core.env.id, partition)
+        || !core.copies.asked.contains_key(&partition)
+    {
+        return;
+    }
+    let placement = core.env.placement.clone();
+    let partition_of = move |k: &Key| placement.partition_of(k);
+    ctx.persist(Record::PartitionCopied {
+        partition,
+        watermark,
+    });
+    core.replica
+        .drop_partition(partition, watermark, &partition_of);
+    ctx.charge(Work::writes(versions.len()));
+    for (key, key_versions) in versions {
+        ctx.persist(Record::Versions {
+            key: key.clone(),
+            versions: key_versions.clone(),
+        });
+        restore_versions(&mut core.replica.store, &key, key_versions);
+    }
+    ctx.send(from, Msg::CatchUpDone { partition, epoch });
+}
+
+/// The replica `from` installed its copy of `partition`: propose that it rejoins.
+fn copy_taken<P: Rules>(p: &mut P, from: NodeId, partition: PartitionId, epoch: Epoch) {
+    let core = p.core_mut();
+    let current = core.membership.config().epoch(partition);
+    let Some(giving) = core.copies.giving.get_mut(&partition) else {
+        return;
+    };
+    if giving.to != from
+        || giving.epoch != epoch
+        || current != epoch
+        || giving.stage != CopyStage::Sent
+    {
+        return;
+    }
+    giving.stage = CopyStage::Proposed;
+    core.membership.propose_rejoin(partition, from, epoch);
+}
+
+/// At every tick: a master moves its copies on and gives up on those stuck too long in a
+/// stage; a replica out of sync asks for the copies it needs.
+fn copy_tick<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
+    if !p.core().membership.active() {
+        return;
+    }
+    let now = ctx.now();
+    advance_copies(p, ctx);
+    let core = p.core_mut();
+    let before = core.copies.giving.len();
+    core.copies.giving.retain(|_, g| {
+        g.stage
+            .patience()
+            .is_none_or(|patience| now.since(g.since) < patience)
+    });
+    let gave_up = core.copies.giving.len() != before;
+    let me = core.env.id;
+    let config = core.membership.config();
+    for &partition in core.env.placement.local_partitions(me) {
+        if config.is_in_sync(me, partition) {
+            continue;
+        }
+        let due = core
+            .copies
+            .asked
+            .get(&partition)
+            .is_none_or(|at| now.since(*at) >= COPY_PATIENCE);
+        if due {
+            core.copies.asked.insert(partition, now);
+            ctx.send(config.master(partition), Msg::CatchUpAsk { partition });
+        }
+    }
+    if gave_up {
+        release_held(p, ctx);
     }
 }
 

@@ -16,7 +16,9 @@ fn sim(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<ClockSi
     sim_with(profile, dcs, nodes, rf, &[])
 }
 
-/// A simulation whose nodes get the protocol settings `settings`.
+/// A simulation whose nodes get the protocol settings `settings`, and keep the placement's
+/// masters (`failover=off`): these scenarios are timed from the first millisecond, before any
+/// lease could be granted (fail-over has its own tests).
 fn sim_with(
     profile: &str,
     dcs: usize,
@@ -29,8 +31,10 @@ fn sim_with(
         .truncated(dcs)
         .unwrap();
     let placement = Arc::new(Placement::ring(profile, nodes, rf).unwrap());
+    let mut settings = settings_map(settings);
+    settings.insert("failover".into(), "off".into());
     let options = ProtocolOptions {
-        settings: settings_map(settings),
+        settings,
         ..ProtocolOptions::default()
     };
     Simulation::new(placement, Arc::new(options), SimConfig::new(7))
@@ -480,7 +484,13 @@ fn protocol_settings_are_validated_by_the_registry() {
         "unknown setting 'precise' for protocol clocksi-rep; valid settings: \
          precise_clock=on|off|true|false (default off): PreciseClock (STR §6.3): \
          propose max(LastReader+1, RS+1) instead of the clock; \
-         log=always|batch|batch:MS|off (default always (off in augur bench)): when the \
+         failover=on|off|true|false (default on): masters fail over to an in-sync replica, \
+         under leases agreed through Raft (docs/architecture/availability.md); off keeps the \
+         placement's masters for good; lease_ms=300|500|1000|2000|5000 (default 1000): \
+         milliseconds a node's lease lasts from its ask; a dead master is replaced this long \
+         (plus the skew bound) after its last renewal; max_clock_skew_ms=10|50|100|200|500 \
+         (default 100): bound, in milliseconds, on the difference between two nodes' clocks, \
+         which leases assume; log=always|batch|batch:MS|off (default always (off in augur bench)): when the \
          write-ahead log is synced: after every write, at most every MS milliseconds \
          (batch: 2), or never; worker_threads=<count> (default one per core): how many threads \
          a node's worker pool has, where protocols that hand work off (`calvin`, `sparkle`) run \

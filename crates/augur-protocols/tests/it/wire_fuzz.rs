@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 25;
+const CORPUS_LEN: usize = 27;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -79,18 +79,29 @@ fn corpus() -> Vec<Vec<u8>> {
         frame(clocksi_rep::Msg::Prepare {
             txn,
             snapshot: ts,
-            partitions: vec![(PartitionId(2), writes.clone())],
+            partitions: vec![(PartitionId(2), 0, writes.clone())],
         }),
         frame(clocksi_rep::Msg::ReplicatePrepare {
             txn,
             snapshot: ts,
             partition: PartitionId(2),
+            epoch: 0,
             writes: writes.clone(),
         }),
         frame(clocksi_rep::Msg::Prepared {
             txn,
             partition: PartitionId(2),
+            epoch: 0,
             ts,
+        }),
+        frame(clocksi_rep::Msg::CatchUpState {
+            partition: PartitionId(2),
+            epoch: 0,
+            watermark: ts,
+            versions: vec![(key.clone(), vec![(txn, ts, None)])],
+        }),
+        frame(clocksi_rep::Msg::CatchUpAsk {
+            partition: PartitionId(2),
         }),
         frame(clocksi_rep::Msg::Commit { txn, decision: ts }),
         frame(str_protocol::Msg::Read(read)),
@@ -265,8 +276,9 @@ fn the_corpus_decodes_and_passes_where_it_is_sent() {
         placement: &placement,
     };
     assert_eq!(msg.check(&at), Ok(()));
-    // The same prepare sent to a node that is not the partition's master is refused.
-    let elsewhere = placement.nodes().find(|n| *n != replicas[0]).unwrap();
+    // The same prepare sent to a node that does not replicate the partition is refused (whether
+    // a replica is the master is the configuration's, which the handler checks by epoch).
+    let elsewhere = placement.nodes().find(|n| !replicas.contains(n)).unwrap();
     let at = Inbound {
         me: elsewhere,
         ..at

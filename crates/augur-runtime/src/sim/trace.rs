@@ -91,6 +91,11 @@ pub enum TraceEvent {
         request: RequestId,
         op: String,
     },
+    /// The node was paused: it handles nothing until it is resumed.
+    Pause,
+    /// The paused node resumed; `waited` inputs (messages, requests, timers, syncs, work)
+    /// waited for it and are handled now, in order.
+    Resume { waited: usize },
     /// The node crashed: its memory and `lost_records` unsynced log records are gone, and so
     /// are `held_sends` messages and `held_replies` replies that waited for a sync; it was
     /// rebuilt from `recovered_records` durable records (checkpoint included).
@@ -208,6 +213,10 @@ impl fmt::Display for TraceEntry {
         let text = match &self.event {
             TraceEvent::Start => "start".to_string(),
             TraceEvent::Restart => "restart".to_string(),
+            TraceEvent::Pause => "pause".to_string(),
+            TraceEvent::Resume { waited } => {
+                format!("resume ({} waited)", plural(*waited, "input", "inputs"))
+            }
             TraceEvent::Deliver { from, msg } => format!("recv {from} {msg}"),
             TraceEvent::Request {
                 client,

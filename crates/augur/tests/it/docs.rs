@@ -128,6 +128,27 @@ fn the_readme_names_no_registered_protocol_as_not_built() {
     );
 }
 
+/// The availability page's "Built for:" sentence names exactly the protocols whose masters fail
+/// over (those that take the `failover` setting).
+#[test]
+fn the_availability_page_names_the_protocols_that_fail_over() {
+    let text = text_of("docs/architecture/availability.md");
+    let start = text
+        .find("Built for:")
+        .expect("availability.md says which protocols fail over, starting with 'Built for:'");
+    let sentence = &text[start..start + text[start..].find(". ").unwrap_or(0)];
+    let named: Vec<&str> = sentence.split('`').skip(1).step_by(2).collect();
+    let failing_over: Vec<&str> = augur_protocols::registry::PROTOCOLS
+        .iter()
+        .filter(|p| p.fails_over())
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(
+        named, failing_over,
+        "availability.md's 'Built for:' sentence"
+    );
+}
+
 #[test]
 fn a_missing_name_is_named() {
     assert_eq!(

@@ -12,8 +12,16 @@ use augur_contract::{Protocol, ProtocolOptions};
 use augur_runtime::sim::Simulation;
 use augur_types::{Key, NodeId};
 
+/// The scenarios script what a protocol does with its placement's masters, from the first
+/// millisecond: fail-over is off (`failover=off`), so no configuration group runs and no
+/// lease is awaited (`golden_failover.rs` traces fail-over itself). Protocols without
+/// fail-over ignore the setting.
 fn sim<P: Protocol>(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<P> {
-    traced_sim(profile, dcs, nodes, rf, ProtocolOptions::default())
+    let options = ProtocolOptions {
+        settings: [("failover".to_string(), "off".to_string())].into(),
+        ..ProtocolOptions::default()
+    };
+    traced_sim(profile, dcs, nodes, rf, options)
 }
 
 /// One partition, mastered by the coordinator (n0) and replicated to n1 on the same LAN. `T1`

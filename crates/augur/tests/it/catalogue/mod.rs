@@ -243,8 +243,12 @@ impl ProtocolVisitor for Run {
 
     fn visit<P: Protocol>(self, info: &'static ProtocolInfo) -> History {
         let scenario = (self.build)();
+        // The scenarios are timed from the first millisecond, before any lease could be
+        // granted: masters stay the placement's (`failover=off`; ignored by protocols without
+        // fail-over).
         let options = Arc::new(ProtocolOptions {
             mutant: self.mutant.map(String::from),
+            settings: [("failover".to_string(), "off".to_string())].into(),
             ..ProtocolOptions::default()
         });
         let mut sim = Simulation::<P>::new(cluster(), options, SimConfig::new(SEED));
