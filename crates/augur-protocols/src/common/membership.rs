@@ -22,8 +22,8 @@
 //! sequencer's batches. The log holds only configuration commands and is never cut: it grows by
 //! one entry per change, not per transaction.
 //!
-//! With the setting `failover=off`, or a replication factor of one (there is nothing to fail
-//! over to), there is no group: the configuration is the placement's, for good, and every node
+//! Fail-over is opt-in for now (`failover=on`). Without it, or with a replication factor of
+//! one (there is nothing to fail over to), there is no group: the configuration is the placement's, for good, and every node
 //! always holds a lease — the engines then behave exactly as without this module.
 
 use super::sequencer::{Batch, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
@@ -60,8 +60,8 @@ pub const SETTINGS: &[SettingInfo] = &[FAILOVER_SETTING, LEASE_SETTING, SKEW_SET
 pub const FAILOVER_SETTING: SettingInfo = SettingInfo {
     name: FAILOVER,
     values: SWITCH_VALUES,
-    default: "on",
-    doc: "masters fail over to an in-sync replica, under leases agreed through Raft (docs/architecture/availability.md); off keeps the placement's masters for good",
+    default: "off",
+    doc: "on: masters fail over to an in-sync replica, under leases agreed through Raft (docs/architecture/availability.md); off keeps the placement's masters for good",
 };
 /// The lease duration.
 pub const LEASE_SETTING: SettingInfo = SettingInfo {
@@ -409,15 +409,16 @@ pub struct Membership {
     counters: Counters,
 }
 
-/// Whether `env` asks for fail-over: on unless `failover=off`, and only with something to fail
-/// over to (a replication factor above one).
+/// Whether `env` asks for fail-over: only with `failover=on` (opt-in until a node starts
+/// serving without waiting for its first lease, and clients retry `reconfigured`), and only with
+/// something to fail over to (a replication factor above one).
 pub fn failover_on(env: &NodeEnv) -> bool {
     let asked = env
         .options
         .settings
         .get(FAILOVER)
         .and_then(|v| switch(v))
-        .unwrap_or(true);
+        .unwrap_or(false);
     asked && env.placement.replication_factor() > 1
 }
 

@@ -192,6 +192,7 @@ fn a_master_serving_without_a_lease_is_caught_under_pauses() {
     a.latency = "lan".into();
     a.clients = 4;
     a.duration = 10.0;
+    a.set = vec!["protocol.failover=on".to_string()];
     let config = a.validate().expect("valid arguments");
     let (seed, why) = first_failure(&config).expect("no-lease is caught within 20 seeds");
     eprintln!("clocksi-rep no-lease caught at seed {seed}: {why}");
@@ -200,6 +201,7 @@ fn a_master_serving_without_a_lease_is_caught_under_pauses() {
     correct.latency = "lan".into();
     correct.clients = 4;
     correct.duration = 10.0;
+    correct.set = vec!["protocol.failover=on".to_string()];
     let config = correct.validate().expect("valid arguments");
     assert_eq!(first_failure(&config), None);
 }
