@@ -54,8 +54,6 @@ pub const DEFAULT_MAX_SKEW: Duration = Duration::from_millis(100);
 /// How often a node asks for its lease to be renewed.
 pub const HEARTBEAT: Duration = Duration::from_millis(100);
 
-/// The settings of every engine with fail-over.
-pub const SETTINGS: &[SettingInfo] = &[FAILOVER_SETTING, LEASE_SETTING, SKEW_SETTING];
 /// The fail-over switch.
 pub const FAILOVER_SETTING: SettingInfo = SettingInfo {
     name: FAILOVER,
@@ -138,11 +136,6 @@ impl Configuration {
             version: 0,
             partitions,
         }
-    }
-
-    /// How many commands have been applied.
-    pub fn version(&self) -> u64 {
-        self.version
     }
 
     pub fn partition_count(&self) -> usize {
@@ -431,19 +424,17 @@ fn millis_setting(env: &NodeEnv, name: &str, default: Duration) -> Duration {
 }
 
 impl Membership {
-    /// A node's membership with an empty log; `promotion` is the rule for new masters.
-    pub fn new(env: &NodeEnv, promotion: Promotion) -> Result<Membership, String> {
-        Self::restore(env, promotion, Vec::new())
-    }
-
-    /// A node's membership rebuilt from its durable group records (the configuration follows
-    /// as the log is delivered again).
+    /// A node's membership rebuilt from its durable group records (none for a new node; the
+    /// configuration follows as the log is delivered again). `promotion` is the rule for new
+    /// masters; `fails_over`, whether the protocol follows a changing configuration at all
+    /// (else there is no group, whatever the settings ask).
     pub fn restore(
         env: &NodeEnv,
         promotion: Promotion,
+        fails_over: bool,
         records: Vec<SequencerRecord>,
     ) -> Result<Membership, String> {
-        let group = if failover_on(env) {
+        let group = if fails_over && failover_on(env) {
             Some(Box::new(Sequencer::restore(env, records)?))
         } else {
             None
@@ -480,11 +471,6 @@ impl Membership {
     /// Whether this node may serve now: it holds a lease (always, with fail-over off).
     pub fn serving(&self, now: Timestamp) -> bool {
         self.group.is_none() || now < self.lease.until
-    }
-
-    /// When this node's lease runs out (for what waits on it).
-    pub fn lease_until(&self) -> Timestamp {
-        self.lease.until
     }
 
     /// The node this one believes leads the group.
@@ -530,17 +516,13 @@ impl Membership {
     {
         match timer {
             MembershipTimer::Raft(t) => {
-                let group = self.group.as_mut()?;
-                let batches = group.on_timer(ctx, t);
-                let change = self.apply(batches);
-                self.grant_confirmed(ctx);
-                change
+                let batches = self.group.as_mut()?.on_timer(ctx, t);
+                self.settle(ctx, batches)
             }
             MembershipTimer::Heartbeat => {
                 ctx.set_timer(HEARTBEAT, MembershipTimer::Heartbeat.into());
-                let change = self.heartbeat(ctx);
-                self.grant_confirmed(ctx);
-                change
+                let batches = self.heartbeat(ctx);
+                self.settle(ctx, batches)
             }
         }
     }
@@ -561,9 +543,7 @@ impl Membership {
         match msg {
             MembershipMsg::Raft(raft) => {
                 let batches = group.on_message(ctx, from, raft);
-                let change = self.apply(batches);
-                self.grant_confirmed(ctx);
-                change
+                self.settle(ctx, batches)
             }
             MembershipMsg::LeaseAsk { sent } => {
                 // Answered once a quorum confirms this node still leads (next heartbeat).
@@ -589,13 +569,16 @@ impl Membership {
     /// The heartbeat: renew this node's lease; at the leader, ask a quorum to confirm its
     /// leadership for the asks received since the last heartbeat (its own included), and
     /// evict the silent.
-    fn heartbeat<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> Option<Reconfiguration>
+    /// Returns the batches the group committed meanwhile.
+    fn heartbeat<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>) -> Vec<Batch<Command>>
     where
         P::Timer: From<MembershipTimer> + From<SequencerTimer>,
         P::Msg: From<MembershipMsg> + From<RaftMessage>,
         P::Record: From<SequencerRecord>,
     {
-        let group = self.group.as_mut()?;
+        let Some(group) = self.group.as_mut() else {
+            return Vec::new();
+        };
         let now = ctx.now();
         if !group.is_leader() {
             self.desk = LeaseDesk::default();
@@ -604,7 +587,7 @@ impl Membership {
             {
                 ctx.send(leader, MembershipMsg::LeaseAsk { sent: now }.into());
             }
-            return None;
+            return Vec::new();
         }
         let since = *self.desk.since.get_or_insert(now);
         // Rounds a quorum never answered (this node was deposed meanwhile) are dropped.
@@ -636,8 +619,22 @@ impl Membership {
                 group.submit(Command::Evict { node, floor: now });
             }
         }
-        let batches = group.flush(ctx);
-        self.apply(batches)
+        group.flush(ctx)
+    }
+
+    /// After the group ran: apply the commands it committed, then grant the leases of the
+    /// rounds a quorum confirmed (under the configuration just applied).
+    fn settle<P: Protocol>(
+        &mut self,
+        ctx: &mut Ctx<'_, P>,
+        batches: Vec<Batch<Command>>,
+    ) -> Option<Reconfiguration>
+    where
+        P::Msg: From<MembershipMsg>,
+    {
+        let change = self.apply(batches);
+        self.grant_confirmed(ctx);
+        change
     }
 
     /// Grant the leases of the heartbeat rounds a quorum confirmed this node leads: each asker

@@ -595,21 +595,11 @@ impl<M> Replica<M> {
         partition: PartitionId,
         partition_of: &dyn Fn(&Key) -> PartitionId,
     ) -> Vec<KeyVersions> {
-        let mut out = Vec::new();
-        for (key, entry) in self.store.iter() {
-            if partition_of(key) != partition {
-                continue;
-            }
-            let versions: Vec<_> = entry
-                .versions()
-                .filter(|v| v.state == VersionState::Committed)
-                .map(|v| (v.writer, v.ts, v.value.clone()))
-                .collect();
-            if !versions.is_empty() {
-                out.push((key.clone(), versions));
-            }
-        }
-        out
+        self.store
+            .iter()
+            .filter(|(key, _)| partition_of(key) == partition)
+            .filter_map(|(key, entry)| committed_of(key, entry))
+            .collect()
     }
 
     /// The termination protocol: ask the coordinators of the transactions prepared here for
@@ -678,17 +668,20 @@ impl<M> Replica<M> {
 /// Checkpoints: a `Versions` record for every key of `store` with committed versions, oldest
 /// first, in the store's order.
 pub fn checkpoint_versions<M, D, R: From<Record<D>>>(store: &MvStore<M>, emit: &mut dyn FnMut(R)) {
-    for (key, entry) in store.iter() {
-        let versions: Vec<_> = entry
-            .versions()
-            .filter(|v| v.state == VersionState::Committed)
-            .map(|v| (v.writer, v.ts, v.value.clone()))
-            .collect();
-        if !versions.is_empty() {
-            let key = key.clone();
-            emit(Record::Versions { key, versions }.into());
-        }
+    for (key, versions) in store.iter().filter_map(|(key, e)| committed_of(key, e)) {
+        emit(Record::Versions { key, versions }.into());
     }
+}
+
+/// `key`'s committed versions, oldest first, as a checkpoint or a copy carries them; `None` if
+/// it has none.
+fn committed_of<M>(key: &Key, entry: &KeyEntry<M>) -> Option<KeyVersions> {
+    let versions: Vec<_> = entry
+        .versions()
+        .filter(|v| v.state == VersionState::Committed)
+        .map(|v| (v.writer, v.ts, v.value.clone()))
+        .collect();
+    (!versions.is_empty()).then(|| (key.clone(), versions))
 }
 
 /// Replay of a `Versions` record: install the key's committed versions.

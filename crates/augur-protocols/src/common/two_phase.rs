@@ -181,15 +181,7 @@ impl<O, D: Clone> Core<O, D> {
             Some("promote-out-of-sync") => Promotion::Unclean,
             _ => Promotion::InSync,
         };
-        let mut env_for_group = env.clone();
-        if !fails_over {
-            let mut options = (*env.options).clone();
-            options
-                .settings
-                .insert(super::membership::FAILOVER.into(), "off".into());
-            env_for_group.options = std::sync::Arc::new(options);
-        }
-        let membership = Membership::restore(&env_for_group, promotion, membership)
+        let membership = Membership::restore(env, promotion, fails_over, membership)
             .unwrap_or_else(|e| panic!("the configuration group cannot start: {e}"));
         Core {
             env: env.clone(),
@@ -658,14 +650,19 @@ impl<P: Rules> TwoPhase for P {
         writes: impl IntoIterator<Item = &'w (Key, Option<Value>)>,
     ) -> Timestamp {
         let core = self.core();
-        let config = core.config();
-        let mut floor = Timestamp::ZERO;
-        let keys = writes.into_iter().map(|(key, _)| {
-            floor = floor.max(config.floor(core.partition_of(key)));
-            key
-        });
-        let keys: Vec<&Key> = keys.collect();
         let precise = self.precise_clock();
+        let keys = writes.into_iter().map(|(key, _)| key);
+        if !core.membership.active() {
+            // Every floor is zero for good: no pass over the keys for it.
+            return (core.replica).propose(now, snapshot, precise, Timestamp::ZERO, keys);
+        }
+        let config = core.config();
+        let keys: Vec<&Key> = keys.collect();
+        let floor = keys
+            .iter()
+            .map(|key| config.floor(core.partition_of(key)))
+            .max()
+            .unwrap_or(Timestamp::ZERO);
         core.replica.propose(now, snapshot, precise, floor, keys)
     }
 

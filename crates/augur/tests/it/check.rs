@@ -181,29 +181,19 @@ const CAUGHT_UNDER_THEIR_OWN_FAULTS: &[(&str, &str)] = &[("clocksi-rep", "no-lea
 /// is rarely reached).
 #[test]
 fn a_master_serving_without_a_lease_is_caught_under_pauses() {
-    let mut a = args(
-        "clocksi-rep",
-        "list-append",
-        "1..20",
-        Some("no-lease"),
-        "ring",
-    );
-    a.faults = "pause".into();
-    a.latency = "lan".into();
-    a.clients = 4;
-    a.duration = 10.0;
-    a.set = vec!["protocol.failover=on".to_string()];
-    let config = a.validate().expect("valid arguments");
-    let (seed, why) = first_failure(&config).expect("no-lease is caught within 20 seeds");
+    let paused_lan = |seeds: &str, mutant: Option<&str>| {
+        let mut a = args("clocksi-rep", "list-append", seeds, mutant, "ring");
+        a.faults = "pause".into();
+        a.latency = "lan".into();
+        a.clients = 4;
+        a.duration = 10.0;
+        a.set = vec!["protocol.failover=on".to_string()];
+        a.validate().expect("valid arguments")
+    };
+    let (seed, why) = first_failure(&paused_lan("1..20", Some("no-lease")))
+        .expect("no-lease is caught within 20 seeds");
     eprintln!("clocksi-rep no-lease caught at seed {seed}: {why}");
-    let mut correct = args("clocksi-rep", "list-append", "1..5", None, "ring");
-    correct.faults = "pause".into();
-    correct.latency = "lan".into();
-    correct.clients = 4;
-    correct.duration = 10.0;
-    correct.set = vec!["protocol.failover=on".to_string()];
-    let config = correct.validate().expect("valid arguments");
-    assert_eq!(first_failure(&config), None);
+    assert_eq!(first_failure(&paused_lan("1..5", None)), None);
 }
 
 fn every_mutant_is_caught_over(placement: &str) {
