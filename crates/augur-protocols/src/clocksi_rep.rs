@@ -731,6 +731,7 @@ impl Protocol for ClockSiRep {
             "partition_copies_in_progress",
             self.core.copies.in_progress(),
         ));
+        left.push(("waiting_for_a_lease", self.core.lease_waiters.len()));
         left
     }
 

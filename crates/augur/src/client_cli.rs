@@ -2,6 +2,10 @@
 //! script or a terminal. Keys and values are taken as the bytes of the arguments (a key's first
 //! four bytes are its shard tag, which places it; see `augur_types::Key`).
 //!
+//! A transaction that aborts for a reason that may pass, or whose node cannot be reached before
+//! its commit, runs again (at another of the key's replicas, then any node), so that a command
+//! does not fail while a dead master is replaced.
+//!
 //! Exit status: 0 when the transaction committed (for `get`, the value is on standard output),
 //! 1 when it aborted (the reason on standard error, in words) or the cluster could not be used,
 //! 2 for bad input, 3 when `get` found no value under the key.
@@ -64,52 +68,134 @@ pub enum Ended {
     Aborted(String),
 }
 
-/// Run `ops` as one transaction at node `node` (default: the master of the first key's
-/// partition, so that a single-key transaction needs no other node).
+/// How many times a command-line transaction runs at most: enough to outlast a master's
+/// replacement (its lease, the clock-skew bound and a Raft commit: about 1.2 s by default).
+const ATTEMPTS: u32 = 8;
+
+/// The wait before the first retry; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_millis(800);
+
+/// How one attempt failed.
+enum Failed {
+    /// Worth running again, at the next node if `move_on`: the transaction did not commit (an
+    /// abort that may pass, or the node was unreachable before the commit was sent).
+    Again { why: String, move_on: bool },
+    /// The end: an abort that will not pass, or a commit whose outcome is unknown.
+    Final(anyhow::Result<Ended>),
+}
+
+/// Run `ops` as one transaction, coordinated by node `node` or, by default, by the first node
+/// that answers of the first key's replicas (its partition's master first, so that a single-key
+/// transaction needs no other node) and then the others. An attempt that aborts for a reason
+/// that may pass (a conflict, a master being replaced: `reconfigured`, a participant that did
+/// not answer) runs again after a short randomised wait; one whose node cannot be reached
+/// before its commit moves to the next node. A commit whose outcome is unknown is not run
+/// again: it is reported.
 pub fn run(config: &Path, node: Option<u32>, ops: &[Op]) -> anyhow::Result<Ended> {
     let cluster = Cluster::load(config)?;
     let Some(first) = ops.first() else {
         return Err(BadInput("no operations: nothing to do".into()).into());
     };
-    let home = match node {
-        Some(id) => NodeId(id),
-        None => cluster
-            .placement
-            .master(cluster.placement.partition_of(&first.key())),
+    let homes: Vec<NodeId> = match node {
+        Some(id) => vec![NodeId(id)],
+        None => {
+            let placement = &cluster.placement;
+            let replicas = placement.replicas(placement.partition_of(&first.key()));
+            let others = placement.nodes().filter(|n| !replicas.contains(n));
+            replicas.iter().copied().chain(others).collect()
+        }
     };
     let read_only = ops.iter().all(|op| matches!(op, Op::Get(_)));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let session = cluster.open_session(home, REQUEST_TIMEOUT).await?;
-        Ok(match transact(&session, read_only, ops).await {
-            Ok(reads) => Ended::Committed(reads),
-            Err(TxnError::Aborted(reason)) => {
-                Ended::Aborted(format!("aborted: {} ({reason})", reason.describe()))
+        let mut at = 0;
+        let mut backoff = FIRST_BACKOFF;
+        let mut last = String::new();
+        for attempt in 1..=ATTEMPTS {
+            let home = homes[at % homes.len()];
+            match attempt_at(&cluster, home, read_only, ops).await {
+                Ok(reads) => return Ok(Ended::Committed(reads)),
+                Err(Failed::Final(ended)) => return ended,
+                Err(Failed::Again { why, move_on }) => {
+                    last = why;
+                    if move_on {
+                        at += 1;
+                    }
+                }
             }
-            Err(other) => return Err(anyhow::anyhow!("{other}")),
-        })
+            if attempt < ATTEMPTS {
+                tokio::time::sleep(backoff.mul_f64(rand::random::<f64>())).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+        Ok(Ended::Aborted(format!("{last} ({ATTEMPTS} attempts)")))
     })
 }
 
+/// One attempt of `ops` coordinated by `home`.
+async fn attempt_at(
+    cluster: &Cluster,
+    home: NodeId,
+    read_only: bool,
+    ops: &[Op],
+) -> Result<Reads, Failed> {
+    let session = match cluster.open_session(home, REQUEST_TIMEOUT).await {
+        Ok(session) => session,
+        // A node not in the cluster file, say: no other attempt changes that.
+        Err(e) if e.downcast_ref::<BadInput>().is_some() => return Err(Failed::Final(Err(e))),
+        Err(e) => {
+            let why = format!("{e:#}");
+            return Err(Failed::Again { why, move_on: true });
+        }
+    };
+    transact(&session, read_only, ops)
+        .await
+        .map_err(|(e, committing)| match e {
+            TxnError::Aborted(reason) => {
+                let why = format!("aborted: {} ({reason})", reason.describe());
+                if reason.is_retryable() {
+                    Failed::Again {
+                        why,
+                        move_on: false,
+                    }
+                } else {
+                    Failed::Final(Ok(Ended::Aborted(why)))
+                }
+            }
+            TxnError::Unavailable(e) if !committing => Failed::Again {
+                why: format!("node {home} did not answer: {e}"),
+                move_on: true,
+            },
+            other => Failed::Final(Err(anyhow::anyhow!("{other}"))),
+        })
+}
+
+/// Run `ops` in one transaction; an error says whether it came from the commit (after which
+/// the outcome may be unknown).
 async fn transact(
     session: &Session<TcpTransport>,
     read_only: bool,
     ops: &[Op],
-) -> Result<Reads, TxnError> {
-    let mut txn = session.begin(read_only).await?;
+) -> Result<Reads, (TxnError, bool)> {
+    let before_commit = |e| (e, false);
+    let mut txn = session.begin(read_only).await.map_err(before_commit)?;
     let mut reads = Vec::new();
     for op in ops {
         match op {
-            Op::Get(key) => reads.push((key.clone(), txn.read(&op.key()).await?)),
-            Op::Put(_, value) => {
-                txn.write(op.key(), Some(Value::from(value.clone().into_bytes())))?
+            Op::Get(key) => {
+                let value = txn.read(&op.key()).await.map_err(before_commit)?;
+                reads.push((key.clone(), value))
             }
-            Op::Delete(_) => txn.write(op.key(), None)?,
+            Op::Put(_, value) => txn
+                .write(op.key(), Some(Value::from(value.clone().into_bytes())))
+                .map_err(before_commit)?,
+            Op::Delete(_) => txn.write(op.key(), None).map_err(before_commit)?,
         }
     }
-    txn.commit().await?;
+    txn.commit().await.map_err(|e| (e, true))?;
     Ok(reads)
 }
 

@@ -22,9 +22,10 @@
 //! sequencer's batches. The log holds only configuration commands and is never cut: it grows by
 //! one entry per change, not per transaction.
 //!
-//! Fail-over is opt-in for now (`failover=on`). Without it, or with a replication factor of
-//! one (there is nothing to fail over to), there is no group: the configuration is the placement's, for good, and every node
-//! always holds a lease — the engines then behave exactly as without this module.
+//! Fail-over is on by default for the protocols that take the setting. With `failover=off`,
+//! or with a replication factor of one (there is nothing to fail over to), there is no group:
+//! the configuration is the placement's, for good, and every node always holds a lease — the
+//! engines then behave exactly as without this module.
 
 use super::sequencer::{Batch, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::protocol_info::{SWITCH_VALUES, SettingInfo, switch};
@@ -40,6 +41,7 @@ use std::time::Duration;
 pub type Epoch = u64;
 
 /// The setting that turns fail-over off (`failover=off`): the placement's masters for good.
+/// On by default.
 pub const FAILOVER: &str = "failover";
 /// The setting for the lease duration, in milliseconds.
 pub const LEASE_MS: &str = "lease_ms";
@@ -58,7 +60,7 @@ pub const HEARTBEAT: Duration = Duration::from_millis(100);
 pub const FAILOVER_SETTING: SettingInfo = SettingInfo {
     name: FAILOVER,
     values: SWITCH_VALUES,
-    default: "off",
+    default: "on",
     doc: "on: masters fail over to an in-sync replica, under leases agreed through Raft (docs/architecture/availability.md); off keeps the placement's masters for good",
 };
 /// The lease duration.
@@ -402,16 +404,15 @@ pub struct Membership {
     counters: Counters,
 }
 
-/// Whether `env` asks for fail-over: only with `failover=on` (opt-in until a node starts
-/// serving without waiting for its first lease, and clients retry `reconfigured`), and only with
-/// something to fail over to (a replication factor above one).
+/// Whether `env` asks for fail-over: unless `failover=off`, and only with something to fail
+/// over to (a replication factor above one).
 pub fn failover_on(env: &NodeEnv) -> bool {
     let asked = env
         .options
         .settings
         .get(FAILOVER)
         .and_then(|v| switch(v))
-        .unwrap_or(false);
+        .unwrap_or(true);
     asked && env.placement.replication_factor() > 1
 }
 
@@ -471,6 +472,11 @@ impl Membership {
     /// Whether this node may serve now: it holds a lease (always, with fail-over off).
     pub fn serving(&self, now: Timestamp) -> bool {
         self.group.is_none() || now < self.lease.until
+    }
+
+    /// How long a lease lasts: the longest a request may wait here for one.
+    pub fn lease_duration(&self) -> Duration {
+        self.timing.lease
     }
 
     /// The node this one believes leads the group.

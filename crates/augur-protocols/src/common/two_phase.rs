@@ -66,6 +66,7 @@ pub struct Core<O, D> {
     pub decided: DecisionLog<D>,
     pub membership: Membership,
     pub copies: Copies,
+    pub lease_waiters: LeaseWaiters,
     /// The fail-over rules a mutant breaks (`clocksi-rep`'s `no-lease` and `no-epoch-check`).
     pub broken: BrokenFailover,
 }
@@ -90,6 +91,29 @@ pub struct Copies {
     giving: BTreeMap<PartitionId, Giving>,
     /// Prepares that arrived at a partition being copied, in arrival order.
     held: Vec<(TxnId, Timestamp, PreparedPartitions)>,
+}
+
+/// Reads and prepares that reached this node while it held no lease, though the
+/// configuration has it serve them. They wait for the next grant (the node asks at every
+/// heartbeat) rather than being refused: a node just started, or one whose renewal came late,
+/// would otherwise abort work a lease a few milliseconds away lets it serve. Each waits at most
+/// a lease's duration; the configuration is checked again when it runs.
+#[derive(Default)]
+pub struct LeaseWaiters {
+    /// In arrival order, with when each arrived.
+    reads: Vec<(Timestamp, ReadRequest)>,
+    prepares: Vec<(Timestamp, TxnId, Timestamp, PreparedPartitions)>,
+}
+
+impl LeaseWaiters {
+    /// Requests waiting for a lease (a leftover check).
+    pub fn len(&self) -> u64 {
+        (self.reads.len() + self.prepares.len()) as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty() && self.prepares.is_empty()
+    }
 }
 
 /// A copy of one partition this master gives.
@@ -190,6 +214,7 @@ impl<O, D: Clone> Core<O, D> {
             decided: r.decided,
             membership,
             copies: Copies::default(),
+            lease_waiters: LeaseWaiters::default(),
             broken: BrokenFailover {
                 no_lease: mutant == Some("no-lease"),
                 no_epoch_check: mutant == Some("no-epoch-check"),
@@ -492,6 +517,7 @@ impl<P: Rules> TwoPhase for P {
                 if let Some(change) = self.core_mut().membership.on_message(ctx, from, msg) {
                     reconfigure(self, ctx, change);
                 }
+                run_lease_waiters(self, ctx);
             }
             Msg::CatchUpAsk { partition } => give_copy(self, ctx, from, partition),
             Msg::CatchUpState {
@@ -522,15 +548,23 @@ impl<P: Rules> TwoPhase for P {
                 if let Some(change) = self.core_mut().membership.on_timer(ctx, timer) {
                     reconfigure(self, ctx, change);
                 }
+                run_lease_waiters(self, ctx);
             }
         }
     }
 
     fn serve_read(&mut self, ctx: &mut Ctx<'_, Self>, read: ReadRequest) {
         let partition = self.core().partition_of(&read.key);
-        if !self.core().serves(partition, ctx.now()) {
-            // Out of sync, or no lease: what it holds may be stale. The coordinator retries
-            // with the configuration it learns meanwhile.
+        let now = ctx.now();
+        let core = self.core();
+        if !core.serves(partition, now) {
+            if core.config().is_in_sync(core.id(), partition) {
+                // In sync but not leased (yet): serve once the next grant comes.
+                self.core_mut().lease_waiters.reads.push((now, read));
+                return;
+            }
+            // Out of sync: what it holds may be stale. The coordinator retries with the
+            // configuration it learns meanwhile.
             return finish_read(self, ctx, read, Err(AbortReason::Reconfigured));
         }
         let clock_wait = self.clock_wait();
@@ -585,10 +619,15 @@ impl<P: Rules> TwoPhase for P {
         let mastered = partitions.iter().all(|(p, epoch, _)| {
             config.is_master(me, *p) && (core.broken.no_epoch_check || config.epoch(*p) == *epoch)
         });
-        let leased = core.broken.no_lease || core.membership.serving(now);
-        if !mastered || !leased {
-            // Not the master at that epoch, or not leased: another node may be certifying.
+        if !mastered {
+            // Not the master at that epoch: another node may be certifying.
             return refuse(self, ctx, txn, AbortReason::Reconfigured);
+        }
+        if !core.broken.no_lease && !core.membership.serving(now) {
+            // The master, but not leased (yet): certify once the next grant comes.
+            let waiting = (now, txn, snapshot, partitions);
+            self.core_mut().lease_waiters.prepares.push(waiting);
+            return;
         }
         if partitions
             .iter()
@@ -904,6 +943,44 @@ fn reconfigure<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, change: Reconfiguratio
         .retain(|part, _| !config.is_in_sync(me, *part));
     if core.copies.giving.len() != before {
         release_held(p, ctx);
+    }
+}
+
+/// After the configuration group ran: with a lease now, run the requests that waited for one
+/// (each checks the configuration again); without, refuse those that waited a lease's
+/// duration (the coordinator retries elsewhere, or this node was deposed).
+fn run_lease_waiters<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
+    let now = ctx.now();
+    let core = p.core_mut();
+    if core.lease_waiters.is_empty() {
+        return;
+    }
+    if core.membership.serving(now) {
+        let LeaseWaiters { reads, prepares } = std::mem::take(&mut core.lease_waiters);
+        for (_, read) in reads {
+            p.serve_read(ctx, read);
+        }
+        for (_, txn, snapshot, partitions) in prepares {
+            p.prepare(ctx, txn, snapshot, partitions);
+        }
+        return;
+    }
+    let patience = core.membership.lease_duration();
+    let overdue = |since: &Timestamp| now.since(*since) >= patience;
+    let waiters = &mut core.lease_waiters;
+    let (late_reads, reads) = std::mem::take(&mut waiters.reads)
+        .into_iter()
+        .partition::<Vec<_>, _>(|(since, _)| overdue(since));
+    let (late_prepares, prepares) = std::mem::take(&mut waiters.prepares)
+        .into_iter()
+        .partition::<Vec<_>, _>(|(since, ..)| overdue(since));
+    waiters.reads = reads;
+    waiters.prepares = prepares;
+    for (_, read) in late_reads {
+        finish_read(p, ctx, read, Err(AbortReason::Reconfigured));
+    }
+    for (_, txn, ..) in late_prepares {
+        refuse(p, ctx, txn, AbortReason::Reconfigured);
     }
 }
 

@@ -484,7 +484,7 @@ fn protocol_settings_are_validated_by_the_registry() {
         "unknown setting 'precise' for protocol clocksi-rep; valid settings: \
          precise_clock=on|off|true|false (default off): PreciseClock (STR §6.3): \
          propose max(LastReader+1, RS+1) instead of the clock; \
-         failover=on|off|true|false (default off): on: masters fail over to an in-sync replica, \
+         failover=on|off|true|false (default on): on: masters fail over to an in-sync replica, \
          under leases agreed through Raft (docs/architecture/availability.md); off keeps the \
          placement's masters for good; lease_ms=300|500|1000|2000|5000 (default 1000): \
          milliseconds a node's lease lasts from its ask; a dead master is replaced this long \

@@ -41,7 +41,8 @@ use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader, Op, RecordedOutcome};
 use augur_types::{
-    AbortReason, IsolationLevel, Key, Layout, NodeId, Placement, RequestForm, Timestamp,
+    AbortReason, IsolationLevel, Key, Layout, NodeId, PartitionId, Placement, RequestForm,
+    Timestamp,
 };
 use augur_workloads::list_append::key_among;
 use augur_workloads::{Observe, Workload};
@@ -94,6 +95,10 @@ pub struct NemesisArgs {
     /// Bound, in seconds, on how long after the heal every node must commit again.
     #[arg(long, default_value_t = 10.0)]
     pub recovery_bound: f64,
+    /// Bound, in seconds, on how long after `kill-master` kills a node a transaction writing
+    /// every partition must commit at another node, while the killed node stays down.
+    #[arg(long, default_value_t = 3.0)]
+    pub failover_bound: f64,
     /// The largest clock offset the `clock` fault gives a node, in milliseconds (either way).
     #[arg(long, default_value_t = 100)]
     pub max_clock_offset_ms: i64,
@@ -117,6 +122,7 @@ pub struct NemesisArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FaultKind {
     Kill,
+    KillMaster,
     Pause,
     PartitionMinority,
     PartitionRing,
@@ -130,6 +136,11 @@ const FAULT_KINDS: &[(FaultKind, &str, &str)] = &[
         FaultKind::Kill,
         "kill",
         "SIGKILL a node, restart it 0.2–1.5 s later from its data directory",
+    ),
+    (
+        FaultKind::KillMaster,
+        "kill-master",
+        "SIGKILL the placement's master of a random partition and keep it down until a transaction writing every partition commits at another node (at most --failover-bound s), then restart it (protocols whose masters fail over)",
     ),
     (
         FaultKind::Pause,
@@ -180,14 +191,20 @@ impl FaultKind {
     }
 }
 
-/// Parse `--faults`: `all` is every kind `network` allows; a partition named on a network
-/// that cannot cut links is an error.
-fn parse_faults(spec: &str, can_partition: bool) -> Result<Vec<FaultKind>, String> {
+/// Parse `--faults`: `all` is every kind `network` allows (`kill-master` only for a protocol
+/// whose masters fail over); a partition named on a network that cannot cut links, or
+/// `kill-master` for a protocol that keeps its masters, is an error.
+fn parse_faults(
+    spec: &str,
+    can_partition: bool,
+    fails_over: bool,
+) -> Result<Vec<FaultKind>, String> {
     if spec.trim() == "all" {
         return Ok(FAULT_KINDS
             .iter()
             .map(|(k, _, _)| *k)
             .filter(|k| can_partition || !k.is_partition())
+            .filter(|k| fails_over || *k != FaultKind::KillMaster)
             .collect());
     }
     let mut kinds = Vec::new();
@@ -202,6 +219,12 @@ fn parse_faults(spec: &str, can_partition: bool) -> Result<Vec<FaultKind>, Strin
         if kind.is_partition() && !can_partition {
             return Err(format!(
                 "fault '{name}' needs --network netns (links cannot be cut on loopback)"
+            ));
+        }
+        if *kind == FaultKind::KillMaster && !fails_over {
+            return Err(format!(
+                "fault '{name}' needs a protocol whose masters fail over (one that takes the \
+                 `failover` setting, with it on)"
             ));
         }
         if !kinds.contains(kind) {
@@ -258,8 +281,11 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
     if args.nodes < 2 {
         return Err(BadInput("--nodes must be at least 2 for faults between nodes".into()).into());
     }
-    if !(args.duration > 0.0 && args.recovery_bound > 0.0) {
-        return Err(BadInput("--duration and --recovery-bound must be positive".into()).into());
+    if !(args.duration > 0.0 && args.recovery_bound > 0.0 && args.failover_bound > 0.0) {
+        return Err(BadInput(
+            "--duration, --recovery-bound and --failover-bound must be positive".into(),
+        )
+        .into());
     }
     layout(&args.placement)?;
     let settings = parse_settings(&args.set)?;
@@ -290,7 +316,7 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
             .into());
         }
     };
-    let faults = parse_faults(&args.faults, use_netns).map_err(BadInput)?;
+    let faults = parse_faults(&args.faults, use_netns, info.fails_over()).map_err(BadInput)?;
     let out = &args.out;
     std::fs::create_dir_all(out)?;
 
@@ -366,6 +392,15 @@ struct Run<'a> {
     faults: &'a [FaultKind],
     network: Network,
     dir: &'a Path,
+}
+
+/// What a fault is injected with.
+struct Injection<'a> {
+    nodes: &'a mut NodeProcesses,
+    runtime: &'a tokio::runtime::Runtime,
+    shared: &'a Shared,
+    rng: &'a mut ChaCha8Rng,
+    timeline: &'a mut Timeline,
 }
 
 /// What a run found.
@@ -453,6 +488,8 @@ impl Run<'_> {
             .collect();
 
         let mut failures = Vec::new();
+        // How long after each `kill-master` every partition committed again.
+        let mut failovers: Vec<Duration> = Vec::new();
         std::thread::sleep(CALM_BEFORE);
         let faults_end = Instant::now() + Duration::from_secs_f64(args.duration);
         let mut injected = 0usize;
@@ -461,9 +498,20 @@ impl Run<'_> {
                 .faults
                 .choose(&mut rng)
                 .expect("faults are never empty");
-            if let Err(e) = self.inject(kind, &mut nodes, &mut rng, &mut timeline) {
-                failures.push(format!("fault {}: {e:#}", kind.name()));
-                break;
+            let injection = Injection {
+                nodes: &mut nodes,
+                runtime: &runtime,
+                shared: &shared,
+                rng: &mut rng,
+                timeline: &mut timeline,
+            };
+            match self.inject(kind, injection) {
+                Ok(Some(failed_over_in)) => failovers.push(failed_over_in),
+                Ok(None) => {}
+                Err(e) => {
+                    failures.push(format!("fault {}: {e:#}", kind.name()));
+                    break;
+                }
             }
             injected += 1;
             std::thread::sleep(Duration::from_millis(rng.random_range(300..=1000)));
@@ -558,8 +606,16 @@ impl Run<'_> {
         if committed == 0 {
             failures.push("nothing committed during the run".into());
         }
+        let failed_over = match failovers.iter().max() {
+            Some(slowest) => format!(
+                "; {} master kills, every partition committing again within {:.2} s (slowest)",
+                failovers.len(),
+                slowest.as_secs_f64()
+            ),
+            None => String::new(),
+        };
         let summary = format!(
-            "{} on {} under {injected} faults in {:.0} s: {committed} committed, {} aborted, {} unknown, {} reconnects; recovered in {}; history {} ({} attempts, checked at {})",
+            "{} on {} under {injected} faults in {:.0} s: {committed} committed, {} aborted, {} unknown, {} reconnects; recovered in {}{failed_over}; history {} ({} attempts, checked at {})",
             self.info.name,
             self.workload,
             started.elapsed().as_secs_f64(),
@@ -628,20 +684,58 @@ impl Run<'_> {
         Ok((path, addrs))
     }
 
-    /// Inject one fault and heal it before returning.
-    fn inject(
-        &self,
-        kind: FaultKind,
-        nodes: &mut NodeProcesses,
-        rng: &mut ChaCha8Rng,
-        timeline: &mut Timeline,
-    ) -> anyhow::Result<()> {
+    /// `kill-master`: kill -9 the placement's master of a random partition (its master unless
+    /// an earlier kill moved mastership away: a node that rejoins does not take it back), keep
+    /// it down until a transaction writing every partition commits, coordinated by the other
+    /// nodes in turn, then restart it. Returns how long after the kill that commit came; an
+    /// error when it did not within `--failover-bound`.
+    fn kill_master(&self, at: Injection<'_>) -> anyhow::Result<Duration> {
+        let Injection {
+            nodes,
+            runtime,
+            shared,
+            rng,
+            timeline,
+        } = at;
+        let placement = &shared.cluster.placement;
+        let partition = PartitionId(rng.random_range(0..placement.partition_count()) as u32);
+        let victim = placement.master(partition);
+        timeline.say(&format!(
+            "kill -9 node {victim} (the placement's master of partition {partition}), down until every partition commits again"
+        ));
+        nodes.kill(victim.0 as usize);
+        let bound = Duration::from_secs_f64(self.args.failover_bound);
+        let live: Vec<NodeId> = placement.nodes().filter(|n| *n != victim).collect();
+        let resumed = runtime.block_on(commit_everywhere(shared, &live, bound));
+        nodes.spawn(&self.network, victim.0 as usize)?;
+        nodes.wait_until_listening(victim.0 as usize)?;
+        let took = resumed.map_err(|e| anyhow::anyhow!("{e}"))?;
+        timeline.say(&format!(
+            "every partition committed again {:.2} s after the kill; node {victim} restarted",
+            took.as_secs_f64()
+        ));
+        Ok(took)
+    }
+
+    /// Inject one fault and heal it before returning; for `kill-master`, how long after the
+    /// kill every partition committed again.
+    fn inject(&self, kind: FaultKind, at: Injection<'_>) -> anyhow::Result<Option<Duration>> {
+        if kind == FaultKind::KillMaster {
+            return self.kill_master(at).map(Some);
+        }
+        let Injection {
+            nodes,
+            rng,
+            timeline,
+            ..
+        } = at;
         let n = nodes.len();
         let node = rng.random_range(0..n);
         let secs = |rng: &mut ChaCha8Rng, lo: f64, hi: f64| {
             Duration::from_secs_f64(rng.random_range(lo..=hi))
         };
         match kind {
+            FaultKind::KillMaster => unreachable!("kill-master is injected above"),
             FaultKind::Kill => {
                 let down = secs(rng, 0.2, 1.5);
                 timeline.say(&format!("kill -9 node {node}, down for {down:.1?}"));
@@ -697,7 +791,7 @@ impl Run<'_> {
                 timeline.say("healed");
             }
         }
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -822,6 +916,47 @@ impl RunObserver for Seen<'_> {
 /// After the heal: every node must coordinate a transaction writing to every partition within
 /// `bound`. Returns how long the slowest took. Its keys (`P/nemesis-probe`) are outside every
 /// workload's, and its session is not recorded.
+/// A transaction writing every partition, coordinated by each of `coordinators` in turn until
+/// one commits: how long that took, or an error after `bound`.
+async fn commit_everywhere(
+    shared: &Shared,
+    coordinators: &[NodeId],
+    bound: Duration,
+) -> Result<Duration, String> {
+    let start = Instant::now();
+    let mut last = String::from("no attempt");
+    for node in coordinators.iter().cycle() {
+        if start.elapsed() > bound {
+            return Err(format!(
+                "no transaction writing every partition committed within {bound:?} (last: {last})"
+            ));
+        }
+        match probe_every_partition(shared, *node).await {
+            Ok(()) => return Ok(start.elapsed()),
+            Err(e) => {
+                last = format!("at node {node}: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    unreachable!("the coordinators are never empty")
+}
+
+/// One transaction, coordinated by `node`, writing a probe key (outside the workload's keys) in
+/// every partition.
+async fn probe_every_partition(shared: &Shared, node: NodeId) -> Result<(), String> {
+    let placement = &shared.cluster.placement;
+    let transport = shared.connect(node).await?;
+    let session = Session::new(transport);
+    let mut txn = session.begin(false).await.map_err(|e| e.to_string())?;
+    for p in 0..placement.partition_count() {
+        let key = Key::tagged(p as u32, b"nemesis-probe");
+        txn.write(key, Some(node.to_string().into_bytes().into()))
+            .map_err(|e| e.to_string())?;
+    }
+    txn.commit().await.map(|_| ()).map_err(|e| e.to_string())
+}
+
 async fn recover(shared: &Shared, bound: Duration) -> Result<Duration, String> {
     let healed = Instant::now();
     let placement = &shared.cluster.placement;
@@ -834,18 +969,7 @@ async fn recover(shared: &Shared, bound: Duration) -> Result<Duration, String> {
                     "node {node} did not commit within {bound:?} of the heal (last: {last})"
                 ));
             }
-            let attempt = async {
-                let transport = shared.connect(node).await?;
-                let session = Session::new(transport);
-                let mut txn = session.begin(false).await.map_err(|e| e.to_string())?;
-                for p in 0..placement.partition_count() {
-                    let key = Key::tagged(p as u32, b"nemesis-probe");
-                    txn.write(key, Some(node.to_string().into_bytes().into()))
-                        .map_err(|e| e.to_string())?;
-                }
-                txn.commit().await.map_err(|e| e.to_string())
-            };
-            match attempt.await {
+            match probe_every_partition(shared, node).await {
                 Ok(_) => break,
                 Err(e) => {
                     last = e;
@@ -1087,20 +1211,30 @@ mod tests {
 
     #[test]
     fn faults_parse_and_partitions_need_a_network_that_can_cut() {
-        assert_eq!(parse_faults("all", true).unwrap().len(), FAULT_KINDS.len());
+        assert_eq!(
+            parse_faults("all", true, true).unwrap().len(),
+            FAULT_KINDS.len()
+        );
         assert!(
-            parse_faults("all", false)
+            !parse_faults("all", true, false)
+                .unwrap()
+                .contains(&FaultKind::KillMaster)
+        );
+        let e = parse_faults("kill-master", true, false).unwrap_err();
+        assert!(e.contains("fail over"), "{e}");
+        assert!(
+            parse_faults("all", false, true)
                 .unwrap()
                 .iter()
                 .all(|k| !k.is_partition())
         );
         assert_eq!(
-            parse_faults("kill,pause,kill", false).unwrap(),
+            parse_faults("kill,pause,kill", false, true).unwrap(),
             vec![FaultKind::Kill, FaultKind::Pause]
         );
-        let e = parse_faults("partition-link", false).unwrap_err();
+        let e = parse_faults("partition-link", false, true).unwrap_err();
         assert!(e.contains("needs --network netns"), "{e}");
-        let e = parse_faults("meteor", true).unwrap_err();
+        let e = parse_faults("meteor", true, true).unwrap_err();
         assert!(e.contains("valid faults: all, kill, pause"), "{e}");
     }
 

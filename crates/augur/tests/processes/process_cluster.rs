@@ -322,8 +322,12 @@ async fn node_processes_run_transactions_over_tcp() {
     );
 }
 
+/// How soon after a master's death its partition must commit again: the lease (1 s), the
+/// clock-skew bound (0.1 s), a heartbeat and a Raft commit, and the client's retries.
+const FAILOVER_BOUND: Duration = Duration::from_secs(3);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_node_fails_transactions_that_need_it_in_bounded_time() {
+async fn a_dead_master_is_replaced_and_every_partition_commits_again() {
     // Two replicas per partition: partition p lives on nodes p and p + 1 (mod 3).
     let mut cluster = Cluster::start(3, 2);
     let s0 = cluster.session(0).await;
@@ -335,39 +339,67 @@ async fn a_dead_node_fails_transactions_that_need_it_in_bounded_time() {
     .await;
 
     cluster.kill(2);
-
-    // Partition 2 is mastered by the dead node: its prepare is never answered.
-    let start = Instant::now();
-    let mut txn = s0.begin(false).await.unwrap();
-    txn.write(Key::numbered(2, 1), value("z")).unwrap();
-    // The coordinator is alive, so the answer is a typed abort, not a transport error.
-    assert_eq!(
-        txn.commit().await.unwrap_err(),
-        TxnError::Aborted(AbortReason::Timeout)
-    );
-    assert!(
-        start.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        start.elapsed()
-    );
+    let killed = Instant::now();
 
     // The dead node's clients learn it at once.
-    let start = Instant::now();
     assert!(matches!(
         s2.begin(false).await,
         Err(TxnError::Unavailable(_))
     ));
-    assert!(start.elapsed() < REQUEST_TIMEOUT + Duration::from_secs(1));
     let (file, config) = cluster.clients();
     assert!(file.connect(&config, NodeId(2)).await.is_err());
 
-    // Partition 0 (nodes 0 and 1) does not need it.
-    let committed = write_all(&s0, &[(Key::numbered(0, 1), "still here")]).await;
-    let s1 = cluster.session(1).await;
-    assert_eq!(
-        read_all(&s1, &[Key::numbered(0, 1)], committed).await,
-        [value("still here")]
+    // Node 2 mastered partition 2 and replicated partition 1. Once its lease ran out, partition
+    // 2's other replica (node 0) masters it and partition 1 commits without node 2: a
+    // transaction writing every partition commits again, after aborts that say why.
+    let all: Vec<Key> = (0..3).map(|p| Key::numbered(p, 1)).collect();
+    let committed = loop {
+        let mut txn = s0.begin(false).await.unwrap();
+        for key in &all {
+            txn.write(key.clone(), value("after")).unwrap();
+        }
+        match txn.commit().await {
+            Ok(ts) => break ts,
+            Err(TxnError::Aborted(AbortReason::Timeout | AbortReason::Reconfigured)) => {}
+            Err(other) => panic!("a commit during the fail-over failed with {other}"),
+        }
+        assert!(
+            killed.elapsed() < FAILOVER_BOUND,
+            "no commit on every partition {FAILOVER_BOUND:?} after the master's death"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!(
+        "every partition committed again {:?} after the kill",
+        killed.elapsed()
     );
+    let s1 = cluster.session(1).await;
+    assert_eq!(read_all(&s1, &all, committed).await, vec![value("after"); 3]);
+
+    // The dead node comes back as a replica, copies what it missed, and serves it.
+    let path = cluster.path.clone();
+    cluster.spawn(2, &path);
+    cluster.wait_until_listening(2);
+    let s2 = cluster.session(2).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut txn = s2.begin(true).await.unwrap();
+        if txn.snapshot() >= committed {
+            match txn.read(&Key::numbered(2, 1)).await {
+                Ok(v) => {
+                    assert_eq!(v, value("after"));
+                    break;
+                }
+                // Refused (`reconfigured`) while the partition is copied back, say.
+                Err(TxnError::Aborted(_)) => {}
+                Err(other) => panic!("node 2 failed a read after its restart: {other}"),
+            }
+        } else {
+            txn.abort().await;
+        }
+        assert!(Instant::now() < deadline, "node 2 never served again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,12 +489,13 @@ async fn nodes_serve_prometheus_metrics() {
 
 #[test]
 fn get_put_and_txn_from_the_command_line() {
-    let cluster = Cluster::start(3, 3);
+    let mut cluster = Cluster::start(3, 3);
+    let path = cluster.path.clone();
     let augur = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_augur"))
             .args(args)
             .arg("--cluster")
-            .arg(&cluster.path)
+            .arg(&path)
             .output()
             .unwrap();
         (
@@ -494,6 +527,18 @@ fn get_put_and_txn_from_the_command_line() {
     let (code, _, err) = augur(&["get", "x", "--node", "9"]);
     assert_eq!(code, 2);
     assert!(err.contains("node n9 is not in the cluster"), "{err}");
+
+    // The key's master dies: its value is read from another replica, and a write goes through
+    // once that replica took the partition over.
+    let placement = cluster.clients().0.placement;
+    let master = placement.master(placement.partition_of(&Key::from_bytes(b"greeting")));
+    cluster.kill(master.0 as usize);
+    let (code, out, err) = augur(&["get", "greeting"]);
+    assert_eq!((code, out.as_str()), (0, "hello world\n"), "{err}");
+    let (code, _, err) = augur(&["put", "greeting", "still here"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = augur(&["get", "greeting"]);
+    assert_eq!((code, out.as_str()), (0, "still here\n"), "{err}");
 }
 
 #[test]
