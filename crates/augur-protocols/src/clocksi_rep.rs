@@ -186,11 +186,11 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "promote-out-of-sync",
-        "[unproven] a master's eviction promotes the next replica the placement lists, in sync or not, even when the master was the last in sync (an unclean election: the commits it missed vanish); it needs two overlapping failures, which no check run has reached yet",
+        "[scenario] a master's eviction promotes the next replica the placement lists, in sync or not, even when the master was the last in sync (an unclean election: the commits it missed vanish); it needs two overlapping failures, which random check runs do not reach: tests/it/failover.rs scripts them and sees a committed write lost (promoting_a_replica_out_of_sync_loses_a_committed_write)",
     ),
     (
         "no-epoch-check",
-        "[unproven] masters and slaves take a prepare whatever epoch it carries; it needs a prepare to cross a reconfiguration, which no check run has caught yet",
+        "[masked] masters and slaves take a prepare whatever epoch it carries; leases close the same hole: a grant counts only once its node applied the configuration the grant names, and a node takes a prepare only as master, or as an in-sync slave, of that configuration, so a prepare of an older epoch reaches no node whose configuration disagrees (docs/architecture/availability.md, Epochs)",
     ),
 ];
 

@@ -7,6 +7,7 @@ mod clocksi_rep;
 mod common;
 mod determinism;
 mod dst;
+mod failover;
 mod golden_clocksi_rep;
 mod golden_coverage;
 mod golden_lock_commit;

@@ -374,7 +374,10 @@ async fn a_dead_master_is_replaced_and_every_partition_commits_again() {
         killed.elapsed()
     );
     let s1 = cluster.session(1).await;
-    assert_eq!(read_all(&s1, &all, committed).await, vec![value("after"); 3]);
+    assert_eq!(
+        read_all(&s1, &all, committed).await,
+        vec![value("after"); 3]
+    );
 
     // The dead node comes back as a replica, copies what it missed, and serves it.
     let path = cluster.path.clone();

@@ -1,0 +1,222 @@
+//! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, fail-over on, its
+//! default; `docs/architecture/availability.md`): a dead master replaced by its in-sync replica,
+//! a partition that waits for its last in-sync replica rather than lose what only that replica
+//! holds, and the mutant `promote-out-of-sync`, which does not wait and loses a committed
+//! write.
+//!
+//! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
+//! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
+//! majority when n0 or n1 is down.
+
+use augur_client::{Session, Transport, TxnError};
+use augur_contract::{Protocol, ProtocolOptions};
+use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_runtime::sim::{SimConfig, Simulation};
+use augur_types::{Key, LatencyProfile, NodeId, PartitionId, Placement};
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Three nodes on a LAN, two replicas per partition, fail-over on (the default), running
+/// `mutant` if given.
+fn sim(mutant: Option<&str>) -> Simulation<ClockSiRep> {
+    let profile = LatencyProfile::named("lan").unwrap();
+    let placement = Arc::new(Placement::ring(profile, 3, 2).unwrap());
+    let options = ProtocolOptions {
+        mutant: mutant.map(str::to_string),
+        ..ProtocolOptions::default()
+    };
+    Simulation::new(placement, Arc::new(options), SimConfig::new(11))
+}
+
+fn x() -> Key {
+    Key::numbered(0, 1)
+}
+
+/// What the clients saw: (what, when, value), in the order it happened.
+type Log = Arc<Mutex<Vec<(String, Duration, Option<Bytes>)>>>;
+
+/// How long a client keeps trying (every 50 ms) before it gives up.
+const PATIENCE: Duration = Duration::from_secs(4);
+
+/// From `home`, starting at `at` (simulated time), write `value` to `x` in one transaction, again after every
+/// abort (a lease not granted yet, a master being replaced) until it commits or `PATIENCE`
+/// ran out; log `name` and when it committed.
+fn spawn_writer(
+    s: &mut Simulation<ClockSiRep>,
+    home: u32,
+    at: Duration,
+    value: &'static str,
+    log: &Log,
+) {
+    let log = log.clone();
+    s.spawn_client(NodeId(home), move |t| async move {
+        let now = t.now();
+        t.sleep(at.saturating_sub(now)).await;
+        let session = Session::new(t);
+        let start = session.transport().now();
+        while session.transport().now() < start + PATIENCE {
+            let mut txn = session.begin(false).await.unwrap();
+            txn.write(x(), Some(Bytes::from_static(value.as_bytes())))
+                .unwrap();
+            match txn.commit().await {
+                Ok(_) => {
+                    let when = session.transport().now();
+                    let wrote = Some(Bytes::from_static(value.as_bytes()));
+                    log.lock()
+                        .unwrap()
+                        .push((format!("wrote {value}"), when, wrote));
+                    return;
+                }
+                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
+                Err(other) => panic!("writing {value}: {other}"),
+            }
+        }
+    });
+}
+
+/// From `home`, starting at `at` (simulated time), read `x`, again after every abort until a read returns or
+/// `PATIENCE` ran out; log `name`, when and what it read (nothing logged when no read returned).
+fn spawn_reader(s: &mut Simulation<ClockSiRep>, home: u32, at: Duration, name: &str, log: &Log) {
+    let log = log.clone();
+    let name = name.to_string();
+    s.spawn_client(NodeId(home), move |t| async move {
+        let now = t.now();
+        t.sleep(at.saturating_sub(now)).await;
+        let session = Session::new(t);
+        let start = session.transport().now();
+        while session.transport().now() < start + PATIENCE {
+            let mut txn = session.begin(true).await.unwrap();
+            match txn.read(&x()).await {
+                Ok(value) => {
+                    let when = session.transport().now();
+                    log.lock().unwrap().push((name, when, value));
+                    return;
+                }
+                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
+                Err(other) => panic!("{name}: {other}"),
+            }
+        }
+    });
+}
+
+/// The master every live node believes partition 0 has.
+fn masters_of_x(s: &Simulation<ClockSiRep>) -> Vec<Option<NodeId>> {
+    (0..3)
+        .map(NodeId)
+        .filter(|n| s.is_up(*n))
+        .map(|n| s.node(n).master_of(PartitionId(0)))
+        .collect()
+}
+
+fn entries(log: &Log) -> Vec<(String, Option<String>)> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .map(|(what, _, v)| {
+            let value = v.as_ref().map(|b| String::from_utf8_lossy(b).to_string());
+            (what.clone(), value)
+        })
+        .collect()
+}
+
+#[test]
+fn a_dead_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
+    let mut s = sim(None);
+    let log = Log::default();
+    spawn_writer(&mut s, 0, ms(0), "before", &log);
+    s.run_until(ms(1000));
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(0)); 3]);
+    s.crash(NodeId(0));
+    spawn_writer(&mut s, 1, ms(1000), "after", &log);
+    spawn_reader(&mut s, 2, ms(4000), "read", &log);
+    s.run_until(ms(6000));
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 2]);
+    let seen = log.lock().unwrap().clone();
+    let (_, after_at, _) = seen.iter().find(|(w, ..)| w == "wrote after").unwrap();
+    // The lease (1 s) and the skew bound (0.1 s) from the dead master's last renewal, then
+    // the eviction's Raft commit and the writer's next try.
+    let took = *after_at - ms(1000);
+    assert!(
+        took > ms(1000) && took < ms(2000),
+        "the write after the crash committed {took:?} after it"
+    );
+    assert_eq!(
+        entries(&log),
+        vec![
+            ("wrote before".into(), Some("before".into())),
+            ("wrote after".into(), Some("after".into())),
+            ("read".into(), Some("after".into())),
+        ]
+    );
+    // The old master comes back as a replica, copies the partition and serves it again.
+    s.restart(NodeId(0));
+    spawn_reader(&mut s, 0, ms(6000), "read at n0", &log);
+    s.run_until(ms(9000));
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 3]);
+    assert_eq!(
+        entries(&log).last().unwrap(),
+        &("read at n0".into(), Some("after".into()))
+    );
+    assert!(s.clients_done());
+}
+
+/// n1 dies and is evicted, so n0 commits `new` alone; then n0 dies and n1 comes back, without
+/// `new`. What happens to partition 0 while n0 is down, and once it is back.
+fn last_in_sync_replica_dies(mutant: Option<&str>) -> Vec<(String, Option<String>)> {
+    let mut s = sim(mutant);
+    let log = Log::default();
+    spawn_writer(&mut s, 0, ms(0), "old", &log);
+    s.run_until(ms(1000));
+    s.crash(NodeId(1));
+    // n1's lease runs out at ~2.1 s; n0 then commits without it.
+    spawn_writer(&mut s, 0, ms(1000), "new", &log);
+    s.run_until(ms(4000));
+    assert_eq!(
+        entries(&log).last().unwrap(),
+        &("wrote new".into(), Some("new".into())),
+        "n0 commits alone once n1 is evicted"
+    );
+    s.crash(NodeId(0));
+    s.restart(NodeId(1));
+    spawn_reader(&mut s, 2, ms(4000), "read while n0 is down", &log);
+    s.run_until(ms(9000));
+    s.restart(NodeId(0));
+    spawn_reader(&mut s, 2, ms(9000), "read once n0 is back", &log);
+    s.run_until(ms(14_000));
+    assert!(s.clients_done());
+    entries(&log)
+}
+
+/// The partition's last in-sync replica holds a write no other replica has: while it is down
+/// the partition serves nothing, and once it is back the write is there.
+#[test]
+fn a_partition_waits_for_its_last_in_sync_replica() {
+    assert_eq!(
+        last_in_sync_replica_dies(None),
+        vec![
+            ("wrote old".into(), Some("old".into())),
+            ("wrote new".into(), Some("new".into())),
+            ("read once n0 is back".into(), Some("new".into())),
+        ]
+    );
+}
+
+/// `promote-out-of-sync` promotes n1, which missed `new`, when the last in-sync replica n0
+/// dies: a committed write is lost, and stays lost once n0 is back (it copies n1's state).
+#[test]
+fn promoting_a_replica_out_of_sync_loses_a_committed_write() {
+    assert_eq!(
+        last_in_sync_replica_dies(Some("promote-out-of-sync")),
+        vec![
+            ("wrote old".into(), Some("old".into())),
+            ("wrote new".into(), Some("new".into())),
+            ("read while n0 is down".into(), Some("old".into())),
+            ("read once n0 is back".into(), Some("old".into())),
+        ]
+    );
+}
