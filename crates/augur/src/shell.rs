@@ -15,8 +15,9 @@
 //! pipe, commands are read line by line with no prompt. A pasted block of lines runs as its
 //! commands, one after another, and lines typed while a request is in flight wait their turn.
 //! An error (an unknown command, a node that is down, an abort) is printed and the session goes
-//! on; an abort's reason is shown in words. Read from a pipe, the shell exits with a non-zero
-//! status when any command failed. A transaction left idle longer than the cluster keeps one
+//! on, on a new connection when the node went away (to it or another node); an abort's reason
+//! is shown in words. Read from a pipe, the shell exits with a non-zero status when any command
+//! failed. A transaction left idle longer than the cluster keeps one
 //! (`idle_txn_timeout_ms`) is reported as rolled back before the next command, which is not run.
 //!
 //! `exec WORKLOAD/PROCEDURE ARGS` ships one of the workloads' registered procedures as a
@@ -31,7 +32,7 @@ use augur_client::{
     Attempt, HistoryRecorder, Outcome, ProcedureCatalog, Session, Speculation, Txn, TxnError,
     execute_one_shot,
 };
-use augur_runtime::tcp::TcpTransport;
+use augur_runtime::tcp::{ClientConfig, TcpTransport};
 use augur_types::history::Op;
 use augur_types::{ArgsFormat, Key, NodeId, ProcedureCall, Value};
 use augur_workloads::Catalog;
@@ -123,10 +124,62 @@ impl Lines {
     }
 }
 
-/// Run the shell against the cluster at `config`, coordinated by node `node` (default 0).
+/// How long the shell tries to reach a node again after its own stopped answering.
+const RECONNECT_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Why a command failed.
+enum Failed {
+    /// Said to the user; the session goes on.
+    Said(String),
+    /// The node stopped answering: said to the user, and the shell connects again.
+    NodeLost(String),
+}
+
+impl From<String> for Failed {
+    fn from(said: String) -> Failed {
+        Failed::Said(said)
+    }
+}
+
+impl From<&str> for Failed {
+    fn from(said: &str) -> Failed {
+        Failed::Said(said.to_string())
+    }
+}
+
+/// Connect to `first`, or, unless `only_first`, to any other node of the cluster, trying them
+/// in turn until one answers or [`RECONNECT_PATIENCE`] ran out.
+async fn connect(
+    cluster: &Cluster,
+    clients: &ClientConfig,
+    first: NodeId,
+    only_first: bool,
+) -> anyhow::Result<(NodeId, TcpTransport)> {
+    let others = cluster.placement.nodes().filter(|n| *n != first);
+    let order: Vec<NodeId> = std::iter::once(first).chain(others).collect();
+    let order = if only_first { &order[..1] } else { &order[..] };
+    let start = Instant::now();
+    let mut last = None;
+    for node in order.iter().cycle() {
+        match cluster.connect(clients, *node).await {
+            Ok(transport) => return Ok((*node, transport)),
+            Err(e) if e.downcast_ref::<crate::BadInput>().is_some() => return Err(e),
+            Err(e) => last = Some(e),
+        }
+        if only_first || start.elapsed() > RECONNECT_PATIENCE {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(last.expect("a connection was tried"))
+}
+
+/// Run the shell against the cluster at `config`, coordinated by node `node` (default 0, or
+/// the first node that answers). When its node stops answering, the shell says so, drops the
+/// open transaction and connects again, to the same node or another.
 pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
     let cluster = Cluster::load(config)?;
-    let home = NodeId(node.unwrap_or(0));
+    let mut home = NodeId(node.unwrap_or(0));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -134,74 +187,100 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
         // Recorded, so that `exec` can show what the node's run of a procedure read and wrote.
         let recorder = HistoryRecorder::new();
         let clients = cluster.client_config(REQUEST_TIMEOUT)?;
-        let session = Session::recorded(cluster.connect(&clients, home).await?, recorder.clone());
         let mut lines = Lines::open()?;
         // How long the nodes keep a transaction that hears nothing from its client.
         let idle_limit = cluster.options.idle_txn_timeout;
-        if lines.is_terminal() {
-            println!(
-                "connected to node {home} of cluster {} ({}); `help` lists the commands",
-                cluster.identity.cluster_id, cluster.protocol.name
-            );
-        }
-        let mut txn: Option<Txn<'_, TcpTransport>> = None;
-        // When the open transaction last sent the node a request.
-        let mut last_request = Instant::now();
         let mut failed = 0usize;
-        loop {
-            let prompt = if txn.is_some() { "augur*> " } else { "augur> " };
-            let Some(line) = lines.next(prompt)? else {
-                break;
-            };
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let idle = last_request.elapsed();
-            if txn.is_some() && idle > idle_limit && !words.is_empty() {
-                // The node has rolled it back; running the command now would do something else
-                // (a `put` outside a transaction commits at once).
-                txn = None;
-                failed += 1;
+        let mut reconnecting = false;
+        'connected: loop {
+            // A node named on the command line is the only one tried at first.
+            let only_first = node.is_some() && !reconnecting;
+            let (at, transport) = connect(&cluster, &clients, home, only_first).await?;
+            home = at;
+            let session = Session::recorded(transport, recorder.clone());
+            if reconnecting {
+                println!("connected to node {home}");
+            } else if lines.is_terminal() {
                 println!(
-                    "error: the open transaction sat idle for {} s, longer than the cluster keeps \
-                     an idle transaction ({} s: `idle_txn_timeout_ms` in the cluster file's \
-                     [options]); the node rolled it back, so '{}' was not run: begin again",
-                    idle.as_secs(),
-                    idle_limit.as_secs_f64(),
-                    line.trim()
+                    "connected to node {home} of cluster {} ({}); `help` lists the commands",
+                    cluster.identity.cluster_id, cluster.protocol.name
                 );
-                continue;
             }
-            let result = match words.as_slice() {
-                [] => Ok(String::new()),
-                ["quit" | "exit"] => break,
-                ["help"] => Ok(HELP.to_string()),
-                ["exec", ..] => exec(&session, &recorder, txn.is_some(), &line).await,
-                _ => step(&session, &mut txn, &line).await,
-            };
-            // Only these reach the node (a `put` or `del` in a transaction waits for the commit).
-            if matches!(
-                words.as_slice(),
-                ["begin" | "get" | "commit" | "abort" | "exec", ..]
-            ) {
-                last_request = Instant::now();
-            }
-            match result {
-                Ok(out) if out.is_empty() => {}
-                Ok(out) => println!("{out}"),
-                Err(e) => {
+            let mut txn: Option<Txn<'_, TcpTransport>> = None;
+            // When the open transaction last sent the node a request.
+            let mut last_request = Instant::now();
+            loop {
+                let prompt = if txn.is_some() { "augur*> " } else { "augur> " };
+                let Some(line) = lines.next(prompt)? else {
+                    break;
+                };
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let idle = last_request.elapsed();
+                if txn.is_some() && idle > idle_limit && !words.is_empty() {
+                    // The node has rolled it back; running the command now would do something
+                    // else (a `put` outside a transaction commits at once).
+                    txn = None;
                     failed += 1;
-                    println!("error: {e}");
+                    println!(
+                        "error: the open transaction sat idle for {} s, longer than the cluster \
+                         keeps an idle transaction ({} s: `idle_txn_timeout_ms` in the cluster \
+                         file's [options]); the node rolled it back, so '{}' was not run: begin \
+                         again",
+                        idle.as_secs(),
+                        idle_limit.as_secs_f64(),
+                        line.trim()
+                    );
+                    continue;
+                }
+                let result = match words.as_slice() {
+                    [] => Ok(String::new()),
+                    ["quit" | "exit"] => break,
+                    ["help"] => Ok(HELP.to_string()),
+                    ["exec", ..] => exec(&session, &recorder, txn.is_some(), &line).await,
+                    _ => step(&session, &mut txn, &line).await,
+                };
+                // Only these reach the node (a `put` or `del` in a transaction waits for the
+                // commit).
+                if matches!(
+                    words.as_slice(),
+                    ["begin" | "get" | "commit" | "abort" | "exec", ..]
+                ) {
+                    last_request = Instant::now();
+                }
+                match result {
+                    Ok(out) if out.is_empty() => {}
+                    Ok(out) => println!("{out}"),
+                    Err(Failed::Said(e)) => {
+                        failed += 1;
+                        println!("error: {e}");
+                    }
+                    Err(Failed::NodeLost(e)) => {
+                        failed += 1;
+                        println!("error: {e}");
+                        if txn.is_some() {
+                            println!(
+                                "the open transaction went with the node (a commit already \
+                                 sent may have taken effect): begin again"
+                            );
+                        }
+                        println!("node {home} does not answer: connecting again");
+                        reconnecting = true;
+                        continue 'connected;
+                    }
+                }
+                if matches!(words.as_slice(), ["begin", ..]) && txn.is_some() && lines.is_terminal()
+                {
+                    println!(
+                        "(the cluster rolls back a transaction idle for more than {} s)",
+                        idle_limit.as_secs_f64()
+                    );
                 }
             }
-            if matches!(words.as_slice(), ["begin", ..]) && txn.is_some() && lines.is_terminal() {
-                println!(
-                    "(the cluster rolls back a transaction idle for more than {} s)",
-                    idle_limit.as_secs_f64()
-                );
+            if let Some(open) = txn.take() {
+                open.abort().await;
+                println!("rolled back the open transaction");
             }
-        }
-        if let Some(open) = txn.take() {
-            open.abort().await;
-            println!("rolled back the open transaction");
+            break;
         }
         // A script fed through a pipe learns from the exit status that something failed.
         if failed > 0 && !lines.is_terminal() {
@@ -223,10 +302,13 @@ fn show(value: Option<Value>) -> String {
 }
 
 /// An error of a transaction, in words.
-fn explain(e: TxnError) -> String {
+fn explain(e: TxnError) -> Failed {
     match e {
-        TxnError::Aborted(reason) => format!("aborted: {} ({reason})", reason.describe()),
-        other => other.to_string(),
+        TxnError::Aborted(reason) => {
+            Failed::Said(format!("aborted: {} ({reason})", reason.describe()))
+        }
+        TxnError::Unavailable(_) => Failed::NodeLost(e.to_string()),
+        other => Failed::Said(other.to_string()),
     }
 }
 
@@ -235,7 +317,7 @@ async fn step<'s>(
     session: &'s Session<TcpTransport>,
     txn: &mut Option<Txn<'s, TcpTransport>>,
     line: &str,
-) -> Result<String, String> {
+) -> Result<String, Failed> {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
         ["begin"] | ["begin", "read-only"] => {
@@ -295,12 +377,10 @@ async fn step<'s>(
             open.abort().await;
             Ok("rolled back".into())
         }
-        [verb, ..] if ["begin", "get", "put", "del", "commit", "abort"].contains(verb) => Err(
-            format!("'{}': wrong arguments; `help` shows the forms", line.trim()),
-        ),
-        [verb, ..] => Err(format!(
-            "unknown command '{verb}'; `help` lists the commands"
-        )),
+        [verb, ..] if ["begin", "get", "put", "del", "commit", "abort"].contains(verb) => {
+            Err(format!("'{}': wrong arguments; `help` shows the forms", line.trim()).into())
+        }
+        [verb, ..] => Err(format!("unknown command '{verb}'; `help` lists the commands").into()),
         [] => Ok(String::new()),
     }
 }
@@ -311,7 +391,7 @@ async fn exec(
     recorder: &HistoryRecorder,
     in_transaction: bool,
     line: &str,
-) -> Result<String, String> {
+) -> Result<String, Failed> {
     if in_transaction {
         return Err(
             "exec runs a transaction of its own: commit or abort the open one first".into(),
@@ -365,7 +445,7 @@ async fn exec(
 fn settle<T>(
     txn: &mut Option<Txn<'_, TcpTransport>>,
     result: Result<T, TxnError>,
-) -> Result<T, String> {
+) -> Result<T, Failed> {
     result.map_err(|e| {
         if matches!(e, TxnError::Aborted(_)) {
             *txn = None;

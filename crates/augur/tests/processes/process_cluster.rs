@@ -781,6 +781,48 @@ fn the_shell_reads_a_pipe_without_prompts() {
     assert!(!stdout.contains("augur>"), "no prompt on a pipe: {stdout}");
 }
 
+/// The shell's node dies between two commands: the next command fails with the reason, the
+/// shell connects to another node by itself, and the commands after it run there.
+#[test]
+fn the_shell_connects_again_when_its_node_dies() {
+    use std::io::{BufRead, BufReader};
+    let mut cluster = Cluster::start(3, 3);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_augur"))
+        .args(["shell", "--cluster"])
+        .arg(&cluster.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut next_line = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    };
+    stdin.write_all(b"put k v\n").unwrap();
+    assert!(next_line().starts_with("committed at"));
+    cluster.kill(0);
+    stdin.write_all(b"get k\nget k\n").unwrap();
+    drop(stdin);
+    let said: Vec<String> = (0..4).map(|_| next_line()).collect();
+    assert!(
+        said[0].starts_with("error: coordinator unavailable"),
+        "{said:?}"
+    );
+    assert_eq!(
+        said[1], "node n0 does not answer: connecting again",
+        "{said:?}"
+    );
+    assert!(said[2].starts_with("connected to node n"), "{said:?}");
+    assert_eq!(said[3], "\"v\"", "{said:?}");
+    let out = child.wait_with_output().unwrap();
+    // The failed command still counts for the exit status.
+    assert_eq!(out.status.code(), Some(1));
+}
+
 /// The Python interpreter that has the Python client's requirements (`scripts/python-client.sh`
 /// prints one), or `None` after saying the test is skipped. With `AUGUR_REQUIRE_PYTHON` set (CI
 /// sets it) a missing interpreter fails the test instead of skipping it.
