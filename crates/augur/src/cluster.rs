@@ -558,6 +558,110 @@ pub fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
     listeners.iter().map(|l| l.local_addr()).collect()
 }
 
+/// A client connection to a running cluster that follows the cluster when its node goes away.
+/// A request whose connection closed (the node died or restarted) fails as it would on a
+/// plain connection (`TransportError::Disconnected`: the transaction's outcome is the caller's
+/// to judge), and the connection moves to the next node that accepts one, its home node first
+/// (in case it is back already), then the others in turn. The client id is the new
+/// connection's from then on, so a history shows the moved client as a new session.
+/// `augur bench --cluster`'s clients use it, so that a run goes on through a node's death.
+pub struct FollowingTransport {
+    home: NodeId,
+    /// Whether the connection moves at all (a probe of one node's counters stays with it).
+    follows: bool,
+    /// Every node, with its address, in id order.
+    nodes: Vec<(NodeId, SocketAddr)>,
+    config: ClientConfig,
+    current: std::sync::Mutex<Arc<TcpTransport>>,
+    /// Held while one request moves the connection, so that requests failing together move
+    /// it once.
+    moving: tokio::sync::Mutex<()>,
+}
+
+impl FollowingTransport {
+    /// Connect to `home` (which must answer now); the connection moves when `follows`.
+    pub async fn connect(
+        cluster: &Cluster,
+        config: &ClientConfig,
+        home: NodeId,
+        follows: bool,
+    ) -> anyhow::Result<FollowingTransport> {
+        let first = cluster.connect(config, home).await?;
+        let nodes = cluster
+            .placement
+            .nodes()
+            .map(|n| cluster.node_addr(n).map(|addr| (n, addr)))
+            .collect::<Result<_, _>>()
+            .map_err(BadInput)?;
+        Ok(FollowingTransport {
+            home,
+            follows,
+            nodes,
+            config: config.clone(),
+            current: std::sync::Mutex::new(Arc::new(first)),
+            moving: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn current(&self) -> Arc<TcpTransport> {
+        self.current.lock().expect("transport lock").clone()
+    }
+
+    /// Replace `broken` (unless another request did already) with a connection to the first
+    /// node that accepts one: home first, then the others in id order. None does: `broken`
+    /// stays, and the next request tries again.
+    async fn move_from(&self, broken: &Arc<TcpTransport>) {
+        let _moving = self.moving.lock().await;
+        if !Arc::ptr_eq(&self.current(), broken) {
+            return;
+        }
+        let home_first = self
+            .nodes
+            .iter()
+            .filter(|(n, _)| *n == self.home)
+            .chain(self.nodes.iter().filter(|(n, _)| *n != self.home));
+        for (node, addr) in home_first {
+            if let Ok(fresh) = TcpTransport::connect(*addr, *node, &self.config).await {
+                *self.current.lock().expect("transport lock") = Arc::new(fresh);
+                return;
+            }
+        }
+    }
+}
+
+impl augur_client::Transport for FollowingTransport {
+    fn client_id(&self) -> augur_types::ClientId {
+        self.current().client_id()
+    }
+
+    fn call(
+        &self,
+        op: augur_types::ClientOp,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<augur_types::ClientReply, augur_contract::TransportError>,
+    > {
+        Box::pin(async move {
+            let transport = self.current();
+            let reply = transport.call(op).await;
+            if self.follows
+                && let Err(augur_contract::TransportError::Disconnected(_)) = &reply
+            {
+                self.move_from(&transport).await;
+            }
+            reply
+        })
+    }
+
+    fn now(&self) -> Duration {
+        self.current().now()
+    }
+
+    fn sleep(&self, d: Duration) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(tokio::time::sleep(d))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

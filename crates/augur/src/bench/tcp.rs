@@ -6,13 +6,14 @@ use super::run::drive;
 use crate::BadInput;
 use crate::bench_options::{BenchConfig, ProtocolSpec};
 use crate::cluster::{
-    Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile, free_loopback_addrs, node_threads,
+    Cluster, ClusterFile, FollowingTransport, NodeEntry, OptionsFile, SecurityFile,
+    free_loopback_addrs, node_threads,
 };
 use crate::interrupt;
 use crate::report::ProtocolResult;
 use augur_client::{Outcome, Session, run_with_retry};
 use augur_protocols::registry;
-use augur_runtime::tcp::{ClientConfig, TcpTransport};
+use augur_runtime::tcp::ClientConfig;
 use augur_runtime::wal::LogStorage;
 use augur_types::{Key, NodeId, RequestForm, Value};
 use augur_workloads::Observe;
@@ -157,7 +158,7 @@ fn claim_the_clusters_bench_data(
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let transport = connect_with_retry(cluster, clients, home).await?;
+        let transport = connect_with_retry(cluster, clients, home, true).await?;
         // The read goes in the form the protocol takes reads in; the note is a blind write,
         // which every protocol takes interactively.
         let form = if info.reads_only_one_shot() {
@@ -206,18 +207,19 @@ fn drive_cluster(
         .enable_all()
         .build()?;
     let stats = runtime.block_on(async {
+        // Clients follow the cluster when their node dies; probes read one node's counters.
         let mut transports = Vec::new();
         for &home in &config.client_nodes {
             for _ in 0..config.clients_per_node {
-                let t = connect_with_retry(cluster, clients, home).await?;
+                let t = connect_with_retry(cluster, clients, home, true).await?;
                 transports.push((home, t));
             }
         }
         let mut probes = Vec::new();
         for node in config.placement.nodes() {
-            probes.push(connect_with_retry(cluster, clients, node).await?);
+            probes.push(connect_with_retry(cluster, clients, node, false).await?);
         }
-        let loader = |home: NodeId| connect_with_retry(cluster, clients, home);
+        let loader = |home: NodeId| connect_with_retry(cluster, clients, home, true);
         drive(config, spec, info, transports, probes, loader).await
     })?;
     Ok(Ok(ProtocolResult::new(info, spec, config, stats)))
@@ -228,10 +230,11 @@ async fn connect_with_retry(
     cluster: &Cluster,
     clients: &ClientConfig,
     home: NodeId,
-) -> anyhow::Result<TcpTransport> {
+    follows: bool,
+) -> anyhow::Result<FollowingTransport> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match cluster.connect(clients, home).await {
+        match FollowingTransport::connect(cluster, clients, home, follows).await {
             Ok(t) => return Ok(t),
             Err(e) if Instant::now() >= deadline => {
                 anyhow::bail!("node {home} did not accept connections: {e}")

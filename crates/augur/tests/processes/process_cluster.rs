@@ -600,6 +600,48 @@ fn bench_drives_a_running_cluster_and_checks_it() {
     );
 }
 
+/// The node every client of `augur bench --cluster` connects to dies in the middle of the run:
+/// the clients move to the other nodes, the cluster fails its partitions over, and the run
+/// commits to its end with the bank's audit holding. The node comes back 2 s later: the
+/// transactions it coordinated and had prepared everywhere when it died stay in doubt until
+/// then (their decision is only in its log: 2PC's blocking window), and keep their keys.
+#[test]
+fn a_bench_goes_on_through_a_node_death() {
+    let mut cluster = Cluster::start(3, 3);
+    let out = cluster.dir.path().join("bench");
+    let bench = Command::new(env!("CARGO_BIN_EXE_augur"))
+        .args(["bench", "--workload", "bank", "--check", "--duration", "8"])
+        .args(["--warmup", "0.5", "--clients", "4", "--client-nodes", "1"])
+        .arg("--cluster")
+        .arg(&cluster.path)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    cluster.kill(1);
+    std::thread::sleep(Duration::from_secs(2));
+    let path = cluster.path.clone();
+    cluster.spawn(1, &path);
+    let output = bench.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let checks = summary["results"][0]["checks"].as_array().unwrap();
+    assert!(
+        !checks.is_empty() && checks.iter().all(|c| c["passed"] == true),
+        "{checks:?}"
+    );
+    // Commits in the run's last second, well after the death (per-second samples).
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    let last = samples.lines().last().unwrap();
+    let committed: u64 = last.split(',').nth(3).unwrap().parse().unwrap();
+    assert!(committed > 0, "nothing committed at the end:\n{samples}");
+}
+
 /// A child process on a pseudo-terminal: what it prints is collected, and lines are typed into
 /// it, as a person at a terminal would.
 #[cfg(target_os = "linux")]
