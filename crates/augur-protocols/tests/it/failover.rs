@@ -43,14 +43,23 @@ type Log = Arc<Mutex<Vec<(String, Duration, Option<Bytes>)>>>;
 /// How long a client keeps trying (every 50 ms) before it gives up.
 const PATIENCE: Duration = Duration::from_secs(4);
 
-/// From `home`, starting at `at` (simulated time), write `value` to `x` in one transaction, again after every
-/// abort (a lease not granted yet, a master being replaced) until it commits or `PATIENCE`
-/// ran out; log `name` and when it committed.
-fn spawn_writer(
+/// One transaction on `x`: write a value, or read.
+#[derive(Clone, Copy)]
+enum OnX {
+    Write(&'static str),
+    Read,
+}
+
+/// From `home`, starting at `at` (simulated time), run `op` in a transaction of its own, again
+/// 50 ms after every abort (a lease not granted yet, a master being replaced) until it ends
+/// (committed for a write, returned for a read) or `PATIENCE` ran out; log `name`, when, and
+/// the value written or read (nothing when it never ended).
+fn spawn_on_x(
     s: &mut Simulation<ClockSiRep>,
     home: u32,
     at: Duration,
-    value: &'static str,
+    name: String,
+    op: OnX,
     log: &Log,
 ) {
     let log = log.clone();
@@ -60,38 +69,19 @@ fn spawn_writer(
         let session = Session::new(t);
         let start = session.transport().now();
         while session.transport().now() < start + PATIENCE {
-            let mut txn = session.begin(false).await.unwrap();
-            txn.write(x(), Some(Bytes::from_static(value.as_bytes())))
-                .unwrap();
-            match txn.commit().await {
-                Ok(_) => {
-                    let when = session.transport().now();
-                    let wrote = Some(Bytes::from_static(value.as_bytes()));
-                    log.lock()
-                        .unwrap()
-                        .push((format!("wrote {value}"), when, wrote));
-                    return;
+            let ended = match op {
+                OnX::Write(value) => {
+                    let value = Some(Bytes::from_static(value.as_bytes()));
+                    let mut txn = session.begin(false).await.unwrap();
+                    txn.write(x(), value.clone()).unwrap();
+                    txn.commit().await.map(|_| value)
                 }
-                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
-                Err(other) => panic!("writing {value}: {other}"),
-            }
-        }
-    });
-}
-
-/// From `home`, starting at `at` (simulated time), read `x`, again after every abort until a read returns or
-/// `PATIENCE` ran out; log `name`, when and what it read (nothing logged when no read returned).
-fn spawn_reader(s: &mut Simulation<ClockSiRep>, home: u32, at: Duration, name: &str, log: &Log) {
-    let log = log.clone();
-    let name = name.to_string();
-    s.spawn_client(NodeId(home), move |t| async move {
-        let now = t.now();
-        t.sleep(at.saturating_sub(now)).await;
-        let session = Session::new(t);
-        let start = session.transport().now();
-        while session.transport().now() < start + PATIENCE {
-            let mut txn = session.begin(true).await.unwrap();
-            match txn.read(&x()).await {
+                OnX::Read => {
+                    let mut txn = session.begin(true).await.unwrap();
+                    txn.read(&x()).await
+                }
+            };
+            match ended {
                 Ok(value) => {
                     let when = session.transport().now();
                     log.lock().unwrap().push((name, when, value));
@@ -102,6 +92,27 @@ fn spawn_reader(s: &mut Simulation<ClockSiRep>, home: u32, at: Duration, name: &
             }
         }
     });
+}
+
+fn spawn_writer(
+    s: &mut Simulation<ClockSiRep>,
+    home: u32,
+    at: Duration,
+    value: &'static str,
+    log: &Log,
+) {
+    spawn_on_x(
+        s,
+        home,
+        at,
+        format!("wrote {value}"),
+        OnX::Write(value),
+        log,
+    );
+}
+
+fn spawn_reader(s: &mut Simulation<ClockSiRep>, home: u32, at: Duration, name: &str, log: &Log) {
+    spawn_on_x(s, home, at, name.to_string(), OnX::Read, log);
 }
 
 /// The master every live node believes partition 0 has.

@@ -788,17 +788,22 @@ fn the_shell_works_on_a_real_terminal() {
     assert!(status.success());
 }
 
-#[test]
-fn the_shell_reads_a_pipe_without_prompts() {
-    let cluster = Cluster::start(3, 3);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_augur"))
+/// `augur shell` on `cluster`, its standard streams piped.
+fn piped_shell(cluster: &Cluster) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_augur"))
         .args(["shell", "--cluster"])
         .arg(&cluster.path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn the_shell_reads_a_pipe_without_prompts() {
+    let cluster = Cluster::start(3, 3);
+    let mut child = piped_shell(&cluster);
     child
         .stdin
         .take()
@@ -829,14 +834,7 @@ fn the_shell_reads_a_pipe_without_prompts() {
 fn the_shell_connects_again_when_its_node_dies() {
     use std::io::{BufRead, BufReader};
     let mut cluster = Cluster::start(3, 3);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args(["shell", "--cluster"])
-        .arg(&cluster.path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped_shell(&cluster);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut next_line = || {
