@@ -1235,7 +1235,10 @@ mod tests {
         let e = parse_faults("partition-link", false, true).unwrap_err();
         assert!(e.contains("needs --network netns"), "{e}");
         let e = parse_faults("meteor", true, true).unwrap_err();
-        assert!(e.contains("valid faults: all, kill, pause"), "{e}");
+        assert!(
+            e.contains("valid faults: all, kill, kill-master, pause"),
+            "{e}"
+        );
     }
 
     #[test]
