@@ -844,6 +844,23 @@ fn the_shell_connects_again_when_its_node_dies() {
     };
     stdin.write_all(b"put k v\n").unwrap();
     assert!(next_line().starts_with("committed at"));
+    // Node 0 coordinated the put: were it killed before its commit message reached the other
+    // replicas, they would hold the write prepared, in doubt until node 0 came back (2PC's
+    // blocking window, docs/architecture/availability.md), and the read below would wait.
+    for node in ["1", "2"] {
+        let seen = (0..100).any(|_| {
+            let out = Command::new(env!("CARGO_BIN_EXE_augur"))
+                .args(["get", "k", "--node", node, "--cluster"])
+                .arg(&cluster.path)
+                .output()
+                .unwrap();
+            out.stdout == b"v\n" || {
+                std::thread::sleep(Duration::from_millis(20));
+                false
+            }
+        });
+        assert!(seen, "node {node} never saw the put");
+    }
     cluster.kill(0);
     stdin.write_all(b"get k\nget k\n").unwrap();
     drop(stdin);
