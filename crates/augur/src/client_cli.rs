@@ -101,9 +101,7 @@ pub fn run(config: &Path, node: Option<u32>, ops: &[Op]) -> anyhow::Result<Ended
         Some(id) => vec![NodeId(id)],
         None => {
             let placement = &cluster.placement;
-            let replicas = placement.replicas(placement.partition_of(&first.key()));
-            let others = placement.nodes().filter(|n| !replicas.contains(n));
-            replicas.iter().copied().chain(others).collect()
+            cluster.nodes_from(placement.replicas(placement.partition_of(&first.key())))
         }
     };
     let read_only = ops.iter().all(|op| matches!(op, Op::Get(_)));

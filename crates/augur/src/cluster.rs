@@ -526,6 +526,13 @@ impl Cluster {
         ))
     }
 
+    /// Every node of the cluster, `first` in its order, then the others in id order: the order
+    /// in which a client that lost its node tries the others.
+    pub fn nodes_from(&self, first: &[NodeId]) -> Vec<NodeId> {
+        let others = self.placement.nodes().filter(|n| !first.contains(n));
+        first.iter().copied().chain(others).collect()
+    }
+
     /// Open a client connection to node `home`. Every client of a running cluster (`augur
     /// get`, `put`, `shell`, `bench --cluster`) connects through here; the node assigns the
     /// connection its client id.
@@ -566,10 +573,10 @@ pub fn free_loopback_addrs(n: usize) -> std::io::Result<Vec<SocketAddr>> {
 /// connection's from then on, so a history shows the moved client as a new session.
 /// `augur bench --cluster`'s clients use it, so that a run goes on through a node's death.
 pub struct FollowingTransport {
-    home: NodeId,
     /// Whether the connection moves at all (a probe of one node's counters stays with it).
     follows: bool,
-    /// Every node, with its address, in id order.
+    /// Every node with its address, in the order tried when the connection moves: home first,
+    /// then the others in id order.
     nodes: Vec<(NodeId, SocketAddr)>,
     config: ClientConfig,
     current: std::sync::Mutex<Arc<TcpTransport>>,
@@ -588,13 +595,12 @@ impl FollowingTransport {
     ) -> anyhow::Result<FollowingTransport> {
         let first = cluster.connect(config, home).await?;
         let nodes = cluster
-            .placement
-            .nodes()
+            .nodes_from(&[home])
+            .into_iter()
             .map(|n| cluster.node_addr(n).map(|addr| (n, addr)))
             .collect::<Result<_, _>>()
             .map_err(BadInput)?;
         Ok(FollowingTransport {
-            home,
             follows,
             nodes,
             config: config.clone(),
@@ -615,12 +621,7 @@ impl FollowingTransport {
         if !Arc::ptr_eq(&self.current(), broken) {
             return;
         }
-        let home_first = self
-            .nodes
-            .iter()
-            .filter(|(n, _)| *n == self.home)
-            .chain(self.nodes.iter().filter(|(n, _)| *n != self.home));
-        for (node, addr) in home_first {
+        for (node, addr) in &self.nodes {
             if let Ok(fresh) = TcpTransport::connect(*addr, *node, &self.config).await {
                 *self.current.lock().expect("transport lock") = Arc::new(fresh);
                 return;

@@ -155,8 +155,7 @@ async fn connect(
     first: NodeId,
     only_first: bool,
 ) -> anyhow::Result<(NodeId, TcpTransport)> {
-    let others = cluster.placement.nodes().filter(|n| *n != first);
-    let order: Vec<NodeId> = std::iter::once(first).chain(others).collect();
+    let order = cluster.nodes_from(&[first]);
     let order = if only_first { &order[..1] } else { &order[..] };
     let start = Instant::now();
     let mut last = None;
@@ -192,7 +191,7 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
         let idle_limit = cluster.options.idle_txn_timeout;
         let mut failed = 0usize;
         let mut reconnecting = false;
-        'connected: loop {
+        loop {
             // A node named on the command line is the only one tried at first.
             let only_first = node.is_some() && !reconnecting;
             let (at, transport) = connect(&cluster, &clients, home, only_first).await?;
@@ -206,81 +205,14 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
                     cluster.identity.cluster_id, cluster.protocol.name
                 );
             }
-            let mut txn: Option<Txn<'_, TcpTransport>> = None;
-            // When the open transaction last sent the node a request.
-            let mut last_request = Instant::now();
-            loop {
-                let prompt = if txn.is_some() { "augur*> " } else { "augur> " };
-                let Some(line) = lines.next(prompt)? else {
-                    break;
-                };
-                let words: Vec<&str> = line.split_whitespace().collect();
-                let idle = last_request.elapsed();
-                if txn.is_some() && idle > idle_limit && !words.is_empty() {
-                    // The node has rolled it back; running the command now would do something
-                    // else (a `put` outside a transaction commits at once).
-                    txn = None;
-                    failed += 1;
-                    println!(
-                        "error: the open transaction sat idle for {} s, longer than the cluster \
-                         keeps an idle transaction ({} s: `idle_txn_timeout_ms` in the cluster \
-                         file's [options]); the node rolled it back, so '{}' was not run: begin \
-                         again",
-                        idle.as_secs(),
-                        idle_limit.as_secs_f64(),
-                        line.trim()
-                    );
-                    continue;
-                }
-                let result = match words.as_slice() {
-                    [] => Ok(String::new()),
-                    ["quit" | "exit"] => break,
-                    ["help"] => Ok(HELP.to_string()),
-                    ["exec", ..] => exec(&session, &recorder, txn.is_some(), &line).await,
-                    _ => step(&session, &mut txn, &line).await,
-                };
-                // Only these reach the node (a `put` or `del` in a transaction waits for the
-                // commit).
-                if matches!(
-                    words.as_slice(),
-                    ["begin" | "get" | "commit" | "abort" | "exec", ..]
-                ) {
-                    last_request = Instant::now();
-                }
-                match result {
-                    Ok(out) if out.is_empty() => {}
-                    Ok(out) => println!("{out}"),
-                    Err(Failed::Said(e)) => {
-                        failed += 1;
-                        println!("error: {e}");
-                    }
-                    Err(Failed::NodeLost(e)) => {
-                        failed += 1;
-                        println!("error: {e}");
-                        if txn.is_some() {
-                            println!(
-                                "the open transaction went with the node (a commit already \
-                                 sent may have taken effect): begin again"
-                            );
-                        }
-                        println!("node {home} does not answer: connecting again");
-                        reconnecting = true;
-                        continue 'connected;
-                    }
-                }
-                if matches!(words.as_slice(), ["begin", ..]) && txn.is_some() && lines.is_terminal()
-                {
-                    println!(
-                        "(the cluster rolls back a transaction idle for more than {} s)",
-                        idle_limit.as_secs_f64()
-                    );
+            let ended = converse(&session, &recorder, &mut lines, idle_limit, &mut failed).await?;
+            match ended {
+                Conversation::InputEnded => break,
+                Conversation::NodeLost => {
+                    println!("node {home} does not answer: connecting again");
+                    reconnecting = true;
                 }
             }
-            if let Some(open) = txn.take() {
-                open.abort().await;
-                println!("rolled back the open transaction");
-            }
-            break;
         }
         // A script fed through a pipe learns from the exit status that something failed.
         if failed > 0 && !lines.is_terminal() {
@@ -288,6 +220,96 @@ pub fn run(config: &Path, node: Option<u32>) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// How a conversation on one connection ended.
+enum Conversation {
+    /// No more input, or `quit`: the shell ends.
+    InputEnded,
+    /// The node stopped answering: the shell connects again.
+    NodeLost,
+}
+
+/// Run the commands `lines` gives on `session` until the input ends or the node is lost,
+/// counting the commands that failed in `failed`. An open transaction is rolled back at the
+/// end of the input, and goes with the node when it is lost.
+async fn converse(
+    session: &Session<TcpTransport>,
+    recorder: &HistoryRecorder,
+    lines: &mut Lines,
+    idle_limit: Duration,
+    failed: &mut usize,
+) -> anyhow::Result<Conversation> {
+    let mut txn: Option<Txn<'_, TcpTransport>> = None;
+    // When the open transaction last sent the node a request.
+    let mut last_request = Instant::now();
+    loop {
+        let prompt = if txn.is_some() { "augur*> " } else { "augur> " };
+        let Some(line) = lines.next(prompt)? else {
+            break;
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let idle = last_request.elapsed();
+        if txn.is_some() && idle > idle_limit && !words.is_empty() {
+            // The node has rolled it back; running the command now would do something else
+            // (a `put` outside a transaction commits at once).
+            txn = None;
+            *failed += 1;
+            println!(
+                "error: the open transaction sat idle for {} s, longer than the cluster keeps \
+                 an idle transaction ({} s: `idle_txn_timeout_ms` in the cluster file's \
+                 [options]); the node rolled it back, so '{}' was not run: begin again",
+                idle.as_secs(),
+                idle_limit.as_secs_f64(),
+                line.trim()
+            );
+            continue;
+        }
+        let result = match words.as_slice() {
+            [] => Ok(String::new()),
+            ["quit" | "exit"] => break,
+            ["help"] => Ok(HELP.to_string()),
+            ["exec", ..] => exec(session, recorder, txn.is_some(), &line).await,
+            _ => step(session, &mut txn, &line).await,
+        };
+        // Only these reach the node (a `put` or `del` in a transaction waits for the commit).
+        if matches!(
+            words.as_slice(),
+            ["begin" | "get" | "commit" | "abort" | "exec", ..]
+        ) {
+            last_request = Instant::now();
+        }
+        match result {
+            Ok(out) if out.is_empty() => {}
+            Ok(out) => println!("{out}"),
+            Err(Failed::Said(e)) => {
+                *failed += 1;
+                println!("error: {e}");
+            }
+            Err(Failed::NodeLost(e)) => {
+                *failed += 1;
+                println!("error: {e}");
+                if txn.is_some() {
+                    println!(
+                        "the open transaction went with the node (a commit already sent may \
+                         have taken effect): begin again"
+                    );
+                }
+                return Ok(Conversation::NodeLost);
+            }
+        }
+        if matches!(words.as_slice(), ["begin", ..]) && txn.is_some() && lines.is_terminal() {
+            println!(
+                "(the cluster rolls back a transaction idle for more than {} s)",
+                idle_limit.as_secs_f64()
+            );
+        }
+    }
+    if let Some(open) = txn.take() {
+        open.abort().await;
+        println!("rolled back the open transaction");
+    }
+    Ok(Conversation::InputEnded)
 }
 
 fn key(text: &str) -> Key {

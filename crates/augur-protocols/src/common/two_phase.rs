@@ -90,8 +90,12 @@ pub struct Copies {
     /// Master side: the partitions whose prepares wait for a copy to end.
     giving: BTreeMap<PartitionId, Giving>,
     /// Prepares that arrived at a partition being copied, in arrival order.
-    held: Vec<(TxnId, Timestamp, PreparedPartitions)>,
+    held: Vec<AsidePrepare>,
 }
+
+/// A prepare put aside to run again later (held for a copy, or waiting for a lease): the
+/// transaction, its snapshot and what it prepares.
+type AsidePrepare = (TxnId, Timestamp, PreparedPartitions);
 
 /// Reads and prepares that reached this node while it held no lease, though the
 /// configuration has it serve them. They wait for the next grant (the node asks at every
@@ -102,7 +106,7 @@ pub struct Copies {
 pub struct LeaseWaiters {
     /// In arrival order, with when each arrived.
     reads: Vec<(Timestamp, ReadRequest)>,
-    prepares: Vec<(Timestamp, TxnId, Timestamp, PreparedPartitions)>,
+    prepares: Vec<(Timestamp, AsidePrepare)>,
 }
 
 impl LeaseWaiters {
@@ -625,7 +629,7 @@ impl<P: Rules> TwoPhase for P {
         }
         if !core.broken.no_lease && !core.membership.serving(now) {
             // The master, but not leased (yet): certify once the next grant comes.
-            let waiting = (now, txn, snapshot, partitions);
+            let waiting = (now, (txn, snapshot, partitions));
             self.core_mut().lease_waiters.prepares.push(waiting);
             return;
         }
@@ -960,26 +964,23 @@ fn run_lease_waiters<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
         for (_, read) in reads {
             p.serve_read(ctx, read);
         }
-        for (_, txn, snapshot, partitions) in prepares {
+        for (_, (txn, snapshot, partitions)) in prepares {
             p.prepare(ctx, txn, snapshot, partitions);
         }
         return;
     }
     let patience = core.membership.lease_duration();
-    let overdue = |since: &Timestamp| now.since(*since) >= patience;
     let waiters = &mut core.lease_waiters;
-    let (late_reads, reads) = std::mem::take(&mut waiters.reads)
-        .into_iter()
-        .partition::<Vec<_>, _>(|(since, _)| overdue(since));
-    let (late_prepares, prepares) = std::mem::take(&mut waiters.prepares)
-        .into_iter()
-        .partition::<Vec<_>, _>(|(since, ..)| overdue(since));
-    waiters.reads = reads;
-    waiters.prepares = prepares;
+    let late_reads: Vec<_> = (waiters.reads)
+        .extract_if(.., |(since, _)| now.since(*since) >= patience)
+        .collect();
+    let late_prepares: Vec<_> = (waiters.prepares)
+        .extract_if(.., |(since, _)| now.since(*since) >= patience)
+        .collect();
     for (_, read) in late_reads {
         finish_read(p, ctx, read, Err(AbortReason::Reconfigured));
     }
-    for (_, txn, ..) in late_prepares {
+    for (_, (txn, ..)) in late_prepares {
         refuse(p, ctx, txn, AbortReason::Reconfigured);
     }
 }

@@ -704,12 +704,20 @@ impl Run<'_> {
             "kill -9 node {victim} (the placement's master of partition {partition}), down until every partition commits again"
         ));
         nodes.kill(victim.0 as usize);
+        let killed = Instant::now();
         let bound = Duration::from_secs_f64(self.args.failover_bound);
         let live: Vec<NodeId> = placement.nodes().filter(|n| *n != victim).collect();
-        let resumed = runtime.block_on(commit_everywhere(shared, &live, bound));
+        let resumed = runtime
+            .block_on(commit_everywhere(shared, &live, killed, bound))
+            .map_err(|last| {
+                anyhow::anyhow!(
+                    "no transaction writing every partition committed within {bound:?} (last: {last})"
+                )
+            });
+        // Restarted whatever happened, so that the run heals as after any other fault.
         nodes.spawn(&self.network, victim.0 as usize)?;
         nodes.wait_until_listening(victim.0 as usize)?;
-        let took = resumed.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let took = resumed?;
         timeline.say(&format!(
             "every partition committed again {:.2} s after the kill; node {victim} restarted",
             took.as_secs_f64()
@@ -720,14 +728,12 @@ impl Run<'_> {
     /// Inject one fault and heal it before returning; for `kill-master`, how long after the
     /// kill every partition committed again.
     fn inject(&self, kind: FaultKind, at: Injection<'_>) -> anyhow::Result<Option<Duration>> {
-        if kind == FaultKind::KillMaster {
-            return self.kill_master(at).map(Some);
-        }
         let Injection {
             nodes,
+            runtime,
+            shared,
             rng,
             timeline,
-            ..
         } = at;
         let n = nodes.len();
         let node = rng.random_range(0..n);
@@ -735,7 +741,16 @@ impl Run<'_> {
             Duration::from_secs_f64(rng.random_range(lo..=hi))
         };
         match kind {
-            FaultKind::KillMaster => unreachable!("kill-master is injected above"),
+            FaultKind::KillMaster => {
+                let at = Injection {
+                    nodes,
+                    runtime,
+                    shared,
+                    rng,
+                    timeline,
+                };
+                return self.kill_master(at).map(Some);
+            }
             FaultKind::Kill => {
                 let down = secs(rng, 0.2, 1.5);
                 timeline.say(&format!("kill -9 node {node}, down for {down:.1?}"));
@@ -913,26 +928,22 @@ impl RunObserver for Seen<'_> {
     }
 }
 
-/// After the heal: every node must coordinate a transaction writing to every partition within
-/// `bound`. Returns how long the slowest took. Its keys (`P/nemesis-probe`) are outside every
-/// workload's, and its session is not recorded.
-/// A transaction writing every partition, coordinated by each of `coordinators` in turn until
-/// one commits: how long that took, or an error after `bound`.
+/// Transactions writing every partition, coordinated by each of `coordinators` in turn, until
+/// one commits: how long after `since` it did, or, once `bound` after `since` has passed, the
+/// last attempt's error.
 async fn commit_everywhere(
     shared: &Shared,
     coordinators: &[NodeId],
+    since: Instant,
     bound: Duration,
 ) -> Result<Duration, String> {
-    let start = Instant::now();
     let mut last = String::from("no attempt");
     for node in coordinators.iter().cycle() {
-        if start.elapsed() > bound {
-            return Err(format!(
-                "no transaction writing every partition committed within {bound:?} (last: {last})"
-            ));
+        if since.elapsed() > bound {
+            return Err(last);
         }
         match probe_every_partition(shared, *node).await {
-            Ok(()) => return Ok(start.elapsed()),
+            Ok(()) => return Ok(since.elapsed()),
             Err(e) => {
                 last = format!("at node {node}: {e}");
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -942,8 +953,8 @@ async fn commit_everywhere(
     unreachable!("the coordinators are never empty")
 }
 
-/// One transaction, coordinated by `node`, writing a probe key (outside the workload's keys) in
-/// every partition.
+/// One transaction, coordinated by `node`, writing a probe key in every partition. Its keys
+/// (`P/nemesis-probe`) are outside every workload's, and its session is not recorded.
 async fn probe_every_partition(shared: &Shared, node: NodeId) -> Result<(), String> {
     let placement = &shared.cluster.placement;
     let transport = shared.connect(node).await?;
@@ -957,27 +968,18 @@ async fn probe_every_partition(shared: &Shared, node: NodeId) -> Result<(), Stri
     txn.commit().await.map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// After the heal: every node must coordinate a transaction writing to every partition within
+/// `bound`. Returns how long the slowest took.
 async fn recover(shared: &Shared, bound: Duration) -> Result<Duration, String> {
     let healed = Instant::now();
-    let placement = &shared.cluster.placement;
     let mut slowest = Duration::ZERO;
-    for node in placement.nodes() {
-        let mut last = String::from("no attempt");
-        loop {
-            if healed.elapsed() > bound {
-                return Err(format!(
-                    "node {node} did not commit within {bound:?} of the heal (last: {last})"
-                ));
-            }
-            match probe_every_partition(shared, node).await {
-                Ok(_) => break,
-                Err(e) => {
-                    last = e;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-        slowest = slowest.max(healed.elapsed());
+    for node in shared.cluster.placement.nodes() {
+        let took = commit_everywhere(shared, &[node], healed, bound)
+            .await
+            .map_err(|last| {
+                format!("node {node} did not commit within {bound:?} of the heal (last: {last})")
+            })?;
+        slowest = slowest.max(took);
     }
     Ok(slowest)
 }
