@@ -722,17 +722,11 @@ impl Protocol for ClockSiRep {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.core.membership.counters()
+        self.core.counters()
     }
 
     fn leftovers(&self) -> Vec<(&'static str, u64)> {
-        let mut left = self.core.membership.leftovers();
-        left.push((
-            "partition_copies_in_progress",
-            self.core.copies.in_progress(),
-        ));
-        left.push(("waiting_for_a_lease", self.core.lease_waiters.len()));
-        left
+        self.core.leftovers()
     }
 
     fn leader(&self) -> Option<NodeId> {
@@ -740,8 +734,6 @@ impl Protocol for ClockSiRep {
     }
 
     fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
-        let config = self.core.config();
-        (self.core.membership.active() && (partition.0 as usize) < config.partition_count())
-            .then(|| config.master(partition))
+        self.core.master_of(partition)
     }
 }

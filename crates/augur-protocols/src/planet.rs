@@ -16,6 +16,9 @@
 //! exactly like a prepared one, so the execution is `clocksi-rep`'s with a speculative commit at
 //! local certification. The next transaction of a client flow depends on its speculatively
 //! committed predecessor: it cannot final commit first, and aborts if the predecessor does.
+//!
+//! Fail-over is the engine's, as for `str`: on by default, `failover=off` keeps the placement's
+//! masters (`docs/architecture/availability.md`).
 
 use crate::protocol_info::SpeculationOffer;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
@@ -48,7 +51,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_reordering: true,
     },
     mutants: &[],
-    settings: &[],
+    settings: crate::str::SETTINGS,
     speculation: Some(SpeculationOffer {
         reads: <OneSpeculativeCommit as Flavor>::SPECULATIVE_READS,
         max_chain: <OneSpeculativeCommit as Flavor>::MAX_CHAIN,

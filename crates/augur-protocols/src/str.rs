@@ -53,6 +53,19 @@
 //! partition, dependencies and speculative outcomes are volatile: a client whose coordinator
 //! restarted learns that the outcome of its speculative commits is unknown.
 //!
+//! **Fail-over** is `clocksi-rep`'s (the engine's, [`crate::common::two_phase`]; on by default,
+//! `failover=off` keeps the placement's masters; `docs/architecture/availability.md`): masters,
+//! leases, epochs and copies come from the configuration. What STR adds is what *local* means:
+//! a key is local, read and local committed at its coordinator, only where the node is an
+//! **in-sync** replica of its partition; a replica out of sync treats the partition's keys as
+//! remote (through the cache partition), and a local commit counts as the coordinator's vote
+//! only at an in-sync replica. A new master's *master state* is the store, as for
+//! `clocksi-rep`: local-committed versions it holds as a former slave are prepare records like
+//! any other (their coordinator is asked about them at promotion). A transaction still waiting
+//! for votes on a partition whose configuration changed aborts (`reconfigured`) and takes its
+//! dependants with it; a local commit at a master that is copying the partition to a replica
+//! aborts too, since the copy would miss it.
+//!
 //! Like `clocksi-rep`, this module holds the paper's rules — visibility, certification, local
 //! commit, dependencies, final commit and cascading aborts — and fills in the hooks of
 //! [`Rules`]; serving reads, the masters' prepares and their replication, applying outcomes,
@@ -67,11 +80,11 @@
 //! partition and without OLC/FFC parking: the protocol §6.2 shows to break SPSI (Fig. 1 and 2).
 
 use crate::common::coordinator::{Pending, group_by_partition};
-use crate::common::membership::Epoch;
-use crate::common::replica::{self, ReadRequest, Record, Timer, Writes, replicas_of};
+use crate::common::membership::{self, Epoch};
+use crate::common::replica::{self, ReadRequest, Record, Timer, Writes};
 use crate::common::two_phase::{self, Certified, Conventions, Core, Rules, TwoPhase, Visible};
-use crate::protocol_info::SpeculationOffer;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
+use crate::protocol_info::{SettingInfo, SpeculationOffer};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::{KeyEntry, MvStore, VersionState};
 use augur_types::{AbortReason, ClientId, ClientOp, ClientReply, ClientRequest, Key, NodeId};
@@ -104,10 +117,17 @@ impl Flavor for Speculative {
 /// The `str` protocol.
 pub type Str = Engine<Speculative>;
 
-/// STR's speculative state (cache partitions, local commits, dependencies) has not been taught
-/// to follow a change of master yet: `str` and `planet` keep the placement's masters, as with
-/// `failover=off` (docs/architecture/availability.md).
-const FAILS_OVER: bool = false;
+/// `str` and `planet` follow the configuration: the masters, and which replicas count as
+/// local, come from it (docs/architecture/availability.md); `failover=off` keeps the
+/// placement's.
+const FAILS_OVER: bool = true;
+
+/// The protocol settings of `str` and `planet`: fail-over's.
+pub const SETTINGS: &[SettingInfo] = &[
+    membership::FAILOVER_SETTING,
+    membership::LEASE_SETTING,
+    membership::SKEW_SETTING,
+];
 
 /// `str`'s registry entry.
 pub const INFO: ProtocolInfo = ProtocolInfo {
@@ -124,7 +144,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_reordering: true,
     },
     mutants: MUTANTS,
-    settings: &[],
+    settings: SETTINGS,
     speculation: Some(SpeculationOffer {
         reads: <Speculative as Flavor>::SPECULATIVE_READS,
         max_chain: <Speculative as Flavor>::MAX_CHAIN,
@@ -356,6 +376,13 @@ impl<F: Flavor> Engine<F> {
         self.core.id()
     }
 
+    /// Whether this node holds an in-sync replica of `partition`: its keys are local (read,
+    /// certified and local committed here); the others' go through the cache partition. With
+    /// fail-over off, the placement's replicas.
+    fn local(&self, partition: PartitionId) -> bool {
+        self.core.config().is_in_sync(self.id(), partition)
+    }
+
     fn naive(&self) -> bool {
         self.mutant == Some(Mutant::NaiveSpeculativeReads)
     }
@@ -424,12 +451,12 @@ impl<F: Flavor> Engine<F> {
             snapshot: t.snapshot,
             speculative: t.speculative,
         };
-        let partition = self.core.env.placement.partition_of(&read.key);
-        if self.core.env.placement.replicates(self.id(), partition) {
+        let partition = self.core.partition_of(&read.key);
+        if self.local(partition) {
             return self.serve_read(ctx, read);
         }
-        // A non-local key: the cache partition first (§6.2), so a local unsafe transaction's
-        // writes are seen together.
+        // A non-local key (this node holds no in-sync replica of it): the cache partition
+        // first (§6.2), so a local unsafe transaction's writes are seen together.
         let last_reader = self.cache_readers.entry(read.key.clone()).or_default();
         *last_reader = (*last_reader).max(read.snapshot);
         if read.speculative
@@ -513,12 +540,17 @@ impl<F: Flavor> Engine<F> {
     fn local_commit(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, writes: Writes) {
         let t = self.coordinated.get(&txn).expect("caller checked");
         let (snapshot, speculative) = (t.snapshot, t.speculative);
-        let placement = self.core.env.placement.clone();
-        let me = self.id();
-        let grouped = group_by_partition(&placement, writes);
+        let grouped = group_by_partition(&self.core.env.placement, writes);
+        if grouped.keys().any(|p| self.core.copy_holds_prepares(*p)) {
+            // This node masters a partition it is copying to a replica: what it installed now
+            // would miss the copy. Retried, the transaction runs at the epoch the copy ends in.
+            return self.abort_txn(ctx, txn, AbortReason::Reconfigured);
+        }
+        let local: BTreeSet<PartitionId> =
+            grouped.keys().copied().filter(|p| self.local(*p)).collect();
         let mut depends: Vec<TxnId> = Vec::new();
         for (p, writes) in &grouped {
-            let local = placement.replicates(me, *p);
+            let local = local.contains(p);
             for (key, _) in writes {
                 // Certifying a key reads its newest versions (or the cache's).
                 ctx.charge(Work::reads(1));
@@ -552,7 +584,7 @@ impl<F: Flavor> Engine<F> {
         let mut local_commit_ts = snapshot.next();
         let mut proposals: Vec<(PartitionId, Timestamp)> = Vec::new();
         for (p, writes) in &grouped {
-            if placement.replicates(me, *p) {
+            if local.contains(p) {
                 let ts = self.propose(ctx.now(), snapshot, writes);
                 local_commit_ts = local_commit_ts.max(ts);
                 proposals.push((*p, ts));
@@ -568,7 +600,7 @@ impl<F: Flavor> Engine<F> {
         let mut cached = Vec::new();
         for (p, writes) in &grouped {
             for (key, value) in writes {
-                if placement.replicates(me, *p) {
+                if local.contains(p) {
                     local_writes.push((key.clone(), value.clone()));
                 } else {
                     self.cache.entry(key.clone()).or_default().push(Cached {
@@ -594,9 +626,13 @@ impl<F: Flavor> Engine<F> {
             }
             dependency_state.push((*w, wt.min_olc(), wt.ffc));
         }
+        // A vote from every other replica in sync, at the partition's epoch now: a change of
+        // the epoch before they are all in aborts the transaction (`reconfigured`).
+        let me = self.id();
+        let config = self.core.config();
         let mut awaiting = BTreeSet::new();
         for p in grouped.keys() {
-            for &n in placement.replicas(*p) {
+            for &n in config.in_sync(*p) {
                 if n != me {
                     awaiting.insert((*p, n));
                 }
@@ -848,7 +884,7 @@ impl<F: Flavor> Engine<F> {
             self.core.replica.parked.remove(&id);
             self.uncache(id, &t.cached);
             if let Phase::LocalCommitted { partitions, .. } = &t.phase {
-                for node in replicas_of(&self.core.env.placement, partitions) {
+                for node in self.core.config().replicas_of(partitions) {
                     if node != self.id() {
                         ctx.send(node, Msg::Abort { txn: id });
                     }
@@ -1164,10 +1200,15 @@ impl<F: Flavor> Rules for Engine<F> {
         ctx: &mut Ctx<'_, Self>,
         txn: TxnId,
         partition: PartitionId,
-        _epoch: Epoch,
+        epoch: Epoch,
         from: NodeId,
         ts: Timestamp,
     ) {
+        // A transaction still running was prepared at the partition's epoch now: a change
+        // before its last vote aborts it (`reconfigured`).
+        if epoch != self.core.config().epoch(partition) {
+            return;
+        }
         let Some(t) = self.coordinated.get_mut(&txn) else {
             return;
         };
@@ -1187,6 +1228,30 @@ impl<F: Flavor> Rules for Engine<F> {
 
     fn abort_coordinated(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, reason: AbortReason) {
         self.abort_txn(ctx, txn, reason);
+    }
+
+    /// A transaction still waiting for votes on a partition whose configuration changed was
+    /// prepared against replicas that may no longer be the partition's: it aborts (with its
+    /// dependants), to be retried. One with every vote in commits as it would have: the
+    /// replicas in sync now are among those that voted, or were copied after it resolved.
+    fn reconfigured(&mut self, ctx: &mut Ctx<'_, Self>, changed: &[PartitionId]) {
+        let mut hit: Vec<TxnId> = self
+            .coordinated
+            .iter()
+            .filter(|(_, t)| match &t.phase {
+                Phase::LocalCommitted {
+                    awaiting,
+                    partitions,
+                    ..
+                } => !awaiting.is_empty() && partitions.iter().any(|p| changed.contains(p)),
+                Phase::Executing | Phase::Certifying { .. } => false,
+            })
+            .map(|(txn, _)| *txn)
+            .collect();
+        hit.sort();
+        for txn in hit {
+            self.abort_txn(ctx, txn, AbortReason::Reconfigured);
+        }
     }
 
     fn commit_timed_out(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
@@ -1261,9 +1326,21 @@ impl<F: Flavor> Protocol for Engine<F> {
         self.start(ctx);
     }
 
+    fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        self.core.leftovers()
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.core.membership.leader()
+    }
+
+    fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
+        self.core.master_of(partition)
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
-        vec![
+        let mut counters = vec![
             ("speculative_reads", c.speculative_reads),
             ("parked_reads", c.parked_reads),
             ("spec_commits", c.spec_commits),
@@ -1275,7 +1352,9 @@ impl<F: Flavor> Protocol for Engine<F> {
             ("master_refusals", c.master_refusals),
             ("slave_evictions", c.slave_evictions),
             ("overrun_dependants", c.overrun_dependants),
-        ]
+        ];
+        counters.extend(self.core.counters());
+        counters
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {

@@ -246,6 +246,37 @@ impl<O, D: Clone> Core<O, D> {
             && (self.broken.no_lease || self.membership.serving(now))
     }
 
+    /// The configuration group's counters (none with fail-over off).
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.membership.counters()
+    }
+
+    /// What fail-over may leave behind on a node that should be quiet: configuration commands
+    /// not yet ordered, copies of partitions in progress, requests waiting for a lease.
+    pub fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        let mut left = self.membership.leftovers();
+        left.push(("partition_copies_in_progress", self.copies.in_progress()));
+        left.push(("waiting_for_a_lease", self.lease_waiters.len()));
+        left
+    }
+
+    /// Who masters `partition` in this node's configuration, when the configuration can
+    /// change (fail-over on); `None` for a partition out of range.
+    pub fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
+        let config = self.config();
+        (self.membership.active() && (partition.0 as usize) < config.partition_count())
+            .then(|| config.master(partition))
+    }
+
+    /// Whether this node masters `partition` and is copying it to a replica at a stage where
+    /// prepares wait: nothing may be installed there until the copy ends.
+    pub fn copy_holds_prepares(&self, partition: PartitionId) -> bool {
+        self.copies
+            .giving
+            .get(&partition)
+            .is_some_and(|g| g.stage.holds())
+    }
+
     /// The partition of `key`.
     pub fn partition_of(&self, key: &Key) -> PartitionId {
         self.env.placement.partition_of(key)
@@ -635,7 +666,7 @@ impl<P: Rules> TwoPhase for P {
         }
         if partitions
             .iter()
-            .any(|(p, _, _)| core.copies.giving.get(p).is_some_and(|g| g.stage.holds()))
+            .any(|(p, _, _)| core.copy_holds_prepares(*p))
         {
             // A copy of the partition is being made: the prepare waits for it to end.
             self.core_mut()

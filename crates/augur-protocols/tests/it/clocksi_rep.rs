@@ -2,7 +2,6 @@
 //! timing follows the latency matrix exactly.
 
 use augur_client::{Session, Transport, TxnError};
-use augur_contract::ProtocolOptions;
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_protocols::registry::{self, SettingError};
 use augur_runtime::sim::{SimConfig, Simulation};
@@ -17,8 +16,7 @@ fn sim(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<ClockSi
 }
 
 /// A simulation whose nodes get the protocol settings `settings`, and keep the placement's
-/// masters (`failover=off`): these scenarios are timed from the first millisecond, before any
-/// lease could be granted (fail-over has its own tests).
+/// masters ([`crate::common::static_masters`]).
 fn sim_with(
     profile: &str,
     dcs: usize,
@@ -31,12 +29,8 @@ fn sim_with(
         .truncated(dcs)
         .unwrap();
     let placement = Arc::new(Placement::ring(profile, nodes, rf).unwrap());
-    let mut settings = settings_map(settings);
-    settings.insert("failover".into(), "off".into());
-    let options = ProtocolOptions {
-        settings,
-        ..ProtocolOptions::default()
-    };
+    let mut options = crate::common::static_masters();
+    options.settings.extend(settings_map(settings));
     Simulation::new(placement, Arc::new(options), SimConfig::new(7))
 }
 
@@ -510,8 +504,9 @@ fn protocol_settings_are_validated_by_the_registry() {
     let err =
         registry::validate_settings("str", &settings_map(&[("precise_clock", "on")])).unwrap_err();
     assert!(
-        err.to_string()
-            .starts_with("unknown setting 'precise_clock' for protocol str; valid settings: log="),
+        err.to_string().starts_with(
+            "unknown setting 'precise_clock' for protocol str; valid settings: failover="
+        ),
         "{err}"
     );
 

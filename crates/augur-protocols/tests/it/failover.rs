@@ -1,8 +1,9 @@
-//! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, fail-over on, its
-//! default; `docs/architecture/availability.md`): a dead master replaced by its in-sync replica,
-//! a partition that waits for its last in-sync replica rather than lose what only that replica
-//! holds, and the mutant `promote-out-of-sync`, which does not wait and loses a committed
-//! write.
+//! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, and `str` for the
+//! engine's speculative flavour, fail-over on, their default;
+//! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica, a
+//! partition that waits for its last in-sync replica rather than lose what only that replica
+//! holds, and `clocksi-rep`'s mutant `promote-out-of-sync`, which does not wait and loses a
+//! committed write.
 //!
 //! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
 //! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
@@ -11,6 +12,7 @@
 use augur_client::{Session, Transport, TxnError};
 use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_protocols::str::Str;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::{Key, LatencyProfile, NodeId, PartitionId, Placement};
 use bytes::Bytes;
@@ -23,7 +25,7 @@ fn ms(n: u64) -> Duration {
 
 /// Three nodes on a LAN, two replicas per partition, fail-over on (the default), running
 /// `mutant` if given.
-fn sim(mutant: Option<&str>) -> Simulation<ClockSiRep> {
+fn sim<P: Protocol>(mutant: Option<&str>) -> Simulation<P> {
     let profile = LatencyProfile::named("lan").unwrap();
     let placement = Arc::new(Placement::ring(profile, 3, 2).unwrap());
     let options = ProtocolOptions {
@@ -54,8 +56,8 @@ enum OnX {
 /// 50 ms after every abort (a lease not granted yet, a master being replaced) until it ends
 /// (committed for a write, returned for a read) or `PATIENCE` ran out; log `name`, when, and
 /// the value written or read (nothing when it never ended).
-fn spawn_on_x(
-    s: &mut Simulation<ClockSiRep>,
+fn spawn_on_x<P: Protocol>(
+    s: &mut Simulation<P>,
     home: u32,
     at: Duration,
     name: String,
@@ -94,8 +96,8 @@ fn spawn_on_x(
     });
 }
 
-fn spawn_writer(
-    s: &mut Simulation<ClockSiRep>,
+fn spawn_writer<P: Protocol>(
+    s: &mut Simulation<P>,
     home: u32,
     at: Duration,
     value: &'static str,
@@ -111,12 +113,18 @@ fn spawn_writer(
     );
 }
 
-fn spawn_reader(s: &mut Simulation<ClockSiRep>, home: u32, at: Duration, name: &str, log: &Log) {
+fn spawn_reader<P: Protocol>(
+    s: &mut Simulation<P>,
+    home: u32,
+    at: Duration,
+    name: &str,
+    log: &Log,
+) {
     spawn_on_x(s, home, at, name.to_string(), OnX::Read, log);
 }
 
 /// The master every live node believes partition 0 has.
-fn masters_of_x(s: &Simulation<ClockSiRep>) -> Vec<Option<NodeId>> {
+fn masters_of_x<P: Protocol>(s: &Simulation<P>) -> Vec<Option<NodeId>> {
     (0..3)
         .map(NodeId)
         .filter(|n| s.is_up(*n))
@@ -137,7 +145,18 @@ fn entries(log: &Log) -> Vec<(String, Option<String>)> {
 
 #[test]
 fn a_dead_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
-    let mut s = sim(None);
+    dead_master_is_replaced::<ClockSiRep>();
+}
+
+/// STR's local commits and cache partition follow the configuration as `clocksi-rep`'s
+/// prepares do.
+#[test]
+fn a_dead_str_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
+    dead_master_is_replaced::<Str>();
+}
+
+fn dead_master_is_replaced<P: Protocol>() {
+    let mut s = sim::<P>(None);
     let log = Log::default();
     spawn_writer(&mut s, 0, ms(0), "before", &log);
     s.run_until(ms(1000));
@@ -178,8 +197,8 @@ fn a_dead_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
 
 /// n1 dies and is evicted, so n0 commits `new` alone; then n0 dies and n1 comes back, without
 /// `new`. What happens to partition 0 while n0 is down, and once it is back.
-fn last_in_sync_replica_dies(mutant: Option<&str>) -> Vec<(String, Option<String>)> {
-    let mut s = sim(mutant);
+fn last_in_sync_replica_dies<P: Protocol>(mutant: Option<&str>) -> Vec<(String, Option<String>)> {
+    let mut s = sim::<P>(mutant);
     let log = Log::default();
     spawn_writer(&mut s, 0, ms(0), "old", &log);
     s.run_until(ms(1000));
@@ -208,13 +227,25 @@ fn last_in_sync_replica_dies(mutant: Option<&str>) -> Vec<(String, Option<String
 #[test]
 fn a_partition_waits_for_its_last_in_sync_replica() {
     assert_eq!(
-        last_in_sync_replica_dies(None),
-        vec![
-            ("wrote old".into(), Some("old".into())),
-            ("wrote new".into(), Some("new".into())),
-            ("read once n0 is back".into(), Some("new".into())),
-        ]
+        last_in_sync_replica_dies::<ClockSiRep>(None),
+        last_in_sync_replica_keeps_its_write()
     );
+}
+
+#[test]
+fn an_str_partition_waits_for_its_last_in_sync_replica() {
+    assert_eq!(
+        last_in_sync_replica_dies::<Str>(None),
+        last_in_sync_replica_keeps_its_write()
+    );
+}
+
+fn last_in_sync_replica_keeps_its_write() -> Vec<(String, Option<String>)> {
+    vec![
+        ("wrote old".into(), Some("old".into())),
+        ("wrote new".into(), Some("new".into())),
+        ("read once n0 is back".into(), Some("new".into())),
+    ]
 }
 
 /// `promote-out-of-sync` promotes n1, which missed `new`, when the last in-sync replica n0
@@ -222,7 +253,7 @@ fn a_partition_waits_for_its_last_in_sync_replica() {
 #[test]
 fn promoting_a_replica_out_of_sync_loses_a_committed_write() {
     assert_eq!(
-        last_in_sync_replica_dies(Some("promote-out-of-sync")),
+        last_in_sync_replica_dies::<ClockSiRep>(Some("promote-out-of-sync")),
         vec![
             ("wrote old".into(), Some("old".into())),
             ("wrote new".into(), Some("new".into())),

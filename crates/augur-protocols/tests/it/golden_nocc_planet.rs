@@ -13,7 +13,6 @@
 
 use crate::common;
 
-use augur_contract::ProtocolOptions;
 use augur_protocols::common::at_coordinator::AtCoordinator;
 use augur_protocols::nocc::Nocc;
 use augur_protocols::planet::Planet;
@@ -121,7 +120,7 @@ fn planet_write_write_conflict_and_wait_die() {
 #[test]
 fn planet_speculative_commit_and_a_reader_that_waits() {
     let mut s =
-        common::traced_sim::<AtCoordinator<Planet>>("3dc", 2, 2, 2, ProtocolOptions::default());
+        common::traced_sim::<AtCoordinator<Planet>>("3dc", 2, 2, 2, common::static_masters());
     let (x, y) = (Key::numbered(1, 1), Key::numbered(0, 1));
     assert_replicas(&s, &x, &[1, 0]);
     assert_replicas(&s, &y, &[0, 1]);

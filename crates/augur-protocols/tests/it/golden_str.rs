@@ -16,7 +16,6 @@
 
 use crate::common;
 
-use augur_contract::ProtocolOptions;
 use augur_protocols::str::Str;
 use augur_runtime::sim::Simulation;
 use augur_types::Key;
@@ -24,8 +23,9 @@ use common::{Golden, Observed, Txn, assert_replicas, ms, scenarios, spawn_client
 
 const GOLDEN: Golden = Golden::new("golden_str", "str");
 
+/// The placement's masters from the first millisecond ([`common::static_masters`]).
 fn sim(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<Str> {
-    common::traced_sim(profile, dcs, nodes, rf, ProtocolOptions::default())
+    common::traced_sim(profile, dcs, nodes, rf, common::static_masters())
 }
 
 #[test]

@@ -36,13 +36,14 @@ enum Variant {
 }
 
 impl Variant {
+    /// The placement's masters from the first millisecond ([`crate::common::static_masters`]).
     fn options(self) -> ProtocolOptions {
         ProtocolOptions {
             mutant: match self {
                 Variant::Str => None,
                 Variant::Naive => Some("naive-speculative-reads".into()),
             },
-            ..ProtocolOptions::default()
+            ..crate::common::static_masters()
         }
     }
 }

@@ -80,6 +80,16 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// Options that keep the placement's masters (`failover=off`), for scenarios timed from the
+/// first millisecond: no configuration group runs and no lease is awaited (`failover.rs` and
+/// `golden_failover.rs` test fail-over itself). Protocols without fail-over ignore the setting.
+pub fn static_masters() -> ProtocolOptions {
+    ProtocolOptions {
+        settings: [("failover".to_string(), "off".to_string())].into(),
+        ..ProtocolOptions::default()
+    }
+}
+
 /// A simulation of `nodes` nodes on the first `dcs` data centres of latency profile `profile`
 /// (ring placement, replication factor `rf`), recording a trace from the start.
 pub fn traced_sim<P: Protocol>(

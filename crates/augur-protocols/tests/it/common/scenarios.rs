@@ -7,21 +7,15 @@
 //! golden test of every other protocol that runs one says what its trace shows.
 
 use super::two_sites::{self, x, y};
-use super::{Golden, Observed, Txn, assert_replicas, ms, spawn_client, traced_sim};
-use augur_contract::{Protocol, ProtocolOptions};
+use super::{Golden, Observed, Txn, assert_replicas, ms, spawn_client, static_masters, traced_sim};
+use augur_contract::Protocol;
 use augur_runtime::sim::Simulation;
 use augur_types::{Key, NodeId};
 
 /// The scenarios script what a protocol does with its placement's masters, from the first
-/// millisecond: fail-over is off (`failover=off`), so no configuration group runs and no
-/// lease is awaited (`golden_failover.rs` traces fail-over itself). Protocols without
-/// fail-over ignore the setting.
+/// millisecond ([`static_masters`]).
 fn sim<P: Protocol>(profile: &str, dcs: usize, nodes: usize, rf: usize) -> Simulation<P> {
-    let options = ProtocolOptions {
-        settings: [("failover".to_string(), "off".to_string())].into(),
-        ..ProtocolOptions::default()
-    };
-    traced_sim(profile, dcs, nodes, rf, options)
+    traced_sim(profile, dcs, nodes, rf, static_masters())
 }
 
 /// One partition, mastered by the coordinator (n0) and replicated to n1 on the same LAN. `T1`
