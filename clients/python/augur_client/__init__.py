@@ -30,6 +30,7 @@ from augur_client._client import (
     Status,
     Transaction,
 )
+from augur_client._cluster import DEFAULT_PATIENCE, Cluster
 from augur_client._errors import (
     NEVER_RETRIED,
     Aborted,
@@ -48,12 +49,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
+    "DEFAULT_PATIENCE",
     "DEFAULT_TIMEOUT",
     "NEVER_RETRIED",
     "Aborted",
     "AugurError",
     "Backoff",
     "Client",
+    "Cluster",
     "Committed",
     "Data",
     "DeadlineExceeded",

@@ -104,6 +104,12 @@ def _unavailable_advice(details: str) -> str:
     )
 
 
+def _never_connected(details: str) -> bool:
+    """Whether an UNAVAILABLE status says gRPC found no connection to the node to send the call
+    on (its words when no address could be connected to), rather than losing one mid-call."""
+    return "failed to connect to all addresses" in details.lower()
+
+
 def request_error(
     code: Optional[grpc.StatusCode],
     details: str,
@@ -117,6 +123,9 @@ def request_error(
     `code` and `details` (`timeout`: how long the client waited). A failed commit has an
     unknown outcome, unless the node refused it as a request."""
     details = (details or "").strip()
+    if code == grpc.StatusCode.UNAVAILABLE and _never_connected(details):
+        # gRPC fails a call this way before sending anything: nothing reached the node.
+        outcome_unknown = False
     said = f": {details}" if details else ""
     what = f"{operation} to {node}"
     cls: type[RequestError]

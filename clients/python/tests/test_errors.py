@@ -64,6 +64,15 @@ class Mapping(unittest.TestCase):
         e = error(grpc.StatusCode.INVALID_ARGUMENT, "bad", operation="commit", outcome_unknown=True)
         self.assertFalse(e.outcome_unknown)
         self.assertNotIn("unknown", str(e))
+        # Nor did one gRPC could not send: no connection to the node was made.
+        e = error(
+            grpc.StatusCode.UNAVAILABLE,
+            "failed to connect to all addresses; last error: Connection refused",
+            operation="Transact",
+            outcome_unknown=True,
+        )
+        self.assertFalse(e.outcome_unknown)
+        self.assertNotIn("unknown", str(e))
 
     def test_messages_say_what_to_do(self):
         cases = {

@@ -898,12 +898,14 @@ fn client_python(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The Python example through nodes 1, 2 and 0 (TLS and a token), what it wrote read back by
+/// `augur get`, and a `Cluster` that outlives its first node.
 #[test]
 fn the_python_client_transfers_and_reads_back_over_grpc() {
     let Some(python) = client_python("the_python_client_transfers_and_reads_back_over_grpc") else {
         return;
     };
-    let cluster = Cluster::start(3, 3);
+    let mut cluster = Cluster::start(3, 3);
     let example = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../clients/python/examples/transfer.py"
@@ -953,7 +955,40 @@ fn the_python_client_transfers_and_reads_back_over_grpc() {
     assert_ne!(code, Some(0));
     assert!(err.contains("less than 1000"), "{err}");
     assert_eq!(augur_get("acct:alice"), "45");
+    // Node 0 dies: a `Cluster` told to start there moves to another node, and its transfer
+    // commits once the partitions node 0 mastered have failed over.
+    cluster.kill(0);
+    let moved = Command::new(&python)
+        .arg("-c")
+        .arg(FOLLOWING_TRANSFER)
+        .arg(&cluster.path)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&moved.stdout),
+        String::from_utf8_lossy(&moved.stderr),
+    );
+    assert!(moved.status.success(), "{out}{err}");
+    assert!(out.starts_with("node 1 at "), "{out}{err}");
+    assert!(out.trim_end().ends_with("40 60"), "{out}{err}");
 }
+
+/// Move 5 from alice to bob through a `Cluster` that starts at node 0, then print the node it
+/// ended up at and both balances.
+const FOLLOWING_TRANSFER: &str = r#"
+import sys
+from augur_client import Cluster
+
+def move(txn):
+    alice, bob = int(txn.get("acct:alice")), int(txn.get("acct:bob"))
+    txn.put("acct:alice", str(alice - 5))
+    txn.put("acct:bob", str(bob + 5))
+
+with Cluster.from_cluster_file(sys.argv[1], node=0, timeout=10) as cluster:
+    cluster.run(move, attempts=20)
+    reads = cluster.transact(reads=["acct:alice", "acct:bob"]).reads
+    print(cluster.current.name, int(reads[b"acct:alice"]), int(reads[b"acct:bob"]))
+"#;
 
 /// A node must outlive a write to a connection its peer closed: with SIGPIPE at its default
 /// disposition the first such write killed it (the nemesis saw a node die so right after
