@@ -10,6 +10,7 @@ use augur_contract::Outcome;
 use augur_contract::TxnError;
 use augur_contract::{CommitStats, Procedure};
 use augur_types::{AbortReason, RequestForm};
+use std::time::Duration;
 
 /// What [`run_with_retry`] reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +29,18 @@ pub async fn run_with_retry<T: Transport>(
     procedure: &mut dyn Procedure,
     max_attempts: u32,
 ) -> RetryReport {
+    run_with_retry_paced(session, procedure, max_attempts, |_| Duration::ZERO).await
+}
+
+/// [`run_with_retry`] that waits `pause(n)` after the `n`th abort before the next attempt, so
+/// that attempts refused at once (a partition being reconfigured) outlast the refusals rather
+/// than burn out in a burst.
+pub async fn run_with_retry_paced<T: Transport>(
+    session: &Session<T>,
+    procedure: &mut dyn Procedure,
+    max_attempts: u32,
+    pause: impl Fn(u32) -> Duration,
+) -> RetryReport {
     let mut aborts = Vec::new();
     let mut attempts = 0;
     let _trying = session.trying_since(session.transport.now());
@@ -43,6 +56,10 @@ pub async fn run_with_retry<T: Transport>(
                         attempts,
                         aborts,
                     };
+                }
+                let wait = pause(attempts);
+                if !wait.is_zero() {
+                    session.transport.sleep(wait).await;
                 }
             }
             _ => {

@@ -8,7 +8,7 @@ use crate::report::RunStats;
 use augur_client::{
     Backoff, ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure,
     RetryPolicy, RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings,
-    run_with_retry,
+    run_with_retry, run_with_retry_paced,
 };
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
@@ -361,7 +361,8 @@ impl LoadQueue {
         async move {
             let next = || queue.lock().expect("load queue").next();
             while let Some(mut procedure) = next() {
-                let report = run_with_retry(&session, procedure.as_mut(), 100).await;
+                let report =
+                    run_with_retry_paced(&session, procedure.as_mut(), 100, load_pause).await;
                 if !matches!(report.outcome, Outcome::Committed { .. }) {
                     tracing::error!(
                         "loading the initial data failed: {}: {:?}",
@@ -373,6 +374,14 @@ impl LoadQueue {
             }
         }
     }
+}
+
+/// The wait after a load transaction's `aborts`th abort in a row: doubling from 1 ms to at most
+/// 100 ms, so that its attempts span seconds — a partition being reconfigured, or a node not yet
+/// leased, refuses at once, and retrying at once would spend every attempt in a few
+/// milliseconds. Load transactions write keys of their own, so waits need no jitter.
+fn load_pause(aborts: u32) -> Duration {
+    Duration::from_millis(1 << aborts.saturating_sub(1).min(7)).min(Duration::from_millis(100))
 }
 
 /// Run `audit` as one read-only procedure ([`AuditProcedure`]) in the session's request form
