@@ -290,7 +290,8 @@ class _Stream:
         self._replies: "queue.Queue[object]" = queue.Queue()
         self.closed = False
         self._call = client._stub.Session(self._pending(), metadata=client._metadata)
-        threading.Thread(target=self._read, name="augur-session", daemon=True).start()
+        self._reader = threading.Thread(target=self._read, name="augur-session", daemon=True)
+        self._reader.start()
 
     def _pending(self) -> Iterator[augur_pb2.SessionRequest]:
         while True:
@@ -351,11 +352,20 @@ class _Stream:
             outcome_unknown=committing,
         )
 
+    #: How long `close` waits for the reader thread to see the cancelled call end.
+    _READER_JOIN = 5.0
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             self._requests.put(_END)
             self._call.cancel()
+            # The reader holds the call's lock while it waits for a reply: left running, it
+            # can be frozen holding it when the interpreter exits, and the call's finalizer
+            # then waits for the lock for ever (a process that never ends). The cancelled
+            # call ends its iteration at once.
+            if threading.current_thread() is not self._reader:
+                self._reader.join(self._READER_JOIN)
 
 
 class Session:
