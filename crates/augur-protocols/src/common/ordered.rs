@@ -2644,11 +2644,8 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("values_pulled", c.values_pulled),
             ("sibling_waits", c.waits),
             ("runs_handed_off", c.handed_off),
-            ("batches_proposed", s.batches_proposed),
-            ("batches_reproposed", s.batches_reproposed),
-            ("batches_delivered", s.batches_delivered),
-            ("raft_entries_compacted", s.entries_compacted),
         ];
+        counters.extend(s.named());
         if S::SPECULATIVE {
             counters.extend([
                 ("speculative_commits", c.speculative_commits),

@@ -1552,11 +1552,8 @@ impl<R: Replication> Protocol for Replicated<R> {
             ("final_gap_us_total", c.final_gap_us_total),
             ("final_gaps", c.final_gaps),
             ("final_deliveries", c.final_deliveries),
-            ("batches_proposed", s.batches_proposed),
-            ("batches_reproposed", s.batches_reproposed),
-            ("batches_delivered", s.batches_delivered),
-            ("raft_entries_compacted", s.entries_compacted),
         ];
+        counters.extend(s.named());
         if R::SPECULATIVE {
             counters.extend([
                 ("forks", p.forks),

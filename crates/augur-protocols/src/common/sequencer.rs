@@ -53,7 +53,15 @@
 //! ([`Sequencer::compact_through`]): `common::ordered` cuts below the position every node of
 //! the cluster announced done and logged, so no node ever needs an entry that was cut. A node
 //! therefore never needs a Raft snapshot (the executors' state is spread over the partitions
-//! and rebuilt from each node's own log), and none is ever sent. A cut keeps the index and term
+//! and rebuilt from each node's own log), and none is ever sent. A leader may still *think* a
+//! follower needs one: its view of the follower is the last acknowledgement it received, and
+//! when acknowledgements were lost (a partition, a stalled node) it probes from there, below
+//! its own cut, where raft-rs asks for a snapshot. The sequencer sends an empty append at the
+//! cut instead; the follower, which holds the log up to it, answers how far it matches, and
+//! replication goes on from there. Symmetrically, a follower answers an append that starts
+//! below its commit index with that index, as raft-rs does, even when it has cut the entries
+//! the append carries. (Before both, such a follower was left without entries for good once
+//! the leader had cut past its stale view: the nemesis caught it after a partition.) A cut keeps the index and term
 //! of its last entry (raft-rs's snapshot metadata, with no data) and the once-only delivery
 //! state as of that entry, so a restart replays only the entries above the cut and skips the
 //! same batches every other node skipped. A node that stays down holds every other node's
@@ -125,6 +133,8 @@ const ELECTION_TICKS: usize = 10;
 const ELECTION_STAGGER: usize = 4;
 /// A batch not seen committed this many ticks after it was proposed is proposed again.
 const REPROPOSE_TICKS: u64 = 30;
+/// Ticks without a delivery, while batches of this node wait, before the node's log says so.
+const STALL_WARN_TICKS: u64 = 300;
 /// How many batch numbers one durable lease record covers.
 const SEQ_LEASE: u64 = 1 << 10;
 /// The most bytes of entries one append carries (raft-rs's flow control: it stops adding
@@ -250,8 +260,26 @@ pub struct SequencerCounters {
     pub batches_skipped: u64,
     pub raft_messages_refused: u64,
     pub raft_restarts: u64,
+    /// Snapshots raft-rs asked to send a follower, sent as a probe at the cut instead.
+    pub snapshots_replaced: u64,
     /// Entries cut from the log ([`Sequencer::compact_through`]).
     pub entries_compacted: u64,
+}
+
+impl SequencerCounters {
+    /// The counters as a node reports them (`augur bench`, `node_stats`).
+    pub fn named(&self) -> [(&'static str, u64); 8] {
+        [
+            ("batches_proposed", self.batches_proposed),
+            ("batches_reproposed", self.batches_reproposed),
+            ("batches_delivered", self.batches_delivered),
+            ("batches_skipped", self.batches_skipped),
+            ("raft_messages_refused", self.raft_messages_refused),
+            ("raft_restarts", self.raft_restarts),
+            ("raft_snapshots_replaced", self.snapshots_replaced),
+            ("raft_entries_compacted", self.entries_compacted),
+        ]
+    }
 }
 
 /// Where the Raft group's members are, and this node's place in it.
@@ -410,6 +438,8 @@ pub struct Sequencer<T> {
     storage: MemStorage,
     /// Raft ticks since start (the sequencer's clock for re-proposals).
     ticks: u64,
+    /// The tick of the last delivery, or of the last stall warning, whichever is later.
+    progress_tick: u64,
     /// Submitted here since the last epoch.
     pending: Vec<T>,
     /// This node's batches proposed and not yet seen committed: when each was last proposed.
@@ -511,6 +541,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
             raft,
             storage,
             ticks: 0,
+            progress_tick: 0,
             pending: Vec::new(),
             in_flight: BTreeMap::new(),
             next_seq: reserved,
@@ -619,6 +650,40 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         self.counters
     }
 
+    /// Where this node's Raft stands, for an operator: its role, term and leader, how far its
+    /// log reaches, is committed, delivered and cut, and, at a leader, each follower's progress.
+    pub fn status(&self) -> String {
+        let r = &self.raft.raft;
+        let log = &r.raft_log;
+        let leader = node_of(r.leader_id).map_or("none".to_string(), |n| n.to_string());
+        let mut status = format!(
+            "{:?} in term {}, leader {leader}; log {}..={}, committed {}, delivered {}; {} batches of this node unordered; {} Raft messages refused",
+            r.state,
+            r.term,
+            log.first_index(),
+            log.last_index(),
+            log.committed,
+            self.applied,
+            self.in_flight.len(),
+            self.counters.raft_messages_refused,
+        );
+        if r.state == StateRole::Leader {
+            for (id, pr) in r.prs().iter() {
+                if *id != r.id {
+                    let node = node_of(*id).map_or(id.to_string(), |n| n.to_string());
+                    status.push_str(&format!(
+                        "; {node}: {:?}, matched {}, next {}{}",
+                        pr.state,
+                        pr.matched,
+                        pr.next_idx,
+                        if pr.paused { ", paused" } else { "" }
+                    ));
+                }
+            }
+        }
+        status
+    }
+
     /// A timer fired; returns the batches it committed, in order.
     pub fn on_timer<P: Protocol>(
         &mut self,
@@ -638,6 +703,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                     Ok(())
                 });
                 self.repropose();
+                self.warn_if_stalled();
                 ctx.set_timer(RAFT_TICK, SequencerTimer::Tick.into());
             }
             SequencerTimer::Epoch => {
@@ -681,6 +747,11 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         let log = &self.raft.raft.raft_log;
         match MessageType::from_i32(m.msg_type) {
             Some(MessageType::MsgHeartbeat) => m.commit <= log.last_index(),
+            // An append starting below this node's commit index is answered with that index and
+            // nothing else looked at (raft-rs's rule; a leader whose view of this follower is
+            // stale sends one, perhaps of entries this node has cut since): refusing it would
+            // leave that leader probing with it for ever.
+            Some(MessageType::MsgAppend) if m.index < log.committed => true,
             Some(MessageType::MsgAppend) => {
                 let mut expect = m.index.saturating_add(1);
                 for e in &m.entries {
@@ -740,6 +811,22 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         self.counters.batches_proposed += 1;
         self.propose(&proposal);
         self.in_flight.insert(proposal.seq, (proposal, self.ticks));
+    }
+
+    /// Say in the node's log, every [`STALL_WARN_TICKS`], that batches of this node wait and
+    /// nothing was delivered meanwhile, with where Raft stands: a node that cannot get the
+    /// order explains itself.
+    fn warn_if_stalled(&mut self) {
+        if self.in_flight.is_empty() {
+            self.progress_tick = self.ticks;
+        } else if self.ticks - self.progress_tick >= STALL_WARN_TICKS {
+            self.progress_tick = self.ticks;
+            tracing::warn!(
+                "sequencer: nothing delivered for {:?} while batches of this node wait: {}",
+                RAFT_TICK * STALL_WARN_TICKS as u32,
+                self.status()
+            );
+        }
     }
 
     /// Propose again every batch of this node not seen committed for [`REPROPOSE_TICKS`].
@@ -848,17 +935,35 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                 }
                 m.from = me;
             }
-            // The log is never compacted, so no follower ever needs a snapshot; raft-rs asks for
-            // one only when forged messages confused its view of a follower's progress. Send
-            // nothing (the receiver would refuse it) and let the leader probe the follower again.
+            // No follower needs a snapshot: the log is cut only below what every node
+            // delivered. raft-rs asks for one when its view of a follower is older than the cut
+            // (the follower's acknowledgements were lost, and the leader probes from the last
+            // one it saw), or when forged messages confused that view. Probe the follower at
+            // the cut instead: one that holds the entries up to it (every honest follower)
+            // answers with how far its log matches, and the leader goes on from there.
             if MessageType::from_i32(m.msg_type) == Some(MessageType::MsgSnapshot) {
-                self.counters.raft_messages_refused += 1;
+                self.counters.snapshots_replaced += 1;
                 self.raft.report_snapshot(m.to, SnapshotStatus::Failure);
-                continue;
+                m = self.probe_at_cut(m);
             }
             if let Some(to) = node_of(m.to) {
                 ctx.send(to, RaftMessage(m.encode_to_vec()).into());
             }
+        }
+    }
+
+    /// An empty append in place of the snapshot `m`: the entry before it is the last one cut,
+    /// with its term (raft-rs's snapshot would be of everything committed).
+    fn probe_at_cut(&self, m: Message) -> Message {
+        Message {
+            msg_type: MessageType::MsgAppend as i32,
+            to: m.to,
+            from: m.from,
+            term: m.term,
+            index: self.compacted,
+            log_term: self.storage.term(self.compacted).unwrap_or(0),
+            commit: self.raft.raft.raft_log.committed,
+            ..Message::default()
         }
     }
 
@@ -867,6 +972,7 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     fn deliver(&mut self, entries: Vec<Entry>, out: &mut Vec<Batch<T>>) {
         for entry in entries {
             self.applied = self.applied.max(entry.index);
+            self.progress_tick = self.ticks;
             let Some(header) = ProposalHeader::of(&entry) else {
                 continue;
             };

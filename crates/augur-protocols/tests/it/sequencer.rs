@@ -70,6 +70,9 @@ struct Orderer {
     /// With the `compact_lag` setting, the log is cut this many entries below the last one
     /// delivered (standing in for an executor that knows every node is past them).
     compact_lag: Option<u64>,
+    /// With the `compact_below_all` setting, the log is cut below what every node delivered.
+    compact_below_all: Option<bool>,
+    nodes: u32,
 }
 
 const SUBMIT_EVERY: Duration = Duration::from_millis(3);
@@ -84,7 +87,26 @@ impl Orderer {
         if let (Some(lag), Some(last)) = (self.compact_lag, self.indexes.last()) {
             self.seq.compact_through(last.saturating_sub(lag));
         }
+        if let Some(last) = self.indexes.last() {
+            let horizon = DELIVERED_THROUGH.with_borrow_mut(|through| {
+                through.insert(self.me, *last);
+                (0..self.nodes)
+                    .map(|n| through.get(&n).copied().unwrap_or(0))
+                    .min()
+            });
+            if let (Some(true), Some(horizon)) = (self.compact_below_all, horizon) {
+                self.seq.compact_through(horizon.saturating_sub(1));
+            }
+        }
     }
+}
+
+thread_local! {
+    /// The last log index each node of this thread's simulation delivered: the cut below what
+    /// every node delivered (`compact_below_all`), as the executors cut below every node's
+    /// announced horizon. A simulation runs on its test's thread.
+    static DELIVERED_THROUGH: std::cell::RefCell<BTreeMap<u32, u64>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
 }
 
 fn compact_lag(env: &NodeEnv) -> Option<u64> {
@@ -108,6 +130,12 @@ impl Protocol for Orderer {
             delivered: Vec::new(),
             indexes: Vec::new(),
             compact_lag: compact_lag(env),
+            compact_below_all: env
+                .options
+                .settings
+                .get("compact_below_all")
+                .map(|v| v == "on"),
+            nodes: env.placement.nodes().count() as u32,
         }
     }
 
@@ -128,6 +156,12 @@ impl Protocol for Orderer {
             delivered: Vec::new(),
             indexes: Vec::new(),
             compact_lag: compact_lag(env),
+            compact_below_all: env
+                .options
+                .settings
+                .get("compact_below_all")
+                .map(|v| v == "on"),
+            nodes: env.placement.nodes().count() as u32,
         }
     }
 
@@ -417,4 +451,36 @@ fn an_ordering_delay_holds_each_batch_back_and_keeps_the_order() {
     assert_eq!(delayed[..], prompt[..delayed.len()], "the same order");
     let lag = prompt.len() - delayed.len();
     assert!((150..=260).contains(&lag), "{lag} items behind");
+}
+
+/// A follower whose acknowledgements were lost holds entries the leader thinks it lacks; once
+/// it has cut them from its log, the leader (probing from its stale view) sends them again.
+/// The follower must answer with how far it committed, as Raft does, so the leader moves on:
+/// refusing the append as "rewriting what is cut" left the follower without entries for good.
+#[test]
+fn a_follower_that_cut_what_the_leader_resends_still_catches_up() {
+    for seed in 1..=8 {
+        DELIVERED_THROUGH.with_borrow_mut(|through| through.clear());
+        let mut s = sim(seed, 3, &[("compact_below_all", "on")]);
+        let all = [0, 1, 2];
+        s.set_message_loss(0.2);
+        s.run_until(Duration::from_millis(1500));
+        s.set_message_loss(0.0);
+        let at_heal: Vec<usize> = all.iter().map(|n| delivered(&s, *n).len()).collect();
+        s.run_until(Duration::from_millis(3000));
+        let order = agreed(&s, &all);
+        for n in all {
+            let got = delivered(&s, n).len();
+            assert!(
+                got > at_heal[n as usize] && got + 150 > order.len(),
+                "seed {seed}: node {n} delivered {got} of {} ({} when the loss stopped); {}",
+                order.len(),
+                at_heal[n as usize],
+                all.map(|n| format!("node {n}: {}", s.node(NodeId(n)).seq.status()))
+                    .join("\n")
+            );
+            // Every message was honest: none is refused.
+            assert_eq!(s.node(NodeId(n)).seq.counters().raft_messages_refused, 0);
+        }
+    }
 }
