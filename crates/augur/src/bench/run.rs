@@ -191,7 +191,8 @@ impl<'a> RunPlan<'a> {
 /// (see [`load_initial_data`]); with `--check`, its audit runs after the measurement.
 ///
 /// `probes`, one session per node, read the nodes' protocol counters at the start and the end
-/// of the measurement window (none for PostgreSQL). Fails only if a loader cannot connect.
+/// of the measurement window (none for PostgreSQL). Fails if a loader cannot connect or a load
+/// transaction does not commit.
 pub async fn drive<T, C, F>(
     config: &BenchConfig,
     spec: &ProtocolSpec,
@@ -295,8 +296,8 @@ impl std::error::Error for Interrupted {}
 /// transaction does not change what it writes (its rows are fixed by the workload and its
 /// settings, and no two load transactions write the same key), so the data loaded is the same
 /// whatever the timing. Their attempts go into the history like any other, when one is
-/// recorded; they are never in the run's statistics. A load transaction that fails is logged
-/// and stops its session; the others carry on.
+/// recorded; they are never in the run's statistics. A load transaction that does not commit
+/// fails the load, and the run: the others start nothing more.
 pub async fn load_initial_data<T, C, F>(
     workload: &dyn Workload,
     placement: &Placement,
@@ -322,10 +323,10 @@ where
     }
     for task in tasks {
         if let Err(e) = task.await {
-            tracing::error!("a loader task failed: {e}");
+            queue.fail(format!("a loader task failed: {e}"));
         }
     }
-    Ok(())
+    queue.outcome()
 }
 
 /// A workload's load transactions not yet started, shared by its loader sessions.
@@ -333,6 +334,9 @@ where
 pub struct LoadQueue {
     procedures: Arc<Mutex<std::vec::IntoIter<Box<dyn Procedure>>>>,
     len: usize,
+    /// Why the load failed, once a load transaction did not commit; no session starts
+    /// another after that.
+    failed: Arc<Mutex<Option<String>>>,
 }
 
 impl LoadQueue {
@@ -342,7 +346,27 @@ impl LoadQueue {
         (!procedures.is_empty()).then(|| LoadQueue {
             len: procedures.len(),
             procedures: Arc::new(Mutex::new(procedures.into_iter())),
+            failed: Arc::default(),
         })
+    }
+
+    /// Record why the load failed (the first reason is kept) and start no other transaction.
+    fn fail(&self, why: String) {
+        self.failed.lock().expect("load failure").get_or_insert(why);
+    }
+
+    /// Load transactions no session has started.
+    pub fn not_started(&self) -> usize {
+        self.procedures.lock().expect("load queue").len()
+    }
+
+    /// Whether every load transaction committed, once the loaders are done: a run over a
+    /// partly loaded database would measure something else, so a failed load is an error.
+    pub fn outcome(&self) -> anyhow::Result<()> {
+        match self.failed.lock().expect("load failure").as_ref() {
+            None => Ok(()),
+            Some(why) => Err(anyhow::anyhow!("loading the initial data failed: {why}")),
+        }
     }
 
     /// Where the loader sessions go (see [`loader_homes`]).
@@ -351,30 +375,40 @@ impl LoadQueue {
     }
 
     /// One loader session: take the next transaction not yet started and run it until it
-    /// commits, until none is left. A load transaction that fails is logged and stops its
-    /// session; the others carry on.
+    /// commits, until none is left. A load transaction that does not commit fails the load
+    /// ([`LoadQueue::outcome`]): its session stops, and the others start nothing more.
     pub fn loader<T: Transport>(
         &self,
         session: Session<T>,
     ) -> impl Future<Output = ()> + Send + 'static {
-        let queue = Arc::clone(&self.procedures);
+        let queue = self.clone();
         async move {
-            let next = || queue.lock().expect("load queue").next();
+            let next = || {
+                if queue.failed.lock().expect("load failure").is_some() {
+                    return None;
+                }
+                queue.procedures.lock().expect("load queue").next()
+            };
             while let Some(mut procedure) = next() {
                 let report =
-                    run_with_retry_paced(&session, procedure.as_mut(), 100, load_pause).await;
+                    run_with_retry_paced(&session, procedure.as_mut(), LOAD_ATTEMPTS, load_pause)
+                        .await;
                 if !matches!(report.outcome, Outcome::Committed { .. }) {
-                    tracing::error!(
-                        "loading the initial data failed: {}: {:?}",
+                    queue.fail(format!(
+                        "{} did not commit in {} attempts (the last: {:?})",
                         procedure.name(),
+                        report.attempts,
                         report.outcome
-                    );
+                    ));
                     return;
                 }
             }
         }
     }
 }
+
+/// The attempts a load transaction gets before the load fails.
+const LOAD_ATTEMPTS: u32 = 100;
 
 /// The wait after a load transaction's `aborts`th abort in a row: doubling from 1 ms to at most
 /// 100 ms, so that its attempts span seconds — a partition being reconfigured, or a node not yet

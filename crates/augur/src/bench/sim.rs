@@ -75,6 +75,7 @@ impl ProtocolVisitor for RunInSim<'_> {
                     LOAD_LIMIT.as_secs()
                 );
             }
+            queue.outcome()?;
         }
         let loaded = sim.elapsed();
 
