@@ -884,6 +884,22 @@ fn a_hash_placement_reaches_check_and_the_nodes_of_a_tcp_bench() {
 /// for the link: no node drops any, and the first measured second commits.
 #[test]
 fn a_tcp_bench_loses_no_message_while_the_nodes_links_come_up() {
+    // Whether a node dials a peer before the peer listens depends on the machine's timing; a
+    // run where every link came up at the first attempt shows nothing, so run again (three
+    // runs at most) until one has a late link. Every run must drop nothing.
+    for run in 1..=3 {
+        if late_links_in_a_tcp_bench() > 0 {
+            return;
+        }
+        eprintln!("run {run}: every link came up at its first attempt; running again");
+    }
+    panic!("in three runs no node reported a link that came up late");
+}
+
+/// One short TCP bench of three node processes: asserts that no node dropped a message for a
+/// peer whose link came up late and that the first measured second committed; returns how
+/// many late links the nodes reported.
+fn late_links_in_a_tcp_bench() -> usize {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_augur"))
         .args([
@@ -930,12 +946,6 @@ fn a_tcp_bench_loses_no_message_while_the_nodes_links_come_up() {
             assert!(line.contains("; 0 messages for it"), "node {i}: {line}");
         }
     }
-    // Some node was started before a peer it dials, so its report says how many it dropped
-    // (none): the check above looked at something.
-    assert!(
-        links_reported > 0,
-        "no node reported a link that came up late"
-    );
     // Seconds 0 is the warm-up; second 1 is the first measured one.
     let samples = std::fs::read_to_string(dir.path().join("samples.csv")).unwrap();
     let first_measured = samples
@@ -949,6 +959,7 @@ fn a_tcp_bench_loses_no_message_while_the_nodes_links_come_up() {
         committed > 0,
         "nothing committed in the first measured second:\n{samples}"
     );
+    links_reported
 }
 
 #[test]
