@@ -63,8 +63,9 @@
 //! `clocksi-rep`: local-committed versions it holds as a former slave are prepare records like
 //! any other (their coordinator is asked about them at promotion). A transaction still waiting
 //! for votes on a partition whose configuration changed aborts (`reconfigured`) and takes its
-//! dependants with it; a local commit at a master that is copying the partition to a replica
-//! aborts too, since the copy would miss it.
+//! dependants with it. A local commit at a master that is copying the partition to a replica
+//! waits for the copy to end, as the engine's prepares there do (the copy would miss what it
+//! installed), and then runs at the epoch the copy ends in.
 //!
 //! Like `clocksi-rep`, this module holds the paper's rules — visibility, certification, local
 //! commit, dependencies, final commit and cascading aborts — and fills in the hooks of
@@ -324,6 +325,8 @@ pub struct SpeculationCounters {
     pub local_certification_aborts: u64,
     /// prepares refused by a remote master,
     pub master_refusals: u64,
+    /// local commits that waited for a copy of their partition to end,
+    pub local_commits_held_for_copy: u64,
     /// local-committed transactions a slave aborted for a replicated prepare of the same keys,
     pub slave_evictions: u64,
     /// and dependants a final commit doomed because it committed above their snapshot.
@@ -358,6 +361,9 @@ pub struct Engine<F: Flavor> {
     cache_readers: FxHashMap<Key, Timestamp>,
     clients: FxHashMap<ClientId, ClientState>,
     outcomes: FxHashMap<TxnId, SpecOutcome>,
+    /// Local commits waiting for a copy of a partition this node masters to end, in arrival
+    /// order (each in [`Phase::Certifying`]).
+    held_for_copy: Vec<TxnId>,
     counters: SpeculationCounters,
     mutant: Option<Mutant>,
     flavor: PhantomData<F>,
@@ -543,8 +549,14 @@ impl<F: Flavor> Engine<F> {
         let grouped = group_by_partition(&self.core.env.placement, writes);
         if grouped.keys().any(|p| self.core.copy_holds_prepares(*p)) {
             // This node masters a partition it is copying to a replica: what it installed now
-            // would miss the copy. Retried, the transaction runs at the epoch the copy ends in.
-            return self.abort_txn(ctx, txn, AbortReason::Reconfigured);
+            // would miss the copy. It waits, as a prepare there would, and runs again when the
+            // copy ends (`copies_ended`).
+            let writes = grouped.into_values().flatten().collect();
+            let t = self.coordinated.get_mut(&txn).expect("present");
+            t.phase = Phase::Certifying { writes };
+            self.held_for_copy.push(txn);
+            self.counters.local_commits_held_for_copy += 1;
+            return;
         }
         let local: BTreeSet<PartitionId> =
             grouped.keys().copied().filter(|p| self.local(*p)).collect();
@@ -1179,6 +1191,14 @@ impl<F: Flavor> Rules for Engine<F> {
         true
     }
 
+    /// Copies ended: the local commits held for them run again (those of partitions still being
+    /// copied are held again).
+    fn copies_ended(&mut self, ctx: &mut Ctx<'_, Self>) {
+        for txn in std::mem::take(&mut self.held_for_copy) {
+            self.wake_own(ctx, LocalCertification(txn));
+        }
+    }
+
     /// A local certification parked by wait-die runs again.
     fn wake_own(&mut self, ctx: &mut Ctx<'_, Self>, LocalCertification(txn): LocalCertification) {
         let Some(t) = self.coordinated.get_mut(&txn) else {
@@ -1300,6 +1320,7 @@ impl<F: Flavor> Protocol for Engine<F> {
             cache_readers: FxHashMap::default(),
             clients: FxHashMap::default(),
             outcomes: FxHashMap::default(),
+            held_for_copy: Vec::new(),
             counters: SpeculationCounters::default(),
             mutant: env.options.mutant.as_deref().and_then(Mutant::named),
             flavor: PhantomData,
@@ -1327,7 +1348,12 @@ impl<F: Flavor> Protocol for Engine<F> {
     }
 
     fn leftovers(&self) -> Vec<(&'static str, u64)> {
-        self.core.leftovers()
+        let mut left = self.core.leftovers();
+        left.push((
+            "local_commits_held_for_copy",
+            self.held_for_copy.len() as u64,
+        ));
+        left
     }
 
     fn leader(&self) -> Option<NodeId> {
@@ -1350,6 +1376,7 @@ impl<F: Flavor> Protocol for Engine<F> {
             ("largest_cascade", c.largest_cascade),
             ("local_certification_aborts", c.local_certification_aborts),
             ("master_refusals", c.master_refusals),
+            ("local_commits_held_for_copy", c.local_commits_held_for_copy),
             ("slave_evictions", c.slave_evictions),
             ("overrun_dependants", c.overrun_dependants),
         ];

@@ -35,7 +35,10 @@
 //! max_election_tick)`. The sequencer gives every voter a range one tick wide, so the draw has
 //! one possible value, and staggers the voters' values by their rank: the simulator stays
 //! deterministic, and elections rarely split (the voter with the shortest timeout that can reach
-//! a majority wins).
+//! a majority wins). The timeouts are scaled to the placement's round trips between the voters
+//! (`election_scale`): a candidate must hear from a quorum before its timeout runs out, and
+//! with the LAN's timeouts across data centres no voter ever did (on `ec2-9dc` the group never
+//! had a leader, so with fail-over on, no lease was ever granted and nothing committed).
 //!
 //! # Wire safety
 //!
@@ -74,7 +77,7 @@
 use crate::protocol_info::SettingInfo;
 use augur_contract::inbound::{BadMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol};
-use augur_types::{NodeId, Timestamp};
+use augur_types::{NodeId, Placement, Timestamp};
 use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, MessageType};
 use raft::storage::MemStorage;
 use raft::{Config, RawNode, SnapshotStatus, StateRole, Storage};
@@ -288,6 +291,9 @@ struct Group {
     me: NodeId,
     voters: Vec<NodeId>,
     learners: Vec<NodeId>,
+    /// How many times [`ELECTION_TICKS`] and [`ELECTION_STAGGER`] the election timeouts are
+    /// ([`election_scale`]).
+    scale: usize,
 }
 
 impl Group {
@@ -304,11 +310,18 @@ impl Group {
                 }
             },
         };
+        let voters = nodes[..voters].to_vec();
         Ok(Group {
             me: env.id,
-            voters: nodes[..voters].to_vec(),
-            learners: nodes[voters..].to_vec(),
+            scale: election_scale(&env.placement, &voters),
+            learners: nodes[voters.len()..].to_vec(),
+            voters,
         })
+    }
+
+    /// The election timeout, in ticks, of the voter of rank `rank`.
+    fn election_ticks(&self, rank: usize) -> usize {
+        (ELECTION_TICKS + ELECTION_STAGGER * rank) * self.scale
     }
 
     fn contains(&self, node: NodeId) -> bool {
@@ -325,10 +338,10 @@ impl Group {
     /// raft-rs's configuration for this node, with `applied` entries already delivered.
     fn config(&self, applied: u64) -> Config {
         let rank = self.voters.iter().position(|n| *n == self.me).unwrap_or(0);
-        let election = ELECTION_TICKS + ELECTION_STAGGER * rank;
+        let election = self.election_ticks(rank);
         Config {
             id: raft_id(self.me),
-            election_tick: ELECTION_TICKS,
+            election_tick: self.election_ticks(0),
             heartbeat_tick: HEARTBEAT_TICKS,
             min_election_tick: election,
             max_election_tick: election + 1,
@@ -340,6 +353,37 @@ impl Group {
             ..Config::default()
         }
     }
+}
+
+/// How many times the base election timeouts the voters need: a candidate must hear from a
+/// quorum before its timeout runs out, so the shortest timeout is kept above twice the round
+/// trip from any voter to the nearest voters that make a quorum with it. On a LAN that is the
+/// base (1); across data centres it grows (2 on `3dc`, 4 on `ec2-9dc`'s first five nodes),
+/// where timeouts below the round trips left the group without a leader for good.
+fn election_scale(placement: &Placement, voters: &[NodeId]) -> usize {
+    // The other voters a candidate needs to reach a majority.
+    let others_needed = voters.len() / 2;
+    let slowest_quorum = voters
+        .iter()
+        .map(|v| {
+            let mut rtts: Vec<Duration> = voters
+                .iter()
+                .filter(|o| *o != v)
+                .map(|o| placement.one_way(*v, *o) * 2)
+                .collect();
+            rtts.sort();
+            others_needed
+                .checked_sub(1)
+                .and_then(|i| rtts.get(i).copied())
+                .unwrap_or_default()
+        })
+        .max()
+        .unwrap_or_default();
+    let base = RAFT_TICK * ELECTION_TICKS as u32;
+    (slowest_quorum * 2)
+        .as_micros()
+        .div_ceil(base.as_micros())
+        .max(1) as usize
 }
 
 /// Raft ids start at 1 (0 means "none").
@@ -596,8 +640,10 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     /// touch with a majority may go on believing it leads, at most, before check-quorum makes
     /// it step down (raft-rs checks once per election timeout).
     pub fn longest_election_timeout(&self) -> std::time::Duration {
-        let slowest =
-            ELECTION_TICKS + ELECTION_STAGGER * self.group.voters.len().saturating_sub(1) + 1;
+        let slowest = self
+            .group
+            .election_ticks(self.group.voters.len().saturating_sub(1))
+            + 1;
         RAFT_TICK * slowest as u32
     }
 
@@ -1124,6 +1170,24 @@ fn cut(storage: &MemStorage, conf: ConfState, index: u64, term: u64) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn election_timeouts_grow_with_the_voters_round_trips() {
+        use augur_types::LatencyProfile;
+        let scale = |profile: &str, nodes: usize| {
+            let profile = LatencyProfile::named(profile).unwrap();
+            let placement = Placement::ring(profile, nodes, 1).unwrap();
+            let voters: Vec<NodeId> = placement.nodes().take(5).collect();
+            election_scale(&placement, &voters)
+        };
+        assert_eq!(scale("lan", 5), 1);
+        // 3dc (Virginia, Oregon, Ireland): Ireland's nearest other voter is 68 ms away.
+        assert_eq!(scale("3dc", 3), 2);
+        // ec2-9dc's first five: Ireland's nearest two others are Oregon (120 ms) and
+        // Singapore (178 ms).
+        assert_eq!(scale("ec2-9dc", 9), 4);
+        assert_eq!(scale("lan", 1), 1);
+    }
 
     #[test]
     fn delivered_skips_repeats_and_abandoned_numbers() {

@@ -414,6 +414,9 @@ pub trait Rules:
     fn aborting(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) -> bool;
     /// A waiter of the protocol's own kind may proceed.
     fn wake_own(&mut self, _ctx: &mut Ctx<'_, Self>, _waiter: Self::Own) {}
+    /// Copies this node gave as a master ended, or were given up: what the protocol held for
+    /// them runs again (the engine's own held prepares already did).
+    fn copies_ended(&mut self, _ctx: &mut Ctx<'_, Self>) {}
 
     // The coordinator side.
 
@@ -1022,6 +1025,7 @@ fn release_held<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
     for (txn, snapshot, partitions) in std::mem::take(&mut p.core_mut().copies.held) {
         p.prepare(ctx, txn, snapshot, partitions);
     }
+    p.copies_ended(ctx);
 }
 
 /// A replica out of sync asked this node, as `partition`'s master, for a copy: the

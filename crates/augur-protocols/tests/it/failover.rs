@@ -2,8 +2,8 @@
 //! engine's speculative flavour, fail-over on, their default;
 //! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica, a
 //! partition that waits for its last in-sync replica rather than lose what only that replica
-//! holds, and `clocksi-rep`'s mutant `promote-out-of-sync`, which does not wait and loses a
-//! committed write.
+//! holds, `clocksi-rep`'s mutant `promote-out-of-sync`, which does not wait and loses a
+//! committed write, and STR's local commits waiting for a copy of their partition to end.
 //!
 //! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
 //! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
@@ -261,4 +261,46 @@ fn promoting_a_replica_out_of_sync_loses_a_committed_write() {
             ("read once n0 is back".into(), Some("old".into())),
         ]
     );
+}
+
+/// n1 dies, is evicted, and comes back: n0, partition 0's master, copies the partition to it
+/// while a client at n0 writes `x` back to back. STR's local commit at n0 (the coordinator's
+/// vote) waits for the copy to end, as a prepare there would, instead of aborting; and n1, in
+/// sync again, serves the last value written.
+#[test]
+fn an_str_local_commit_at_a_master_copying_its_partition_waits_for_the_copy() {
+    let mut s = sim::<Str>(None);
+    let log = Log::default();
+    s.run_until(ms(1000));
+    s.crash(NodeId(1));
+    s.run_until(ms(3000));
+    s.restart(NodeId(1));
+    let (committed, aborted) = (Arc::new(Mutex::new(0u32)), Arc::new(Mutex::new(0u32)));
+    let (c, a) = (committed.clone(), aborted.clone());
+    s.spawn_client(NodeId(0), move |t| async move {
+        let session = Session::new(t);
+        let mut i = 0u32;
+        while session.transport().now() < ms(5000) {
+            let mut txn = session.begin(false).await.unwrap();
+            txn.write(x(), Some(Bytes::from(format!("w{i}")))).unwrap();
+            match txn.commit().await {
+                Ok(_) => *c.lock().unwrap() += 1,
+                Err(TxnError::Aborted(_)) => *a.lock().unwrap() += 1,
+                Err(other) => panic!("{other}"),
+            }
+            i += 1;
+        }
+    });
+    s.run_until(ms(5500));
+    spawn_reader(&mut s, 1, ms(5500), "read at n1", &log);
+    s.run_until(ms(7000));
+    assert!(s.clients_done());
+    let held = s.node(NodeId(0)).counters().local_commits_held_for_copy;
+    assert!(held > 0, "no local commit reached n0 during the copy");
+    let (committed, aborted) = (*committed.lock().unwrap(), *aborted.lock().unwrap());
+    assert!(committed > 100, "{committed} writes committed");
+    assert_eq!(aborted, 0, "a write aborted around the copy");
+    let last = format!("w{}", committed - 1);
+    assert_eq!(entries(&log), vec![("read at n1".into(), Some(last))]);
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(0)); 3]);
 }

@@ -375,7 +375,8 @@ impl LoadQueue {
     }
 
     /// One loader session: take the next transaction not yet started and run it until it
-    /// commits, until none is left. A load transaction that does not commit fails the load
+    /// commits (retrying aborts that may pass for [`LOAD_PATIENCE`]), until none is left. A
+    /// load transaction that does not commit fails the load
     /// ([`LoadQueue::outcome`]): its session stops, and the others start nothing more.
     pub fn loader<T: Transport>(
         &self,
@@ -390,25 +391,45 @@ impl LoadQueue {
                 queue.procedures.lock().expect("load queue").next()
             };
             while let Some(mut procedure) = next() {
-                let report =
-                    run_with_retry_paced(&session, procedure.as_mut(), LOAD_ATTEMPTS, load_pause)
-                        .await;
-                if !matches!(report.outcome, Outcome::Committed { .. }) {
-                    queue.fail(format!(
-                        "{} did not commit in {} attempts (the last: {:?})",
-                        procedure.name(),
-                        report.attempts,
-                        report.outcome
-                    ));
-                    return;
+                let start = session.transport().now();
+                let mut attempts = 0;
+                loop {
+                    let report = run_with_retry_paced(
+                        &session,
+                        procedure.as_mut(),
+                        LOAD_ATTEMPTS,
+                        load_pause,
+                    )
+                    .await;
+                    attempts += report.attempts;
+                    let waited = session.transport().now().saturating_sub(start);
+                    match report.outcome {
+                        Outcome::Committed { .. } => break,
+                        // Refusals that pass (a cluster still granting its first leases, or
+                        // reconfiguring on a starved machine): try again while patience lasts.
+                        Outcome::Aborted(reason)
+                            if reason.is_retryable() && waited < LOAD_PATIENCE => {}
+                        outcome => {
+                            queue.fail(format!(
+                                "{} did not commit in {attempts} attempts over {:.1} s (the last: {outcome:?})",
+                                procedure.name(),
+                                waited.as_secs_f64(),
+                            ));
+                            return;
+                        }
+                    }
                 }
             }
         }
     }
 }
 
-/// The attempts a load transaction gets before the load fails.
+/// A load transaction's attempts in a row, about 9 s with [`load_pause`]'s waits; while its
+/// aborts may pass, it gets rounds of them for [`LOAD_PATIENCE`] before the load fails.
 const LOAD_ATTEMPTS: u32 = 100;
+/// How long a load transaction may keep being refused before the load fails: a cluster of
+/// many nodes in one process on a busy machine can take this long to settle its leases.
+const LOAD_PATIENCE: Duration = Duration::from_secs(120);
 
 /// The wait after a load transaction's `aborts`th abort in a row: doubling from 1 ms to at most
 /// 100 ms, so that its attempts span seconds — a partition being reconfigured, or a node not yet
