@@ -36,9 +36,10 @@
 //! one possible value, and staggers the voters' values by their rank: the simulator stays
 //! deterministic, and elections rarely split (the voter with the shortest timeout that can reach
 //! a majority wins). The timeouts are scaled to the placement's round trips between the voters
-//! (`election_scale`): a candidate must hear from a quorum before its timeout runs out, and
-//! with the LAN's timeouts across data centres no voter ever did (on `ec2-9dc` the group never
-//! had a leader, so with fail-over on, no lease was ever granted and nothing committed).
+//! (`election_scale`): a candidate must hear from a quorum before its timeout runs out. With
+//! the LAN's timeouts (100–260 ms) against `ec2-9dc`'s round trips (up to 255 ms between the
+//! first five nodes), a run of `clocksi-rep` with fail-over on, whose leases come from such a
+//! group, committed nothing; scaled, it commits.
 //!
 //! # Wire safety
 //!
