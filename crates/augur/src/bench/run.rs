@@ -375,7 +375,7 @@ impl LoadQueue {
     }
 
     /// One loader session: take the next transaction not yet started and run it until it
-    /// commits (retrying aborts that may pass for [`LOAD_PATIENCE`]), until none is left. A
+    /// commits (retrying aborts that may pass for two minutes), until none is left. A
     /// load transaction that does not commit fails the load
     /// ([`LoadQueue::outcome`]): its session stops, and the others start nothing more.
     pub fn loader<T: Transport>(
