@@ -116,6 +116,13 @@ fn compact_lag(env: &NodeEnv) -> Option<u64> {
         .map(|v| v.parse().unwrap())
 }
 
+fn compact_below_all(env: &NodeEnv) -> Option<bool> {
+    env.options
+        .settings
+        .get("compact_below_all")
+        .map(|v| v == "on")
+}
+
 impl Protocol for Orderer {
     type Msg = Msg;
     type Timer = Timer;
@@ -130,11 +137,7 @@ impl Protocol for Orderer {
             delivered: Vec::new(),
             indexes: Vec::new(),
             compact_lag: compact_lag(env),
-            compact_below_all: env
-                .options
-                .settings
-                .get("compact_below_all")
-                .map(|v| v == "on"),
+            compact_below_all: compact_below_all(env),
             nodes: env.placement.nodes().count() as u32,
         }
     }
@@ -156,11 +159,7 @@ impl Protocol for Orderer {
             delivered: Vec::new(),
             indexes: Vec::new(),
             compact_lag: compact_lag(env),
-            compact_below_all: env
-                .options
-                .settings
-                .get("compact_below_all")
-                .map(|v| v == "on"),
+            compact_below_all: compact_below_all(env),
             nodes: env.placement.nodes().count() as u32,
         }
     }
