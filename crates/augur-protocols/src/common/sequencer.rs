@@ -65,8 +65,8 @@
 //! replication goes on from there. Symmetrically, a follower answers an append that starts
 //! below its commit index with that index, as raft-rs does, even when it has cut the entries
 //! the append carries. (Before both, such a follower was left without entries for good once
-//! the leader had cut past its stale view: the nemesis caught it after a partition.) A cut keeps the index and term
-//! of its last entry (raft-rs's snapshot metadata, with no data) and the once-only delivery
+//! the leader had cut past its stale view: the nemesis caught it after a partition.) A cut
+//! keeps the index and term of its last entry (raft-rs's snapshot metadata, with no data) and the once-only delivery
 //! state as of that entry, so a restart replays only the entries above the cut and skips the
 //! same batches every other node skipped. A node that stays down holds every other node's
 //! log back until it returns, as in any Raft deployment that never ships snapshots.
@@ -360,7 +360,7 @@ impl Group {
 /// quorum before its timeout runs out, so the shortest timeout is kept above twice the round
 /// trip from any voter to the nearest voters that make a quorum with it. On a LAN that is the
 /// base (1); across data centres it grows (2 on `3dc`, 4 on `ec2-9dc`'s first five nodes),
-/// where timeouts below the round trips left the group without a leader for good.
+/// where with the base timeouts a fail-over run committed nothing.
 fn election_scale(placement: &Placement, voters: &[NodeId]) -> usize {
     // The other voters a candidate needs to reach a majority.
     let others_needed = voters.len() / 2;
