@@ -281,6 +281,8 @@ pub fn run(
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     let mut failed_checks = Vec::new();
+    // Smoke runs of a protocol that committed nothing (see below).
+    let mut idle = Vec::new();
     // A smoke pass runs each protocol entry once per workload, at its first point; the other
     // points are validated (options, protocol and workload settings) but not run, which keeps
     // files with many runs of large clusters affordable.
@@ -396,6 +398,18 @@ pub fn run(
                 println!("smoke: {s}");
             }
             let finished = run_config(&config)?;
+            if smoke {
+                // A smoke run that commits nothing for a protocol has not shown the file
+                // runs: its exit status alone would hide a protocol that loads and then
+                // aborts everything.
+                idle.extend(
+                    finished
+                        .results
+                        .iter()
+                        .filter(|r| r.committed == 0)
+                        .map(|r| format!("{label}: {} committed nothing", r.protocol)),
+                );
+            }
             failed_checks.extend(
                 finished
                     .failed_checks
@@ -462,14 +476,19 @@ pub fn run(
         "wrote experiment.json and experiment.html in {}",
         dir.display()
     );
-    if failed_checks.is_empty() {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(
+    if !failed_checks.is_empty() {
+        return Err(anyhow::anyhow!(
             "consistency check failed: {}",
             failed_checks.join(", ")
-        ))
+        ));
     }
+    if !idle.is_empty() {
+        return Err(anyhow::anyhow!(
+            "smoke run: {} (a one-second run must commit something)",
+            idle.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// The experiment's page: its setting and headline, then throughput against the swept option

@@ -18,6 +18,13 @@
 //!   may grant leases until check-quorum makes it step down), and grants that node nothing until
 //!   the eviction is applied.
 //!
+//! * **Handback.** Once the master the placement gives a partition is in sync there again
+//!   after a fail-over (and leased), the leader proposes [`Command::Handback`]: it masters the
+//!   partition again, at a new epoch, and the node that stood in stays in sync as a slave. The
+//!   epochs on the data path make the switch safe without waiting for a lease to run out: a
+//!   prepare of the old epoch needs the vote of every replica in sync at it, and a replica
+//!   that applied the handback refuses one.
+//!
 //! The configuration is rebuilt after a restart by replaying the group's log, like any
 //! sequencer's batches. The log holds only configuration commands and is never cut: it grows by
 //! one entry per change, not per transaction.
@@ -88,6 +95,14 @@ pub enum Command {
     /// `node` copied `partition` from its master at `epoch`: it joins the in-sync set, if the
     /// partition is still at that epoch.
     Rejoin {
+        partition: PartitionId,
+        node: NodeId,
+        epoch: Epoch,
+    },
+    /// `node`, the master the placement gives `partition`, is in sync there again at `epoch`
+    /// after a fail-over: it takes the mastership back, if the partition is still at that
+    /// epoch. Nothing else changes: the old master stays in sync, as a slave.
+    Handback {
         partition: PartitionId,
         node: NodeId,
         epoch: Epoch,
@@ -273,6 +288,27 @@ impl Configuration {
                     changed.push(partition);
                 }
             }
+            Command::Handback {
+                partition,
+                node,
+                epoch,
+            } => {
+                let preferred = placement.partitions().any(|p| p == partition)
+                    && placement.master(partition) == node;
+                if let Some(c) = self.partitions.get_mut(partition.0 as usize)
+                    && preferred
+                    && c.epoch == epoch
+                    && c.in_sync[0] != node
+                    && let Some(at) = c.in_sync.iter().position(|n| *n == node)
+                {
+                    // The old master stays in sync: its own proposals (votes) keep exceeding
+                    // every snapshot it served, so no floor is needed, unlike an eviction.
+                    c.in_sync.remove(at);
+                    c.in_sync.insert(0, node);
+                    c.epoch += 1;
+                    changed.push(partition);
+                }
+            }
         }
         changed
     }
@@ -371,6 +407,9 @@ struct LeaseDesk {
     asked: BTreeMap<NodeId, Timestamp>,
     /// Nodes whose eviction this leader proposed and has not seen applied: granted nothing.
     evicting: BTreeSet<NodeId>,
+    /// Handbacks this leader proposed, each at the partition's epoch then: not proposed again
+    /// while the partition is at that epoch.
+    handing_back: BTreeSet<(PartitionId, Epoch)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -387,6 +426,7 @@ struct Timing {
 struct Counters {
     evictions_proposed: u64,
     rejoins_proposed: u64,
+    handbacks_proposed: u64,
     lease_grants: u64,
 }
 
@@ -625,6 +665,36 @@ impl Membership {
                 group.submit(Command::Evict { node, floor: now });
             }
         }
+        // A partition mastered elsewhere than the placement says, since a fail-over, goes
+        // back to the placement's master once that node is in sync there and leased: the
+        // placement put it near the partition's clients.
+        let config = &self.config;
+        self.desk
+            .handing_back
+            .retain(|(p, epoch)| config.epoch(*p) == *epoch);
+        for partition in self.placement.partitions() {
+            let node = self.placement.master(partition);
+            let epoch = config.epoch(partition);
+            let leased = if node == self.me {
+                now < self.lease.until
+            } else {
+                (self.desk.granted.get(&node)).is_some_and(|at| now.since(*at) < lease)
+            };
+            if config.is_master(node, partition)
+                || !config.is_in_sync(node, partition)
+                || !leased
+                || self.desk.evicting.contains(&node)
+                || !self.desk.handing_back.insert((partition, epoch))
+            {
+                continue;
+            }
+            self.counters.handbacks_proposed += 1;
+            group.submit(Command::Handback {
+                partition,
+                node,
+                epoch,
+            });
+        }
         group.flush(ctx)
     }
 
@@ -713,6 +783,7 @@ impl Membership {
             ("config_version", self.config.version),
             ("evictions_proposed", self.counters.evictions_proposed),
             ("rejoins_proposed", self.counters.rejoins_proposed),
+            ("handbacks_proposed", self.counters.handbacks_proposed),
             ("lease_grants", self.counters.lease_grants),
         ]
     }

@@ -1,6 +1,7 @@
 //! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, and `str` for the
 //! engine's speculative flavour, fail-over on, their default;
-//! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica, a
+//! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica (and
+//! given its mastership back once it is in sync again), a
 //! partition that waits for its last in-sync replica rather than lose what only that replica
 //! holds, `clocksi-rep`'s mutant `promote-out-of-sync`, which does not wait and loses a
 //! committed write, and STR's local commits waiting for a copy of their partition to end.
@@ -183,14 +184,25 @@ fn dead_master_is_replaced<P: Protocol>() {
             ("read".into(), Some("after".into())),
         ]
     );
-    // The old master comes back as a replica, copies the partition and serves it again.
+    // The old master comes back as a replica, copies the partition, serves it again, and
+    // takes back the mastership the placement gives it; n1 stays in sync as its slave.
     s.restart(NodeId(0));
     spawn_reader(&mut s, 0, ms(6000), "read at n0", &log);
     s.run_until(ms(9000));
-    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 3]);
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(0)); 3]);
     assert_eq!(
         entries(&log).last().unwrap(),
         &("read at n0".into(), Some("after".into()))
+    );
+    spawn_writer(&mut s, 2, ms(9000), "back", &log);
+    spawn_reader(&mut s, 1, ms(10_000), "read at n1", &log);
+    s.run_until(ms(11_000));
+    assert_eq!(
+        entries(&log)[4..],
+        [
+            ("wrote back".into(), Some("back".into())),
+            ("read at n1".into(), Some("back".into())),
+        ]
     );
     assert!(s.clients_done());
 }

@@ -174,7 +174,10 @@ fn every_mutant_is_caught_within_50_seeds_over_a_hash_placement() {
 }
 
 /// Mutants whose anomaly needs a fault mix of its own: each is checked by its own test below.
-const CAUGHT_UNDER_THEIR_OWN_FAULTS: &[(&str, &str)] = &[("clocksi-rep", "no-lease")];
+const CAUGHT_UNDER_THEIR_OWN_FAULTS: &[(&str, &str)] = &[
+    ("clocksi-rep", "no-lease"),
+    ("clocksi-rep", "no-epoch-check"),
+];
 
 /// A master deposed while it was paused, and serving without a lease, is caught on a LAN, where
 /// its clients' one-shot transactions mix its stale reads with fresh ones (on 3dc the window
@@ -194,6 +197,28 @@ fn a_master_serving_without_a_lease_is_caught_under_pauses() {
         .expect("no-lease is caught within 20 seeds");
     eprintln!("clocksi-rep no-lease caught at seed {seed}: {why}");
     assert_eq!(first_failure(&paused_lan("1..5", None)), None);
+}
+
+/// A master that certifies whatever epoch a prepare carries is caught once masters change
+/// while both are alive: after a handback, the old master, until it applies it, certifies at
+/// the old epoch while the new one certifies at the new, and each one's slave takes the
+/// other's prepares (a lost update). It needs master crashes, their handbacks and
+/// partitions together, on a LAN (caught at seed 43).
+#[test]
+fn a_master_certifying_at_an_old_epoch_is_caught_after_a_handback() {
+    let all_lan = |seeds: &str, mutant: Option<&str>| {
+        let mut a = args("clocksi-rep", "list-append", seeds, mutant, "ring");
+        a.faults = "all".into();
+        a.latency = "lan".into();
+        a.clients = 4;
+        a.duration = 10.0;
+        a.set = vec!["protocol.failover=on".to_string()];
+        a.validate().expect("valid arguments")
+    };
+    let (seed, why) = first_failure(&all_lan("1..50", Some("no-epoch-check")))
+        .expect("no-epoch-check is caught within 50 seeds");
+    eprintln!("clocksi-rep no-epoch-check caught at seed {seed}: {why}");
+    assert_eq!(first_failure(&all_lan(&format!("{seed}"), None)), None);
 }
 
 fn every_mutant_is_caught_over(placement: &str) {
