@@ -188,17 +188,23 @@ enum ClusterCommand {
 }
 
 fn main() -> ExitCode {
-    // Warnings by default, and the one line a node logs when it starts serving; RUST_LOG
-    // overrides. Colour only on a terminal: logs that go to files stay plain text.
+    let cli = Cli::parse();
+    // Warnings by default, and the one line a node logs when it starts serving; a node process
+    // also logs each change of who masters its partitions (in a simulation or an in-process
+    // bench, every node of every run would). RUST_LOG overrides. Colour only on a terminal:
+    // logs that go to files stay plain text.
+    let default_filter = match cli.command {
+        Command::Node { .. } => "warn,augur::node=info,augur::configuration=info",
+        _ => "warn,augur::node=info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,augur::node=info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     // Rust ignores SIGPIPE, which turns `augur check ... | head` into a panic on the next print;
     // a command-line tool should simply stop, as other Unix tools do. Only for the commands
     // that talk to no other process: a node, a benchmark or a client given the default would

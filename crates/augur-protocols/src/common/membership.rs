@@ -753,7 +753,21 @@ impl Membership {
         let mut commands = Vec::new();
         let mut changed = BTreeSet::new();
         for command in batches.into_iter().flat_map(|b| b.items) {
-            changed.extend(self.config.apply(&command, &self.placement, self.promotion));
+            let moved = self.config.apply(&command, &self.placement, self.promotion);
+            for &p in &moved {
+                // Who masters what is what an operator looks for after a failure.
+                let c = self.config.partition(p);
+                tracing::info!(
+                    target: "augur::configuration",
+                    "configuration {}: partition {} at epoch {}, in sync {:?} (master first), after {:?}",
+                    self.config.version,
+                    p.0,
+                    c.epoch,
+                    c.in_sync,
+                    command
+                );
+            }
+            changed.extend(moved);
             if let Command::Evict { node, .. } = command {
                 self.desk.evicting.remove(&node);
             }
