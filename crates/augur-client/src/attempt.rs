@@ -29,46 +29,58 @@ pub async fn run_with_retry<T: Transport>(
     procedure: &mut dyn Procedure,
     max_attempts: u32,
 ) -> RetryReport {
-    run_with_retry_paced(session, procedure, max_attempts, |_| Duration::ZERO).await
+    let budget = |attempts: u32, _: Duration| attempts < max_attempts;
+    retry(session, procedure, budget, |_| Duration::ZERO).await
 }
 
-/// [`run_with_retry`] that waits `pause(n)` after the `n`th abort before the next attempt, so
-/// that attempts refused at once (a partition being reconfigured) outlast the refusals rather
-/// than burn out in a burst.
-pub async fn run_with_retry_paced<T: Transport>(
+/// [`run_with_retry`] bounded by time instead of attempts: it tries again after every abort
+/// that may pass while less than `patience` has elapsed since the first attempt began, and
+/// waits `pause(n)` after the `n`th abort, so that attempts refused at once (a partition being
+/// reconfigured, a node not leased yet) outlast the refusals rather than burn out in a burst.
+pub async fn run_with_retry_for<T: Transport>(
     session: &Session<T>,
     procedure: &mut dyn Procedure,
-    max_attempts: u32,
+    patience: Duration,
+    pause: impl Fn(u32) -> Duration,
+) -> RetryReport {
+    let budget = |_: u32, elapsed: Duration| elapsed < patience;
+    retry(session, procedure, budget, pause).await
+}
+
+/// The retry loop: after each abort that may pass, `budget(attempts, elapsed)` says whether
+/// to try again (after `pause(attempts)`).
+async fn retry<T: Transport>(
+    session: &Session<T>,
+    procedure: &mut dyn Procedure,
+    budget: impl Fn(u32, Duration) -> bool,
     pause: impl Fn(u32) -> Duration,
 ) -> RetryReport {
     let mut aborts = Vec::new();
     let mut attempts = 0;
-    let _trying = session.trying_since(session.transport.now());
+    let start = session.transport.now();
+    let _trying = session.trying_since(start);
     loop {
         attempts += 1;
         let outcome = run_once(session, procedure).await;
-        match outcome {
-            Outcome::Aborted(reason) => {
-                aborts.push(reason);
-                if !reason.is_retryable() || attempts >= max_attempts {
-                    return RetryReport {
-                        outcome,
-                        attempts,
-                        aborts,
-                    };
-                }
-                let wait = pause(attempts);
-                if !wait.is_zero() {
-                    session.transport.sleep(wait).await;
-                }
-            }
-            _ => {
-                return RetryReport {
-                    outcome,
-                    attempts,
-                    aborts,
-                };
-            }
+        let Outcome::Aborted(reason) = outcome else {
+            return RetryReport {
+                outcome,
+                attempts,
+                aborts,
+            };
+        };
+        aborts.push(reason);
+        let elapsed = session.transport.now().saturating_sub(start);
+        if !reason.is_retryable() || !budget(attempts, elapsed) {
+            return RetryReport {
+                outcome,
+                attempts,
+                aborts,
+            };
+        }
+        let wait = pause(attempts);
+        if !wait.is_zero() {
+            session.transport.sleep(wait).await;
         }
     }
 }

@@ -31,7 +31,7 @@ mod tuner;
 
 pub use attempt::{
     Attempt, RetryReport, Speculation, commit_attempt, resolve, run_body, run_once,
-    run_speculative, run_with_retry, run_with_retry_paced,
+    run_speculative, run_with_retry, run_with_retry_for,
 };
 pub use history::{HistoryRecorder, history_op};
 pub use one_shot::execute_one_shot;

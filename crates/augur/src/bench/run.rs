@@ -8,7 +8,7 @@ use crate::report::RunStats;
 use augur_client::{
     Backoff, ChainRoom, CommitStats, DegreeChoice, HistoryRecorder, Outcome, Procedure,
     RetryPolicy, RunObserver, Runner, Session, SpeculationTuner, Transport, TunerSettings,
-    run_with_retry, run_with_retry_paced,
+    run_with_retry, run_with_retry_for,
 };
 use augur_protocols::registry::{self, ProtocolInfo};
 use augur_types::history::{HISTORY_FORMAT, History, HistoryHeader};
@@ -391,42 +391,28 @@ impl LoadQueue {
                 queue.procedures.lock().expect("load queue").next()
             };
             while let Some(mut procedure) = next() {
+                // Refusals that pass (a cluster still granting its first leases, or
+                // reconfiguring on a starved machine) are tried again while patience lasts.
                 let start = session.transport().now();
-                let mut attempts = 0;
-                loop {
-                    let report = run_with_retry_paced(
-                        &session,
-                        procedure.as_mut(),
-                        LOAD_ATTEMPTS,
-                        load_pause,
-                    )
-                    .await;
-                    attempts += report.attempts;
+                let report =
+                    run_with_retry_for(&session, procedure.as_mut(), LOAD_PATIENCE, load_pause)
+                        .await;
+                if !matches!(report.outcome, Outcome::Committed { .. }) {
                     let waited = session.transport().now().saturating_sub(start);
-                    match report.outcome {
-                        Outcome::Committed { .. } => break,
-                        // Refusals that pass (a cluster still granting its first leases, or
-                        // reconfiguring on a starved machine): try again while patience lasts.
-                        Outcome::Aborted(reason)
-                            if reason.is_retryable() && waited < LOAD_PATIENCE => {}
-                        outcome => {
-                            queue.fail(format!(
-                                "{} did not commit in {attempts} attempts over {:.1} s (the last: {outcome:?})",
-                                procedure.name(),
-                                waited.as_secs_f64(),
-                            ));
-                            return;
-                        }
-                    }
+                    queue.fail(format!(
+                        "{} did not commit in {} attempts over {:.1} s (the last: {:?})",
+                        procedure.name(),
+                        report.attempts,
+                        waited.as_secs_f64(),
+                        report.outcome,
+                    ));
+                    return;
                 }
             }
         }
     }
 }
 
-/// A load transaction's attempts in a row, about 9 s with [`load_pause`]'s waits; while its
-/// aborts may pass, it gets rounds of them for [`LOAD_PATIENCE`] before the load fails.
-const LOAD_ATTEMPTS: u32 = 100;
 /// How long a load transaction may keep being refused before the load fails: a cluster of
 /// many nodes in one process on a busy machine can take this long to settle its leases.
 const LOAD_PATIENCE: Duration = Duration::from_secs(120);

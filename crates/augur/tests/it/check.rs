@@ -179,24 +179,27 @@ const CAUGHT_UNDER_THEIR_OWN_FAULTS: &[(&str, &str)] = &[
     ("clocksi-rep", "no-epoch-check"),
 ];
 
+/// `clocksi-rep` with fail-over on, `list-append` from 4 clients for 10 s on a LAN, under
+/// `faults`, running `mutant` if given: where fail-over's own mutants are caught.
+fn failover_on_lan(faults: &str, seeds: &str, mutant: Option<&str>) -> CheckConfig {
+    let mut a = args("clocksi-rep", "list-append", seeds, mutant, "ring");
+    a.faults = faults.into();
+    a.latency = "lan".into();
+    a.clients = 4;
+    a.duration = 10.0;
+    a.set = vec!["protocol.failover=on".to_string()];
+    a.validate().expect("valid arguments")
+}
+
 /// A master deposed while it was paused, and serving without a lease, is caught on a LAN, where
 /// its clients' one-shot transactions mix its stale reads with fresh ones (on 3dc the window
 /// is rarely reached).
 #[test]
 fn a_master_serving_without_a_lease_is_caught_under_pauses() {
-    let paused_lan = |seeds: &str, mutant: Option<&str>| {
-        let mut a = args("clocksi-rep", "list-append", seeds, mutant, "ring");
-        a.faults = "pause".into();
-        a.latency = "lan".into();
-        a.clients = 4;
-        a.duration = 10.0;
-        a.set = vec!["protocol.failover=on".to_string()];
-        a.validate().expect("valid arguments")
-    };
-    let (seed, why) = first_failure(&paused_lan("1..20", Some("no-lease")))
+    let (seed, why) = first_failure(&failover_on_lan("pause", "1..20", Some("no-lease")))
         .expect("no-lease is caught within 20 seeds");
     eprintln!("clocksi-rep no-lease caught at seed {seed}: {why}");
-    assert_eq!(first_failure(&paused_lan("1..5", None)), None);
+    assert_eq!(first_failure(&failover_on_lan("pause", "1..5", None)), None);
 }
 
 /// A master that certifies whatever epoch a prepare carries is caught once masters change
@@ -206,19 +209,13 @@ fn a_master_serving_without_a_lease_is_caught_under_pauses() {
 /// partitions together, on a LAN (caught at seed 43).
 #[test]
 fn a_master_certifying_at_an_old_epoch_is_caught_after_a_handback() {
-    let all_lan = |seeds: &str, mutant: Option<&str>| {
-        let mut a = args("clocksi-rep", "list-append", seeds, mutant, "ring");
-        a.faults = "all".into();
-        a.latency = "lan".into();
-        a.clients = 4;
-        a.duration = 10.0;
-        a.set = vec!["protocol.failover=on".to_string()];
-        a.validate().expect("valid arguments")
-    };
-    let (seed, why) = first_failure(&all_lan("1..50", Some("no-epoch-check")))
+    let (seed, why) = first_failure(&failover_on_lan("all", "1..50", Some("no-epoch-check")))
         .expect("no-epoch-check is caught within 50 seeds");
     eprintln!("clocksi-rep no-epoch-check caught at seed {seed}: {why}");
-    assert_eq!(first_failure(&all_lan(&format!("{seed}"), None)), None);
+    assert_eq!(
+        first_failure(&failover_on_lan("all", &format!("{seed}"), None)),
+        None
+    );
 }
 
 fn every_mutant_is_caught_over(placement: &str) {
