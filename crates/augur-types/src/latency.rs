@@ -113,6 +113,12 @@ impl LatencyProfile {
     pub fn one_way(&self, a: usize, b: usize) -> Duration {
         Duration::from_micros(self.rtt_us[a][b] / 2)
     }
+
+    /// The longest round trip between two of the profile's DCs.
+    pub fn longest_round_trip(&self) -> Duration {
+        let longest = self.rtt_us.iter().flatten().copied().max().unwrap_or(0);
+        Duration::from_micros(longest)
+    }
 }
 
 #[cfg(test)]

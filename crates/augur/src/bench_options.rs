@@ -140,8 +140,8 @@ pub struct BenchArgs {
     /// `--out` still chooses where results go.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// With `--config`: a quick pass that only shows every run works (1 s per protocol, the
-    /// first two points of a sweep).
+    /// With `--config`: a quick pass that only shows every run works (1 s per protocol, longer
+    /// on a WAN, the first two points of a sweep; a protocol that commits nothing fails it).
     #[arg(long, requires = "config")]
     pub smoke: bool,
     /// With `--config`: run only these runs of the file (by name, comma-separated).

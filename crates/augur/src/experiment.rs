@@ -193,8 +193,8 @@ fn known(protocols: &toml::Value) -> anyhow::Result<Vec<toml::Value>> {
 /// Which part of an experiment to run.
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
-    /// A quick pass: 1 s per protocol, the first two sweep values, each protocol entry run at
-    /// its first point only (the others validated).
+    /// A quick pass: 1 s per protocol (longer on a WAN), the first two sweep values, each
+    /// protocol entry run at its first point only (the others validated).
     pub smoke: bool,
     /// Only the runs with these names (all when empty).
     pub runs: Vec<String>,
@@ -337,8 +337,9 @@ pub fn run(
                 options.insert("warmup".into(), toml::Value::Float(seconds));
             }
             if smoke {
-                options.insert("duration".into(), toml::Value::Float(1.0));
-                options.insert("warmup".into(), toml::Value::Float(0.2));
+                let (duration, warmup) = smoke_window(&options);
+                options.insert("duration".into(), toml::Value::Float(duration));
+                options.insert("warmup".into(), toml::Value::Float(warmup));
             }
             options.insert(
                 "out".into(),
@@ -484,11 +485,24 @@ pub fn run(
     }
     if !idle.is_empty() {
         return Err(anyhow::anyhow!(
-            "smoke run: {} (a one-second run must commit something)",
+            "smoke run: {} (a smoke run must commit something)",
             idle.join(", ")
         ));
     }
     Ok(())
+}
+
+/// A smoke run's measured seconds and warm-up: one second after 0.2 s on a LAN, longer on a
+/// WAN, where a transaction that reads a few remote keys and commits over replicas in other
+/// regions takes several round trips, and the configuration group's first election as many
+/// (on `ec2-9dc`: 3.1 s after 1 s), so that every protocol has the time to commit something.
+fn smoke_window(options: &toml::map::Map<String, toml::Value>) -> (f64, f64) {
+    let round_trip = options
+        .get("latency")
+        .and_then(|v| v.as_str())
+        .and_then(|name| augur_types::LatencyProfile::named(name).ok())
+        .map_or(0.0, |profile| profile.longest_round_trip().as_secs_f64());
+    ((12.0 * round_trip).max(1.0), (4.0 * round_trip).max(0.2))
 }
 
 /// The experiment's page: its setting and headline, then throughput against the swept option
@@ -505,7 +519,7 @@ fn render(s: &Summary, sweep: Option<&str>) -> String {
         h = escape(s.headline)
     );
     if s.smoke {
-        html += "<p><b>Smoke run:</b> 1 s per protocol; not a measurement.</p>";
+        html += "<p><b>Smoke run:</b> 1 s per protocol (longer on a WAN); not a measurement.</p>";
     }
     let modelled = s.points.iter().filter(|p| p.modelled).count();
     if modelled > 0 {
