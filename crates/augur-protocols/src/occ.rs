@@ -57,6 +57,13 @@
 //!   termination by asking the coordinator, with presumed abort. Validators keep no state.
 //! * **Aborted transactions are not retried by the protocol**: clients decide.
 //!
+//! **Fail-over** (on by default; the engine's, see [`crate::common::lock_commit`] and
+//! `docs/architecture/availability.md`): what the master keeps is the committed versions it serves reads and validations from, and the exclusive locks every in-sync replica also holds; a promoted
+//! replica already holds it, so it rebuilds nothing and asks the coordinators of the
+//! transactions prepared there at once. A dead replica costs commits on its partitions until
+//! its eviction (the lease plus the skew bound after its last renewal), a dead master also the
+//! reads sent to it.
+//!
 //! # Mutants (`augur check --mutant`)
 //!
 //! * `no-read-validation`: the validation round is skipped; a transaction commits once its
@@ -95,7 +102,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_reordering: true,
     },
     mutants: MUTANTS,
-    settings: &[],
+    settings: crate::common::membership::FAILOVER_SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
 };
@@ -121,6 +128,7 @@ impl Flavor for Occ {
     type Scheme = Single;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `occ`.

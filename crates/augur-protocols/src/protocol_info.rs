@@ -62,8 +62,8 @@ pub use augur_contract::{
 #[serde(rename_all = "kebab-case")]
 pub enum Promise {
     /// Read-only transactions never abort because of other transactions: no read-only attempt
-    /// aborts for any reason but a failure (`Timeout`, `TransactionLost`) or an outlived
-    /// snapshot (`SnapshotTooOld`) (SSS §III, DST).
+    /// aborts for any reason but a failure (`Timeout`, `TransactionLost`, and under fail-over
+    /// `Reconfigured`) or an outlived snapshot (`SnapshotTooOld`) (SSS §III, DST).
     AbortFreeReadOnly,
     /// An update that a read-only transaction did not see (it overwrote a version the reader
     /// read) is acknowledged to its client no earlier than the reader is (SSS §III-B's

@@ -38,6 +38,13 @@
 //! `shared/papers/dst.md` §4). augur's choices are `occ`'s (see [`crate::occ`]): replication,
 //! durability, recovery, no retries by the protocol.
 //!
+//! **Fail-over** (on by default; the engine's, see [`crate::common::lock_commit`] and
+//! `docs/architecture/availability.md`): what the master keeps is the committed versions it serves reads from, and the exclusive locks every in-sync replica also holds; a promoted
+//! replica already holds it, so it rebuilds nothing and asks the coordinators of the
+//! transactions prepared there at once. A dead replica costs commits on its partitions until
+//! its eviction (the lease plus the skew bound after its last renewal), a dead master also the
+//! reads sent to it.
+//!
 //! # Mutants
 //!
 //! None: nothing a read-committed claim proscribes depends on a mechanism `rc` has beyond
@@ -72,7 +79,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_reordering: true,
     },
     mutants: &[],
-    settings: &[],
+    settings: crate::common::membership::FAILOVER_SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
 };
@@ -87,6 +94,7 @@ impl Flavor for Rc {
     const READ_ONLY: ReadOnly = ReadOnly::Unvalidated;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `rc`.

@@ -65,6 +65,13 @@
 //!   client's age across its aborted attempts (above), volatile, and `lock_timeout` keeps any
 //!   wait bounded.
 //!
+//! **Fail-over** (on by default; the engine's, see [`crate::common::lock_commit`] and
+//! `docs/architecture/availability.md`): what the master keeps is the committed versions it serves reads from, the exclusive locks every in-sync replica also holds, and the shared locks of executing transactions, which are lost with it as in a crash (their prepare at the new master finds the lock missing and votes no); a promoted
+//! replica already holds it, so it rebuilds nothing and asks the coordinators of the
+//! transactions prepared there at once. A dead replica costs commits on its partitions until
+//! its eviction (the lease plus the skew bound after its last renewal), a dead master also the
+//! reads sent to it.
+//!
 //! # Mutants (`augur check --mutant`)
 //!
 //! * `early-read-unlock`: a master releases a read's shared lock as soon as it answered it —
@@ -111,12 +118,17 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// The protocol settings `2pl` accepts.
-pub const SETTINGS: &[SettingInfo] = &[SettingInfo {
-    name: LOCK_TIMEOUT,
-    values: LOCK_TIMEOUT_VALUES,
-    default: "100ms",
-    doc: "how long a read or a prepare waits for a lock wait-die lets it wait for before giving up (wait-die already prevents deadlocks; this only bounds a wait)",
-}];
+pub const SETTINGS: &[SettingInfo] = &[
+    SettingInfo {
+        name: LOCK_TIMEOUT,
+        values: LOCK_TIMEOUT_VALUES,
+        default: "100ms",
+        doc: "how long a read or a prepare waits for a lock wait-die lets it wait for before giving up (wait-die already prevents deadlocks; this only bounds a wait)",
+    },
+    crate::common::membership::FAILOVER_SETTING,
+    crate::common::membership::LEASE_SETTING,
+    crate::common::membership::SKEW_SETTING,
+];
 
 /// The mutants `2pl` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[(
@@ -132,6 +144,7 @@ impl Flavor for TwoPl {
     const LOCKING: Locking = Locking::TwoPhase;
     type Scheme = Single;
     const DEFAULT_LOCK_TIMEOUT: Duration = DEFAULT_LOCK_TIMEOUT;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `2pl`.

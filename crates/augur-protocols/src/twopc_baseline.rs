@@ -86,6 +86,13 @@
 //! * A prepare that arrives after its transaction ended at a participant (reordered behind the
 //!   abort, say) is ignored for `gc_retention`.
 //!
+//! **Fail-over** (on by default; the engine's, see [`crate::common::lock_commit`] and
+//! `docs/architecture/availability.md`): what the master keeps is nothing a slave lacks: reads go to the nearest in-sync replica and every in-sync replica of a key read or written locks and validates at commit; a promoted
+//! replica already holds it, so it rebuilds nothing and asks the coordinators of the
+//! transactions prepared there at once. A dead replica costs commits on its partitions until
+//! its eviction (the lease plus the skew bound after its last renewal), a dead master also the
+//! reads sent to it.
+//!
 //! # Mutants (`augur check --mutant`)
 //!
 //! * `no-read-validation`: participants vote yes without validating (lost updates, write skew,
@@ -133,12 +140,17 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_millis(5);
 
 /// The protocol settings `2pc-baseline` accepts.
-pub const SETTINGS: &[SettingInfo] = &[SettingInfo {
-    name: LOCK_TIMEOUT,
-    values: LOCK_TIMEOUT_VALUES,
-    default: "5ms",
-    doc: "how long a participant waits for its locks before voting no (the paper's 1 ms is 50 one-way message delays; 5 ms is 50 of the lan profile's)",
-}];
+pub const SETTINGS: &[SettingInfo] = &[
+    SettingInfo {
+        name: LOCK_TIMEOUT,
+        values: LOCK_TIMEOUT_VALUES,
+        default: "5ms",
+        doc: "how long a participant waits for its locks before voting no (the paper's 1 ms is 50 one-way message delays; 5 ms is 50 of the lan profile's)",
+    },
+    crate::common::membership::FAILOVER_SETTING,
+    crate::common::membership::LEASE_SETTING,
+    crate::common::membership::SKEW_SETTING,
+];
 
 /// The mutants `2pc-baseline` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[
@@ -160,6 +172,7 @@ impl Flavor for Baseline {
     const LOCKING: Locking = Locking::AtCommit;
     type Scheme = Single;
     const DEFAULT_LOCK_TIMEOUT: Duration = DEFAULT_LOCK_TIMEOUT;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `2pc-baseline`.

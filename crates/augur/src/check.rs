@@ -892,13 +892,16 @@ impl ProtocolVisitor for RunSeed<'_> {
 /// `Err` names the first read-only attempt in `history` that aborted because of concurrency,
 /// and how many did. SSS's promise (§III) is that read-only transactions never abort because
 /// of other transactions; the injected faults may still end one: a client that gave up on an
-/// unreachable node (`Timeout`), a coordinator that crashed (`TransactionLost`), or a reader
-/// that outlived the versions kept (`SnapshotTooOld`).
+/// unreachable node (`Timeout`), a coordinator that crashed (`TransactionLost`), a reader
+/// that outlived the versions kept (`SnapshotTooOld`), or a read sent to a replica that a
+/// failure took out of the partition's in-sync set, or that held no lease (`Reconfigured`:
+/// fail-over).
 fn no_read_only_aborts(history: &History) -> Result<(), String> {
     let failures = [
         AbortReason::Timeout,
         AbortReason::TransactionLost,
         AbortReason::SnapshotTooOld,
+        AbortReason::Reconfigured,
     ]
     .map(AbortReason::name);
     let mut aborted = history.txns.iter().filter(|t| {

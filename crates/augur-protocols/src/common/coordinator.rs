@@ -128,12 +128,25 @@ impl ByReplica {
         reads: &[(Key, Option<TxnId>)],
         writes: Writes,
     ) -> ByReplica {
+        let replicas = |p: PartitionId| placement.replicas(p);
+        ByReplica::group_among(placement, &replicas, at, reads, writes)
+    }
+
+    /// [`ByReplica::group_reads_at`] among the replicas `replicas` gives each partition, master
+    /// first (a configuration's in-sync replicas rather than the placement's).
+    pub fn group_among<'r>(
+        placement: &Placement,
+        replicas: &dyn Fn(PartitionId) -> &'r [NodeId],
+        at: ReadsAt,
+        reads: &[(Key, Option<TxnId>)],
+        writes: Writes,
+    ) -> ByReplica {
         let mut parts: BTreeMap<NodeId, Part> = BTreeMap::new();
         for (key, version) in reads {
-            let partition = placement.partition_of(key);
+            let all = replicas(placement.partition_of(key));
             let readers = match at {
-                ReadsAt::EveryReplica => placement.replicas(partition),
-                ReadsAt::Master => std::slice::from_ref(&placement.replicas(partition)[0]),
+                ReadsAt::EveryReplica => all,
+                ReadsAt::Master => &all[..1],
             };
             for &r in readers {
                 parts.entry(r).or_default().0.push((key.clone(), *version));
@@ -141,7 +154,7 @@ impl ByReplica {
         }
         let mut write_replicas = BTreeSet::new();
         for (key, value) in writes {
-            for &r in placement.replicas(placement.partition_of(&key)) {
+            for &r in replicas(placement.partition_of(&key)) {
                 parts
                     .entry(r)
                     .or_default()

@@ -35,6 +35,16 @@
 //!   crash; the flavors' rules make a transaction that lost one abort (see [`Locking`]). A
 //!   prepare that arrives after its transaction ended at a participant is ignored for
 //!   `gc_retention`.
+//! * **Fail-over** (flavors with [`Flavor::FAILS_OVER`]; `docs/architecture/availability.md`,
+//!   *The lock-commit engine*). Which replicas count, and which one is master, is a
+//!   configuration agreed through Raft ([`crate::common::membership`]): reads, prepares and
+//!   validations go to the configuration's in-sync replicas, prepares and validations carry
+//!   each partition's epoch ([`Epochs`]), and a node serves any of them only while in sync at
+//!   that epoch and leased. A master's state is nothing beyond what every in-sync replica holds
+//!   (the exclusive locks of prepared transactions, the versions), so a dead master's
+//!   partition needs only the eviction; `2pl`'s shared locks at the old master are lost as in a
+//!   crash, which its prepare checks. A replica out of sync is copied in by the master
+//!   ([`crate::common::failover::Copies`]) before it counts again.
 //!
 //! # Messages and records
 //!
@@ -60,15 +70,20 @@ pub use scheme::{
 use crate::common::coordinator::{
     ByReplica, InteractiveCoordinator, Pending, ReadInFlight, Reads, ReadsAt, serve_interactive,
 };
+use crate::common::failover::{Copies, LeaseWaiters};
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::{LOCK_TIMEOUT, Policy, parse_lock_timeout};
-use crate::common::replica::{self, DecisionLog, TxnIds, Writes};
+use crate::common::membership::{
+    Configuration, Epoch, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
+};
+use crate::common::replica::{self, DecisionLog, KeyVersions, TxnIds, Writes};
+use crate::common::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
 use crate::common::vclock::Deps;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
-use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientId, ClientReply, ClientRequest, Key, NodeId, PartitionId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -123,7 +138,16 @@ pub trait Flavor: Send + 'static {
     /// How long a lock request waits when the `lock_timeout` setting is not given (unused
     /// under [`Locking::Optimistic`], which never waits).
     const DEFAULT_LOCK_TIMEOUT: Duration;
+    /// The flavor follows a configuration agreed through Raft (fail-over, see the module docs
+    /// and `docs/architecture/availability.md`); its [`ProtocolInfo`] then lists the
+    /// `failover` settings. Off: the placement's replicas and masters for good.
+    const FAILS_OVER: bool = false;
 }
+
+/// The partitions a participant takes part in for a request, each with the epoch the
+/// coordinator's configuration gave it (under fail-over, a participant in sync at another
+/// epoch refuses the request).
+pub type Epochs = Vec<(PartitionId, Epoch)>;
 
 /// The mutants the engine knows; a flavor offers those its [`ProtocolInfo`] lists (a scheme
 /// is given the one the node runs).
@@ -224,6 +248,7 @@ pub enum Msg<M> {
         prio: Timestamp,
         reads: Reads,
         writes: Writes,
+        epochs: Epochs,
     },
     /// Participant → coordinator: yes with a proposed commit timestamp, or no and why. `deps`:
     /// what the scheme says a yes carries of the versions it overwrites
@@ -241,6 +266,7 @@ pub enum Msg<M> {
         txn: TxnId,
         reads: Reads,
         ts: Timestamp,
+        epochs: Epochs,
     },
     /// Master → coordinator: the answer to `Validate`, with a proposed timestamp.
     Validated {
@@ -260,6 +286,34 @@ pub enum Msg<M> {
     QueryOutcome { txn: TxnId },
     /// One of the scheme's own messages, which its [`TimestampScheme::handle`] handles.
     Scheme(M),
+    /// The configuration group: Raft and leases (fail-over, [`Flavor::FAILS_OVER`]).
+    Membership(MembershipMsg),
+    /// A replica out of sync → the partition's master: copy the partition to me.
+    CatchUpAsk { partition: PartitionId },
+    /// Master → that replica: the partition's committed versions at `epoch`, no transaction
+    /// prepared there.
+    CatchUpState {
+        partition: PartitionId,
+        epoch: Epoch,
+        versions: Vec<KeyVersions>,
+    },
+    /// The replica → the master: the copy is installed, durably.
+    CatchUpDone {
+        partition: PartitionId,
+        epoch: Epoch,
+    },
+}
+
+impl<M> From<MembershipMsg> for Msg<M> {
+    fn from(msg: MembershipMsg) -> Self {
+        Msg::Membership(msg)
+    }
+}
+
+impl<M> From<RaftMessage> for Msg<M> {
+    fn from(msg: RaftMessage) -> Self {
+        Msg::Membership(MembershipMsg::Raft(msg))
+    }
 }
 
 impl<M> Msg<M> {
@@ -274,7 +328,8 @@ impl<M> Msg<M> {
 }
 
 /// As derived, except that a scheme's message shows as itself, not wrapped: a trace (and a
-/// golden file) names each message as the node that handles it knows it.
+/// golden file) names each message as the node that handles it knows it; and the epochs of a
+/// prepare or validation show only with fail-over (without, there are none).
 impl<M: fmt::Debug> fmt::Debug for Msg<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -319,25 +374,37 @@ impl<M: fmt::Debug> fmt::Debug for Msg<M> {
                 prio,
                 reads,
                 writes,
-            } => f
-                .debug_struct("Prepare")
-                .field("txn", txn)
-                .field("prio", prio)
-                .field("reads", reads)
-                .field("writes", writes)
-                .finish(),
+                epochs,
+            } => {
+                let mut d = f.debug_struct("Prepare");
+                d.field("txn", txn)
+                    .field("prio", prio)
+                    .field("reads", reads)
+                    .field("writes", writes);
+                if !epochs.is_empty() {
+                    d.field("epochs", epochs);
+                }
+                d.finish()
+            }
             Msg::Vote { txn, vote, deps } => f
                 .debug_struct("Vote")
                 .field("txn", txn)
                 .field("vote", vote)
                 .field("deps", deps)
                 .finish(),
-            Msg::Validate { txn, reads, ts } => f
-                .debug_struct("Validate")
-                .field("txn", txn)
-                .field("reads", reads)
-                .field("ts", ts)
-                .finish(),
+            Msg::Validate {
+                txn,
+                reads,
+                ts,
+                epochs,
+            } => {
+                let mut d = f.debug_struct("Validate");
+                d.field("txn", txn).field("reads", reads).field("ts", ts);
+                if !epochs.is_empty() {
+                    d.field("epochs", epochs);
+                }
+                d.finish()
+            }
             Msg::Validated { txn, vote } => f
                 .debug_struct("Validated")
                 .field("txn", txn)
@@ -352,6 +419,26 @@ impl<M: fmt::Debug> fmt::Debug for Msg<M> {
             Msg::Applied { txn } => f.debug_struct("Applied").field("txn", txn).finish(),
             Msg::QueryOutcome { txn } => f.debug_struct("QueryOutcome").field("txn", txn).finish(),
             Msg::Scheme(m) => fmt::Debug::fmt(m, f),
+            Msg::Membership(m) => f.debug_tuple("Membership").field(m).finish(),
+            Msg::CatchUpAsk { partition } => f
+                .debug_struct("CatchUpAsk")
+                .field("partition", partition)
+                .finish(),
+            Msg::CatchUpState {
+                partition,
+                epoch,
+                versions,
+            } => f
+                .debug_struct("CatchUpState")
+                .field("partition", partition)
+                .field("epoch", epoch)
+                .field("versions", versions)
+                .finish(),
+            Msg::CatchUpDone { partition, epoch } => f
+                .debug_struct("CatchUpDone")
+                .field("partition", partition)
+                .field("epoch", epoch)
+                .finish(),
         }
     }
 }
@@ -364,15 +451,23 @@ impl<M: CheckMessage> CheckMessage for Msg<M> {
                 at.key_here(key)
             }
             Msg::Prepare {
-                txn, reads, writes, ..
+                txn,
+                reads,
+                writes,
+                epochs,
+                ..
             } => {
                 at.txn_of_sender(*txn)?;
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))?;
-                writes.iter().try_for_each(|(key, _)| at.key_here(key))
+                writes.iter().try_for_each(|(key, _)| at.key_here(key))?;
+                epochs.iter().try_for_each(|(p, _)| at.partition_here(*p))
             }
-            Msg::Validate { txn, reads, .. } => {
+            Msg::Validate {
+                txn, reads, epochs, ..
+            } => {
                 at.txn_of_sender(*txn)?;
-                reads.iter().try_for_each(|(key, _)| at.key_here(key))
+                reads.iter().try_for_each(|(key, _)| at.key_here(key))?;
+                epochs.iter().try_for_each(|(p, _)| at.partition_here(*p))
             }
             // Deps name nodes, which index vectors.
             Msg::Vote { txn, deps, .. } => {
@@ -386,6 +481,22 @@ impl<M: CheckMessage> CheckMessage for Msg<M> {
             | Msg::Applied { txn }
             | Msg::QueryOutcome { txn } => at.txn_here(*txn),
             Msg::Scheme(m) => m.check(at),
+            Msg::Membership(m) => m.check(at),
+            Msg::CatchUpAsk { partition } | Msg::CatchUpDone { partition, .. } => {
+                at.partition_here(*partition)?;
+                replica::sender_replicates(at, *partition)
+            }
+            Msg::CatchUpState {
+                partition,
+                versions,
+                ..
+            } => {
+                at.partition_here(*partition)?;
+                replica::sender_replicates(at, *partition)?;
+                versions
+                    .iter()
+                    .try_for_each(|(key, _)| at.key_in(key, *partition))
+            }
         }
     }
 }
@@ -414,6 +525,20 @@ pub enum Timer {
     /// A read-only transaction's snapshot, fetched at `Begin` ([`Begin::FetchStable`]), did not
     /// arrive in time.
     Stable(TxnId),
+    /// The configuration group's (fail-over).
+    Membership(MembershipTimer),
+}
+
+impl From<MembershipTimer> for Timer {
+    fn from(timer: MembershipTimer) -> Self {
+        Timer::Membership(timer)
+    }
+}
+
+impl From<SequencerTimer> for Timer {
+    fn from(timer: SequencerTimer) -> Self {
+        Timer::Membership(MembershipTimer::Raft(timer))
+    }
 }
 
 /// What a node writes to its log and rebuilds from: the engine's records, and the scheme's
@@ -455,6 +580,12 @@ impl<R: fmt::Debug> fmt::Debug for Record<R> {
 impl<R> From<replica::Record<Timestamp>> for Record<R> {
     fn from(record: replica::Record<Timestamp>) -> Record<R> {
         Record::Kit(record)
+    }
+}
+
+impl<R> From<SequencerRecord> for Record<R> {
+    fn from(record: SequencerRecord) -> Record<R> {
+        Record::Kit(replica::Record::Membership(record))
     }
 }
 
@@ -518,6 +649,9 @@ pub(crate) enum Phase {
         commit_ts: Timestamp,
         /// The reads the validation round checks once every vote is in (`occ`).
         to_validate: Reads,
+        /// The partitions prepared or validated on, at the epochs the requests carried: a
+        /// change of any of them before the decision aborts the attempt (fail-over).
+        epochs: Epochs,
     },
 }
 
@@ -595,6 +729,33 @@ pub struct LockCommit<F: Flavor> {
     scheme: F::Scheme,
     /// Ticks since the start: announcements go every [`ANNOUNCE_EVERY`]th.
     ticks: u64,
+    /// Who serves each partition, and this node's lease (fail-over; the placement's for good
+    /// unless [`Flavor::FAILS_OVER`]).
+    membership: Membership,
+    /// Partitions copied to or from this node, and the prepares held meanwhile.
+    copies: Copies<MsgOf<F>>,
+    /// Reads, prepares and validations waiting for this node's lease.
+    lease_waiters: LeaseWaiters<MsgOf<F>, MsgOf<F>>,
+}
+
+/// What a node in sync does with a read, prepare or validation under fail-over.
+enum Gate {
+    /// Serve it now.
+    Pass,
+    /// Not in sync on one of its partitions at the epoch it was sent at: refuse it (the
+    /// coordinator retries under the configuration it learns meanwhile).
+    Refuse,
+    /// In sync, but not leased (yet): wait for the next grant.
+    AwaitLease,
+    /// A prepare on a partition being copied to a replica: wait for the copy to end.
+    AwaitCopy,
+}
+
+/// Whether `writes` has a key of `partition`.
+fn writes_in(placement: &augur_types::Placement, writes: &Writes, partition: PartitionId) -> bool {
+    writes
+        .iter()
+        .any(|(key, _)| placement.partition_of(key) == partition)
 }
 
 /// Read horizons (DST, GTS, VTS) and the oracle's stable timestamp or vector (GTS, VTS) are
@@ -675,6 +836,18 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: MsgOf<F>) {
+        let msg = match msg {
+            Msg::Read { .. } | Msg::Validate { .. } if self.membership.active() => {
+                match self.gate(ctx.now(), &msg) {
+                    Gate::Pass => msg,
+                    Gate::Refuse => return self.refuse_request(ctx, msg),
+                    Gate::AwaitLease | Gate::AwaitCopy => {
+                        return self.lease_waiters.wait_read(ctx.now(), msg);
+                    }
+                }
+            }
+            msg => msg,
+        };
         match msg {
             Msg::Read {
                 txn,
@@ -715,11 +888,12 @@ impl<F: Flavor> LockCommit<F> {
                 prio,
                 reads,
                 writes,
-            } => self.prepare(ctx, txn, prio, reads, writes),
+                epochs,
+            } => self.prepare(ctx, txn, prio, reads, writes, epochs),
             Msg::Vote { txn, vote, deps } => {
                 self.vote(ctx, from, txn, Round::Prepare, vote.map(|ts| (ts, deps)))
             }
-            Msg::Validate { txn, reads, ts } => self.validate(ctx, txn, reads, ts),
+            Msg::Validate { txn, reads, ts, .. } => self.validate(ctx, txn, reads, ts),
             Msg::Validated { txn, vote } => {
                 let vote = vote.map(|ts| (ts, Deps::new()));
                 self.vote(ctx, from, txn, Round::Validate, vote)
@@ -744,7 +918,318 @@ impl<F: Flavor> LockCommit<F> {
                     Then::Abort(txn, reason) => self.abort(ctx, txn, reason),
                 }
             }
+            Msg::Membership(msg) => {
+                if let Some(change) = self.membership.on_message(ctx, from, msg) {
+                    self.reconfigure(ctx, change);
+                }
+                self.run_lease_waiters(ctx);
+            }
+            Msg::CatchUpAsk { partition } => self.give_copy(ctx, from, partition),
+            Msg::CatchUpState {
+                partition,
+                epoch,
+                versions,
+            } => self.take_copy(ctx, from, partition, epoch, versions),
+            Msg::CatchUpDone { partition, epoch } => {
+                let current = self.membership.config().epoch(partition);
+                if self.copies.taken(from, partition, epoch, current) {
+                    self.membership.propose_rejoin(partition, from, epoch);
+                }
+            }
         }
+    }
+
+    // ----- fail-over -----
+
+    /// Whether this node serves `msg` (a read, prepare or validation) now, under fail-over
+    /// (see [`Gate`]).
+    fn gate(&self, now: Timestamp, msg: &MsgOf<F>) -> Gate {
+        let config = self.membership.config();
+        let me = self.id();
+        let in_step = |epochs: &Epochs| {
+            epochs
+                .iter()
+                .all(|(p, e)| config.is_in_sync(me, *p) && config.epoch(*p) == *e)
+        };
+        let (in_sync, prepared_on) = match msg {
+            Msg::Read { key, .. } => {
+                let partition = self.env.placement.partition_of(key);
+                (config.is_in_sync(me, partition), &[][..])
+            }
+            Msg::Validate { epochs, .. } => (in_step(epochs), &[][..]),
+            Msg::Prepare { epochs, .. } => (in_step(epochs), &epochs[..]),
+            _ => return Gate::Pass,
+        };
+        if !in_sync {
+            Gate::Refuse
+        } else if !self.membership.serving(now) {
+            Gate::AwaitLease
+        } else if prepared_on
+            .iter()
+            .any(|(p, _)| self.copies.holds_prepares(*p))
+        {
+            Gate::AwaitCopy
+        } else {
+            Gate::Pass
+        }
+    }
+
+    /// Refuse a read, prepare or validation this node does not serve (out of sync, or no lease
+    /// for a lease's duration): the coordinator aborts the attempt and its client retries.
+    fn refuse_request(&mut self, ctx: &mut Ctx<'_, Self>, msg: MsgOf<F>) {
+        let reason = AbortReason::Reconfigured;
+        match msg {
+            Msg::Read { txn, seq, .. } => {
+                let to = txn.coordinator();
+                self.deliver(ctx, to, Msg::ReadRefused { txn, seq, reason });
+            }
+            Msg::Prepare { txn, .. } => self.refuse(ctx, txn, reason),
+            Msg::Validate { txn, .. } => {
+                let vote = Err(reason);
+                self.deliver(ctx, txn.coordinator(), Msg::Validated { txn, vote });
+            }
+            _ => {}
+        }
+    }
+
+    /// After the configuration group ran: with a lease now, serve what waited for one (each
+    /// is gated again); without, refuse what waited a lease's duration.
+    fn run_lease_waiters(&mut self, ctx: &mut Ctx<'_, Self>) {
+        if self.lease_waiters.is_empty() {
+            return;
+        }
+        let now = ctx.now();
+        let me = self.id();
+        if self.membership.serving(now) {
+            let (reads, prepares) = self.lease_waiters.take_all();
+            for msg in reads.into_iter().chain(prepares) {
+                self.handle(ctx, me, msg);
+            }
+            return;
+        }
+        let patience = self.membership.lease_duration();
+        let (reads, prepares) = self.lease_waiters.take_late(now, patience);
+        for msg in reads.into_iter().chain(prepares) {
+            self.refuse_request(ctx, msg);
+        }
+    }
+
+    /// The configuration changed (`change`): abort the attempts coordinated here that prepared
+    /// or validated on a partition whose epoch moved, stop awaiting acknowledgements from
+    /// replicas in no in-sync set, ask at once about the transactions in doubt on the
+    /// partitions this node now masters, and end the copies the change overtook or completed.
+    fn reconfigure(&mut self, ctx: &mut Ctx<'_, Self>, change: Reconfiguration) {
+        let me = self.id();
+        let config = self.membership.config().clone();
+        let mut overtaken: Vec<TxnId> = self
+            .coord
+            .iter()
+            .filter(|(_, t)| match &t.phase {
+                Phase::Voting { epochs, .. } => {
+                    epochs.iter().any(|(p, _)| change.changed.contains(p))
+                }
+                Phase::Executing => false,
+            })
+            .map(|(txn, _)| *txn)
+            .collect();
+        overtaken.sort();
+        for txn in overtaken {
+            self.abort(ctx, txn, AbortReason::Reconfigured);
+        }
+        self.decided
+            .keep_acknowledgements_of(ctx, |n| config.in_any_sync_set(n));
+        for &partition in &change.changed {
+            if config.is_master(me, partition) && !change.before.is_master(me, partition) {
+                self.ask_about_prepared(partition);
+            }
+        }
+        if self.copies.reconfigured(&config, me) {
+            self.release_held(ctx);
+        }
+    }
+
+    /// The transactions prepared on `partition` here (holding exclusive locks of its keys), in
+    /// id order, each marked overdue so that the termination protocol asks its coordinator at
+    /// the next tick.
+    fn ask_about_prepared(&mut self, partition: PartitionId) -> Vec<TxnId> {
+        let placement = &self.env.placement;
+        let mut txns: Vec<TxnId> = self
+            .participants
+            .iter_mut()
+            .filter(|(_, p)| p.voted && writes_in(placement, &p.writes, partition))
+            .map(|(txn, p)| {
+                p.last_query = Timestamp::ZERO;
+                *txn
+            })
+            .collect();
+        txns.sort();
+        txns
+    }
+
+    /// Run again the prepares held for copies (those of partitions still being copied are
+    /// held again).
+    fn release_held(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let me = self.id();
+        for msg in self.copies.take_held() {
+            self.handle(ctx, me, msg);
+        }
+    }
+
+    /// A replica out of sync asked this node, as `partition`'s master, for a copy: the
+    /// transactions in doubt there are settled first (their coordinators asked at once), then
+    /// prepares wait while those prepared since resolve, and the copy leaves.
+    fn give_copy(&mut self, ctx: &mut Ctx<'_, Self>, to: NodeId, partition: PartitionId) {
+        let now = ctx.now();
+        let config = self.membership.config();
+        if !self.membership.active()
+            || !config.is_master(self.id(), partition)
+            || config.is_in_sync(to, partition)
+            || !self.membership.serving(now)
+            || self.copies.giving(partition)
+        {
+            return;
+        }
+        let epoch = config.epoch(partition);
+        let in_doubt = self.ask_about_prepared(partition);
+        self.copies.give(partition, to, epoch, now, in_doubt);
+        self.advance_copy(ctx, partition);
+    }
+
+    /// Move the copy of `partition` on as far as it can go: it leaves once no transaction
+    /// prepares a write there (voted, or waiting for its locks).
+    fn advance_copy(&mut self, ctx: &mut Ctx<'_, Self>, partition: PartitionId) {
+        let placement = &self.env.placement;
+        let participants = &self.participants;
+        let Some(out) = self.copies.advance(
+            partition,
+            ctx.now(),
+            |txn| participants.get(txn).is_some_and(|p| p.voted),
+            || {
+                participants
+                    .values()
+                    .any(|p| p.preparing && writes_in(placement, &p.writes, partition))
+            },
+        ) else {
+            return;
+        };
+        let partition_of = |k: &Key| placement.partition_of(k);
+        let versions = replica::partition_versions(&self.store, partition, &partition_of);
+        ctx.charge(Work::reads(versions.len()));
+        let msg = Msg::CatchUpState {
+            partition,
+            epoch: out.epoch,
+            versions,
+        };
+        ctx.send(out.to, msg);
+    }
+
+    /// The copy of `partition` this node asked for: it replaces what the node held there,
+    /// durably, before the master hears it is installed.
+    fn take_copy(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        partition: PartitionId,
+        epoch: Epoch,
+        versions: Vec<KeyVersions>,
+    ) {
+        if self.membership.config().is_in_sync(self.id(), partition)
+            || !self.copies.asked(partition)
+        {
+            return;
+        }
+        ctx.persist(
+            replica::Record::PartitionCopied {
+                partition,
+                watermark: Timestamp::ZERO,
+            }
+            .into(),
+        );
+        for txn in self.drop_partition(partition) {
+            self.ended.insert(txn, ctx.now());
+            self.release(ctx, txn);
+        }
+        ctx.charge(Work::writes(versions.len()));
+        for (key, key_versions) in versions {
+            ctx.persist(
+                replica::Record::Versions {
+                    key: key.clone(),
+                    versions: key_versions.clone(),
+                }
+                .into(),
+            );
+            for (writer, ts, value) in key_versions {
+                self.install(ts, writer, vec![(key.clone(), value)]);
+            }
+        }
+        self.deliver(ctx, from, Msg::CatchUpDone { partition, epoch });
+    }
+
+    /// Forget what this node held of `partition` (a copy replaces it): its keys' versions,
+    /// and its keys in every transaction here. The transactions left with no key are
+    /// returned, for their locks to go (a transaction with keys elsewhere keeps its locks
+    /// until its outcome).
+    fn drop_partition(&mut self, partition: PartitionId) -> Vec<TxnId> {
+        let placement = &self.env.placement;
+        self.store
+            .clear_where(|key| placement.partition_of(key) == partition);
+        let mut emptied = Vec::new();
+        self.participants.retain(|txn, p| {
+            p.writes
+                .retain(|(key, _)| placement.partition_of(key) != partition);
+            p.reads
+                .retain(|(key, _)| placement.partition_of(key) != partition);
+            let keep = !p.writes.is_empty() || !p.reads.is_empty();
+            if !keep {
+                emptied.push(*txn);
+            }
+            keep
+        });
+        emptied.sort();
+        emptied
+    }
+
+    /// At every tick: a master moves its copies on and gives up on those stuck too long in a
+    /// stage; a replica out of sync asks for the copies it needs.
+    fn copy_tick(&mut self, ctx: &mut Ctx<'_, Self>) {
+        if !self.membership.active() {
+            return;
+        }
+        let now = ctx.now();
+        for partition in self.copies.partitions_given() {
+            self.advance_copy(ctx, partition);
+        }
+        let gave_up = self.copies.give_up_stuck(now);
+        let me = self.id();
+        let config = self.membership.config();
+        for &partition in self.env.placement.local_partitions(me) {
+            if !config.is_in_sync(me, partition) && self.copies.ask_due(partition, now) {
+                ctx.send(config.master(partition), Msg::CatchUpAsk { partition });
+            }
+        }
+        if gave_up {
+            self.release_held(ctx);
+        }
+    }
+
+    /// The epochs of the partitions of the keys read or written, ascending (none without
+    /// fail-over).
+    fn epochs_of(&self, config: &Configuration, reads: &Reads, writes: &Writes) -> Epochs {
+        if !self.membership.active() {
+            // Every epoch is zero for good: nothing to check, nothing to send.
+            return Epochs::new();
+        }
+        let placement = &self.env.placement;
+        let mut partitions: Vec<PartitionId> = (reads.iter().map(|(k, _)| k))
+            .chain(writes.iter().map(|(k, _)| k))
+            .map(|k| placement.partition_of(k))
+            .collect();
+        partitions.sort();
+        partitions.dedup();
+        partitions
+            .into_iter()
+            .map(|p| (p, config.epoch(p)))
+            .collect()
     }
 
     /// Every write replica applied `txn`'s commit at `ts`: what the scheme owes then (GTS
@@ -760,11 +1245,13 @@ impl<F: Flavor> LockCommit<F> {
 
     /// The coordinator of a transaction that is executing with no request in flight, or the
     /// answer owed to a request that cannot proceed.
+    /// (It borrows only the coordinated transactions, `coord`, so the configuration can be
+    /// read beside it.)
     fn executing(
-        &mut self,
+        coord: &mut FxHashMap<TxnId, Coord<<F::Scheme as TimestampScheme>::Txn>>,
         txn: TxnId,
     ) -> Result<&mut Coord<<F::Scheme as TimestampScheme>::Txn>, ClientReply> {
-        let Some(t) = self.coord.get_mut(&txn) else {
+        let Some(t) = coord.get_mut(&txn) else {
             return Err(ClientReply::Aborted(AbortReason::TransactionLost));
         };
         if t.pending.is_some() || !matches!(t.phase, Phase::Executing) {
@@ -893,9 +1380,8 @@ impl<F: Flavor> LockCommit<F> {
             return self.deliver(ctx, to, Msg::Scheme(msg));
         }
         let placement = self.env.placement.clone();
+        let config = self.membership.config().clone();
         let Some(Phase::Voting {
-            round,
-            waiting,
             to_validate,
             commit_ts,
             ..
@@ -910,11 +1396,35 @@ impl<F: Flavor> LockCommit<F> {
         // validation installs it; the validations answer with it, so it does not move.
         let ts = *commit_ts;
         let reads = std::mem::take(to_validate);
-        let by_master = ByReplica::group_reads_at(&placement, ReadsAt::Master, &reads, Vec::new());
+        let replicas = |p: PartitionId| config.in_sync(p);
+        let by_master =
+            ByReplica::group_among(&placement, &replicas, ReadsAt::Master, &reads, Vec::new());
+        let requests: Vec<(NodeId, Reads, Epochs)> = (by_master.parts.into_iter())
+            .map(|(node, (reads, _))| {
+                let epochs = self.epochs_of(&config, &reads, &Vec::new());
+                (node, reads, epochs)
+            })
+            .collect();
+        let Some(Phase::Voting {
+            round,
+            waiting,
+            epochs: voted_at,
+            ..
+        }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
+        else {
+            return;
+        };
         *round = Round::Validate;
-        *waiting = by_master.parts.keys().copied().collect();
-        for (node, (reads, _)) in by_master.parts {
-            self.deliver(ctx, node, Msg::Validate { txn, reads, ts });
+        *waiting = requests.iter().map(|(node, ..)| *node).collect();
+        voted_at.extend(requests.iter().flat_map(|(_, _, e)| e.iter().copied()));
+        for (node, reads, epochs) in requests {
+            let msg = Msg::Validate {
+                txn,
+                reads,
+                ts,
+                epochs,
+            };
+            self.deliver(ctx, node, msg);
         }
     }
 
@@ -1052,11 +1562,44 @@ impl<F: Flavor> LockCommit<F> {
         prio: Timestamp,
         reads: Reads,
         writes: Writes,
+        epochs: Epochs,
     ) {
         if self.participants.get(&txn).is_some_and(|p| p.preparing) || self.ended.contains_key(&txn)
         {
             return;
         }
+        let now = ctx.now();
+        if self.membership.active() {
+            let msg = Msg::Prepare {
+                txn,
+                prio,
+                reads,
+                writes,
+                epochs,
+            };
+            match self.gate(now, &msg) {
+                Gate::Pass => {}
+                Gate::Refuse => return self.refuse_request(ctx, msg),
+                Gate::AwaitLease => return self.lease_waiters.wait_prepare(now, msg),
+                Gate::AwaitCopy => return self.copies.hold(msg),
+            }
+            let Msg::Prepare { reads, writes, .. } = msg else {
+                unreachable!("built above")
+            };
+            return self.prepare_in_step(ctx, txn, prio, reads, writes);
+        }
+        self.prepare_in_step(ctx, txn, prio, reads, writes)
+    }
+
+    /// [`Self::prepare`], once this node is known to serve every partition of it.
+    fn prepare_in_step(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        txn: TxnId,
+        prio: Timestamp,
+        reads: Reads,
+        writes: Writes,
+    ) {
         let now = ctx.now();
         // 2PL: the keys read here were locked when read; a lock lost in a crash is a no vote
         // (the early-unlock mutant does not keep them, so it cannot ask).
@@ -1318,6 +1861,7 @@ impl<F: Flavor> LockCommit<F> {
         self.deliver_mail(ctx, mail);
         self.scheme
             .collect_garbage(ctx, &mut self.store, &self.coord, announce);
+        self.copy_tick(ctx);
         ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
     }
 
@@ -1352,10 +1896,15 @@ impl<F: Flavor> LockCommit<F> {
             record @ (Record::Kit(Kit::Served { .. } | Kit::Watermark(_)) | Record::Scheme(_)) => {
                 self.scheme.replay(record)
             }
-            // Not written by this engine (yet: fail-over is the 2PC family's so far).
-            Record::Kit(
-                Kit::Installed { .. } | Kit::Membership(_) | Kit::PartitionCopied { .. },
-            ) => {}
+            // The configuration group's: collected by `recover`, which restores the group.
+            Record::Kit(Kit::Membership(_)) => {}
+            Record::Kit(Kit::PartitionCopied { partition, .. }) => {
+                for txn in self.drop_partition(partition) {
+                    self.locks.release(txn);
+                }
+            }
+            // Not written by this engine.
+            Record::Kit(Kit::Installed { .. }) => {}
             Record::Prepared { txn, reads, writes } => {
                 // The prepared held these locks together before the crash, so they are
                 // granted again; the oldest priority makes any requester, not them, yield.
@@ -1385,6 +1934,19 @@ impl<F: Flavor> LockCommit<F> {
     ) {
         let now = ctx.now();
         let participants = by_replica.participants();
+        let config = self.membership.config().clone();
+        let requests: Vec<(NodeId, Reads, Writes, Epochs)> = (by_replica.parts.into_iter())
+            .map(|(node, (reads, writes))| {
+                let epochs = self.epochs_of(&config, &reads, &writes);
+                (node, reads, writes, epochs)
+            })
+            .collect();
+        let mut voted_at: Epochs = requests
+            .iter()
+            .flat_map(|(.., e)| e.iter().copied())
+            .collect();
+        voted_at.sort();
+        voted_at.dedup();
         let t = self.coord.get_mut(&txn).expect("the caller checked");
         let prio = t.prio;
         t.pending = Some(pending);
@@ -1399,17 +1961,19 @@ impl<F: Flavor> LockCommit<F> {
             write_replicas: by_replica.write_replicas,
             commit_ts,
             to_validate,
+            epochs: voted_at,
         };
         ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
-        if by_replica.parts.is_empty() {
+        if requests.is_empty() {
             return self.validate_or_decide(ctx, txn);
         }
-        for (node, (reads, writes)) in by_replica.parts {
+        for (node, reads, writes, epochs) in requests {
             let msg = Msg::Prepare {
                 txn,
                 prio,
                 reads,
                 writes,
+                epochs,
             };
             self.deliver(ctx, node, msg);
         }
@@ -1473,7 +2037,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         let now = ctx.now();
         let me = self.id();
         let placement = self.env.placement.clone();
-        let t = match self.executing(txn) {
+        let t = match Self::executing(&mut self.coord, txn) {
             Ok(t) => t,
             Err(reply) => return pending.answer(ctx, reply),
         };
@@ -1482,10 +2046,11 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         let seq = t.read.begin(key.clone());
         let snapshot_read = <F::Scheme as TimestampScheme>::SNAPSHOTS && t.read_only;
         let partition = placement.partition_of(&key);
+        let config = self.membership.config();
         let replica = match F::LOCKING {
-            Locking::AtCommit => placement.closest_replica(me, partition),
+            Locking::AtCommit => config.closest_in_sync(&placement, me, partition),
             // The master holds the locks (2PL's shared ones, OCC's that validation checks).
-            Locking::Optimistic | Locking::TwoPhase => placement.master(partition),
+            Locking::Optimistic | Locking::TwoPhase => config.master(partition),
         };
         if F::LOCKING == Locking::TwoPhase && !snapshot_read {
             t.read_nodes.insert(replica);
@@ -1504,7 +2069,7 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         let now = ctx.now();
         let mutant = self.mutant;
         let placement = self.env.placement.clone();
-        let t = match self.executing(txn) {
+        let t = match Self::executing(&mut self.coord, txn) {
             Ok(t) => t,
             Err(reply) => return pending.answer(ctx, reply),
         };
@@ -1526,16 +2091,18 @@ impl<F: Flavor> InteractiveCoordinator for LockCommit<F> {
         let unvalidated = (t.read_only && unvalidated_read_only)
             || (F::LOCKING == Locking::Optimistic && mutant == Some(Mutant::NoReadValidation));
         let reads = if unvalidated { &[][..] } else { &t.reads[..] };
+        // The configuration's in-sync replicas (the placement's, without fail-over).
+        let config = self.membership.config();
+        let replicas = |p: PartitionId| config.in_sync(p);
+        let group =
+            |at, reads, writes| ByReplica::group_among(&placement, &replicas, at, reads, writes);
         let (by_replica, to_validate) = match F::LOCKING {
             // Every replica of every key read or written locks and validates.
-            Locking::AtCommit => (ByReplica::group(&placement, reads, writes), Vec::new()),
+            Locking::AtCommit => (group(ReadsAt::EveryReplica, reads, writes), Vec::new()),
             // Lock the write set everywhere, then validate the reads at their masters.
-            Locking::Optimistic => (ByReplica::group(&placement, &[], writes), reads.to_vec()),
+            Locking::Optimistic => (group(ReadsAt::EveryReplica, &[], writes), reads.to_vec()),
             // The masters read from (holding the shared locks), every replica of a key written.
-            Locking::TwoPhase => (
-                ByReplica::group_reads_at(&placement, ReadsAt::Master, reads, writes),
-                Vec::new(),
-            ),
+            Locking::TwoPhase => (group(ReadsAt::Master, reads, writes), Vec::new()),
         };
         if by_replica.parts.is_empty() && to_validate.is_empty() {
             // Nothing read or written (or an unvalidated read-only transaction: `rc`'s, a
@@ -1609,14 +2176,22 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             counters: Counters::default(),
             scheme: F::Scheme::new(env, mutant),
             ticks: 0,
+            membership: restore_membership::<F>(env, Vec::new()),
+            copies: Copies::default(),
+            lease_waiters: LeaseWaiters::default(),
         }
     }
 
     fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = RecordOf<F>>) -> Self {
         let mut node = <LockCommit<F> as Protocol>::new(env);
+        let mut group = Vec::new();
         for record in records {
-            node.replay(record);
+            match record {
+                Record::Kit(replica::Record::Membership(record)) => group.push(record),
+                record => node.replay(record),
+            }
         }
+        node.membership = restore_membership::<F>(env, group);
         node.scheme.recovered(&node.decided);
         node
     }
@@ -1635,10 +2210,12 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             });
         }
         self.decided.checkpoint(emit);
+        self.membership.checkpoint(emit);
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
         ctx.set_timer(self.env.options.gc_interval, Timer::Tick);
+        self.membership.on_start(ctx);
     }
 
     fn on_client(&mut self, ctx: &mut Ctx<'_, Self>, request: ClientRequest) {
@@ -1670,6 +2247,12 @@ impl<F: Flavor> Protocol for LockCommit<F> {
                     self.abort(ctx, txn, AbortReason::Timeout);
                 }
             }
+            Timer::Membership(timer) => {
+                if let Some(change) = self.membership.on_timer(ctx, timer) {
+                    self.reconfigure(ctx, change);
+                }
+                self.run_lease_waiters(ctx);
+            }
         }
     }
 
@@ -1689,6 +2272,29 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             ("decisions_kept_now", self.decided.iter().count() as u64),
         ];
         self.scheme.counters(&mut counters);
+        counters.extend(self.membership.counters());
         counters
     }
+
+    fn leftovers(&self) -> Vec<(&'static str, u64)> {
+        if !self.membership.active() {
+            return Vec::new();
+        }
+        let mut left = self.membership.leftovers();
+        left.push(("partition_copies_in_progress", self.copies.in_progress()));
+        left.push(("waiting_for_a_lease", self.lease_waiters.len()));
+        left
+    }
+
+    fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
+        let config = self.membership.config();
+        (self.membership.active() && (partition.0 as usize) < config.partition_count())
+            .then(|| config.master(partition))
+    }
+}
+
+/// A node's membership, from its durable group records (none for a new node).
+fn restore_membership<F: Flavor>(env: &NodeEnv, records: Vec<SequencerRecord>) -> Membership {
+    Membership::restore(env, Promotion::InSync, F::FAILS_OVER, records)
+        .unwrap_or_else(|e| panic!("the configuration group cannot start: {e}"))
 }

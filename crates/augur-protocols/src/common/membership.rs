@@ -70,6 +70,9 @@ pub const FAILOVER_SETTING: SettingInfo = SettingInfo {
     default: "on",
     doc: "on: masters fail over to an in-sync replica, under leases agreed through Raft (docs/architecture/availability.md); off keeps the placement's masters for good",
 };
+/// The three fail-over settings, for a protocol that has no other.
+pub const FAILOVER_SETTINGS: &[SettingInfo] = &[FAILOVER_SETTING, LEASE_SETTING, SKEW_SETTING];
+
 /// The lease duration.
 pub const LEASE_SETTING: SettingInfo = SettingInfo {
     name: LEASE_MS,

@@ -50,6 +50,7 @@
 pub mod at_coordinator;
 pub mod coordinator;
 pub mod dispatch;
+pub mod failover;
 pub mod grouping;
 pub mod lock_commit;
 pub mod lock_sets;

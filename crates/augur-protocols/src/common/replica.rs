@@ -282,7 +282,7 @@ impl<D, R> CheckMessage for Msg<D, R> {
 }
 
 /// The sender replicates `partition` (in the placement).
-fn sender_replicates(at: &Inbound<'_>, partition: PartitionId) -> Result<(), BadMessage> {
+pub fn sender_replicates(at: &Inbound<'_>, partition: PartitionId) -> Result<(), BadMessage> {
     if at.placement.replicates(at.from, partition) {
         Ok(())
     } else {
@@ -595,11 +595,7 @@ impl<M> Replica<M> {
         partition: PartitionId,
         partition_of: &dyn Fn(&Key) -> PartitionId,
     ) -> Vec<KeyVersions> {
-        self.store
-            .iter()
-            .filter(|(key, _)| partition_of(key) == partition)
-            .filter_map(|(key, entry)| committed_of(key, entry))
-            .collect()
+        partition_versions(&self.store, partition, partition_of)
     }
 
     /// The termination protocol: ask the coordinators of the transactions prepared here for
@@ -671,6 +667,20 @@ pub fn checkpoint_versions<M, D, R: From<Record<D>>>(store: &MvStore<M>, emit: &
     for (key, versions) in store.iter().filter_map(|(key, e)| committed_of(key, e)) {
         emit(Record::Versions { key, versions }.into());
     }
+}
+
+/// The committed versions of every key of `partition` in `store`, in the store's order: what
+/// a copy of the partition carries.
+pub fn partition_versions<M>(
+    store: &MvStore<M>,
+    partition: PartitionId,
+    partition_of: &dyn Fn(&Key) -> PartitionId,
+) -> Vec<KeyVersions> {
+    store
+        .iter()
+        .filter(|(key, _)| partition_of(key) == partition)
+        .filter_map(|(key, entry)| committed_of(key, entry))
+        .collect()
 }
 
 /// `key`'s committed versions, oldest first, as a checkpoint or a copy carries them; `None` if

@@ -22,6 +22,7 @@
 //! node's environment, so that a protocol's `new`, `recover` and `checkpoint` are one line each.
 
 use super::coordinator::{PartitionWrites, watermark};
+use super::failover;
 use super::membership::{Configuration, Epoch, Membership, Promotion, Reconfiguration};
 use super::replica::restore_versions;
 use super::replica::{self, Admit, DecisionLog, KeyVersions, Msg, ParkedPrepare, ReadRequest};
@@ -31,9 +32,7 @@ use augur_storage::{KeyEntry, VersionState};
 use augur_types::{AbortReason, Key, NodeId, PartitionId, Timestamp, TxnId, Value};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::time::Duration;
 
 /// Keys examined per garbage-collection step.
 pub const GC_BATCH: usize = 2048;
@@ -81,97 +80,15 @@ pub struct BrokenFailover {
     pub no_epoch_check: bool,
 }
 
-/// Partitions being copied to a replica out of sync, at either end (see
-/// `docs/architecture/availability.md`, *Catch-up and rejoin*).
-#[derive(Default)]
-pub struct Copies {
-    /// Replica side: the partitions this node asked their master to copy, and when.
-    asked: BTreeMap<PartitionId, Timestamp>,
-    /// Master side: the partitions whose prepares wait for a copy to end.
-    giving: BTreeMap<PartitionId, Giving>,
-    /// Prepares that arrived at a partition being copied, in arrival order.
-    held: Vec<AsidePrepare>,
-}
-
 /// A prepare put aside to run again later (held for a copy, or waiting for a lease): the
 /// transaction, its snapshot and what it prepares.
-type AsidePrepare = (TxnId, Timestamp, PreparedPartitions);
+pub type AsidePrepare = (TxnId, Timestamp, PreparedPartitions);
 
-/// Reads and prepares that reached this node while it held no lease, though the
-/// configuration has it serve them. They wait for the next grant (the node asks at every
-/// heartbeat) rather than being refused: a node just started, or one whose renewal came late,
-/// would otherwise abort work a lease a few milliseconds away lets it serve. Each waits at most
-/// a lease's duration; the configuration is checked again when it runs.
-#[derive(Default)]
-pub struct LeaseWaiters {
-    /// In arrival order, with when each arrived.
-    reads: Vec<(Timestamp, ReadRequest)>,
-    prepares: Vec<(Timestamp, AsidePrepare)>,
-}
+/// Partitions being copied at either end, with the prepares held for them.
+pub type Copies = failover::Copies<AsidePrepare>;
 
-impl LeaseWaiters {
-    /// Requests waiting for a lease (a leftover check).
-    pub fn len(&self) -> u64 {
-        (self.reads.len() + self.prepares.len()) as u64
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.reads.is_empty() && self.prepares.is_empty()
-    }
-}
-
-/// A copy of one partition this master gives.
-struct Giving {
-    to: NodeId,
-    epoch: Epoch,
-    /// When the copy entered its stage.
-    since: Timestamp,
-    stage: CopyStage,
-}
-
-#[derive(Clone, PartialEq, Eq)]
-enum CopyStage {
-    /// Prepares go on; the transactions prepared on the partition when the copy was asked
-    /// (whose coordinators are asked about them at once) must resolve first. A transaction
-    /// whose coordinator is down for good stops the copy here, not the partition.
-    Settling(Vec<TxnId>),
-    /// Prepares wait; those prepared since the copy was asked must resolve, which takes their
-    /// coordinators about a round trip.
-    Draining,
-    /// The state went out; waiting for the replica to install it.
-    Sent,
-    /// The rejoin was proposed; prepares wait until it is applied.
-    Proposed,
-}
-
-impl CopyStage {
-    /// Whether prepares on the partition wait.
-    fn holds(&self) -> bool {
-        !matches!(self, CopyStage::Settling(_))
-    }
-
-    /// How long the copy may stay in this stage before the master gives up (the replica asks
-    /// again): prepares are held only briefly.
-    fn patience(&self) -> Option<Duration> {
-        match self {
-            CopyStage::Settling(_) => Some(Duration::from_secs(10)),
-            CopyStage::Draining => Some(Duration::from_millis(300)),
-            CopyStage::Sent => Some(COPY_PATIENCE),
-            CopyStage::Proposed => None,
-        }
-    }
-}
-
-/// How often a replica out of sync asks for a copy, and how long a master waits for one to be
-/// installed before it gives up (and takes prepares again).
-const COPY_PATIENCE: Duration = Duration::from_secs(1);
-
-impl Copies {
-    /// Partitions copied in or out right now, and prepares held for them (a leftover check).
-    pub fn in_progress(&self) -> u64 {
-        (self.asked.len() + self.giving.len() + self.held.len()) as u64
-    }
-}
+/// Reads and prepares waiting for a lease.
+pub type LeaseWaiters = failover::LeaseWaiters<ReadRequest, AsidePrepare>;
 
 impl<O, D: Clone> Core<O, D> {
     /// A node with empty state. `fails_over`: the protocol follows the configuration (else it
@@ -271,10 +188,7 @@ impl<O, D: Clone> Core<O, D> {
     /// Whether this node masters `partition` and is copying it to a replica at a stage where
     /// prepares wait: nothing may be installed there until the copy ends.
     pub fn copy_holds_prepares(&self, partition: PartitionId) -> bool {
-        self.copies
-            .giving
-            .get(&partition)
-            .is_some_and(|g| g.stage.holds())
+        self.copies.holds_prepares(partition)
     }
 
     /// The partition of `key`.
@@ -598,7 +512,7 @@ impl<P: Rules> TwoPhase for P {
         if !core.serves(partition, now) {
             if core.config().is_in_sync(core.id(), partition) {
                 // In sync but not leased (yet): serve once the next grant comes.
-                self.core_mut().lease_waiters.reads.push((now, read));
+                self.core_mut().lease_waiters.wait_read(now, read);
                 return;
             }
             // Out of sync: what it holds may be stale. The coordinator retries with the
@@ -663,8 +577,8 @@ impl<P: Rules> TwoPhase for P {
         }
         if !core.broken.no_lease && !core.membership.serving(now) {
             // The master, but not leased (yet): certify once the next grant comes.
-            let waiting = (now, (txn, snapshot, partitions));
-            self.core_mut().lease_waiters.prepares.push(waiting);
+            let waiting = (txn, snapshot, partitions);
+            self.core_mut().lease_waiters.wait_prepare(now, waiting);
             return;
         }
         if partitions
@@ -672,10 +586,7 @@ impl<P: Rules> TwoPhase for P {
             .any(|(p, _, _)| core.copy_holds_prepares(*p))
         {
             // A copy of the partition is being made: the prepare waits for it to end.
-            self.core_mut()
-                .copies
-                .held
-                .push((txn, snapshot, partitions));
+            self.core_mut().copies.hold((txn, snapshot, partitions));
             return;
         }
         for (_, _, writes) in &partitions {
@@ -972,14 +883,7 @@ fn reconfigure<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, change: Reconfiguratio
     for partition in promoted {
         ask_about_prepared(core, partition);
     }
-    let before = core.copies.giving.len();
-    core.copies
-        .giving
-        .retain(|part, g| config.epoch(*part) == g.epoch);
-    core.copies
-        .asked
-        .retain(|part, _| !config.is_in_sync(me, *part));
-    if core.copies.giving.len() != before {
+    if core.copies.reconfigured(&config, me) {
         release_held(p, ctx);
     }
 }
@@ -994,27 +898,21 @@ fn run_lease_waiters<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
         return;
     }
     if core.membership.serving(now) {
-        let LeaseWaiters { reads, prepares } = std::mem::take(&mut core.lease_waiters);
-        for (_, read) in reads {
+        let (reads, prepares) = core.lease_waiters.take_all();
+        for read in reads {
             p.serve_read(ctx, read);
         }
-        for (_, (txn, snapshot, partitions)) in prepares {
+        for (txn, snapshot, partitions) in prepares {
             p.prepare(ctx, txn, snapshot, partitions);
         }
         return;
     }
     let patience = core.membership.lease_duration();
-    let waiters = &mut core.lease_waiters;
-    let late_reads: Vec<_> = (waiters.reads)
-        .extract_if(.., |(since, _)| now.since(*since) >= patience)
-        .collect();
-    let late_prepares: Vec<_> = (waiters.prepares)
-        .extract_if(.., |(since, _)| now.since(*since) >= patience)
-        .collect();
-    for (_, read) in late_reads {
+    let (late_reads, late_prepares) = core.lease_waiters.take_late(now, patience);
+    for read in late_reads {
         finish_read(p, ctx, read, Err(AbortReason::Reconfigured));
     }
-    for (_, (txn, ..)) in late_prepares {
+    for (txn, ..) in late_prepares {
         refuse(p, ctx, txn, AbortReason::Reconfigured);
     }
 }
@@ -1022,7 +920,7 @@ fn run_lease_waiters<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
 /// Run again the prepares held for copies (those of partitions still being copied are held
 /// again).
 fn release_held<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
-    for (txn, snapshot, partitions) in std::mem::take(&mut p.core_mut().copies.held) {
+    for (txn, snapshot, partitions) in p.core_mut().copies.take_held() {
         p.prepare(ctx, txn, snapshot, partitions);
     }
     p.copies_ended(ctx);
@@ -1039,19 +937,13 @@ fn give_copy<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, to: NodeId, partition: P
         || !config.is_master(core.env.id, partition)
         || config.is_in_sync(to, partition)
         || !core.membership.serving(now)
-        || core.copies.giving.contains_key(&partition)
+        || core.copies.giving(partition)
     {
         return;
     }
     let epoch = config.epoch(partition);
     let in_doubt = ask_about_prepared(core, partition);
-    let giving = Giving {
-        to,
-        epoch,
-        since: now,
-        stage: CopyStage::Settling(in_doubt),
-    };
-    core.copies.giving.insert(partition, giving);
+    core.copies.give(partition, to, epoch, now, in_doubt);
     advance_copy(p, ctx, partition);
 }
 
@@ -1081,41 +973,30 @@ fn advance_copy<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>, partition: PartitionI
     let core = p.core_mut();
     let placement = core.env.placement.clone();
     let partition_of = move |k: &Key| placement.partition_of(k);
-    let Some(giving) = core.copies.giving.get_mut(&partition) else {
+    let replica = &core.replica;
+    let Some(out) = core.copies.advance(
+        partition,
+        now,
+        |txn| replica.participants.contains_key(txn),
+        || replica.prepared_in(partition, &partition_of),
+    ) else {
         return;
     };
-    if let CopyStage::Settling(in_doubt) = &mut giving.stage {
-        in_doubt.retain(|txn| core.replica.participants.contains_key(txn));
-        if !in_doubt.is_empty() {
-            return;
-        }
-        giving.stage = CopyStage::Draining;
-        giving.since = now;
-    }
-    if giving.stage != CopyStage::Draining || core.replica.prepared_in(partition, &partition_of) {
-        return;
-    }
-    giving.stage = CopyStage::Sent;
-    giving.since = now;
     let versions = core.replica.committed_versions(partition, &partition_of);
     ctx.charge(Work::reads(versions.len()));
     let msg = Msg::CatchUpState {
         partition,
-        epoch: giving.epoch,
+        epoch: out.epoch,
         watermark: core.replica.gc_watermark,
         versions,
     };
-    ctx.send(giving.to, msg);
+    ctx.send(out.to, msg);
 }
 
 /// A transaction resolved here: copies waiting for one may move on (so that prepares are held
 /// no longer than the drain takes).
 fn advance_copies<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
-    if p.core().copies.giving.is_empty() {
-        return;
-    }
-    let giving: Vec<PartitionId> = p.core().copies.giving.keys().copied().collect();
-    for partition in giving {
+    for partition in p.core().copies.partitions_given() {
         advance_copy(p, ctx, partition);
     }
 }
@@ -1132,9 +1013,7 @@ fn take_copy<P: Rules>(
     versions: Vec<KeyVersions>,
 ) {
     let core = p.core_mut();
-    if core.config().is_in_sync(core.env.id, partition)
-        || !core.copies.asked.contains_key(&partition)
-    {
+    if core.config().is_in_sync(core.env.id, partition) || !core.copies.asked(partition) {
         return;
     }
     let placement = core.env.placement.clone();
@@ -1160,18 +1039,9 @@ fn take_copy<P: Rules>(
 fn copy_taken<P: Rules>(p: &mut P, from: NodeId, partition: PartitionId, epoch: Epoch) {
     let core = p.core_mut();
     let current = core.membership.config().epoch(partition);
-    let Some(giving) = core.copies.giving.get_mut(&partition) else {
-        return;
-    };
-    if giving.to != from
-        || giving.epoch != epoch
-        || current != epoch
-        || giving.stage != CopyStage::Sent
-    {
-        return;
+    if core.copies.taken(from, partition, epoch, current) {
+        core.membership.propose_rejoin(partition, from, epoch);
     }
-    giving.stage = CopyStage::Proposed;
-    core.membership.propose_rejoin(partition, from, epoch);
 }
 
 /// At every tick: a master moves its copies on and gives up on those stuck too long in a
@@ -1183,26 +1053,11 @@ fn copy_tick<P: Rules>(p: &mut P, ctx: &mut Ctx<'_, P>) {
     let now = ctx.now();
     advance_copies(p, ctx);
     let core = p.core_mut();
-    let before = core.copies.giving.len();
-    core.copies.giving.retain(|_, g| {
-        g.stage
-            .patience()
-            .is_none_or(|patience| now.since(g.since) < patience)
-    });
-    let gave_up = core.copies.giving.len() != before;
+    let gave_up = core.copies.give_up_stuck(now);
     let me = core.env.id;
     let config = core.membership.config();
     for &partition in core.env.placement.local_partitions(me) {
-        if config.is_in_sync(me, partition) {
-            continue;
-        }
-        let due = core
-            .copies
-            .asked
-            .get(&partition)
-            .is_none_or(|at| now.since(*at) >= COPY_PATIENCE);
-        if due {
-            core.copies.asked.insert(partition, now);
+        if !config.is_in_sync(me, partition) && core.copies.ask_due(partition, now) {
             ctx.send(config.master(partition), Msg::CatchUpAsk { partition });
         }
     }

@@ -1,5 +1,6 @@
 //! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, and `str` for the
-//! engine's speculative flavour, fail-over on, their default;
+//! engine's speculative flavour, and the lock-commit engine's flavors that fail over: `occ`,
+//! `2pl`, `2pc-baseline`, `rc`; fail-over on, their default;
 //! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica (and
 //! given its mastership back once it is in sync again), a
 //! partition that waits for its last in-sync replica rather than lose what only that replica
@@ -13,7 +14,11 @@
 use augur_client::{Session, Transport, TxnError};
 use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_protocols::occ::OccNode;
+use augur_protocols::rc::RcNode;
 use augur_protocols::str::Str;
+use augur_protocols::two_pl::TwoPlNode;
+use augur_protocols::twopc_baseline::TwoPcBaseline;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::{Key, LatencyProfile, NodeId, PartitionId, Placement};
 use bytes::Bytes;
@@ -80,8 +85,13 @@ fn spawn_on_x<P: Protocol>(
                     txn.commit().await.map(|_| value)
                 }
                 OnX::Read => {
+                    // Committed, as a client would: under `2pl` the read holds a shared lock
+                    // at the master until the transaction ends.
                     let mut txn = session.begin(true).await.unwrap();
-                    txn.read(&x()).await
+                    match txn.read(&x()).await {
+                        Ok(value) => txn.commit().await.map(|_| value),
+                        Err(e) => Err(e),
+                    }
                 }
             };
             match ended {
@@ -154,6 +164,30 @@ fn a_dead_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
 #[test]
 fn a_dead_str_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
     dead_master_is_replaced::<Str>();
+}
+
+/// The lock-commit engine's flavors that fail over: every in-sync replica of a key written
+/// takes part in the commit, so the write after the crash needs the eviction, and the reads
+/// go where the flavor sends them (the master, or under `2pc-baseline` the nearest in-sync
+/// replica).
+#[test]
+fn a_dead_occ_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
+    dead_master_is_replaced::<OccNode>();
+}
+
+#[test]
+fn a_dead_2pl_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
+    dead_master_is_replaced::<TwoPlNode>();
+}
+
+#[test]
+fn a_dead_2pc_baseline_replica_is_evicted_within_the_lease() {
+    dead_master_is_replaced::<TwoPcBaseline>();
+}
+
+#[test]
+fn a_dead_rc_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
+    dead_master_is_replaced::<RcNode>();
 }
 
 fn dead_master_is_replaced<P: Protocol>() {

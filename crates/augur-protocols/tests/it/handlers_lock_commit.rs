@@ -41,13 +41,18 @@ fn y() -> Key {
     Key::numbered(1, 2)
 }
 
-/// Node `id` of the three-node cluster, with empty state and default options.
+/// Node `id` of the three-node cluster, with empty state and default options but fail-over
+/// off: one node's handlers are driven alone here, with no configuration group to grant it a
+/// lease (`failover.rs` tests fail-over).
 fn node<P: Protocol>(id: u32) -> P {
     let lan = LatencyProfile::named("lan").expect("lan profile");
     P::new(&NodeEnv {
         id: NodeId(id),
         placement: Arc::new(Placement::ring(lan, 3, 2).expect("valid layout")),
-        options: Arc::new(ProtocolOptions::default()),
+        options: Arc::new(ProtocolOptions {
+            settings: [("failover".to_string(), "off".to_string())].into(),
+            ..ProtocolOptions::default()
+        }),
         procedures: Procedures::none(),
     })
 }
@@ -229,6 +234,7 @@ fn occ_commit_of_a_remote_write_prepares_every_replica_of_the_key() {
             prio,
             reads,
             writes: sent,
+            ..
         } = msg
         else {
             panic!("a Prepare to {to:?} expected, got {msg:?}");
@@ -296,6 +302,7 @@ fn prepare_y(txn: TxnId, prio: u64) -> occ::Msg {
         prio: Timestamp(prio),
         reads: Vec::new(),
         writes: vec![(y(), value("y1"))],
+        epochs: Vec::new(),
     }
 }
 

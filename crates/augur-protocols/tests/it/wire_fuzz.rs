@@ -115,6 +115,7 @@ fn corpus() -> Vec<Vec<u8>> {
             prio: ts,
             reads: vec![(key.clone(), Some(txn))],
             writes: writes.clone(),
+            epochs: vec![(PartitionId(0), 1)],
         }),
         // occ's validation round (the lock-and-2PC engine's message shared by `2pc-baseline`,
         // `occ` and `2pl`).
@@ -122,6 +123,7 @@ fn corpus() -> Vec<Vec<u8>> {
             txn,
             reads: vec![(key.clone(), None)],
             ts,
+            epochs: vec![(PartitionId(0), 1)],
         }),
         // DST's read-only read (a snapshot to claim at) and read horizon, on the same engine.
         frame(dst_occ::Msg::Read {
