@@ -359,7 +359,10 @@ fn a_simulated_bench_is_modelled_checked_and_repeatable() {
 /// Two no-wait optimistic clients on the same ten keys used to abort each other's retries
 /// forever in the simulator (96–100% of attempts aborted, nothing committed under `rc` and
 /// `dst-occ`): the randomized backoff before a retry breaks the tie, and the run still repeats
-/// exactly with its seed. Without backoff (`--backoff-base-ms 0`) the livelock is back.
+/// exactly with its seed. Without backoff (`--backoff-base-ms 0`) the livelock is back. Fail-over
+/// is off: the configuration group's lease traffic jostles the two clients out of step by
+/// chance (`rc` then aborts 75% of its attempts without backoff, not all), which is not what is
+/// tested here.
 #[test]
 fn retries_back_off_so_two_conflicting_clients_do_not_livelock() {
     let run = |backoff: &[&str]| {
@@ -370,7 +373,7 @@ fn retries_back_off_so_two_conflicting_clients_do_not_livelock() {
                 "--runtime",
                 "sim",
                 "--protocol",
-                "occ,rc,dst-occ",
+                "occ:failover=off,rc:failover=off,dst-occ",
                 "--workload",
                 "ycsb-t",
                 "--set",
@@ -429,7 +432,7 @@ fn retries_back_off_so_two_conflicting_clients_do_not_livelock() {
     assert_eq!(summary, run(&[]), "the same seed backs off alike");
     let at_once = run(&["--backoff-base-ms", "0", "--backoff-cap-ms", "0"]);
     let rc = &at_once["results"][1];
-    assert_eq!(rc["protocol"], "rc");
+    assert_eq!(rc["protocol_name"], "rc");
     assert!(rc["abort_rate"].as_f64().unwrap() > 0.9, "{rc}");
 }
 
