@@ -74,7 +74,7 @@ use crate::common::failover::{Copies, LeaseWaiters};
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::{LOCK_TIMEOUT, Policy, parse_lock_timeout};
 use crate::common::membership::{
-    Configuration, Epoch, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
+    Epoch, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
 };
 use crate::common::replica::{self, DecisionLog, KeyVersions, TxnIds, Writes};
 use crate::common::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
@@ -837,13 +837,24 @@ impl<F: Flavor> LockCommit<F> {
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: MsgOf<F>) {
         let msg = match msg {
-            Msg::Read { .. } | Msg::Validate { .. } if self.membership.active() => {
-                match self.gate(ctx.now(), &msg) {
+            Msg::Read { .. } | Msg::Validate { .. } | Msg::Prepare { .. }
+                if self.membership.active() =>
+            {
+                if let Msg::Prepare { txn, .. } = &msg
+                    && self.prepare_seen(*txn)
+                {
+                    // A copy of a prepare already taken, or one arriving after the outcome.
+                    return;
+                }
+                let now = ctx.now();
+                match self.gate(now, &msg) {
                     Gate::Pass => msg,
                     Gate::Refuse => return self.refuse_request(ctx, msg),
-                    Gate::AwaitLease | Gate::AwaitCopy => {
-                        return self.lease_waiters.wait_read(ctx.now(), msg);
+                    Gate::AwaitLease if matches!(msg, Msg::Prepare { .. }) => {
+                        return self.lease_waiters.wait_prepare(now, msg);
                     }
+                    Gate::AwaitLease => return self.lease_waiters.wait_read(now, msg),
+                    Gate::AwaitCopy => return self.copies.hold(msg),
                 }
             }
             msg => msg,
@@ -888,8 +899,8 @@ impl<F: Flavor> LockCommit<F> {
                 prio,
                 reads,
                 writes,
-                epochs,
-            } => self.prepare(ctx, txn, prio, reads, writes, epochs),
+                ..
+            } => self.prepare(ctx, txn, prio, reads, writes),
             Msg::Vote { txn, vote, deps } => {
                 self.vote(ctx, from, txn, Round::Prepare, vote.map(|ts| (ts, deps)))
             }
@@ -937,6 +948,12 @@ impl<F: Flavor> LockCommit<F> {
                 }
             }
         }
+    }
+
+    /// Whether `txn`'s prepare was taken here already, or its outcome applied: a prepare for
+    /// it now is a copy, or late, and is ignored.
+    fn prepare_seen(&self, txn: TxnId) -> bool {
+        self.participants.get(&txn).is_some_and(|p| p.preparing) || self.ended.contains_key(&txn)
     }
 
     // ----- fail-over -----
@@ -1214,12 +1231,12 @@ impl<F: Flavor> LockCommit<F> {
 
     /// The epochs of the partitions of the keys read or written, ascending (none without
     /// fail-over).
-    fn epochs_of(&self, config: &Configuration, reads: &Reads, writes: &Writes) -> Epochs {
+    fn epochs_of(&self, reads: &Reads, writes: &Writes) -> Epochs {
         if !self.membership.active() {
             // Every epoch is zero for good: nothing to check, nothing to send.
             return Epochs::new();
         }
-        let placement = &self.env.placement;
+        let (placement, config) = (&self.env.placement, self.membership.config());
         let mut partitions: Vec<PartitionId> = (reads.iter().map(|(k, _)| k))
             .chain(writes.iter().map(|(k, _)| k))
             .map(|k| placement.partition_of(k))
@@ -1380,7 +1397,6 @@ impl<F: Flavor> LockCommit<F> {
             return self.deliver(ctx, to, Msg::Scheme(msg));
         }
         let placement = self.env.placement.clone();
-        let config = self.membership.config().clone();
         let Some(Phase::Voting {
             to_validate,
             commit_ts,
@@ -1396,12 +1412,13 @@ impl<F: Flavor> LockCommit<F> {
         // validation installs it; the validations answer with it, so it does not move.
         let ts = *commit_ts;
         let reads = std::mem::take(to_validate);
+        let config = self.membership.config();
         let replicas = |p: PartitionId| config.in_sync(p);
         let by_master =
             ByReplica::group_among(&placement, &replicas, ReadsAt::Master, &reads, Vec::new());
         let requests: Vec<(NodeId, Reads, Epochs)> = (by_master.parts.into_iter())
             .map(|(node, (reads, _))| {
-                let epochs = self.epochs_of(&config, &reads, &Vec::new());
+                let epochs = self.epochs_of(&reads, &Vec::new());
                 (node, reads, epochs)
             })
             .collect();
@@ -1562,44 +1579,10 @@ impl<F: Flavor> LockCommit<F> {
         prio: Timestamp,
         reads: Reads,
         writes: Writes,
-        epochs: Epochs,
     ) {
-        if self.participants.get(&txn).is_some_and(|p| p.preparing) || self.ended.contains_key(&txn)
-        {
+        if self.prepare_seen(txn) {
             return;
         }
-        let now = ctx.now();
-        if self.membership.active() {
-            let msg = Msg::Prepare {
-                txn,
-                prio,
-                reads,
-                writes,
-                epochs,
-            };
-            match self.gate(now, &msg) {
-                Gate::Pass => {}
-                Gate::Refuse => return self.refuse_request(ctx, msg),
-                Gate::AwaitLease => return self.lease_waiters.wait_prepare(now, msg),
-                Gate::AwaitCopy => return self.copies.hold(msg),
-            }
-            let Msg::Prepare { reads, writes, .. } = msg else {
-                unreachable!("built above")
-            };
-            return self.prepare_in_step(ctx, txn, prio, reads, writes);
-        }
-        self.prepare_in_step(ctx, txn, prio, reads, writes)
-    }
-
-    /// [`Self::prepare`], once this node is known to serve every partition of it.
-    fn prepare_in_step(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        txn: TxnId,
-        prio: Timestamp,
-        reads: Reads,
-        writes: Writes,
-    ) {
         let now = ctx.now();
         // 2PL: the keys read here were locked when read; a lock lost in a crash is a no vote
         // (the early-unlock mutant does not keep them, so it cannot ask).
@@ -1934,10 +1917,9 @@ impl<F: Flavor> LockCommit<F> {
     ) {
         let now = ctx.now();
         let participants = by_replica.participants();
-        let config = self.membership.config().clone();
         let requests: Vec<(NodeId, Reads, Writes, Epochs)> = (by_replica.parts.into_iter())
             .map(|(node, (reads, writes))| {
-                let epochs = self.epochs_of(&config, &reads, &writes);
+                let epochs = self.epochs_of(&reads, &writes);
                 (node, reads, writes, epochs)
             })
             .collect();
@@ -2287,9 +2269,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
     }
 
     fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
-        let config = self.membership.config();
-        (self.membership.active() && (partition.0 as usize) < config.partition_count())
-            .then(|| config.master(partition))
+        self.membership.master_of(partition)
     }
 }
 

@@ -296,7 +296,7 @@ impl Configuration {
                 node,
                 epoch,
             } => {
-                let preferred = placement.partitions().any(|p| p == partition)
+                let preferred = (partition.0 as usize) < placement.partition_count()
                     && placement.master(partition) == node;
                 if let Some(c) = self.partitions.get_mut(partition.0 as usize)
                     && preferred
@@ -520,6 +520,14 @@ impl Membership {
     /// How long a lease lasts: the longest a request may wait here for one.
     pub fn lease_duration(&self) -> Duration {
         self.timing.lease
+    }
+
+    /// Who masters `partition` in this node's configuration, when the configuration can
+    /// change (fail-over on); `None` for a partition out of range.
+    pub fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
+        let config = &self.config;
+        (self.active() && (partition.0 as usize) < config.partition_count())
+            .then(|| config.master(partition))
     }
 
     /// The node this one believes leads the group.

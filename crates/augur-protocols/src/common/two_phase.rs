@@ -180,9 +180,7 @@ impl<O, D: Clone> Core<O, D> {
     /// Who masters `partition` in this node's configuration, when the configuration can
     /// change (fail-over on); `None` for a partition out of range.
     pub fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
-        let config = self.config();
-        (self.membership.active() && (partition.0 as usize) < config.partition_count())
-            .then(|| config.master(partition))
+        self.membership.master_of(partition)
     }
 
     /// Whether this node masters `partition` and is copying it to a replica at a stage where
