@@ -81,6 +81,41 @@
 //! Checkpoints carry the ceiling. Versions are durable with their timestamps (the engine's
 //! `Committed` and `Versions` records), so `wts` survives.
 //!
+//! # Fail-over (not in the paper)
+//!
+//! With fail-over on (the default; `docs/architecture/availability.md`), a dead master is
+//! replaced by an in-sync replica as under `occ`: every replica of a key written locks it and
+//! votes, so the new master holds every committed version, tuple write timestamp and prepared
+//! writer of the partition. What it has not seen is the old master's read-side state: the
+//! claims of read-only transactions and the read-set installs of validations, which raised
+//! `rts` there alone. A writer that began before such a claim, and prepares at the new master
+//! after the fail-over, would take its begin time as its timestamp and commit inside the
+//! claimed snapshot (`tests/it/failover.rs`; the mutant `no-failover-floor`).
+//!
+//! So a promoted partition's writers commit above its **promoted floor**: the configuration's
+//! eviction floor `F` (the clock of the configuration group's leader when it evicted the old
+//! master, past that master's lease and the skew bound) plus [`LEAD_BOUND`], as a hybrid
+//! timestamp. Every claim and install the old master made, it made while leased, so before the
+//! clock of any node read `F`; and each was a timestamp a coordinator produced at most
+//! `LEAD_BOUND` ahead of its own clock, because a coordinator **holds a commit timestamp back**
+//! until its clock is within `LEAD_BOUND` of it (`commit_holds` counts them), unless the latest
+//! promoted floor already covers it: floors are the one lead that is legitimately larger, and
+//! each eviction's floor is at least every earlier one (the configuration makes them
+//! monotone). A read-only timestamp is a clock reading, or a commit timestamp the coordinator
+//! told the client. Timestamps otherwise run ahead of clocks by a logical step per conflict and
+//! by a restart's claim slack (50 ms), so the hold is rare. The price: for `LEAD_BOUND` after a
+//! fail-over, writes on the promoted partitions commit ahead of the clocks, and a read-only
+//! transaction may miss them for that long (`augur check` widens the staleness bound by as
+//! much when fail-over is on). A handback needs no floor: the old master stays in sync and
+//! votes, and its floors cover its own claims. A rejoining replica is copied the committed
+//! versions only, not the `rts` of the tuples: while the master is in sync its votes cover its
+//! claims, and once it is evicted the floor does.
+//!
+//! `dst-2pl` does not fail over yet: its read-set install happens at the decision, at the
+//! masters holding the shared locks, and a master that dies between its vote and the decision
+//! takes both the lock and the install with it, while the coordinator, which may fix the
+//! commit timestamp after the eviction, is bound by no floor.
+//!
 //! # Garbage collection (not in the paper)
 //!
 //! Versions stay for every read-only transaction that may still read: every tenth tick
@@ -124,7 +159,7 @@ use crate::common::lock_commit::scheme::{
     TimestampScheme, answer_snapshot_read, read_message,
 };
 use crate::common::lock_commit::{
-    CLAIM_SLACK, Coord, Flavor, LockCommit, Locking, MsgOf, Mutant, READ_STALENESS,
+    CLAIM_SLACK, Coord, Flavor, LEAD_BOUND, LockCommit, Locking, MsgOf, Mutant, READ_STALENESS,
     READ_STALENESS_VALUES, RecordOf, SESSION,
 };
 use crate::common::replica::{self, ServeLease, Writes};
@@ -192,7 +227,13 @@ pub const SESSION_SETTING: SettingInfo = SettingInfo {
 };
 
 /// The protocol settings `dst-occ` accepts.
-pub const SETTINGS: &[SettingInfo] = &[STALENESS_SETTING, SESSION_SETTING];
+pub const SETTINGS: &[SettingInfo] = &[
+    STALENESS_SETTING,
+    SESSION_SETTING,
+    crate::common::membership::FAILOVER_SETTING,
+    crate::common::membership::LEASE_SETTING,
+    crate::common::membership::SKEW_SETTING,
+];
 
 /// The mutants `dst-occ` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[
@@ -217,6 +258,10 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "[scenario] RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e; in random histories only seed 147 of list-append under --faults all --latency 3dc catches it, none of seeds 1..1000 of rw-register and bank: the anomaly needs a read-only transaction between the two writers' timestamps)",
     ),
     (
+        "no-failover-floor",
+        "[scenario] a promoted master's writers ignore the eviction's floor (a writer that began before a read-only transaction's claim at the old master prepares after the fail-over and commits inside its snapshot: the reader's second read of the key sees it, a non-repeatable read; tests/it/failover.rs)",
+    ),
+    (
         "overwrite-ts",
         "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single, Fig. 8's follow-up scenario; caught by seed 41 of list-append, 42 of bank, 484 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
     ),
@@ -231,6 +276,7 @@ impl Flavor for DstOcc {
     type Scheme = Dst;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `dst-occ`.
@@ -300,6 +346,17 @@ struct DstCounters {
 impl Dst {
     fn plus_one(&self) -> bool {
         self.mutant != Some(Mutant::NoPlusOne)
+    }
+
+    /// The least commit timestamp on a partition whose configuration floor is
+    /// `eviction_floor` (see *Fail-over* in the module docs): above every claim and read-set
+    /// install the evicted master made, each at most [`LEAD_BOUND`] ahead of a clock that read
+    /// less than the floor.
+    fn promoted_floor(eviction_floor: Timestamp) -> Timestamp {
+        if eviction_floor == Timestamp::ZERO {
+            return Timestamp::ZERO;
+        }
+        Hybrid::at(eviction_floor.saturating_add(LEAD_BOUND)).next()
     }
 
     /// The read timestamp for a read-only transaction beginning now (RO1): the hybrid clock
@@ -503,12 +560,31 @@ impl TimestampScheme for Dst {
 
     /// RW1 at the lock: above every tuple written here (a participant that only holds shared
     /// locks adds nothing). Readers of these keys compare it with their snapshot.
-    fn proposal(&self, store: &MvStore<Timestamp>, writes: &Writes, _: Timestamp) -> Timestamp {
-        writes
-            .iter()
+    /// Under fail-over, also above the promoted floor of each partition written.
+    fn proposal(
+        &self,
+        store: &MvStore<Timestamp>,
+        writes: &Writes,
+        _: Timestamp,
+        eviction_floor: Timestamp,
+    ) -> Timestamp {
+        let tuples = (writes.iter())
             .map(|(key, _)| self.writer_floor(store, key))
             .max()
-            .unwrap_or(Timestamp::ZERO)
+            .unwrap_or(Timestamp::ZERO);
+        if self.mutant == Some(Mutant::NoFailoverFloor) {
+            return tuples;
+        }
+        tuples.max(Self::promoted_floor(eviction_floor))
+    }
+
+    /// A commit timestamp more than [`LEAD_BOUND`] ahead of the clock is fixed only once the
+    /// clock is that close, unless the latest promoted floor covers it (a floor is the
+    /// furthest ahead of the clocks a timestamp legitimately gets, and every later eviction's
+    /// floor is at least as high).
+    fn fix_not_before(&self, commit_ts: Timestamp, latest_floor: Timestamp) -> Option<Timestamp> {
+        (commit_ts > Self::promoted_floor(latest_floor))
+            .then(|| Hybrid::physical(commit_ts).saturating_sub(LEAD_BOUND))
     }
 
     /// RW2 for the read set, in the handler that validated (T-4): a writer that locks one of

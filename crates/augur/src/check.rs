@@ -20,7 +20,8 @@ use augur_check::{CheckOptions, CheckReport, SolverBudget, ValueModel};
 use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder, RetryPolicy};
 use augur_client::{RunObserver, Runner, Session, Transport};
 use augur_contract::{Protocol, ProtocolOptions};
-use augur_protocols::common::lock_commit;
+use augur_protocols::common::{lock_commit, membership};
+use augur_protocols::protocol_info;
 use augur_protocols::registry::{self, IsolationLevel, Promise, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
 use augur_types::history::{
@@ -636,21 +637,33 @@ impl CheckConfig {
 
     /// How stale [`Promise::BoundedStaleness`] lets a read-only transaction read in this
     /// configuration's runs: DST §3.4's bound ([`staleness_bound`]), plus the read staleness δ
-    /// the protocol was told to read at (§5.4, `read_staleness_ms`), plus, when nodes crash, the
-    /// slack of DST's durable claim ceiling, by which a restarted node's writers may start
-    /// above the clock (`lock_commit::CLAIM_SLACK`).
+    /// the protocol was told to read at (§5.4, `read_staleness_ms`), plus, when nodes crash and
+    /// restart, the slack of DST's durable claim ceiling, by which a restarted node's writers
+    /// may start above the clock (`lock_commit::CLAIM_SLACK`), plus, under fail-over, the lead
+    /// of a promoted partition's floor over the clock of the node that evicted its master
+    /// (`lock_commit::LEAD_BOUND`; `dst_occ`, *Fail-over*).
     fn promised_staleness(&self) -> Duration {
         let delta = self
             .protocol_settings
             .get(lock_commit::READ_STALENESS)
             .and_then(|ms| ms.parse::<u64>().ok())
             .map_or(Duration::ZERO, Duration::from_millis);
-        let restart = if self.faults.crash {
+        let faults = &self.faults;
+        let restart = if faults.crash || faults.master_crash || faults.leader_crash {
             lock_commit::CLAIM_SLACK
         } else {
             Duration::ZERO
         };
-        staleness_bound(self.max_clock_skew()) + delta + restart
+        let failover_on = self.info.fails_over()
+            && (self.protocol_settings.get(membership::FAILOVER))
+                .and_then(|v| protocol_info::switch(v))
+                .unwrap_or(true);
+        let promotion = if failover_on {
+            lock_commit::LEAD_BOUND
+        } else {
+            Duration::ZERO
+        };
+        staleness_bound(self.max_clock_skew()) + delta + restart + promotion
     }
 
     /// The bound on each node's clock offset in this configuration's runs. The simulator draws

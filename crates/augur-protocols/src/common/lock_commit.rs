@@ -44,7 +44,11 @@
 //!   (the exclusive locks of prepared transactions, the versions), so a dead master's
 //!   partition needs only the eviction; `2pl`'s shared locks at the old master are lost as in a
 //!   crash, which its prepare checks. A replica out of sync is copied in by the master
-//!   ([`crate::common::failover::Copies`]) before it counts again.
+//!   ([`crate::common::failover::Copies`]) before it counts again. A scheme whose master keeps
+//!   read-side state (DST's claims) bounds the commit timestamps proposed on a promoted
+//!   partition by its eviction floor ([`TimestampScheme::proposal`]) and may hold a commit
+//!   timestamp back until the clock nears it ([`TimestampScheme::fix_not_before`]; `dst_occ`,
+//!   *Fail-over*).
 //!
 //! # Messages and records
 //!
@@ -174,6 +178,9 @@ pub enum Mutant {
     NoReadSetInstall,
     /// DST: an install sets the tuple timestamp to the commit timestamp instead of raising it.
     OverwriteTs,
+    /// DST under fail-over: a promoted master's writers ignore the eviction's floor, so they
+    /// may commit below a claim the evicted master made.
+    NoFailoverFloor,
     /// GTS: read-only transactions read at the last timestamp issued (`GlobalTS`), not at the
     /// stable one.
     ReadAtGlobalTs,
@@ -192,6 +199,7 @@ impl Mutant {
             "no-plus-one" => Some(Mutant::NoPlusOne),
             "no-read-set-install" => Some(Mutant::NoReadSetInstall),
             "overwrite-ts" => Some(Mutant::OverwriteTs),
+            "no-failover-floor" => Some(Mutant::NoFailoverFloor),
             "read-at-global-ts" => Some(Mutant::ReadAtGlobalTs),
             _ => None,
         }
@@ -527,6 +535,9 @@ pub enum Timer {
     Stable(TxnId),
     /// The configuration group's (fail-over).
     Membership(MembershipTimer),
+    /// A coordinator held a transaction's commit timestamp back until its clock caught up
+    /// ([`TimestampScheme::fix_not_before`]): go on validating or deciding.
+    Hold(TxnId),
 }
 
 impl From<MembershipTimer> for Timer {
@@ -599,6 +610,8 @@ struct Counters {
     validation_failures: u64,
     read_only_committed: u64,
     read_only_aborted: u64,
+    /// Commit timestamps held back until the clock caught up (DST under fail-over).
+    commit_holds: u64,
 }
 
 /// A transaction this node coordinates (`T`: what its scheme keeps for it).
@@ -704,6 +717,13 @@ pub const ORACLE: &str = "oracle";
 /// time: at most one log record per this much, and after a restart writers start at most this
 /// far above the last claim.
 pub const CLAIM_SLACK: Duration = Duration::from_millis(50);
+
+/// Under fail-over, how far ahead of its coordinator's clock a DST commit timestamp may be
+/// fixed (past the latest eviction's promoted floor): one further is held back until the clock
+/// catches up, so that an eviction's floor plus this covers every claim the evicted master
+/// made (`dst_occ`, *Fail-over*). Twice [`CLAIM_SLACK`], the lead a restart gives writers, so
+/// that a restart alone never holds a commit.
+pub const LEAD_BOUND: Duration = Duration::from_millis(100);
 
 /// One node running a protocol of flavor `F`.
 pub struct LockCommit<F: Flavor> {
@@ -962,19 +982,39 @@ impl<F: Flavor> LockCommit<F> {
     /// (see [`Gate`]).
     fn gate(&self, now: Timestamp, msg: &MsgOf<F>) -> Gate {
         let config = self.membership.config();
+        let placement = &self.env.placement;
         let me = self.id();
-        let in_step = |epochs: &Epochs| {
+        // In sync at every epoch given, and an epoch given for every key's partition (a
+        // request that names fewer, forged or malformed, is refused rather than trusted).
+        let in_step = |epochs: &Epochs, mut keys: &mut dyn Iterator<Item = &Key>| {
             epochs
                 .iter()
                 .all(|(p, e)| config.is_in_sync(me, *p) && config.epoch(*p) == *e)
+                && Iterator::all(&mut keys, |key| {
+                    let partition = placement.partition_of(key);
+                    epochs.iter().any(|(p, _)| *p == partition)
+                })
         };
         let (in_sync, prepared_on) = match msg {
             Msg::Read { key, .. } => {
-                let partition = self.env.placement.partition_of(key);
+                let partition = placement.partition_of(key);
                 (config.is_in_sync(me, partition), &[][..])
             }
-            Msg::Validate { epochs, .. } => (in_step(epochs), &[][..]),
-            Msg::Prepare { epochs, .. } => (in_step(epochs), &epochs[..]),
+            Msg::Validate { epochs, reads, .. } => {
+                (in_step(epochs, &mut reads.iter().map(|(k, _)| k)), &[][..])
+            }
+            Msg::Prepare {
+                epochs,
+                reads,
+                writes,
+                ..
+            } => {
+                let mut keys = reads
+                    .iter()
+                    .map(|(k, _)| k)
+                    .chain(writes.iter().map(|(k, _)| k));
+                (in_step(epochs, &mut keys), &epochs[..])
+            }
             _ => return Gate::Pass,
         };
         if !in_sync {
@@ -1231,6 +1271,20 @@ impl<F: Flavor> LockCommit<F> {
 
     /// The epochs of the partitions of the keys read or written, ascending (none without
     /// fail-over).
+    /// The largest floor the configuration gives a partition of `writes` (zero without
+    /// fail-over; see [`TimestampScheme::proposal`]).
+    fn eviction_floor(&self, writes: &Writes) -> Timestamp {
+        if !self.membership.active() {
+            return Timestamp::ZERO;
+        }
+        let config = self.membership.config();
+        let placement = &self.env.placement;
+        (writes.iter())
+            .map(|(key, _)| config.floor(placement.partition_of(key)))
+            .max()
+            .unwrap_or(Timestamp::ZERO)
+    }
+
     fn epochs_of(&self, reads: &Reads, writes: &Writes) -> Epochs {
         if !self.membership.active() {
             // Every epoch is zero for good: nothing to check, nothing to send.
@@ -1391,6 +1445,15 @@ impl<F: Flavor> LockCommit<F> {
     /// commit timestamp here, inside the critical section: every write lock held, no read
     /// validated yet, trap T-9); then validate the reads left to validate (`occ`), or decide.
     fn validate_or_decide(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId) {
+        if self.membership.active()
+            && let Some(Phase::Voting { commit_ts, .. }) = self.coord.get(&txn).map(|t| &t.phase)
+            && let Some(at) =
+                (self.scheme).fix_not_before(*commit_ts, self.membership.config().latest_floor())
+            && ctx.now() < at
+        {
+            self.counters.commit_holds += 1;
+            return ctx.set_timer(at.since(ctx.now()), Timer::Hold(txn));
+        }
         if let Some(t) = self.coord.get_mut(&txn)
             && let Some((to, msg)) = self.scheme.before_decision(txn, t)
         {
@@ -1640,7 +1703,8 @@ impl<F: Flavor> LockCommit<F> {
             }
         }
         let above = ctx.now().max(self.clock.next());
-        let ts = self.scheme.proposal(&self.store, &p.writes, above);
+        let eviction_floor = self.eviction_floor(&p.writes);
+        let ts = (self.scheme).proposal(&self.store, &p.writes, above, eviction_floor);
         let deps = self.scheme.overwritten(&self.store, &p.writes);
         let p = self.participants.get_mut(&txn).expect("checked above");
         p.floor = ts;
@@ -2235,6 +2299,15 @@ impl<F: Flavor> Protocol for LockCommit<F> {
                 }
                 self.run_lease_waiters(ctx);
             }
+            Timer::Hold(txn) => {
+                let held = self.coord.get(&txn).is_some_and(|t| {
+                    matches!(&t.phase, Phase::Voting { round: Round::Prepare, waiting, .. }
+                        if waiting.is_empty())
+                });
+                if held {
+                    self.validate_or_decide(ctx, txn);
+                }
+            }
         }
     }
 
@@ -2247,6 +2320,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             ("validation_failures", c.validation_failures),
             ("read_only_committed", c.read_only_committed),
             ("read_only_aborted", c.read_only_aborted),
+            ("commit_holds", c.commit_holds),
             (
                 "prepared_now",
                 self.participants.values().filter(|p| p.voted).count() as u64,

@@ -188,6 +188,17 @@ impl Configuration {
         self.partition(p).floor
     }
 
+    /// The largest floor of any partition: the last eviction's, since each eviction's floor
+    /// is raised to at least every earlier one (leaders' clocks differ, and DST's promoted
+    /// floors rely on later evictions covering earlier ones).
+    pub fn latest_floor(&self) -> Timestamp {
+        self.partitions
+            .iter()
+            .map(|c| c.floor)
+            .max()
+            .unwrap_or(Timestamp::ZERO)
+    }
+
     pub fn is_master(&self, node: NodeId, p: PartitionId) -> bool {
         self.master(p) == node
     }
@@ -246,6 +257,9 @@ impl Configuration {
         let mut changed = Vec::new();
         match *command {
             Command::Evict { node, floor } => {
+                // Monotone in the order evictions are applied, whichever leader's clock
+                // proposed them.
+                let floor = floor.max(self.latest_floor());
                 for (i, c) in self.partitions.iter_mut().enumerate() {
                     let Some(at) = c.in_sync.iter().position(|n| *n == node) else {
                         continue;
@@ -501,6 +515,12 @@ impl Membership {
             promotion,
             counters: Counters::default(),
         })
+    }
+
+    /// The bound on the difference between two nodes' clocks this node was configured with
+    /// (the `max_clock_skew_ms` setting).
+    pub fn skew_bound(&self) -> Duration {
+        self.timing.skew
     }
 
     /// Whether the configuration can change (fail-over is on).

@@ -1,11 +1,13 @@
 //! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, and `str` for the
 //! engine's speculative flavour, and the lock-commit engine's flavors that fail over: `occ`,
-//! `2pl`, `2pc-baseline`, `rc`; fail-over on, their default;
+//! `2pl`, `2pc-baseline`, `rc`, `dst-occ`; fail-over on, their default;
 //! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica (and
 //! given its mastership back once it is in sync again), a
 //! partition that waits for its last in-sync replica rather than lose what only that replica
 //! holds, `clocksi-rep`'s mutant `promote-out-of-sync`, which does not wait and loses a
-//! committed write, and STR's local commits waiting for a copy of their partition to end.
+//! committed write, STR's local commits waiting for a copy of their partition to end, and
+//! DST's claims at a dead master binding its successor's writers (and `no-failover-floor`,
+//! which lets a writer commit inside a claimed snapshot).
 //!
 //! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
 //! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
@@ -14,6 +16,7 @@
 use augur_client::{Session, Transport, TxnError};
 use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_protocols::dst_occ::DstOccNode;
 use augur_protocols::occ::OccNode;
 use augur_protocols::rc::RcNode;
 use augur_protocols::str::Str;
@@ -173,6 +176,11 @@ fn a_dead_str_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
 #[test]
 fn a_dead_occ_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
     dead_master_is_replaced::<OccNode>();
+}
+
+#[test]
+fn a_dead_dst_occ_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
+    dead_master_is_replaced::<DstOccNode>();
 }
 
 #[test]
@@ -349,4 +357,70 @@ fn an_str_local_commit_at_a_master_copying_its_partition_waits_for_the_copy() {
     let last = format!("w{}", committed - 1);
     assert_eq!(entries(&log), vec![("read at n1".into(), Some(last))]);
     assert_eq!(masters_of_x(&s), vec![Some(NodeId(0)); 3]);
+}
+
+/// `dst-occ` under fail-over: a writer begins (its timestamp's lower bound is its begin time),
+/// a read-only transaction then claims `x` at n0, its master, and reads `a`; n0 dies and n1 is
+/// promoted; the writer writes `x` and commits at n1, which never saw the claim. Returns the
+/// reader's two reads of `x` and whether the writer committed.
+fn dst_claim_across_a_fail_over(mutant: Option<&str>) -> (Vec<Option<String>>, bool) {
+    let mut s = sim::<DstOccNode>(mutant);
+    let log = Log::default();
+    spawn_writer(&mut s, 2, ms(0), "a", &log);
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let committed = Arc::new(Mutex::new(false));
+    let done = committed.clone();
+    s.spawn_client(NodeId(2), move |t| async move {
+        t.sleep(ms(800)).await;
+        let session = Session::new(t);
+        let mut txn = session.begin(false).await.unwrap();
+        session.transport().sleep(ms(4500 - 800)).await;
+        txn.write(x(), Some(Bytes::from_static(b"b"))).unwrap();
+        *done.lock().unwrap() = txn.commit().await.is_ok();
+    });
+    let seen = reads.clone();
+    s.spawn_client(NodeId(2), move |t| async move {
+        t.sleep(ms(1000)).await;
+        let session = Session::new(t);
+        let mut txn = session.begin(true).await.unwrap();
+        for until in [ms(1000), ms(6000)] {
+            let now = session.transport().now();
+            session.transport().sleep(until.saturating_sub(now)).await;
+            let value = txn.read(&x()).await.unwrap();
+            let value = value.map(|b| String::from_utf8_lossy(&b).to_string());
+            seen.lock().unwrap().push(value);
+        }
+        txn.commit().await.unwrap();
+    });
+    s.run_until(ms(1200));
+    s.crash(NodeId(0));
+    s.run_until(ms(8000));
+    assert!(s.clients_done());
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 2]);
+    let reads = reads.lock().unwrap().clone();
+    let committed = *committed.lock().unwrap();
+    (reads, committed)
+}
+
+/// The writer's prepare at the promoted master proposes above the eviction's floor (DST's
+/// promoted floor), hence above the claim: the reader reads `a` twice, the writer commits
+/// after its snapshot.
+#[test]
+fn a_dst_claim_at_a_dead_master_binds_the_writers_of_its_successor() {
+    let a = Some("a".to_string());
+    assert_eq!(
+        dst_claim_across_a_fail_over(None),
+        (vec![a.clone(), a], true)
+    );
+}
+
+/// The mutant `no-failover-floor`: the writer commits at its begin time, inside the reader's
+/// snapshot, and the reader's second read sees it (a non-repeatable read).
+#[test]
+fn without_the_promoted_floor_a_dst_writer_commits_inside_a_claimed_snapshot() {
+    let (a, b) = (Some("a".to_string()), Some("b".to_string()));
+    assert_eq!(
+        dst_claim_across_a_fail_over(Some("no-failover-floor")),
+        (vec![a, b], true)
+    );
 }

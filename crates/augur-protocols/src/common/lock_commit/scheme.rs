@@ -293,6 +293,17 @@ pub trait TimestampScheme: Send + Sized + 'static {
         *commit_ts = (*commit_ts).max(proposal);
     }
 
+    /// Under fail-over, every participant voted yes for a transaction whose commit timestamp
+    /// is `commit_ts`: the clock reading before which the coordinator must not fix it (it
+    /// validates or decides once its clock reached it), or `None` to go on at once.
+    /// `latest_floor` is the configuration's latest eviction floor. DST bounds how far its
+    /// timestamps run ahead of the clocks this way, so that an eviction's floor covers every
+    /// claim the evicted master made (`dst_occ`, *Fail-over*).
+    fn fix_not_before(&self, commit_ts: Timestamp, latest_floor: Timestamp) -> Option<Timestamp> {
+        let _ = (commit_ts, latest_floor);
+        None
+    }
+
     /// Every participant voted yes: a message to send before validating or deciding, which
     /// the engine waits for the answer to (GTS: fetch the commit timestamp).
     fn before_decision(
@@ -395,14 +406,17 @@ pub trait TimestampScheme: Send + Sized + 'static {
     }
 
     /// The timestamp a yes vote for `writes` proposes (`otherwise`: above every version
-    /// applied here).
+    /// applied here). `eviction_floor` is the largest floor the configuration gives the
+    /// partitions written (zero without fail-over): the clock of the configuration group's
+    /// leader when it evicted a replica of one of them, past that replica's lease.
     fn proposal(
         &self,
         store: &MvStore<Timestamp>,
         writes: &Writes,
         otherwise: Timestamp,
+        eviction_floor: Timestamp,
     ) -> Timestamp {
-        let _ = (store, writes);
+        let _ = (store, writes, eviction_floor);
         otherwise
     }
 
