@@ -156,7 +156,7 @@
 
 use crate::common::lock_commit::scheme::{
     Begin, Empty, HorizonMsg, Horizons, Mail, Node, Participating, Parts, SnapshotRead, Then,
-    TimestampScheme, answer_snapshot_read, read_message,
+    TimestampScheme, answer_snapshot_read, read_message, send_or_mail,
 };
 use crate::common::lock_commit::{
     CLAIM_SLACK, Coord, Flavor, LEAD_BOUND, LockCommit, Locking, MsgOf, Mutant, READ_STALENESS,
@@ -170,7 +170,7 @@ use crate::protocol_info::{
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv};
 use augur_storage::MvStore;
-use augur_types::{ClientId, Hybrid, Key, NodeId, Timestamp, TxnId};
+use augur_types::{AbortReason, ClientId, Hybrid, Key, NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -555,6 +555,33 @@ impl TimestampScheme for Dst {
     ) {
         for read in self.snapshot_reads.remove(&txn).unwrap_or_default() {
             self.wait_or_answer(ctx, read, &node, false, mail);
+        }
+    }
+
+    /// The reads waiting here for a writer of a key being dropped are refused: this node's
+    /// claims no longer bind the partition's writers, and its versions are about to go.
+    fn dropping<N: Node<Dst>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        of_partition: &dyn Fn(&Key) -> bool,
+        mail: &mut Mail<DstMsg>,
+    ) {
+        let mut refused = Vec::new();
+        self.snapshot_reads.retain(|_, reads| {
+            reads.retain(|read| {
+                let drop = of_partition(&read.key);
+                if drop {
+                    refused.push((read.txn, read.seq));
+                }
+                !drop
+            });
+            !reads.is_empty()
+        });
+        refused.sort();
+        for (txn, seq) in refused {
+            let reason = AbortReason::Reconfigured;
+            let msg = Msg::ReadRefused { txn, seq, reason };
+            send_or_mail(ctx, self.me, txn.coordinator(), msg, mail);
         }
     }
 

@@ -1202,10 +1202,15 @@ impl<F: Flavor> LockCommit<F> {
             }
             .into(),
         );
-        for txn in self.drop_partition(partition) {
-            self.ended.insert(txn, ctx.now());
-            self.release(ctx, txn);
-        }
+        let placement = self.env.placement.clone();
+        let mut mail = Vec::new();
+        (self.scheme).dropping(
+            ctx,
+            &|key| placement.partition_of(key) == partition,
+            &mut mail,
+        );
+        self.deliver_mail(ctx, mail);
+        let emptied = self.drop_partition(partition);
         ctx.charge(Work::writes(versions.len()));
         for (key, key_versions) in versions {
             ctx.persist(
@@ -1218,6 +1223,12 @@ impl<F: Flavor> LockCommit<F> {
             for (writer, ts, value) in key_versions {
                 self.install(ts, writer, vec![(key.clone(), value)]);
             }
+        }
+        // Released once the copy is in, so that nothing they let go on sees the partition
+        // empty.
+        for txn in emptied {
+            self.ended.insert(txn, ctx.now());
+            self.release(ctx, txn);
         }
         self.deliver(ctx, from, Msg::CatchUpDone { partition, epoch });
     }

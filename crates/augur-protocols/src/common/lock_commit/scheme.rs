@@ -394,6 +394,18 @@ pub trait TimestampScheme: Send + Sized + 'static {
         answer_snapshot_read(ctx, node.me, node.store, read, mail);
     }
 
+    /// Under fail-over, this node is about to drop what it held of the keys `of_partition`
+    /// says belong to the partition being copied to it: refuse the reads of them it keeps
+    /// waiting (their claims bind writers no longer; the coordinator aborts, `reconfigured`).
+    fn dropping<N: Node<Self>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        of_partition: &dyn Fn(&Key) -> bool,
+        mail: &mut Mail<Self::Msg>,
+    ) {
+        let _ = (ctx, of_partition, mail);
+    }
+
     /// `txn` released its locks here (the reads and prepares that now hold theirs went on).
     fn released<N: Node<Self>>(
         &mut self,
