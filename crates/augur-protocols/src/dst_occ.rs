@@ -558,22 +558,24 @@ impl TimestampScheme for Dst {
         }
     }
 
-    /// The reads waiting here for a writer of a key being dropped are refused: this node's
-    /// claims no longer bind the partition's writers, and its versions are about to go.
-    fn dropping<N: Node<Dst>>(
+    /// The reads waiting here for a writer of a key this node no longer serves are refused:
+    /// its claims no longer bind the partition's writers, and its versions may miss commits
+    /// made without it (a transaction it holds prepared may even be presumed aborted here
+    /// once its coordinator stopped counting this node).
+    fn stop_serving<N: Node<Dst>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
-        of_partition: &dyn Fn(&Key) -> bool,
+        not_served: &dyn Fn(&Key) -> bool,
         mail: &mut Mail<DstMsg>,
     ) {
         let mut refused = Vec::new();
         self.snapshot_reads.retain(|_, reads| {
             reads.retain(|read| {
-                let drop = of_partition(&read.key);
-                if drop {
+                let refuse = not_served(&read.key);
+                if refuse {
                     refused.push((read.txn, read.seq));
                 }
-                !drop
+                !refuse
             });
             !reads.is_empty()
         });

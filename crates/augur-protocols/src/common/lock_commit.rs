@@ -1095,6 +1095,12 @@ impl<F: Flavor> LockCommit<F> {
         }
         self.decided
             .keep_acknowledgements_of(ctx, |n| config.in_any_sync_set(n));
+        let left: Vec<PartitionId> = (change.changed.iter().copied())
+            .filter(|p| change.before.is_in_sync(me, *p) && !config.is_in_sync(me, *p))
+            .collect();
+        if !left.is_empty() {
+            self.stop_serving(ctx, &left);
+        }
         for &partition in &change.changed {
             if config.is_master(me, partition) && !change.before.is_master(me, partition) {
                 self.ask_about_prepared(partition);
@@ -1121,6 +1127,17 @@ impl<F: Flavor> LockCommit<F> {
             .collect();
         txns.sort();
         txns
+    }
+
+    /// The scheme's reads waiting here for keys of `partitions` are refused
+    /// ([`TimestampScheme::stop_serving`]); every key's, when `partitions` is empty.
+    fn stop_serving(&mut self, ctx: &mut Ctx<'_, Self>, partitions: &[PartitionId]) {
+        let placement = self.env.placement.clone();
+        let not_served =
+            |key: &Key| partitions.is_empty() || partitions.contains(&placement.partition_of(key));
+        let mut mail = MailOf::<F>::new();
+        self.scheme.stop_serving(ctx, &not_served, &mut mail);
+        self.deliver_mail(ctx, mail);
     }
 
     /// Run again the prepares held for copies (those of partitions still being copied are
@@ -1202,14 +1219,7 @@ impl<F: Flavor> LockCommit<F> {
             }
             .into(),
         );
-        let placement = self.env.placement.clone();
-        let mut mail = Vec::new();
-        (self.scheme).dropping(
-            ctx,
-            &|key| placement.partition_of(key) == partition,
-            &mut mail,
-        );
-        self.deliver_mail(ctx, mail);
+        self.stop_serving(ctx, &[partition]);
         let emptied = self.drop_partition(partition);
         ctx.charge(Work::writes(versions.len()));
         for (key, key_versions) in versions {
@@ -1778,6 +1788,11 @@ impl<F: Flavor> LockCommit<F> {
             } else if p.preparing && !p.voted {
                 self.validate_and_vote(ctx, ready);
             }
+        }
+        // A node without a lease answers no read that waited here: it may have been evicted,
+        // and `txn` presumed aborted by a coordinator that no longer counts it.
+        if self.membership.active() && !self.membership.serving(ctx.now()) {
+            self.stop_serving(ctx, &[]);
         }
         let mut mail = MailOf::<F>::new();
         let (scheme, node) = self.participating();

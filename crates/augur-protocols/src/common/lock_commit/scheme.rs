@@ -394,16 +394,18 @@ pub trait TimestampScheme: Send + Sized + 'static {
         answer_snapshot_read(ctx, node.me, node.store, read, mail);
     }
 
-    /// Under fail-over, this node is about to drop what it held of the keys `of_partition`
-    /// says belong to the partition being copied to it: refuse the reads of them it keeps
-    /// waiting (their claims bind writers no longer; the coordinator aborts, `reconfigured`).
-    fn dropping<N: Node<Self>>(
+    /// Under fail-over, this node no longer serves the keys `not_served` says (it left their
+    /// partition's in-sync set, its lease ran out, or it is about to drop the partition for a
+    /// copy): refuse the reads of them it keeps waiting, which it would otherwise answer from
+    /// a store that may miss commits made without it (the coordinator aborts,
+    /// `reconfigured`).
+    fn stop_serving<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
-        of_partition: &dyn Fn(&Key) -> bool,
+        not_served: &dyn Fn(&Key) -> bool,
         mail: &mut Mail<Self::Msg>,
     ) {
-        let _ = (ctx, of_partition, mail);
+        let _ = (ctx, not_served, mail);
     }
 
     /// `txn` released its locks here (the reads and prepares that now hold theirs went on).
