@@ -239,23 +239,23 @@ pub const SETTINGS: &[SettingInfo] = &[
 pub const MUTANTS: &[(&str, &str)] = &[
     (
         "no-dep-read",
-        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of rw-register and bank, seed 3 of list-append, under --faults all --latency 3dc)",
+        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of list-append and rw-register, 2 of bank, under --faults all --latency 3dc; with failover=off, seed 1 of rw-register and bank, 3 of list-append)",
     ),
     (
         "claim-without-wait",
-        "read-only reads claim but never wait for the writer holding the key (G-single: a writer locked before the claim commits inside the snapshot after the read; caught by seed 1 of rw-register and bank, seed 3 of list-append, under --faults all --latency 3dc)",
+        "read-only reads claim but never wait for the writer holding the key (G-single: a writer locked before the claim commits inside the snapshot after the read; caught by seed 1 of every workload under --faults all --latency 3dc; with failover=off, seed 1 of rw-register and bank, 3 of list-append)",
     ),
     (
         "literal-fig9-wait",
-        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d; caught by seed 3 of bank, 12 of rw-register, 56 of list-append, under --faults all --latency 3dc; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
+        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1: another reader's higher claim lets this one skip a writer it must wait for; G-single, scenario 8d; caught by seed 2 of list-append, 5 of bank, 6 of rw-register, under --faults all --latency 3dc; with failover=off, seed 3 of bank, 12 of rw-register, 56 of list-append; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
     ),
     (
         "no-plus-one",
-        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3: a writer takes a reader's claimed timestamp and lands inside its snapshot; G-single; caught by seed 1 of list-append and bank, 8 of rw-register, under --faults all --latency 3dc)",
+        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3: a writer takes a reader's claimed timestamp and lands inside its snapshot; G-single; caught by seed 1 of every workload under --faults all --latency 3dc; with failover=off, seed 1 of list-append and bank, 8 of rw-register)",
     ),
     (
         "no-read-set-install",
-        "[scenario] RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e; in random histories only seed 147 of list-append under --faults all --latency 3dc catches it, none of seeds 1..1000 of rw-register and bank: the anomaly needs a read-only transaction between the two writers' timestamps)",
+        "[scenario] RW2 installs the commit timestamp into the tuples written only, as the public code does (trap T-5: a later writer of a key read commits below the reader; G2, allowed at SI: scenario 8e; under --faults all --latency 3dc, seed 9 of list-append and 8 of rw-register catch it, none of seeds 1..1000 of bank; with failover=off only seed 147 of list-append, none of 1..1000 of rw-register and bank: the anomaly needs a read-only transaction between the two writers' timestamps)",
     ),
     (
         "no-failover-floor",
@@ -263,7 +263,7 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "overwrite-ts",
-        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single, Fig. 8's follow-up scenario; caught by seed 41 of list-append, 42 of bank, 484 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
+        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2: a claim made while the writer held the lock is lost; G-single, Fig. 8's follow-up scenario; caught by seed 19 of rw-register, 170 of list-append, 358 of bank, under --faults all --latency 3dc; with failover=off, seed 41 of list-append, 42 of bank, 484 of rw-register; not within 50 with 3 clients for 4 s)",
     ),
 ];
 
