@@ -21,7 +21,6 @@ use augur_client::{ChainRoom, CommitStats, Degree, DegreeChoice, HistoryRecorder
 use augur_client::{RunObserver, Runner, Session, Transport};
 use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::common::{lock_commit, membership};
-use augur_protocols::protocol_info;
 use augur_protocols::registry::{self, IsolationLevel, Promise, ProtocolInfo, ProtocolVisitor};
 use augur_runtime::sim::{ForgeryCounts, SimConfig, Simulation};
 use augur_types::history::{
@@ -654,10 +653,8 @@ impl CheckConfig {
         } else {
             Duration::ZERO
         };
-        let failover_on = self.info.fails_over()
-            && (self.protocol_settings.get(membership::FAILOVER))
-                .and_then(|v| protocol_info::switch(v))
-                .unwrap_or(true);
+        let failover_on =
+            self.info.fails_over() && membership::failover_asked(&self.protocol_settings);
         let promotion = if failover_on {
             lock_commit::LEAD_BOUND
         } else {

@@ -771,6 +771,14 @@ enum Gate {
     AwaitCopy,
 }
 
+/// The keys of a transaction's `reads`, then of its `writes`.
+fn keys<'a>(
+    reads: &'a [(Key, Option<TxnId>)],
+    writes: &'a [(Key, Option<Value>)],
+) -> impl Iterator<Item = &'a Key> {
+    (reads.iter().map(|(k, _)| k)).chain(writes.iter().map(|(k, _)| k))
+}
+
 /// Whether `writes` has a key of `partition`.
 fn writes_in(placement: &augur_types::Placement, writes: &Writes, partition: PartitionId) -> bool {
     writes
@@ -986,11 +994,11 @@ impl<F: Flavor> LockCommit<F> {
         let me = self.id();
         // In sync at every epoch given, and an epoch given for every key's partition (a
         // request that names fewer, forged or malformed, is refused rather than trusted).
-        let in_step = |epochs: &Epochs, mut keys: &mut dyn Iterator<Item = &Key>| {
+        let in_step = |epochs: &Epochs, reads: &[(Key, Option<TxnId>)], writes: &[_]| {
             epochs
                 .iter()
                 .all(|(p, e)| config.is_in_sync(me, *p) && config.epoch(*p) == *e)
-                && Iterator::all(&mut keys, |key| {
+                && keys(reads, writes).all(|key| {
                     let partition = placement.partition_of(key);
                     epochs.iter().any(|(p, _)| *p == partition)
                 })
@@ -1000,21 +1008,13 @@ impl<F: Flavor> LockCommit<F> {
                 let partition = placement.partition_of(key);
                 (config.is_in_sync(me, partition), &[][..])
             }
-            Msg::Validate { epochs, reads, .. } => {
-                (in_step(epochs, &mut reads.iter().map(|(k, _)| k)), &[][..])
-            }
+            Msg::Validate { epochs, reads, .. } => (in_step(epochs, reads, &[]), &[][..]),
             Msg::Prepare {
                 epochs,
                 reads,
                 writes,
                 ..
-            } => {
-                let mut keys = reads
-                    .iter()
-                    .map(|(k, _)| k)
-                    .chain(writes.iter().map(|(k, _)| k));
-                (in_step(epochs, &mut keys), &epochs[..])
-            }
+            } => (in_step(epochs, reads, writes), &epochs[..]),
             _ => return Gate::Pass,
         };
         if !in_sync {
@@ -1099,7 +1099,7 @@ impl<F: Flavor> LockCommit<F> {
             .filter(|p| change.before.is_in_sync(me, *p) && !config.is_in_sync(me, *p))
             .collect();
         if !left.is_empty() {
-            self.stop_serving(ctx, &left);
+            self.stop_serving(ctx, Some(&left));
         }
         for &partition in &change.changed {
             if config.is_master(me, partition) && !change.before.is_master(me, partition) {
@@ -1130,11 +1130,11 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     /// The scheme's reads waiting here for keys of `partitions` are refused
-    /// ([`TimestampScheme::stop_serving`]); every key's, when `partitions` is empty.
-    fn stop_serving(&mut self, ctx: &mut Ctx<'_, Self>, partitions: &[PartitionId]) {
+    /// ([`TimestampScheme::stop_serving`]); every key's, when `None`.
+    fn stop_serving(&mut self, ctx: &mut Ctx<'_, Self>, partitions: Option<&[PartitionId]>) {
         let placement = self.env.placement.clone();
         let not_served =
-            |key: &Key| partitions.is_empty() || partitions.contains(&placement.partition_of(key));
+            |key: &Key| partitions.is_none_or(|ps| ps.contains(&placement.partition_of(key)));
         let mut mail = MailOf::<F>::new();
         self.scheme.stop_serving(ctx, &not_served, &mut mail);
         self.deliver_mail(ctx, mail);
@@ -1219,7 +1219,7 @@ impl<F: Flavor> LockCommit<F> {
             }
             .into(),
         );
-        self.stop_serving(ctx, &[partition]);
+        self.stop_serving(ctx, Some(&[partition]));
         let emptied = self.drop_partition(partition);
         ctx.charge(Work::writes(versions.len()));
         for (key, key_versions) in versions {
@@ -1290,8 +1290,6 @@ impl<F: Flavor> LockCommit<F> {
         }
     }
 
-    /// The epochs of the partitions of the keys read or written, ascending (none without
-    /// fail-over).
     /// The largest floor the configuration gives a partition of `writes` (zero without
     /// fail-over; see [`TimestampScheme::proposal`]).
     fn eviction_floor(&self, writes: &Writes) -> Timestamp {
@@ -1306,14 +1304,15 @@ impl<F: Flavor> LockCommit<F> {
             .unwrap_or(Timestamp::ZERO)
     }
 
+    /// The epochs of the partitions of the keys read or written, ascending (none without
+    /// fail-over).
     fn epochs_of(&self, reads: &Reads, writes: &Writes) -> Epochs {
         if !self.membership.active() {
             // Every epoch is zero for good: nothing to check, nothing to send.
             return Epochs::new();
         }
         let (placement, config) = (&self.env.placement, self.membership.config());
-        let mut partitions: Vec<PartitionId> = (reads.iter().map(|(k, _)| k))
-            .chain(writes.iter().map(|(k, _)| k))
+        let mut partitions: Vec<PartitionId> = keys(reads, writes)
             .map(|k| placement.partition_of(k))
             .collect();
         partitions.sort();
@@ -1792,7 +1791,7 @@ impl<F: Flavor> LockCommit<F> {
         // A node without a lease answers no read that waited here: it may have been evicted,
         // and `txn` presumed aborted by a coordinator that no longer counts it.
         if self.membership.active() && !self.membership.serving(ctx.now()) {
-            self.stop_serving(ctx, &[]);
+            self.stop_serving(ctx, None);
         }
         let mut mail = MailOf::<F>::new();
         let (scheme, node) = self.participating();

@@ -139,6 +139,8 @@ pub struct Configuration {
     /// How many commands have been applied.
     version: u64,
     partitions: Vec<PartitionConfig>,
+    /// The floor of the last eviction applied, the largest of all.
+    latest_floor: Timestamp,
 }
 
 impl Configuration {
@@ -155,6 +157,7 @@ impl Configuration {
         Configuration {
             version: 0,
             partitions,
+            latest_floor: Timestamp::ZERO,
         }
     }
 
@@ -192,11 +195,7 @@ impl Configuration {
     /// is raised to at least every earlier one (leaders' clocks differ, and DST's promoted
     /// floors rely on later evictions covering earlier ones).
     pub fn latest_floor(&self) -> Timestamp {
-        self.partitions
-            .iter()
-            .map(|c| c.floor)
-            .max()
-            .unwrap_or(Timestamp::ZERO)
+        self.latest_floor
     }
 
     pub fn is_master(&self, node: NodeId, p: PartitionId) -> bool {
@@ -259,7 +258,8 @@ impl Configuration {
             Command::Evict { node, floor } => {
                 // Monotone in the order evictions are applied, whichever leader's clock
                 // proposed them.
-                let floor = floor.max(self.latest_floor());
+                let floor = floor.max(self.latest_floor);
+                self.latest_floor = floor;
                 for (i, c) in self.partitions.iter_mut().enumerate() {
                     let Some(at) = c.in_sync.iter().position(|n| *n == node) else {
                         continue;
@@ -464,13 +464,16 @@ pub struct Membership {
 /// Whether `env` asks for fail-over: unless `failover=off`, and only with something to fail
 /// over to (a replication factor above one).
 pub fn failover_on(env: &NodeEnv) -> bool {
-    let asked = env
-        .options
-        .settings
+    failover_asked(&env.options.settings) && env.placement.replication_factor() > 1
+}
+
+/// Whether protocol `settings` leave fail-over on (it is unless `failover=off`), for a
+/// protocol that takes the setting.
+pub fn failover_asked(settings: &BTreeMap<String, String>) -> bool {
+    settings
         .get(FAILOVER)
         .and_then(|v| switch(v))
-        .unwrap_or(true);
-    asked && env.placement.replication_factor() > 1
+        .unwrap_or(true)
 }
 
 fn millis_setting(env: &NodeEnv, name: &str, default: Duration) -> Duration {
@@ -515,12 +518,6 @@ impl Membership {
             promotion,
             counters: Counters::default(),
         })
-    }
-
-    /// The bound on the difference between two nodes' clocks this node was configured with
-    /// (the `max_clock_skew_ms` setting).
-    pub fn skew_bound(&self) -> Duration {
-        self.timing.skew
     }
 
     /// Whether the configuration can change (fail-over is on).
