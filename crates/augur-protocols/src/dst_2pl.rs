@@ -37,6 +37,35 @@
 //! [`crate::two_pl`]), so a reader waits for a writer's commit round trips, never for client
 //! think time: trap T-10 does not arise.
 //!
+//! # Fail-over (not in the paper)
+//!
+//! With fail-over on (the default; `docs/architecture/availability.md`), a dead master is
+//! replaced by an in-sync replica and a promoted partition's writers commit above its
+//! promoted floor, as under `dst-occ` (see [`crate::dst_occ`], *Fail-over*: the floor covers
+//! every claim the evicted master made). What differs is the read set's install. Under OCC it
+//! is the validation's, made at a leased master after the commit timestamp was fixed; here it
+//! is the decision's, made by the masters holding the shared locks whenever the decision
+//! reaches them, and the shared locks live at the master alone. A master that voted yes and
+//! died before the decision takes both with it: a writer at its successor no longer waits for
+//! the reader, and nothing raised the key's read timestamp there. If the reader's coordinator
+//! then fixes its timestamp after the writer committed (a vote of another participant came
+//! late, with a higher floor) and before it applied the eviction (which aborts it), the reader
+//! commits above a writer that overwrote what it read: an rw edge against timestamp order
+//! (Lemma 1), which a read-only transaction between the two timestamps turns into a cycle
+//! (`tests/it/failover.rs`, the mutant `no-read-lease`).
+//!
+//! So a master's yes vote for keys read here carries the end of its lease (its clock), and the
+//! coordinator fixes the commit timestamp only while its clock, plus the skew bound, is below
+//! the earliest such end; otherwise it aborts the attempt (`reconfigured`, counted as
+//! `read_lease_aborts`; [`crate::common::lock_commit::TimestampScheme::INSTALLS_AT_READ_MASTERS`]).
+//! Then every read master was still leased when the timestamp was fixed, so not yet evicted:
+//! the eviction floor is above the coordinator's clock then, and the timestamp, at most
+//! `LEAD_BOUND` ahead of that clock (the commit hold), is below the successor's promoted
+//! floor. The install the dead master never made is covered by the floor, exactly as a claim
+//! is. Leases are renewed every heartbeat and last a second by default, so the rule aborts
+//! only an attempt whose votes took that long: one that waited for a lock behind a stalled
+//! transaction, say.
+//!
 //! # What comes from the paper, and what is augur's choice
 //!
 //! As for `dst-occ`, plus `2pl`'s choices (wait-die on the client's age, `lock_timeout`, shared
@@ -45,7 +74,7 @@
 //!
 //! # Mutants (`augur check --mutant`)
 //!
-//! `dst-occ`'s, which all apply (see [`MUTANTS`]).
+//! `dst-occ`'s, which all apply, and `no-read-lease` (see [`MUTANTS`]).
 
 use crate::common::lock_commit::{Flavor, LockCommit, Locking, MsgOf, RecordOf};
 use crate::dst_occ::Dst;
@@ -89,10 +118,14 @@ pub const SETTINGS: &[SettingInfo] = &[
     crate::two_pl::SETTINGS[0],
     crate::dst_occ::STALENESS_SETTING,
     crate::dst_occ::SESSION_SETTING,
+    crate::common::membership::FAILOVER_SETTING,
+    crate::common::membership::LEASE_SETTING,
+    crate::common::membership::SKEW_SETTING,
 ];
 
 /// The mutants `dst-2pl` knows: `dst-occ`'s, each applying to the same rule here (the
-/// read-set install is the decision's at the masters holding the shared locks).
+/// read-set install is the decision's at the masters holding the shared locks), and
+/// `no-read-lease`, which only 2PL's install at the decision needs.
 pub const MUTANTS: &[(&str, &str)] = &[
     (
         "no-dep-read",
@@ -115,6 +148,14 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "the decision installs the commit timestamp into the tuples written only, not those read under shared locks (trap T-5; G2, allowed at SI: scenario 8e; caught by seed 27 of rw-register, 162 of list-append, none of seeds 1..200 of bank, under --faults all --latency 3dc)",
     ),
     (
+        "no-failover-floor",
+        "[scenario] a promoted master's writers ignore the eviction's floor (a writer that began before a read-only transaction's claim at the old master prepares after the fail-over and commits inside its snapshot: the reader's second read of the key sees it, a non-repeatable read; tests/it/failover.rs)",
+    ),
+    (
+        "no-read-lease",
+        "[scenario] the coordinator fixes the commit timestamp whether or not the masters holding its shared locks are still leased (a reader whose read master died after its vote commits above a writer at the promoted master that overwrote what it read; a read-only transaction between the two sees the writer and not the reader; tests/it/failover.rs)",
+    ),
+    (
         "overwrite-ts",
         "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2; G-single, Fig. 8's follow-up scenario; caught by seed 15 of bank, 41 of list-append, 60 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
     ),
@@ -128,6 +169,7 @@ impl Flavor for Dst2Pl {
     const LOCKING: Locking = Locking::TwoPhase;
     type Scheme = Dst;
     const DEFAULT_LOCK_TIMEOUT: Duration = crate::two_pl::DEFAULT_LOCK_TIMEOUT;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `dst-2pl`.

@@ -111,10 +111,8 @@
 //! versions only, not the `rts` of the tuples: while the master is in sync its votes cover its
 //! claims, and once it is evicted the floor does.
 //!
-//! `dst-2pl` does not fail over yet: its read-set install happens at the decision, at the
-//! masters holding the shared locks, and a master that dies between its vote and the decision
-//! takes both the lock and the install with it, while the coordinator, which may fix the
-//! commit timestamp after the eviction, is bound by no floor.
+//! `dst-2pl` also needs its read masters leased when the commit timestamp is fixed, since its
+//! read-set install is the decision's (see [`crate::dst_2pl`], *Fail-over*).
 //!
 //! # Garbage collection (not in the paper)
 //!
@@ -439,6 +437,8 @@ impl TimestampScheme for Dst {
     type Msg = DstMsg;
     type Record = Empty;
     const SNAPSHOTS: bool = true;
+    /// Under 2PL the read set's install is the decision's ([`Dst::committing`]).
+    const INSTALLS_AT_READ_MASTERS: bool = true;
 
     fn new(env: &NodeEnv, mutant: Option<Mutant>) -> Dst {
         Dst {

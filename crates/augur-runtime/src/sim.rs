@@ -84,7 +84,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -305,6 +305,8 @@ struct NetworkFaults {
     loss: f64,
     spike_probability: f64,
     spike_max_us: u64,
+    /// Extra delay on one direction of a link, µs ([`Simulation::slow_link`]).
+    slow_links: BTreeMap<(NodeId, NodeId), u64>,
     fifo: bool,
     lost: u64,
     /// Probability that a message between nodes, or a client request, is altered in flight.
@@ -333,6 +335,7 @@ impl Default for NetworkFaults {
             loss: 0.0,
             spike_probability: 0.0,
             spike_max_us: 0,
+            slow_links: BTreeMap::new(),
             fifo: true,
             lost: 0,
             forgery: 0.0,
@@ -684,8 +687,19 @@ impl<P: Protocol> Simulation<P> {
         self.network.spike_max_us = max_extra.as_micros() as u64;
     }
 
-    /// Whether each link delivers in send order (as TCP does). Off, messages overtake each other
-    /// on a link when their delays differ.
+    /// Delay every message `from` sends `to` by `extra` on top of the link's latency, from now
+    /// on (zero: back to normal), as a congested or rerouted path would; the other direction
+    /// is unchanged. Links stay FIFO unless [`Simulation::set_fifo`] turns that off. A
+    /// scenario uses it to hold back one message while the rest of the cluster moves on.
+    pub fn slow_link(&mut self, from: NodeId, to: NodeId, extra: Duration) {
+        if extra.is_zero() {
+            self.network.slow_links.remove(&(from, to));
+        } else {
+            let extra = extra.as_micros() as u64;
+            self.network.slow_links.insert((from, to), extra);
+        }
+    }
+
     /// Alter each message between two nodes, and each client request, with this probability:
     /// one or two of its encoded bytes are overwritten and it is decoded again. An alteration
     /// that no longer decodes or fails the receiver's check (`augur_contract::inbound`, and the request
@@ -733,6 +747,8 @@ impl<P: Protocol> Simulation<P> {
         original
     }
 
+    /// Whether each link delivers in send order (as TCP does). Off, messages overtake each other
+    /// on a link when their delays differ.
     pub fn set_fifo(&mut self, fifo: bool) {
         self.network.fifo = fifo;
     }
@@ -1256,6 +1272,12 @@ impl<P: Protocol> Simulation<P> {
             {
                 at += self.net_rng.random_range(0..=self.network.spike_max_us);
             }
+            at += self
+                .network
+                .slow_links
+                .get(&(node, to))
+                .copied()
+                .unwrap_or(0);
             if self.network.fifo {
                 let last = self.link_clock.entry((node, to)).or_insert(0);
                 at = at.max(*last);

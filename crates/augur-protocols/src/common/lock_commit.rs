@@ -48,7 +48,10 @@
 //!   read-side state (DST's claims) bounds the commit timestamps proposed on a promoted
 //!   partition by its eviction floor ([`TimestampScheme::proposal`]) and may hold a commit
 //!   timestamp back until the clock nears it ([`TimestampScheme::fix_not_before`]; `dst_occ`,
-//!   *Fail-over*).
+//!   *Fail-over*); one that installs at the masters holding the shared locks when the
+//!   decision reaches them has those masters' votes carry their lease ends, and the
+//!   coordinator fixes the commit timestamp only while every such lease surely runs
+//!   ([`TimestampScheme::INSTALLS_AT_READ_MASTERS`]; `dst_2pl`, *Fail-over*).
 //!
 //! # Messages and records
 //!
@@ -181,6 +184,9 @@ pub enum Mutant {
     /// DST under fail-over: a promoted master's writers ignore the eviction's floor, so they
     /// may commit below a claim the evicted master made.
     NoFailoverFloor,
+    /// DST under 2PL and fail-over: the coordinator fixes the commit timestamp whether or not
+    /// the masters holding the shared locks are still leased.
+    NoReadLease,
     /// GTS: read-only transactions read at the last timestamp issued (`GlobalTS`), not at the
     /// stable one.
     ReadAtGlobalTs,
@@ -200,6 +206,7 @@ impl Mutant {
             "no-read-set-install" => Some(Mutant::NoReadSetInstall),
             "overwrite-ts" => Some(Mutant::OverwriteTs),
             "no-failover-floor" => Some(Mutant::NoFailoverFloor),
+            "no-read-lease" => Some(Mutant::NoReadLease),
             "read-at-global-ts" => Some(Mutant::ReadAtGlobalTs),
             _ => None,
         }
@@ -260,11 +267,15 @@ pub enum Msg<M> {
     },
     /// Participant → coordinator: yes with a proposed commit timestamp, or no and why. `deps`:
     /// what the scheme says a yes carries of the versions it overwrites
-    /// ([`TimestampScheme::overwritten`]; none under most schemes).
+    /// ([`TimestampScheme::overwritten`]; none under most schemes). `lease_end`: under
+    /// fail-over, a yes for keys read under shared locks here, when the scheme installs at the
+    /// read masters ([`TimestampScheme::INSTALLS_AT_READ_MASTERS`]), carries when this node's
+    /// lease runs out (its clock); zero otherwise.
     Vote {
         txn: TxnId,
         vote: Result<Timestamp, AbortReason>,
         deps: Deps,
+        lease_end: Timestamp,
     },
     /// Coordinator → the master of every key read (`occ`, after every lock is held): do these
     /// keys still have these versions, unlocked by others? `ts` is the commit timestamp so far,
@@ -337,7 +348,8 @@ impl<M> Msg<M> {
 
 /// As derived, except that a scheme's message shows as itself, not wrapped: a trace (and a
 /// golden file) names each message as the node that handles it knows it; and the epochs of a
-/// prepare or validation show only with fail-over (without, there are none).
+/// prepare or validation, and a vote's lease end, show only with fail-over (without, there are
+/// none).
 impl<M: fmt::Debug> fmt::Debug for Msg<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -394,12 +406,19 @@ impl<M: fmt::Debug> fmt::Debug for Msg<M> {
                 }
                 d.finish()
             }
-            Msg::Vote { txn, vote, deps } => f
-                .debug_struct("Vote")
-                .field("txn", txn)
-                .field("vote", vote)
-                .field("deps", deps)
-                .finish(),
+            Msg::Vote {
+                txn,
+                vote,
+                deps,
+                lease_end,
+            } => {
+                let mut d = f.debug_struct("Vote");
+                d.field("txn", txn).field("vote", vote).field("deps", deps);
+                if *lease_end != Timestamp::ZERO {
+                    d.field("lease_end", lease_end);
+                }
+                d.finish()
+            }
             Msg::Validate {
                 txn,
                 reads,
@@ -612,6 +631,9 @@ struct Counters {
     read_only_aborted: u64,
     /// Commit timestamps held back until the clock caught up (DST under fail-over).
     commit_holds: u64,
+    /// Attempts aborted because a master holding their shared locks may have lost its lease
+    /// before their commit timestamp was fixed (DST under 2PL, fail-over).
+    read_lease_aborts: u64,
 }
 
 /// A transaction this node coordinates (`T`: what its scheme keeps for it).
@@ -665,6 +687,9 @@ pub(crate) enum Phase {
         /// The partitions prepared or validated on, at the epochs the requests carried: a
         /// change of any of them before the decision aborts the attempt (fail-over).
         epochs: Epochs,
+        /// The earliest lease end the votes of masters holding shared locks carried
+        /// ([`TimestampScheme::INSTALLS_AT_READ_MASTERS`]); `None`: no vote carried one.
+        read_leases_end: Option<Timestamp>,
     },
 }
 
@@ -929,12 +954,18 @@ impl<F: Flavor> LockCommit<F> {
                 writes,
                 ..
             } => self.prepare(ctx, txn, prio, reads, writes),
-            Msg::Vote { txn, vote, deps } => {
-                self.vote(ctx, from, txn, Round::Prepare, vote.map(|ts| (ts, deps)))
+            Msg::Vote {
+                txn,
+                vote,
+                deps,
+                lease_end,
+            } => {
+                let vote = vote.map(|ts| (ts, deps, lease_end));
+                self.vote(ctx, from, txn, Round::Prepare, vote)
             }
             Msg::Validate { txn, reads, ts, .. } => self.validate(ctx, txn, reads, ts),
             Msg::Validated { txn, vote } => {
-                let vote = vote.map(|ts| (ts, Deps::new()));
+                let vote = vote.map(|ts| (ts, Deps::new(), Timestamp::ZERO));
                 self.vote(ctx, from, txn, Round::Validate, vote)
             }
             Msg::Decide { txn, commit, tag } => self.on_decide(ctx, txn, commit, tag),
@@ -1419,14 +1450,15 @@ impl<F: Flavor> LockCommit<F> {
         }
     }
 
-    /// A vote (`Round::Prepare`) or a validation (`Round::Validate`) from `from`.
+    /// A vote (`Round::Prepare`) or a validation (`Round::Validate`) from `from`: yes with a
+    /// proposal, the dependencies it carries and the voter's lease end (zero: none), or no.
     fn vote(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         from: NodeId,
         txn: TxnId,
         of: Round,
-        vote: Result<(Timestamp, Deps), AbortReason>,
+        vote: Result<(Timestamp, Deps, Timestamp), AbortReason>,
     ) {
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
@@ -1435,6 +1467,7 @@ impl<F: Flavor> LockCommit<F> {
             round,
             waiting,
             commit_ts,
+            read_leases_end,
             ..
         } = &mut t.phase
         else {
@@ -1445,9 +1478,13 @@ impl<F: Flavor> LockCommit<F> {
         }
         match vote {
             Err(reason) => return self.abort(ctx, txn, reason),
-            Ok((ts, deps)) => {
+            Ok((ts, deps, lease_end)) => {
                 waiting.remove(&from);
                 self.scheme.voted(&mut t.scheme, commit_ts, ts, &deps);
+                if lease_end != Timestamp::ZERO {
+                    *read_leases_end =
+                        Some(read_leases_end.map_or(lease_end, |e| e.min(lease_end)));
+                }
             }
         }
         if !waiting.is_empty() {
@@ -1483,11 +1520,22 @@ impl<F: Flavor> LockCommit<F> {
         let Some(Phase::Voting {
             to_validate,
             commit_ts,
+            read_leases_end,
             ..
         }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
         else {
             return;
         };
+        // The commit timestamp is fixed now: only while the masters holding the shared locks
+        // are surely still leased, when they install it at the decision (DST under 2PL): a
+        // master evicted before its install is then covered by its successor's floor.
+        if let Some(end) = *read_leases_end
+            && !self.membership.surely_leased(ctx.now(), end)
+            && self.mutant != Some(Mutant::NoReadLease)
+        {
+            self.counters.read_lease_aborts += 1;
+            return self.abort(ctx, txn, AbortReason::Reconfigured);
+        }
         if to_validate.is_empty() {
             return self.decide(ctx, txn);
         }
@@ -1735,8 +1783,25 @@ impl<F: Flavor> LockCommit<F> {
             reads: p.reads.iter().map(|(k, _)| k.clone()).collect(),
             writes: p.writes.clone(),
         });
+        // The end of this node's lease, for a coordinator that fixes the commit timestamp
+        // only while the masters that install it at the read set are leased.
+        let lease_end = if self.membership.active()
+            && F::Scheme::INSTALLS_AT_READ_MASTERS
+            && F::LOCKING == Locking::TwoPhase
+            && !p.reads.is_empty()
+        {
+            self.membership.lease_end()
+        } else {
+            Timestamp::ZERO
+        };
         let vote = Ok(ts);
-        self.deliver(ctx, txn.coordinator(), Msg::Vote { txn, vote, deps });
+        let msg = Msg::Vote {
+            txn,
+            vote,
+            deps,
+            lease_end,
+        };
+        self.deliver(ctx, txn.coordinator(), msg);
     }
 
     /// `occ`'s validation at a master: every key read still has the version read and no other
@@ -1770,6 +1835,7 @@ impl<F: Flavor> LockCommit<F> {
                 txn,
                 vote: Err(reason),
                 deps: Deps::new(),
+                lease_end: Timestamp::ZERO,
             },
         );
         self.release(ctx, txn);
@@ -2033,6 +2099,7 @@ impl<F: Flavor> LockCommit<F> {
             commit_ts,
             to_validate,
             epochs: voted_at,
+            read_leases_end: None,
         };
         ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
         if requests.is_empty() {
@@ -2346,6 +2413,7 @@ impl<F: Flavor> Protocol for LockCommit<F> {
             ("read_only_committed", c.read_only_committed),
             ("read_only_aborted", c.read_only_aborted),
             ("commit_holds", c.commit_holds),
+            ("read_lease_aborts", c.read_lease_aborts),
             (
                 "prepared_now",
                 self.participants.values().filter(|p| p.voted).count() as u64,
@@ -2365,6 +2433,11 @@ impl<F: Flavor> Protocol for LockCommit<F> {
         left.push(("partition_copies_in_progress", self.copies.in_progress()));
         left.push(("waiting_for_a_lease", self.lease_waiters.len()));
         left
+    }
+
+    /// The configuration group's leader (fail-over), which `leader-crash` targets.
+    fn leader(&self) -> Option<NodeId> {
+        self.membership.leader()
     }
 
     fn master_of(&self, partition: PartitionId) -> Option<NodeId> {

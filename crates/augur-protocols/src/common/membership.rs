@@ -534,6 +534,17 @@ impl Membership {
         self.group.is_none() || now < self.lease.until
     }
 
+    /// When this node's lease runs out, on its own clock (zero before its first grant).
+    pub fn lease_end(&self) -> Timestamp {
+        self.lease.until
+    }
+
+    /// Whether a lease another node holds until `lease_end` on its own clock surely still
+    /// runs while this node's clock reads `now`: two clocks differ by at most the skew bound.
+    pub fn surely_leased(&self, now: Timestamp, lease_end: Timestamp) -> bool {
+        now.saturating_add(self.timing.skew) < lease_end
+    }
+
     /// How long a lease lasts: the longest a request may wait here for one.
     pub fn lease_duration(&self) -> Duration {
         self.timing.lease

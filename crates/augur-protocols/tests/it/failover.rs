@@ -1,21 +1,23 @@
 //! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, and `str` for the
 //! engine's speculative flavour, and the lock-commit engine's flavors that fail over: `occ`,
-//! `2pl`, `2pc-baseline`, `rc`, `dst-occ`; fail-over on, their default;
+//! `2pl`, `2pc-baseline`, `rc`, `dst-occ`, `dst-2pl`; fail-over on, their default;
 //! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica (and
 //! given its mastership back once it is in sync again), a
 //! partition that waits for its last in-sync replica rather than lose what only that replica
 //! holds, `clocksi-rep`'s mutant `promote-out-of-sync`, which does not wait and loses a
-//! committed write, STR's local commits waiting for a copy of their partition to end, and
-//! DST's claims at a dead master binding its successor's writers (and `no-failover-floor`,
-//! which lets a writer commit inside a claimed snapshot).
+//! committed write, STR's local commits waiting for a copy of their partition to end, DST's
+//! claims at a dead master binding its successor's writers (and `no-failover-floor`, which
+//! lets a writer commit inside a claimed snapshot), and `dst-2pl`'s read masters, which must
+//! be leased when a commit timestamp is fixed (and `no-read-lease`, which fixes it anyway).
 //!
 //! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
 //! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
-//! majority when n0 or n1 is down.
+//! majority when n0 or n1 is down. The `dst-2pl` scenario has five.
 
 use augur_client::{Session, Transport, TxnError};
 use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::clocksi_rep::ClockSiRep;
+use augur_protocols::dst_2pl::Dst2PlNode;
 use augur_protocols::dst_occ::DstOccNode;
 use augur_protocols::occ::OccNode;
 use augur_protocols::rc::RcNode;
@@ -23,7 +25,7 @@ use augur_protocols::str::Str;
 use augur_protocols::two_pl::TwoPlNode;
 use augur_protocols::twopc_baseline::TwoPcBaseline;
 use augur_runtime::sim::{SimConfig, Simulation};
-use augur_types::{Key, LatencyProfile, NodeId, PartitionId, Placement};
+use augur_types::{AbortReason, Key, LatencyProfile, NodeId, PartitionId, Placement, Timestamp};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,12 +37,17 @@ fn ms(n: u64) -> Duration {
 /// Three nodes on a LAN, two replicas per partition, fail-over on (the default), running
 /// `mutant` if given.
 fn sim<P: Protocol>(mutant: Option<&str>) -> Simulation<P> {
-    let profile = LatencyProfile::named("lan").unwrap();
-    let placement = Arc::new(Placement::ring(profile, 3, 2).unwrap());
     let options = ProtocolOptions {
         mutant: mutant.map(str::to_string),
         ..ProtocolOptions::default()
     };
+    sim_of(3, options)
+}
+
+/// `nodes` nodes on a LAN, two replicas per partition, with `options`.
+fn sim_of<P: Protocol>(nodes: usize, options: ProtocolOptions) -> Simulation<P> {
+    let profile = LatencyProfile::named("lan").unwrap();
+    let placement = Arc::new(Placement::ring(profile, nodes, 2).unwrap());
     Simulation::new(placement, Arc::new(options), SimConfig::new(11))
 }
 
@@ -181,6 +188,11 @@ fn a_dead_occ_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
 #[test]
 fn a_dead_dst_occ_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
     dead_master_is_replaced::<DstOccNode>();
+}
+
+#[test]
+fn a_dead_dst_2pl_master_is_replaced_by_its_in_sync_replica_within_the_lease() {
+    dead_master_is_replaced::<Dst2PlNode>();
 }
 
 #[test]
@@ -363,8 +375,8 @@ fn an_str_local_commit_at_a_master_copying_its_partition_waits_for_the_copy() {
 /// a read-only transaction then claims `x` at n0, its master, and reads `a`; n0 dies and n1 is
 /// promoted; the writer writes `x` and commits at n1, which never saw the claim. Returns the
 /// reader's two reads of `x` and whether the writer committed.
-fn dst_claim_across_a_fail_over(mutant: Option<&str>) -> (Vec<Option<String>>, bool) {
-    let mut s = sim::<DstOccNode>(mutant);
+fn dst_claim_across_a_fail_over<P: Protocol>(mutant: Option<&str>) -> (Vec<Option<String>>, bool) {
+    let mut s = sim::<P>(mutant);
     let log = Log::default();
     spawn_writer(&mut s, 2, ms(0), "a", &log);
     let reads = Arc::new(Mutex::new(Vec::new()));
@@ -408,10 +420,9 @@ fn dst_claim_across_a_fail_over(mutant: Option<&str>) -> (Vec<Option<String>>, b
 #[test]
 fn a_dst_claim_at_a_dead_master_binds_the_writers_of_its_successor() {
     let a = Some("a".to_string());
-    assert_eq!(
-        dst_claim_across_a_fail_over(None),
-        (vec![a.clone(), a], true)
-    );
+    let expected = (vec![a.clone(), a], true);
+    assert_eq!(dst_claim_across_a_fail_over::<DstOccNode>(None), expected);
+    assert_eq!(dst_claim_across_a_fail_over::<Dst2PlNode>(None), expected);
 }
 
 /// The mutant `no-failover-floor`: the writer commits at its begin time, inside the reader's
@@ -419,8 +430,143 @@ fn a_dst_claim_at_a_dead_master_binds_the_writers_of_its_successor() {
 #[test]
 fn without_the_promoted_floor_a_dst_writer_commits_inside_a_claimed_snapshot() {
     let (a, b) = (Some("a".to_string()), Some("b".to_string()));
-    assert_eq!(
-        dst_claim_across_a_fail_over(Some("no-failover-floor")),
-        (vec![a, b], true)
-    );
+    let mutant = Some("no-failover-floor");
+    let expected = (vec![a, b], true);
+    assert_eq!(dst_claim_across_a_fail_over::<DstOccNode>(mutant), expected);
+    assert_eq!(dst_claim_across_a_fail_over::<Dst2PlNode>(mutant), expected);
+}
+
+/// What the `dst-2pl` scenario below saw: `A`'s commit timestamp or why it aborted (and how
+/// many attempts its coordinator aborted for a read master's lease), `B`'s commit timestamp,
+/// and the read-only transaction's snapshot and reads of `x` and `y`.
+#[derive(Debug)]
+struct ReadMasterDied {
+    a: Result<Timestamp, AbortReason>,
+    read_lease_aborts: u64,
+    b: Timestamp,
+    snapshot: Timestamp,
+    reads: Vec<Option<String>>,
+}
+
+/// `dst-2pl`, five nodes (partition `p` on n`p`, its master, and n`p+1`), named here from
+/// the configuration group's leader `L`, which the scenario keeps clear of: n`L+2` masters
+/// `x` (slave n`L+3`) and n`L+3` masters `y` (slave n`L+4`); n`L+1` coordinates `A`, which
+/// reads `x` under a shared lock at its master and writes `y`. From 0.9 s the link from `A`'s
+/// coordinator to `y`'s master delays by 2.4 s (`A`'s prepare there waits for it), and the
+/// leader's messages to `A`'s coordinator by 10 s (it learns of no configuration change
+/// meanwhile). `A` commits at 1 s: `x`'s master and `y`'s slave vote at once, and `x`'s master
+/// dies at 1.2 s. Its slave is promoted, where `B` writes `x` from 2.5 s (above the eviction's
+/// floor); the read-only `R` reads `x` (`B`'s) and claims `y` at its master from 3.1 s; then
+/// `A`'s prepare reaches `y`'s master, whose floor for `y` is above the claim, and the last
+/// vote reaches `A`'s coordinator.
+fn dst_2pl_read_master_dies_before_the_decision(mutant: Option<&str>) -> ReadMasterDied {
+    let options = ProtocolOptions {
+        mutant: mutant.map(str::to_string),
+        // `A`'s votes come in 2.4 s after its prepare.
+        participant_timeout: ms(5000),
+        ..ProtocolOptions::default()
+    };
+    let mut s = sim_of::<Dst2PlNode>(5, options);
+    s.run_until(ms(400));
+    let leader = s.node(NodeId(0)).leader().expect("a configuration leader");
+    let n = |i: u32| NodeId((leader.0 + i) % 5);
+    let (x_master, y_master, coordinator) = (n(2), n(3), n(1));
+    let x = Key::numbered(x_master.0, 1);
+    let y = Key::numbered(y_master.0, 1);
+    let text = |v: Option<Bytes>| v.map(|b| String::from_utf8_lossy(&b).to_string());
+    let a = Arc::new(Mutex::new(None));
+    let seen = a.clone();
+    let (x_a, y_a) = (x.clone(), y.clone());
+    s.spawn_client(coordinator, move |t| async move {
+        t.sleep(ms(100)).await;
+        let session = Session::new(t);
+        let mut txn = session.begin(false).await.unwrap();
+        assert_eq!(txn.read(&x_a).await.unwrap(), None);
+        txn.write(y_a, Some(Bytes::from_static(b"a"))).unwrap();
+        let now = session.transport().now();
+        session
+            .transport()
+            .sleep(ms(1000).saturating_sub(now))
+            .await;
+        let outcome = match txn.commit().await {
+            Ok(ts) => Ok(ts),
+            Err(TxnError::Aborted(reason)) => Err(reason),
+            Err(other) => panic!("A: {other}"),
+        };
+        *seen.lock().unwrap() = Some(outcome);
+    });
+    let b = Arc::new(Mutex::new(None));
+    let seen = b.clone();
+    let x_b = x.clone();
+    s.spawn_client(n(4), move |t| async move {
+        t.sleep(ms(2100)).await;
+        let session = Session::new(t);
+        while session.transport().now() < ms(2500) + PATIENCE {
+            let mut txn = session.begin(false).await.unwrap();
+            txn.write(x_b.clone(), Some(Bytes::from_static(b"b")))
+                .unwrap();
+            match txn.commit().await {
+                Ok(ts) => {
+                    *seen.lock().unwrap() = Some(ts);
+                    return;
+                }
+                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
+                Err(other) => panic!("B: {other}"),
+            }
+        }
+    });
+    let r = Arc::new(Mutex::new(None));
+    let seen = r.clone();
+    s.spawn_client(n(4), move |t| async move {
+        t.sleep(ms(2700)).await;
+        let session = Session::new(t);
+        let mut txn = session.begin(true).await.unwrap();
+        let snapshot = txn.snapshot();
+        let reads = vec![
+            text(txn.read(&x).await.unwrap()),
+            text(txn.read(&y).await.unwrap()),
+        ];
+        txn.commit().await.unwrap();
+        *seen.lock().unwrap() = Some((snapshot, reads));
+    });
+    s.run_until(ms(900));
+    s.slow_link(coordinator, y_master, ms(2400));
+    s.slow_link(leader, coordinator, ms(10_000));
+    s.run_until(ms(1200));
+    s.crash(x_master);
+    s.run_until(ms(7000));
+    assert!(s.clients_done());
+    let (snapshot, reads) = r.lock().unwrap().take().expect("R ended");
+    let counters = s.node(coordinator).counters();
+    let read_lease_aborts = counters.iter().find(|(c, _)| *c == "read_lease_aborts");
+    ReadMasterDied {
+        a: a.lock().unwrap().take().expect("A ended"),
+        read_lease_aborts: read_lease_aborts.expect("counted").1,
+        b: b.lock().unwrap().take().expect("B committed"),
+        snapshot,
+        reads,
+    }
+}
+
+/// n0's vote carried the end of its lease, long past when the last vote comes in: `A`'s
+/// coordinator does not fix its timestamp and aborts it (`reconfigured`). `R` saw `B` and not
+/// `A`, which is right since `A` never committed.
+#[test]
+fn a_dst_2pl_commit_timestamp_is_fixed_only_while_its_read_masters_are_leased() {
+    let seen = dst_2pl_read_master_dies_before_the_decision(None);
+    assert_eq!(seen.a, Err(AbortReason::Reconfigured));
+    assert_eq!(seen.read_lease_aborts, 1);
+    assert!(seen.b < seen.snapshot, "{seen:?}");
+    assert_eq!(seen.reads, vec![Some("b".to_string()), None]);
+}
+
+/// The mutant `no-read-lease`: `A` commits above `R`'s snapshot, hence above `B`, though `A`
+/// read the `x` that `B` overwrote (rw: `A` before `B`). `R` saw `B` and not `A`: `R` reads
+/// after `B`, `B` after `A`, `A` after `R` (it overwrote the `y` `R` read), a cycle.
+#[test]
+fn without_the_read_lease_a_dst_2pl_reader_commits_above_a_writer_it_precedes() {
+    let seen = dst_2pl_read_master_dies_before_the_decision(Some("no-read-lease"));
+    let a = seen.a.expect("A commits");
+    assert!(seen.b < seen.snapshot && seen.snapshot < a, "{seen:?}");
+    assert_eq!(seen.reads, vec![Some("b".to_string()), None]);
 }

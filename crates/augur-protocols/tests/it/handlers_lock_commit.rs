@@ -333,12 +333,15 @@ fn occ_prepare_locks_logs_its_promise_and_votes_yes() {
         txn: voted,
         vote,
         deps,
+        lease_end,
     } = msg
     else {
         panic!("a Vote expected, got {msg:?}");
     };
     assert_eq!((*voted, vote), (txn, &Ok(Timestamp(5_000))));
     assert_eq!(*deps, Deps::new());
+    // No shared lock here, and no fail-over: no lease to tell.
+    assert_eq!(*lease_end, Timestamp::ZERO);
     assert!(effects.timers.is_empty() && effects.replies.is_empty());
 }
 

@@ -153,6 +153,7 @@ fn corpus() -> Vec<Vec<u8>> {
             txn,
             vote: Ok(ts),
             deps: deps(),
+            lease_end: ts,
         }),
         frame(vts::Msg::Scheme(VtsMsg::Install { t: 9, deps: deps() })),
         frame(vts::Msg::Scheme(VtsMsg::StableVector {
@@ -333,6 +334,7 @@ fn vts_vectors_of_another_length_and_deps_on_unknown_nodes_are_refused() {
         txn: TxnId::new(NodeId(master.0), 3),
         vote: Ok(Timestamp(1)),
         deps: unknown,
+        lease_end: Timestamp::ZERO,
     };
     assert!(vote.check(&at).is_err());
 }

@@ -241,6 +241,14 @@ pub trait TimestampScheme: Send + Sized + 'static {
     /// Whether declared read-only transactions read a snapshot at their timestamp and commit
     /// with no message.
     const SNAPSHOTS: bool = false;
+    /// Whether [`TimestampScheme::committing`] raises, at the masters holding a transaction's
+    /// shared locks (`2pl`'s reads), state that the timestamps of later writers must respect
+    /// (DST's read-set install). Under fail-over such a master's yes vote then carries the end
+    /// of its lease, and the coordinator fixes the commit timestamp only while every such lease
+    /// surely runs, else aborts the attempt (`reconfigured`): the install then counts as made
+    /// while the master was leased, even when the master dies before the decision reaches it,
+    /// and its successor's promoted floor covers it (`dst_2pl`, *Fail-over*).
+    const INSTALLS_AT_READ_MASTERS: bool = false;
 
     fn new(env: &NodeEnv, mutant: Option<Mutant>) -> Self;
 

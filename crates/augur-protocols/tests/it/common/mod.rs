@@ -81,8 +81,8 @@ pub fn ms(n: u64) -> Duration {
 }
 
 /// Options that keep the placement's masters (`failover=off`), for scenarios timed from the
-/// first millisecond: no configuration group runs and no lease is awaited (`failover.rs` and
-/// `golden_failover.rs` test fail-over itself). Protocols without fail-over ignore the setting.
+/// first millisecond: no configuration group runs and no lease is awaited (`failover.rs`
+/// tests fail-over itself). Protocols without fail-over ignore the setting.
 pub fn static_masters() -> ProtocolOptions {
     ProtocolOptions {
         settings: [("failover".to_string(), "off".to_string())].into(),
