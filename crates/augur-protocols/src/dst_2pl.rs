@@ -129,35 +129,35 @@ pub const SETTINGS: &[SettingInfo] = &[
 pub const MUTANTS: &[(&str, &str)] = &[
     (
         "no-dep-read",
-        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of list-append and bank, 2 of rw-register, under --faults all --latency 3dc)",
+        "read-only reads return the newest version at or below their timestamp with no claim and no wait (fractured read, G-single: scenario 8c; caught by seed 1 of every workload under --faults all --latency 3dc; with failover=off, seed 1 of list-append and bank, 2 of rw-register)",
     ),
     (
         "claim-without-wait",
-        "read-only reads claim but never wait for the writer holding the key's exclusive lock (G-single; caught by seed 1 of rw-register and bank, 6 of list-append, under --faults all --latency 3dc)",
+        "read-only reads claim but never wait for the writer holding the key's exclusive lock (G-single; caught by seed 1 of every workload under --faults all --latency 3dc; with failover=off, seed 1 of rw-register and bank, 6 of list-append)",
     ),
     (
         "literal-fig9-wait",
-        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1; G-single, scenario 8d; caught by seed 2 of bank, 28 of list-append, 140 of rw-register, under --faults all --latency 3dc; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
+        "[scenario] Fig. 9 as written: claim and wait only if the tuple timestamp is at or below the reader's (trap T-1; G-single, scenario 8d; caught by seed 1 of rw-register and bank, 7 of list-append, under --faults all --latency 3dc; with failover=off, seed 2 of bank, 28 of list-append, 140 of rw-register; not within 50 seeds of augur check's test configuration, 3 clients for 4 s)",
     ),
     (
         "no-plus-one",
-        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3; G-single; caught by seed 1 of rw-register and bank, 5 of list-append, under --faults all --latency 3dc)",
+        "commit timestamps go to at least, not above, the tuple and version timestamps (trap T-3; G-single; caught by seed 1 of list-append and bank, 2 of rw-register, under --faults all --latency 3dc; with failover=off, seed 1 of rw-register and bank, 5 of list-append)",
     ),
     (
         "no-read-set-install",
-        "the decision installs the commit timestamp into the tuples written only, not those read under shared locks (trap T-5; G2, allowed at SI: scenario 8e; caught by seed 27 of rw-register, 162 of list-append, none of seeds 1..200 of bank, under --faults all --latency 3dc)",
+        "the decision installs the commit timestamp into the tuples written only, not those read under shared locks (trap T-5; G2, allowed at SI: scenario 8e; caught by seed 1 of list-append and 2 of rw-register, none of seeds 1..1000 of bank, under --faults all --latency 3dc; with failover=off, seed 27 of rw-register, 162 of list-append, none of 1..200 of bank)",
     ),
     (
         "no-failover-floor",
-        "[scenario] a promoted master's writers ignore the eviction's floor (a writer that began before a read-only transaction's claim at the old master prepares after the fail-over and commits inside its snapshot: the reader's second read of the key sees it, a non-repeatable read; tests/it/failover.rs)",
+        "[scenario] a promoted master's writers ignore the eviction's floor (a writer that began before a read-only transaction's claim at the old master prepares after the fail-over and commits inside its snapshot: the reader's second read of the key sees it, a non-repeatable read; tests/it/failover.rs; none of seeds 1..1000 of any workload under --faults all --latency 3dc)",
     ),
     (
         "no-read-lease",
-        "[scenario] the coordinator fixes the commit timestamp whether or not the masters holding its shared locks are still leased (a reader whose read master died after its vote commits above a writer at the promoted master that overwrote what it read; a read-only transaction between the two sees the writer and not the reader; tests/it/failover.rs)",
+        "[scenario] the coordinator fixes the commit timestamp whether or not the masters holding its shared locks are still leased (a reader whose read master died after its vote commits above a writer at the promoted master that overwrote what it read; a read-only transaction between the two sees the writer and not the reader; tests/it/failover.rs; none of seeds 1..1000 of any workload under --faults all, lan or 3dc: it needs a coordinator that learns of the eviction only after a late vote)",
     ),
     (
         "overwrite-ts",
-        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2; G-single, Fig. 8's follow-up scenario; caught by seed 15 of bank, 41 of list-append, 60 of rw-register, under --faults all --latency 3dc, not within 50 with 3 clients for 4 s)",
+        "[scenario] an install sets the tuple timestamp to the commit timestamp instead of raising it (trap T-2; G-single, Fig. 8's follow-up scenario; caught by seed 2 of bank, 14 of list-append, 20 of rw-register, under --faults all --latency 3dc; with failover=off, seed 15 of bank, 41 of list-append, 60 of rw-register; not within 50 with 3 clients for 4 s)",
     ),
 ];
 
