@@ -83,6 +83,27 @@
 //!   since the restarted oracle does not count it. A node that is down holds stable back
 //!   until it is back. Versions are durable with their timestamps (the engine's records).
 //!
+//! # Fail-over (not in the paper)
+//!
+//! With fail-over on (the default; `docs/architecture/availability.md`), the data path fails
+//! over as `occ`'s does, and so does the oracle: the configuration names the node that runs
+//! it (the `oracle` setting's until that node is evicted, then the next node still in some
+//! in-sync set), and the oracle's issued timestamps come from blocks the configuration group
+//! reserves ([`crate::common::membership::Block`], one Raft round per 4,096 commit
+//! timestamps, asked for half a block ahead) instead of its local lease. Each incarnation of
+//! the oracle (a start, a restart, a take-over) issues only within blocks granted to it, so
+//! its first block lies above every timestamp issued before; it recovers its pending set as a
+//! restarted oracle does (`AskHeld`/`Held`, its first block's start the bound), holding
+//! stable meanwhile at the largest value it knows safe (the stable it logged, or the largest
+//! its node heard of). The oracle issues only while its node holds a lease: one evicted has
+//! stopped issuing, so every timestamp its successor issues comes after, and lies above, all
+//! of its own, and timestamps still follow the order of the fetches. Coordinators send their
+//! fetches and releases to the configuration's oracle, and fetches that waited for the old
+//! one again to the new one. What it costs: as after an oracle restart, stable does not move
+//! until every node said what it holds, so while the old oracle's node is down, read-only
+//! transactions read an ever older snapshot (never a wrong one; `gts` promises no staleness
+//! bound) and read-write transactions go on committing.
+//!
 //! # Garbage collection (not in the paper)
 //!
 //! DST's horizon announcements ([`crate::dst_occ`]), with "the lowest snapshot a read-only
@@ -120,6 +141,7 @@ use crate::common::lock_commit::scheme::{
 use crate::common::lock_commit::{
     Coord, Flavor, LockCommit, Locking, MsgOf, Mutant, ORACLE, Phase, RecordOf, Round,
 };
+use crate::common::membership::{self, Block};
 use crate::common::oracle::Oracle;
 use crate::common::replica::{self, DecisionLog};
 use crate::common::vclock::Deps;
@@ -176,7 +198,12 @@ pub const ORACLE_SETTING: SettingInfo = SettingInfo {
 };
 
 /// The protocol settings `gts` accepts.
-pub const SETTINGS: &[SettingInfo] = &[ORACLE_SETTING];
+pub const SETTINGS: &[SettingInfo] = &[
+    ORACLE_SETTING,
+    crate::common::membership::FAILOVER_SETTING,
+    crate::common::membership::LEASE_SETTING,
+    crate::common::membership::SKEW_SETTING,
+];
 
 /// The mutants `gts` knows, with what each breaks.
 pub const MUTANTS: &[(&str, &str)] = &[(
@@ -193,6 +220,7 @@ impl Flavor for Gts {
     type Scheme = GtsScheme;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `gts`.
@@ -257,10 +285,18 @@ pub struct GtsScheme {
     read_at_global_ts: bool,
     /// How long a timestamp issued may stay pending before the oracle asks about it.
     patience: Duration,
-    /// The oracle node (the `oracle` setting).
+    /// The oracle node: the `oracle` setting's, or under fail-over the configuration's.
     oracle_id: NodeId,
-    /// The oracle's state, at the oracle node only.
+    /// The oracle's state, at the oracle node only (under fail-over, created on first need).
     oracle: Option<Oracle>,
+    /// Fail-over is on: the oracle's timestamps come from blocks the configuration reserves,
+    /// and it moves when its node is evicted.
+    fails_over: bool,
+    /// The largest stable timestamp this node logged as oracle (replayed): a safe start for
+    /// its next incarnation.
+    replayed_stable: Timestamp,
+    /// At the oracle: fetches waiting for a timestamp block or a lease, in arrival order.
+    awaiting_ts: Vec<TxnId>,
     /// The largest stable timestamp this node has heard of; no read-only transaction it
     /// coordinates from now on reads below it.
     stable_seen: Timestamp,
@@ -306,6 +342,48 @@ impl GtsScheme {
             debug_assert!(matches!(then, Then::Nothing));
         } else {
             send_or_mail(ctx, self.me, to, Msg::Scheme(msg), mail);
+        }
+    }
+
+    /// Under fail-over: this node runs the oracle if the configuration says so, in an
+    /// incarnation of its own from now on (see [`crate::common::oracle`], *Fail-over*).
+    fn take_over_if_oracle<N: Node<GtsScheme>>(&mut self, ctx: &mut Ctx<'_, N>) {
+        if self.fails_over && self.oracle_id == self.me && self.oracle.is_none() {
+            let stable = self.replayed_stable.max(self.stable_seen);
+            let incarnation = ctx.now().0;
+            let nodes = self.nodes.iter().copied();
+            self.oracle = Some(Oracle::incarnation(incarnation, stable, nodes));
+        }
+    }
+
+    /// At the oracle: issue timestamps to the fetches waiting, in order, while it may (it
+    /// holds a lease: an oracle evicted for a lease run out issues nothing more, so its
+    /// successor's timestamps, above all of its blocks, also come after all of its own; and a
+    /// block has a timestamp left).
+    fn issue_awaited<N: Node<GtsScheme>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, GtsTxn>,
+        mail: &mut Mail<GtsMsg>,
+    ) {
+        if !parts.serving {
+            return;
+        }
+        let mut issued = Vec::new();
+        if let Some(oracle) = self.oracle.as_mut() {
+            let mut served = 0;
+            for &txn in &self.awaiting_ts {
+                let Some(ts) = oracle.issue(ctx, txn) else {
+                    break;
+                };
+                issued.push((txn, ts));
+                served += 1;
+            }
+            self.awaiting_ts.drain(..served);
+        }
+        for (txn, ts) in issued {
+            let msg = GtsMsg::IssuedTs { txn, ts };
+            self.deliver(ctx, parts, txn.coordinator(), msg, mail);
         }
     }
 
@@ -458,13 +536,17 @@ impl TimestampScheme for GtsScheme {
 
     fn new(env: &NodeEnv, mutant: Option<Mutant>) -> GtsScheme {
         let oracle_id = oracle_of(env);
+        let fails_over = membership::failover_on(env);
         GtsScheme {
             me: env.id,
             nodes: env.placement.nodes().collect(),
             read_at_global_ts: mutant == Some(Mutant::ReadAtGlobalTs),
             patience: env.options.participant_timeout,
             oracle_id,
-            oracle: (env.id == oracle_id).then(Oracle::new),
+            oracle: (env.id == oracle_id && !fails_over).then(Oracle::new),
+            fails_over,
+            replayed_stable: Timestamp::ZERO,
+            awaiting_ts: Vec::new(),
             stable_seen: Timestamp::ZERO,
             oracle_floor: Timestamp::ZERO,
             horizons: Horizons::default(),
@@ -540,6 +622,67 @@ impl TimestampScheme for GtsScheme {
         self.stable_seen
     }
 
+    /// The oracle moved, or was granted blocks. A node that no longer runs it drops it (its
+    /// successor issues above all of its blocks); the new one takes over. Fetches that
+    /// waited for the old one go again to the new one.
+    fn configured<N: Node<GtsScheme>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        oracle: NodeId,
+        blocks: &[Block],
+        mut parts: Parts<'_, GtsTxn>,
+        mail: &mut Mail<GtsMsg>,
+    ) {
+        let moved = oracle != self.oracle_id;
+        self.oracle_id = oracle;
+        if oracle != self.me {
+            self.oracle = None;
+            self.awaiting_ts.clear();
+        }
+        self.take_over_if_oracle(ctx);
+        if let Some(state) = self.oracle.as_mut() {
+            for block in blocks.iter().filter(|b| b.by == self.me) {
+                state.granted(block);
+            }
+        }
+        self.issue_awaited(ctx, &mut parts, mail);
+        if !moved {
+            return;
+        }
+        let mut again: Vec<GtsMsg> = parts
+            .coord
+            .iter()
+            .filter_map(|(txn, t)| {
+                let fetching = t.scheme.fetched.is_none()
+                    && matches!(
+                        t.phase,
+                        Phase::Voting {
+                            round: Round::Fetch,
+                            ..
+                        }
+                    );
+                if fetching {
+                    Some(GtsMsg::FetchTs { txn: *txn })
+                } else if t.awaiting_stable {
+                    Some(GtsMsg::FetchStable { txn: *txn })
+                } else {
+                    None
+                }
+            })
+            .collect();
+        again.sort_by_key(|m| match m {
+            GtsMsg::FetchTs { txn } | GtsMsg::FetchStable { txn } => *txn,
+            _ => unreachable!("only fetches are sent again"),
+        });
+        for msg in again {
+            self.deliver(ctx, &mut parts, oracle, msg, mail);
+        }
+    }
+
+    fn reservation_wanted(&mut self) -> Option<u64> {
+        self.oracle.as_mut()?.wants_block()
+    }
+
     fn handle<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
@@ -551,10 +694,10 @@ impl TimestampScheme for GtsScheme {
         match msg {
             GtsMsg::Horizon { ts } => self.horizons.heard(from, ts),
             GtsMsg::FetchTs { txn } => {
-                if let Some(oracle) = self.oracle.as_mut() {
-                    let ts = oracle.issue(ctx, txn);
-                    let msg = GtsMsg::IssuedTs { txn, ts };
-                    self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
+                self.take_over_if_oracle(ctx);
+                if self.oracle.is_some() && !self.awaiting_ts.contains(&txn) {
+                    self.awaiting_ts.push(txn);
+                    self.issue_awaited(ctx, &mut parts, mail);
                 }
             }
             GtsMsg::Done { txn, ts } => {
@@ -603,6 +746,8 @@ impl TimestampScheme for GtsScheme {
     ) {
         let now = ctx.now();
         let patience = self.patience;
+        self.take_over_if_oracle(ctx);
+        self.issue_awaited(ctx, &mut parts, mail);
         let Some(oracle) = self.oracle.as_mut() else {
             return;
         };
@@ -610,6 +755,7 @@ impl TimestampScheme for GtsScheme {
         let bound = oracle.restart_bound();
         let unanswered: Vec<NodeId> = oracle
             .recovering()
+            .filter(|_| oracle.bound_known())
             .map(|nodes| nodes.iter().copied().collect())
             .unwrap_or_default();
         let stable = oracle.publish(ctx);
@@ -649,6 +795,9 @@ impl TimestampScheme for GtsScheme {
 
     /// The oracle's bound on the timestamps it issued, and its logged stable timestamp.
     fn replay(&mut self, record: Record) {
+        if let Record::Kit(replica::Record::Watermark(ts)) = record {
+            self.replayed_stable = self.replayed_stable.max(ts);
+        }
         let Some(oracle) = self.oracle.as_mut() else {
             return;
         };

@@ -861,9 +861,10 @@ impl<F: Flavor> LockCommit<F> {
         }
     }
 
-    /// The coordinator's side of the engine, for a scheme's hook.
+    /// The coordinator's side of the engine at `now`, for a scheme's hook.
     fn parts(
         &mut self,
+        now: Timestamp,
     ) -> (
         &mut F::Scheme,
         Parts<'_, <F::Scheme as TimestampScheme>::Txn>,
@@ -873,8 +874,18 @@ impl<F: Flavor> LockCommit<F> {
             store: &self.store,
             coord: &mut self.coord,
             decided: &self.decided,
+            serving: self.membership.serving(now),
         };
         (&mut self.scheme, parts)
+    }
+
+    /// Propose the block of timestamps the scheme's oracle wants, if it wants one.
+    fn reserve_if_wanted(&mut self) {
+        if self.membership.active()
+            && let Some(incarnation) = self.scheme.reservation_wanted()
+        {
+            self.membership.propose_reserve(incarnation);
+        }
     }
 
     /// The participant's side of the engine, for a scheme's hook.
@@ -979,9 +990,10 @@ impl<F: Flavor> LockCommit<F> {
             Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
             Msg::Scheme(msg) => {
                 let mut mail = MailOf::<F>::new();
-                let (scheme, parts) = self.parts();
+                let (scheme, parts) = self.parts(ctx.now());
                 let then = scheme.handle(ctx, from, msg, parts, &mut mail);
                 self.deliver_mail(ctx, mail);
+                self.reserve_if_wanted();
                 match then {
                     Then::Nothing => {}
                     Then::GoOn(txn) => self.validate_or_decide(ctx, txn),
@@ -1140,6 +1152,11 @@ impl<F: Flavor> LockCommit<F> {
         if self.copies.reconfigured(&config, me) {
             self.release_held(ctx);
         }
+        let mut mail = MailOf::<F>::new();
+        let (scheme, parts) = self.parts(ctx.now());
+        scheme.configured(ctx, config.oracle(), &change.blocks, parts, &mut mail);
+        self.deliver_mail(ctx, mail);
+        self.reserve_if_wanted();
     }
 
     /// The transactions prepared on `partition` here (holding exclusive locks of its keys), in
@@ -1358,7 +1375,7 @@ impl<F: Flavor> LockCommit<F> {
     /// releases the timestamp, VTS installs the tag).
     fn applied_everywhere(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, ts: Timestamp) {
         let mut mail = MailOf::<F>::new();
-        let (scheme, parts) = self.parts();
+        let (scheme, parts) = self.parts(ctx.now());
         scheme.applied_everywhere(ctx, txn, ts, parts, &mut mail);
         self.deliver_mail(ctx, mail);
     }
@@ -1442,7 +1459,7 @@ impl<F: Flavor> LockCommit<F> {
             self.deliver(ctx, node, Msg::abort(txn));
         }
         let mut mail = MailOf::<F>::new();
-        let (scheme, parts) = self.parts();
+        let (scheme, parts) = self.parts(ctx.now());
         scheme.aborted(ctx, txn, &t.scheme, parts, &mut mail);
         self.deliver_mail(ctx, mail);
         if let Some(pending) = t.pending {
@@ -1994,9 +2011,10 @@ impl<F: Flavor> LockCommit<F> {
         // The scheme's duties (GTS's and VTS's oracle, VTS's owed tags), then its garbage
         // collection.
         let mut mail = MailOf::<F>::new();
-        let (scheme, parts) = self.parts();
+        let (scheme, parts) = self.parts(now);
         scheme.tick(ctx, parts, announce, &mut mail);
         self.deliver_mail(ctx, mail);
+        self.reserve_if_wanted();
         self.scheme
             .collect_garbage(ctx, &mut self.store, &self.coord, announce);
         self.copy_tick(ctx);
@@ -2447,6 +2465,8 @@ impl<F: Flavor> Protocol for LockCommit<F> {
 
 /// A node's membership, from its durable group records (none for a new node).
 fn restore_membership<F: Flavor>(env: &NodeEnv, records: Vec<SequencerRecord>) -> Membership {
-    Membership::restore(env, Promotion::InSync, F::FAILS_OVER, records)
-        .unwrap_or_else(|e| panic!("the configuration group cannot start: {e}"))
+    let mut membership = Membership::restore(env, Promotion::InSync, F::FAILS_OVER, records)
+        .unwrap_or_else(|e| panic!("the configuration group cannot start: {e}"));
+    membership.set_initial_oracle(scheme::oracle_of(env));
+    membership
 }

@@ -110,6 +110,27 @@ pub enum Command {
         node: NodeId,
         epoch: Epoch,
     },
+    /// The oracle `by`, in its incarnation `incarnation`, asks for the next block of
+    /// [`RESERVE_BLOCK`] timestamps: granted if `by` is the configuration's oracle (a
+    /// [`Block`]), ignored otherwise.
+    Reserve { by: NodeId, incarnation: u64 },
+}
+
+/// How many timestamps a [`Command::Reserve`] reserves: an oracle that fails over goes
+/// through the configuration group once per this many commit timestamps.
+pub const RESERVE_BLOCK: u64 = 1 << 12;
+
+/// Timestamps `after + 1 ..= upto`, reserved by the configuration for the oracle `by` in its
+/// incarnation `incarnation`. Blocks are disjoint and rise in the order they are granted, and
+/// each lies above every timestamp an earlier block (of any node or incarnation) held, so an
+/// oracle that issues only within its own blocks never repeats a timestamp another issued,
+/// and the first block of an incarnation bounds everything issued before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub by: NodeId,
+    pub incarnation: u64,
+    pub after: Timestamp,
+    pub upto: Timestamp,
 }
 
 /// One partition's entry in the configuration.
@@ -133,7 +154,7 @@ pub enum Promotion {
     Unclean,
 }
 
-/// Every partition's epoch, in-sync replicas and floor (see the module docs).
+/// Every partition's epoch, in-sync replicas and floor, and the oracle (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Configuration {
     /// How many commands have been applied.
@@ -141,6 +162,15 @@ pub struct Configuration {
     partitions: Vec<PartitionConfig>,
     /// The floor of the last eviction applied, the largest of all.
     latest_floor: Timestamp,
+    /// The node that runs the protocol's single-node service, GTS's timestamp oracle (for
+    /// protocols without one, bookkeeping nobody reads): the `oracle` setting's node until it
+    /// is evicted, then the next node still in some in-sync set.
+    oracle: NodeId,
+    /// The end of the last [`Block`] granted: every timestamp any oracle issued under
+    /// fail-over is at or below it.
+    reserved: Timestamp,
+    /// The block the last command applied granted, for [`Membership`] to report.
+    granted: Option<Block>,
 }
 
 impl Configuration {
@@ -158,7 +188,15 @@ impl Configuration {
             version: 0,
             partitions,
             latest_floor: Timestamp::ZERO,
+            oracle: NodeId(0),
+            reserved: Timestamp::ZERO,
+            granted: None,
         }
+    }
+
+    /// The node that runs the protocol's single-node service (GTS's timestamp oracle).
+    pub fn oracle(&self) -> NodeId {
+        self.oracle
     }
 
     pub fn partition_count(&self) -> usize {
@@ -288,6 +326,9 @@ impl Configuration {
                     c.floor = c.floor.max(floor);
                     changed.push(p);
                 }
+                if node == self.oracle {
+                    self.oracle = self.next_oracle(placement, node);
+                }
             }
             Command::Rejoin {
                 partition,
@@ -326,8 +367,31 @@ impl Configuration {
                     changed.push(partition);
                 }
             }
+            Command::Reserve { by, incarnation } => {
+                if by == self.oracle {
+                    let after = self.reserved;
+                    self.reserved = Timestamp(after.0.saturating_add(RESERVE_BLOCK));
+                    self.granted = Some(Block {
+                        by,
+                        incarnation,
+                        after,
+                        upto: self.reserved,
+                    });
+                }
+            }
         }
         changed
+    }
+
+    /// Who runs the oracle once `evicted` no longer does: the next node after it, in id order
+    /// and round, that is still in some in-sync set (`evicted` itself if none is).
+    fn next_oracle(&self, placement: &Placement, evicted: NodeId) -> NodeId {
+        let nodes: Vec<NodeId> = placement.nodes().collect();
+        let at = nodes.iter().position(|n| *n == evicted).unwrap_or(0);
+        (1..nodes.len())
+            .map(|i| nodes[(at + i) % nodes.len()])
+            .find(|n| self.in_any_sync_set(*n))
+            .unwrap_or(evicted)
     }
 }
 
@@ -374,6 +438,8 @@ pub struct Reconfiguration {
     pub commands: Vec<Command>,
     /// The partitions whose entry changed, ascending.
     pub changed: Vec<PartitionId>,
+    /// The timestamp blocks granted, in order.
+    pub blocks: Vec<Block>,
 }
 
 /// The lease this node holds.
@@ -444,6 +510,7 @@ struct Counters {
     evictions_proposed: u64,
     rejoins_proposed: u64,
     handbacks_proposed: u64,
+    reserves_proposed: u64,
     lease_grants: u64,
 }
 
@@ -573,6 +640,23 @@ impl Membership {
         };
         group.on_start(ctx);
         ctx.set_timer(HEARTBEAT, MembershipTimer::Heartbeat.into());
+    }
+
+    /// Before any command is applied: the protocol's oracle starts at `node` (its setting).
+    pub fn set_initial_oracle(&mut self, node: NodeId) {
+        if self.config.version == 0 {
+            self.config.oracle = node;
+        }
+    }
+
+    /// Propose that the configuration reserve the next block of timestamps for this node's
+    /// oracle incarnation `incarnation` (granted only while this node is the oracle).
+    pub fn propose_reserve(&mut self, incarnation: u64) {
+        let by = self.me;
+        if let Some(group) = self.group.as_mut() {
+            self.counters.reserves_proposed += 1;
+            group.submit(Command::Reserve { by, incarnation });
+        }
     }
 
     /// Propose that `node` joins `partition`'s in-sync set at `epoch` (the partition's master,
@@ -791,8 +875,10 @@ impl Membership {
         let before = self.config.clone();
         let mut commands = Vec::new();
         let mut changed = BTreeSet::new();
+        let mut blocks = Vec::new();
         for command in batches.into_iter().flat_map(|b| b.items) {
             let moved = self.config.apply(&command, &self.placement, self.promotion);
+            blocks.extend(self.config.granted.take());
             for &p in &moved {
                 // Who masters what is what an operator looks for after a failure.
                 let c = self.config.partition(p);
@@ -813,10 +899,20 @@ impl Membership {
             commands.push(command);
         }
         self.lease.applied(self.config.version);
+        if self.config.oracle != before.oracle {
+            tracing::info!(
+                target: "augur::configuration",
+                "configuration {}: the oracle moves from node {} to node {}",
+                self.config.version,
+                before.oracle.0,
+                self.config.oracle.0
+            );
+        }
         Some(Reconfiguration {
             before,
             commands,
             changed: changed.into_iter().collect(),
+            blocks,
         })
     }
 
@@ -837,6 +933,7 @@ impl Membership {
             ("evictions_proposed", self.counters.evictions_proposed),
             ("rejoins_proposed", self.counters.rejoins_proposed),
             ("handbacks_proposed", self.counters.handbacks_proposed),
+            ("reserves_proposed", self.counters.reserves_proposed),
             ("lease_grants", self.counters.lease_grants),
         ]
     }

@@ -25,13 +25,26 @@
 //!   incarnation issued whose reply was still in flight when its coordinator answered is
 //!   refused by that coordinator (it is at or below the restart's bound), so it is never used
 //!   unreported.
+//!
+//! # Fail-over
+//!
+//! Under fail-over (`gts`; `docs/architecture/availability.md`, *The oracle*), issued
+//! timestamps come from blocks the configuration group reserves, not from the local lease:
+//! each *incarnation* of the oracle (a node that starts, restarts or takes over as oracle, see
+//! [`Oracle::incarnation`]) issues only within the [`Block`]s granted to it, in the order
+//! granted. Blocks are disjoint and rise in the group's order, so the first block of an
+//! incarnation lies above every timestamp any earlier incarnation, on any node, issued: that
+//! is its restart bound, and it recovers its pending set as a restarted oracle does. The
+//! stable timestamp it starts from is the largest it knows to be safe: the one it logged, or
+//! the largest its node heard of.
 
+use super::membership::{Block, RESERVE_BLOCK};
 use super::replica::{self, ServeLease};
 use super::vclock::{Deps, VClock};
 use augur_contract::{Ctx, Protocol};
 use augur_types::{NodeId, Timestamp, TxnId};
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// How many timestamps past the last one issued the oracle's durable lease reaches: at most one
@@ -65,12 +78,111 @@ pub struct Oracle {
     /// restart: the lease grows as this incarnation issues, and its timestamps must not be
     /// refused).
     bound: Timestamp,
+    /// Under fail-over: the blocks of timestamps reserved for this incarnation (instead of
+    /// the local lease).
+    blocks: Option<Blocks>,
+}
+
+/// An oracle incarnation's timestamp blocks under fail-over.
+#[derive(Debug)]
+struct Blocks {
+    incarnation: u64,
+    /// The last timestamp the current block holds; nothing is issued above it.
+    limit: Timestamp,
+    /// Blocks granted and not yet begun: (after, upto).
+    ahead: VecDeque<(Timestamp, Timestamp)>,
+    /// Whether the first block has come (the restart bound is known).
+    started: bool,
+    /// A block was asked for and has not come yet.
+    asking: bool,
 }
 
 impl Oracle {
     /// A fresh oracle that has issued nothing.
     pub fn new() -> Oracle {
         Oracle::default()
+    }
+
+    /// A new incarnation `incarnation` of the oracle under fail-over (see the module docs): it
+    /// issues nothing before the configuration grants it a block, and holds stable at
+    /// `stable`, a value known to be safe, until every one of `nodes` said what it holds.
+    pub fn incarnation(
+        incarnation: u64,
+        stable: Timestamp,
+        nodes: impl IntoIterator<Item = NodeId>,
+    ) -> Oracle {
+        Oracle {
+            logged: stable,
+            recovering: Some(nodes.into_iter().collect()),
+            blocks: Some(Blocks {
+                incarnation,
+                limit: Timestamp::ZERO,
+                ahead: VecDeque::new(),
+                started: false,
+                asking: false,
+            }),
+            ..Oracle::default()
+        }
+    }
+
+    /// Under fail-over: `block` was granted. One of this incarnation's is used in turn; the
+    /// first also fixes the restart bound (nothing to recover if nothing was ever issued).
+    pub fn granted(&mut self, block: &Block) {
+        let Some(blocks) = self.blocks.as_mut() else {
+            return;
+        };
+        if block.incarnation != blocks.incarnation {
+            return;
+        }
+        blocks.asking = false;
+        blocks.ahead.push_back((block.after, block.upto));
+        if !blocks.started {
+            blocks.started = true;
+            self.bound = block.after;
+            self.last = self.last.max(block.after);
+            if block.after == Timestamp::ZERO {
+                self.recovering = None;
+            }
+        }
+    }
+
+    /// Under fail-over: this incarnation's number if it should ask for another block now
+    /// (none asked yet, and fewer than half a block's timestamps left to issue); marked as
+    /// asked.
+    pub fn wants_block(&mut self) -> Option<u64> {
+        let blocks = self.blocks.as_mut()?;
+        let left: u64 = blocks.limit.0.saturating_sub(self.last.0)
+            + (blocks.ahead.iter())
+                .map(|(after, upto)| upto.0 - after.0)
+                .sum::<u64>();
+        if blocks.asking || left >= RESERVE_BLOCK / 2 {
+            return None;
+        }
+        blocks.asking = true;
+        Some(blocks.incarnation)
+    }
+
+    /// Under fail-over: whether the restart bound is known, so that the nodes can be asked
+    /// what they hold (always, without fail-over).
+    pub fn bound_known(&self) -> bool {
+        self.blocks.as_ref().is_none_or(|b| b.started)
+    }
+
+    /// The next timestamp this incarnation may issue: the local lease covers any; under
+    /// fail-over it must lie in a granted block (`None`: wait for one).
+    fn next_timestamp(&mut self) -> Option<Timestamp> {
+        let Some(blocks) = self.blocks.as_mut() else {
+            return Some(self.last.next());
+        };
+        loop {
+            let ts = self.last.next();
+            if ts <= blocks.limit {
+                return Some(ts);
+            }
+            let (after, upto) = blocks.ahead.pop_front()?;
+            self.last = self.last.max(after);
+            blocks.limit = upto;
+        }
     }
 
     /// Replay of the kit's `Served` record: timestamps up to `up_to` may have been issued.
@@ -110,8 +222,9 @@ impl Oracle {
     }
 
     /// `GlobalTS`'s fetch-and-increment for `txn` (the same timestamp again if it has one
-    /// pending), durable before the caller's reply leaves.
-    pub fn issue<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, txn: TxnId) -> Timestamp
+    /// pending), durable before the caller's reply leaves; `None` under fail-over while no
+    /// granted block has a timestamp left.
+    pub fn issue<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, txn: TxnId) -> Option<Timestamp>
     where
         P::Record: From<replica::Record<Timestamp>>,
     {
@@ -120,15 +233,18 @@ impl Oracle {
             if let Some(issued) = self.pending.get_mut(&ts) {
                 issued.asked = now;
             }
-            return ts;
+            return Some(ts);
         }
-        let ts = self.last.next();
-        self.lease
-            .cover_with::<P, Timestamp>(ctx, ts, |_| Timestamp(ts.0.saturating_add(ISSUE_BLOCK)));
+        let ts = self.next_timestamp()?;
+        if self.blocks.is_none() {
+            self.lease.cover_with::<P, Timestamp>(ctx, ts, |_| {
+                Timestamp(ts.0.saturating_add(ISSUE_BLOCK))
+            });
+        }
         self.last = ts;
         self.pending.insert(ts, Issued { txn, asked: now });
         self.by_txn.insert(txn, ts);
-        ts
+        Some(ts)
     }
 
     /// The last timestamp issued (what the mutant `read-at-global-ts` reads at).

@@ -80,6 +80,7 @@
 
 use super::{Coord, Msg, Mutant, Participant, Record, Timer};
 use crate::common::lock_sets::LockSets;
+use crate::common::membership::Block;
 use crate::common::replica::{DecisionLog, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::common::vclock::Deps;
@@ -148,6 +149,10 @@ pub struct Parts<'a, T> {
     pub(crate) store: &'a MvStore<Timestamp>,
     pub(crate) coord: &'a mut FxHashMap<TxnId, Coord<T>>,
     pub(crate) decided: &'a DecisionLog<Timestamp>,
+    /// Whether this node holds a lease now (always, without fail-over): a single-node service
+    /// such as GTS's oracle acts only while it does, so that a successor appointed after its
+    /// eviction never overlaps with it.
+    pub(crate) serving: bool,
 }
 
 impl<T> Parts<'_, T> {
@@ -158,6 +163,7 @@ impl<T> Parts<'_, T> {
             store: self.store,
             coord: &mut *self.coord,
             decided: self.decided,
+            serving: self.serving,
         }
     }
 
@@ -496,6 +502,26 @@ pub trait TimestampScheme: Send + Sized + 'static {
     ) -> Then {
         let _ = (ctx, from, msg, parts, mail);
         Then::Nothing
+    }
+
+    /// Under fail-over, the configuration changed: its oracle (the node that runs the scheme's
+    /// single-node service, if it has one) is `oracle`, and `blocks` were granted (see
+    /// [`crate::common::membership::Block`]).
+    fn configured<N: Node<Self>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        oracle: NodeId,
+        blocks: &[Block],
+        parts: Parts<'_, Self::Txn>,
+        mail: &mut Mail<Self::Msg>,
+    ) {
+        let _ = (ctx, oracle, blocks, parts, mail);
+    }
+
+    /// Under fail-over, after each of the scheme's handlers: the incarnation of this node's
+    /// oracle if it wants the configuration to reserve it another block of timestamps.
+    fn reservation_wanted(&mut self) -> Option<u64> {
+        None
     }
 
     /// The periodic tick's duties (`announce`: every [`super::ANNOUNCE_EVERY`]th tick).
