@@ -51,7 +51,10 @@
 //!   *Fail-over*); one that installs at the masters holding the shared locks when the
 //!   decision reaches them has those masters' votes carry their lease ends, and the
 //!   coordinator fixes the commit timestamp only while every such lease surely runs
-//!   ([`TimestampScheme::INSTALLS_AT_READ_MASTERS`]; `dst_2pl`, *Fail-over*).
+//!   ([`TimestampScheme::INSTALLS_AT_READ_MASTERS`]; `dst_2pl`, *Fail-over*). A scheme with
+//!   an oracle follows the configuration's, which reserves it blocks of timestamps
+//!   ([`TimestampScheme::configured`], [`TimestampScheme::reservation_wanted`]; `gts`,
+//!   *Fail-over*).
 //!
 //! # Messages and records
 //!
@@ -190,6 +193,9 @@ pub enum Mutant {
     /// GTS: read-only transactions read at the last timestamp issued (`GlobalTS`), not at the
     /// stable one.
     ReadAtGlobalTs,
+    /// GTS under fail-over: the oracle issues timestamps whether or not its node holds a
+    /// lease, so a deposed oracle may still issue below its successor.
+    OracleWithoutLease,
 }
 
 impl Mutant {
@@ -208,6 +214,7 @@ impl Mutant {
             "no-failover-floor" => Some(Mutant::NoFailoverFloor),
             "no-read-lease" => Some(Mutant::NoReadLease),
             "read-at-global-ts" => Some(Mutant::ReadAtGlobalTs),
+            "oracle-without-lease" => Some(Mutant::OracleWithoutLease),
             _ => None,
         }
     }

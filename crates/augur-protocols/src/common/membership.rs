@@ -18,6 +18,12 @@
 //!   may grant leases until check-quorum makes it step down), and grants that node nothing until
 //!   the eviction is applied.
 //!
+//! * **The oracle.** The configuration also names the node that runs a protocol's
+//!   single-node service (GTS's timestamp oracle: the `oracle` setting's node until it is
+//!   evicted, then the next node still in some in-sync set), and reserves it disjoint, rising
+//!   blocks of timestamps ([`Command::Reserve`], [`Block`]), so that whichever node runs it
+//!   next issues above everything issued before.
+//!
 //! * **Handback.** Once the master the placement gives a partition is in sync there again
 //!   after a fail-over (and leased), the leader proposes [`Command::Handback`]: it masters the
 //!   partition again, at a new epoch, and the node that stood in stays in sync as a slave. The

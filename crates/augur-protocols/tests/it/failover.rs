@@ -7,8 +7,9 @@
 //! holds, `clocksi-rep`'s mutant `promote-out-of-sync`, which does not wait and loses a
 //! committed write, STR's local commits waiting for a copy of their partition to end, DST's
 //! claims at a dead master binding its successor's writers (and `no-failover-floor`, which
-//! lets a writer commit inside a claimed snapshot), and `dst-2pl`'s read masters, which must
-//! be leased when a commit timestamp is fixed (and `no-read-lease`, which fixes it anyway).
+//! lets a writer commit inside a claimed snapshot), `dst-2pl`'s read masters, which must
+//! be leased when a commit timestamp is fixed (and `no-read-lease`, which fixes it anyway),
+//! and `gts`'s oracle moving to another node when its node dies.
 //!
 //! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
 //! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
@@ -19,6 +20,7 @@ use augur_contract::{Protocol, ProtocolOptions};
 use augur_protocols::clocksi_rep::ClockSiRep;
 use augur_protocols::dst_2pl::Dst2PlNode;
 use augur_protocols::dst_occ::DstOccNode;
+use augur_protocols::gts::GtsNode;
 use augur_protocols::occ::OccNode;
 use augur_protocols::rc::RcNode;
 use augur_protocols::str::Str;
@@ -569,4 +571,144 @@ fn without_the_read_lease_a_dst_2pl_reader_commits_above_a_writer_it_precedes() 
     let a = seen.a.expect("A commits");
     assert!(seen.b < seen.snapshot && seen.snapshot < a, "{seen:?}");
     assert_eq!(seen.reads, vec![Some("b".to_string()), None]);
+}
+
+/// `gts` under fail-over: n0 runs the oracle and masters partition 0, and dies. n1 takes over
+/// both: writes commit again within the lease (the new oracle issues from a block the
+/// configuration reserved for it, above everything n0 issued), and read-only transactions go
+/// on, at the stable timestamp the new oracle knew safe, which stays there until every node
+/// (n0 included) said which timestamps it holds: the write after the crash is not seen until
+/// n0 is back. The oracle stays at n1.
+#[test]
+fn a_dead_gts_oracle_is_replaced_and_stable_moves_again_once_its_node_is_back() {
+    let mut s = sim::<GtsNode>(None);
+    let log = Log::default();
+    spawn_writer(&mut s, 0, ms(0), "before", &log);
+    spawn_reader(&mut s, 2, ms(900), "read before the crash", &log);
+    s.run_until(ms(1000));
+    assert!(s.node(NodeId(0)).oracle().is_some());
+    s.crash(NodeId(0));
+    spawn_writer(&mut s, 1, ms(1000), "after", &log);
+    spawn_reader(&mut s, 2, ms(4000), "read while n0 is down", &log);
+    s.run_until(ms(5000));
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 2]);
+    assert!(s.node(NodeId(1)).oracle().is_some());
+    let seen = log.lock().unwrap().clone();
+    let (_, after_at, _) = seen.iter().find(|(w, ..)| w == "wrote after").unwrap();
+    let took = *after_at - ms(1000);
+    assert!(
+        took > ms(1000) && took < ms(2000),
+        "the write after the crash committed {took:?} after it"
+    );
+    s.restart(NodeId(0));
+    spawn_reader(&mut s, 2, ms(7000), "read once n0 is back", &log);
+    s.run_until(ms(8000));
+    assert!(s.clients_done());
+    assert!(s.node(NodeId(0)).oracle().is_none());
+    assert!(s.node(NodeId(1)).oracle().is_some());
+    assert_eq!(
+        entries(&log),
+        vec![
+            ("wrote before".into(), Some("before".into())),
+            ("read before the crash".into(), Some("before".into())),
+            ("wrote after".into(), Some("after".into())),
+            ("read while n0 is down".into(), Some("before".into())),
+            ("read once n0 is back".into(), Some("after".into())),
+        ]
+    );
+}
+
+/// `gts` under fail-over, five nodes (partition `p` on n`p` and n`p+1`), the oracle on n4, the
+/// configuration group's leader n0: `x` and `y` live on n2 and n3. From 1 s the leader's
+/// messages to n4 and to n1 are held back 10 s (neither learns of a configuration change),
+/// and n4 pauses; it is evicted and n0, next in line, takes the oracle over. `A` (from n3)
+/// writes `x` at 2.8 s with a timestamp of n0's. `B` (from n1, which still sends its fetches
+/// to n4) reads `x` at 3 s and writes `y`; its fetch waits at the paused n4, which resumes at
+/// 3.5 s. Returns `A`'s commit timestamp, what `B` read, and `B`'s commit timestamp or why it
+/// aborted.
+fn gts_deposed_oracle_resumes(
+    mutant: Option<&str>,
+) -> (Timestamp, Option<String>, Result<Timestamp, AbortReason>) {
+    let options = ProtocolOptions {
+        mutant: mutant.map(str::to_string),
+        settings: [("oracle".to_string(), "4".to_string())].into(),
+        // `B`'s fetch waits for n4 (in the correct protocol, in vain, until this runs out:
+        // within the client's own timeout, 5 s).
+        participant_timeout: ms(4000),
+        ..ProtocolOptions::default()
+    };
+    let mut s = sim_of::<GtsNode>(5, options);
+    let (x, y) = (Key::numbered(2, 1), Key::numbered(2, 2));
+    let a = Arc::new(Mutex::new(None));
+    let seen = a.clone();
+    let x_a = x.clone();
+    s.spawn_client(NodeId(3), move |t| async move {
+        t.sleep(ms(2800)).await;
+        let session = Session::new(t);
+        while session.transport().now() < ms(2800) + PATIENCE {
+            let mut txn = session.begin(false).await.unwrap();
+            txn.write(x_a.clone(), Some(Bytes::from_static(b"a")))
+                .unwrap();
+            match txn.commit().await {
+                Ok(ts) => {
+                    *seen.lock().unwrap() = Some(ts);
+                    return;
+                }
+                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
+                Err(other) => panic!("A: {other}"),
+            }
+        }
+    });
+    let b = Arc::new(Mutex::new(None));
+    let seen = b.clone();
+    s.spawn_client(NodeId(1), move |t| async move {
+        t.sleep(ms(3000)).await;
+        let session = Session::new(t);
+        let mut txn = session.begin(false).await.unwrap();
+        let read = txn.read(&x).await.unwrap();
+        let read = read.map(|v| String::from_utf8_lossy(&v).to_string());
+        txn.write(y, Some(Bytes::from_static(b"b"))).unwrap();
+        let outcome = match txn.commit().await {
+            Ok(ts) => Ok(ts),
+            Err(TxnError::Aborted(reason)) => Err(reason),
+            Err(other) => panic!("B: {other}"),
+        };
+        *seen.lock().unwrap() = Some((read, outcome));
+    });
+    s.run_until(ms(1000));
+    assert_eq!(s.node(NodeId(2)).leader(), Some(NodeId(0)));
+    assert!(s.node(NodeId(4)).oracle().is_some());
+    s.slow_link(NodeId(0), NodeId(4), ms(10_000));
+    s.slow_link(NodeId(0), NodeId(1), ms(10_000));
+    s.pause(NodeId(4));
+    s.run_until(ms(3500));
+    assert!(
+        s.node(NodeId(0)).oracle().is_some(),
+        "n0 took the oracle over"
+    );
+    s.resume(NodeId(4));
+    s.run_until(ms(9000));
+    assert!(s.clients_done());
+    let a = a.lock().unwrap().take().expect("A committed");
+    let (read, b) = b.lock().unwrap().take().expect("B ended");
+    (a, read, b)
+}
+
+/// The deposed oracle's lease ran out during its pause, so it issues nothing when it resumes:
+/// `B`'s fetch is never answered and `B` aborts; no timestamp of n4's goes below n0's.
+#[test]
+fn a_deposed_gts_oracle_issues_nothing_once_its_lease_ran_out() {
+    let (_, read, b) = gts_deposed_oracle_resumes(None);
+    assert_eq!(read, Some("a".to_string()));
+    assert_eq!(b, Err(AbortReason::Timeout));
+}
+
+/// The mutant `oracle-without-lease`: n4 issues `B` a timestamp from its old block, below
+/// `A`'s, though `B` read what `A` wrote (wr: `A` before `B`).
+#[test]
+fn without_its_lease_a_deposed_gts_oracle_issues_below_its_successor() {
+    let (a, read, b) = gts_deposed_oracle_resumes(Some("oracle-without-lease"));
+    assert_eq!(read, Some("a".to_string()));
+    let b = b.expect("B commits");
+    assert!(b < a, "B committed at {b:?}, A at {a:?}");
 }
