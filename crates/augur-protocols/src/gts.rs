@@ -256,8 +256,13 @@ pub enum GtsMsg {
     /// Restarted oracle → node: which timestamps do your coordinators hold? Every timestamp
     /// issued before the restart is at or below `bound`.
     AskHeld { bound: Timestamp },
-    /// Node → oracle: the transactions it coordinates that hold a timestamp.
-    Held { held: Vec<(TxnId, Timestamp)> },
+    /// Node → oracle: the transactions it coordinates that hold a timestamp, in answer to the
+    /// `AskHeld` of bound `bound` (an answer to an earlier incarnation's question, which set
+    /// this node's floor lower, does not count for a later one).
+    Held {
+        bound: Timestamp,
+        held: Vec<(TxnId, Timestamp)>,
+    },
 }
 
 impl CheckMessage for GtsMsg {
@@ -266,7 +271,9 @@ impl CheckMessage for GtsMsg {
             GtsMsg::FetchTs { txn } | GtsMsg::Done { txn, .. } | GtsMsg::FetchStable { txn } => {
                 at.txn_of_sender(*txn)
             }
-            GtsMsg::Held { held } => held.iter().try_for_each(|(txn, _)| at.txn_of_sender(*txn)),
+            GtsMsg::Held { held, .. } => {
+                held.iter().try_for_each(|(txn, _)| at.txn_of_sender(*txn))
+            }
             GtsMsg::IssuedTs { txn, .. } | GtsMsg::QueryTs { txn, .. } => at.txn_here(*txn),
             GtsMsg::Stable { txn, .. } => txn.map_or(Ok(()), |txn| at.txn_here(txn)),
             // Any bound is one a restarted oracle may announce.
@@ -532,7 +539,8 @@ impl GtsScheme {
             .collect();
         held.sort();
         let oracle = self.oracle_id;
-        self.deliver(ctx, &mut parts, oracle, GtsMsg::Held { held }, mail);
+        let msg = GtsMsg::Held { bound, held };
+        self.deliver(ctx, &mut parts, oracle, msg, mail);
     }
 }
 
@@ -726,10 +734,10 @@ impl TimestampScheme for GtsScheme {
                     self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
                 }
             }
-            GtsMsg::Held { held } => {
+            GtsMsg::Held { bound, held } => {
                 let now = ctx.now();
                 if let Some(oracle) = self.oracle.as_mut() {
-                    oracle.held(now, from, &held);
+                    oracle.held(now, from, bound, &held);
                 }
             }
             // From the oracle only (a node that is not takes no part in its bookkeeping).

@@ -32,8 +32,9 @@
 //!   that applied the handback refuses one.
 //!
 //! The configuration is rebuilt after a restart by replaying the group's log, like any
-//! sequencer's batches. The log holds only configuration commands and is never cut: it grows by
-//! one entry per change, not per transaction.
+//! sequencer's batches. The log holds only configuration commands and is never cut yet (the
+//! sequencer takes no snapshots): it grows by one entry per change, and under `gts` by one per
+//! [`RESERVE_BLOCK`] commit timestamps, not per transaction.
 //!
 //! Fail-over is on by default for the protocols that take the setting. With `failover=off`,
 //! or with a replication factor of one (there is nothing to fail over to), there is no group:

@@ -262,12 +262,19 @@ impl Oracle {
     }
 
     /// After a restart, `node` holds `held` (each transaction it coordinates with the timestamp
-    /// it fetched): they are pending again. Once every node answered, stable may move.
-    pub fn held(&mut self, now: Timestamp, node: NodeId, held: &[(TxnId, Timestamp)]) {
+    /// it fetched), in answer to the question of restart bound `bound`: they are pending again.
+    /// Once every node answered this incarnation's question, stable may move.
+    pub fn held(
+        &mut self,
+        now: Timestamp,
+        node: NodeId,
+        bound: Timestamp,
+        held: &[(TxnId, Timestamp)],
+    ) {
         let Some(waiting) = self.recovering.as_mut() else {
             return;
         };
-        if !waiting.remove(&node) {
+        if bound != self.bound || !waiting.remove(&node) {
             return;
         }
         for &(txn, ts) in held {

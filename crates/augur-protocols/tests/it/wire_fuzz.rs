@@ -138,6 +138,7 @@ fn corpus() -> Vec<Vec<u8>> {
         // timestamps its transactions hold (an altered length must be refused, not trusted).
         frame(gts::Msg::Scheme(GtsMsg::AskHeld { bound: ts })),
         frame(gts::Msg::Scheme(GtsMsg::Held {
+            bound: ts,
             held: vec![(txn, ts), (TxnId::new(NodeId(1), 8), Timestamp(1_001))],
         })),
         // VTS's vectors and deps: a read at a vector, a vote with the tags it overwrites, an
