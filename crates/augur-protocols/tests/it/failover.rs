@@ -146,6 +146,49 @@ fn spawn_reader<P: Protocol>(
     spawn_on_x(s, home, at, name.to_string(), OnX::Read, log);
 }
 
+/// From `home`, at `at` (simulated time), write `value` to `key` in a transaction of its own,
+/// again 50 ms after every abort until it commits or `PATIENCE` ran out; the commit timestamp
+/// shows in the returned cell once it committed.
+fn spawn_committed_write<P: Protocol>(
+    s: &mut Simulation<P>,
+    home: NodeId,
+    at: Duration,
+    key: Key,
+    value: &'static str,
+) -> Arc<Mutex<Option<Timestamp>>> {
+    let committed = Arc::new(Mutex::new(None));
+    let seen = committed.clone();
+    s.spawn_client(home, move |t| async move {
+        let now = t.now();
+        t.sleep(at.saturating_sub(now)).await;
+        let session = Session::new(t);
+        while session.transport().now() < at + PATIENCE {
+            let mut txn = session.begin(false).await.unwrap();
+            txn.write(key.clone(), Some(Bytes::from_static(value.as_bytes())))
+                .unwrap();
+            match txn.commit().await {
+                Ok(ts) => {
+                    *seen.lock().unwrap() = Some(ts);
+                    return;
+                }
+                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
+                Err(other) => panic!("writing {value}: {other}"),
+            }
+        }
+    });
+    committed
+}
+
+/// A commit's outcome: its timestamp, or why it aborted (`who` committed it; anything else
+/// fails the test).
+fn outcome(who: &str, commit: Result<Timestamp, TxnError>) -> Result<Timestamp, AbortReason> {
+    match commit {
+        Ok(ts) => Ok(ts),
+        Err(TxnError::Aborted(reason)) => Err(reason),
+        Err(other) => panic!("{who}: {other}"),
+    }
+}
+
 /// The master every live node believes partition 0 has.
 fn masters_of_x<P: Protocol>(s: &Simulation<P>) -> Vec<Option<NodeId>> {
     (0..3)
@@ -490,33 +533,9 @@ fn dst_2pl_read_master_dies_before_the_decision(mutant: Option<&str>) -> ReadMas
             .transport()
             .sleep(ms(1000).saturating_sub(now))
             .await;
-        let outcome = match txn.commit().await {
-            Ok(ts) => Ok(ts),
-            Err(TxnError::Aborted(reason)) => Err(reason),
-            Err(other) => panic!("A: {other}"),
-        };
-        *seen.lock().unwrap() = Some(outcome);
+        *seen.lock().unwrap() = Some(outcome("A", txn.commit().await));
     });
-    let b = Arc::new(Mutex::new(None));
-    let seen = b.clone();
-    let x_b = x.clone();
-    s.spawn_client(n(4), move |t| async move {
-        t.sleep(ms(2100)).await;
-        let session = Session::new(t);
-        while session.transport().now() < ms(2500) + PATIENCE {
-            let mut txn = session.begin(false).await.unwrap();
-            txn.write(x_b.clone(), Some(Bytes::from_static(b"b")))
-                .unwrap();
-            match txn.commit().await {
-                Ok(ts) => {
-                    *seen.lock().unwrap() = Some(ts);
-                    return;
-                }
-                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
-                Err(other) => panic!("B: {other}"),
-            }
-        }
-    });
+    let b = spawn_committed_write(&mut s, n(4), ms(2500), x.clone(), "b");
     let r = Arc::new(Mutex::new(None));
     let seen = r.clone();
     s.spawn_client(n(4), move |t| async move {
@@ -639,26 +658,7 @@ fn gts_deposed_oracle_resumes(
     };
     let mut s = sim_of::<GtsNode>(5, options);
     let (x, y) = (Key::numbered(2, 1), Key::numbered(2, 2));
-    let a = Arc::new(Mutex::new(None));
-    let seen = a.clone();
-    let x_a = x.clone();
-    s.spawn_client(NodeId(3), move |t| async move {
-        t.sleep(ms(2800)).await;
-        let session = Session::new(t);
-        while session.transport().now() < ms(2800) + PATIENCE {
-            let mut txn = session.begin(false).await.unwrap();
-            txn.write(x_a.clone(), Some(Bytes::from_static(b"a")))
-                .unwrap();
-            match txn.commit().await {
-                Ok(ts) => {
-                    *seen.lock().unwrap() = Some(ts);
-                    return;
-                }
-                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
-                Err(other) => panic!("A: {other}"),
-            }
-        }
-    });
+    let a = spawn_committed_write(&mut s, NodeId(3), ms(2800), x.clone(), "a");
     let b = Arc::new(Mutex::new(None));
     let seen = b.clone();
     s.spawn_client(NodeId(1), move |t| async move {
@@ -668,12 +668,7 @@ fn gts_deposed_oracle_resumes(
         let read = txn.read(&x).await.unwrap();
         let read = read.map(|v| String::from_utf8_lossy(&v).to_string());
         txn.write(y, Some(Bytes::from_static(b"b"))).unwrap();
-        let outcome = match txn.commit().await {
-            Ok(ts) => Ok(ts),
-            Err(TxnError::Aborted(reason)) => Err(reason),
-            Err(other) => panic!("B: {other}"),
-        };
-        *seen.lock().unwrap() = Some((read, outcome));
+        *seen.lock().unwrap() = Some((read, outcome("B", txn.commit().await)));
     });
     s.run_until(ms(1000));
     assert_eq!(s.node(NodeId(2)).leader(), Some(NodeId(0)));
