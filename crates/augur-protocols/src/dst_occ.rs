@@ -691,10 +691,16 @@ impl TimestampScheme for Dst {
         let now = ctx.now();
         let future = self.read_timestamp(now, None);
         let (me, nodes) = (self.me, &self.nodes);
-        if let Some(horizon) = self
-            .horizons
-            .collect(ctx, me, nodes, store, coord, future, announce)
-        {
+        if let Some(horizon) = self.horizons.collect(
+            ctx,
+            me,
+            nodes,
+            store,
+            coord,
+            future,
+            Timestamp::MAX,
+            announce,
+        ) {
             let lag = now.0.saturating_sub(Hybrid::physical(horizon).0);
             self.counters.gc_horizon_lag_us = lag;
         }

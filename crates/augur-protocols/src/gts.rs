@@ -104,6 +104,16 @@
 //! transactions read an ever older snapshot (never a wrong one; `gts` promises no staleness
 //! bound) and read-write transactions go on committing.
 //!
+//! Garbage collection across a move: a node collects below the lowest snapshot every node
+//! announced it may still read at, each node's floor being the largest stable it heard of; a
+//! restarted oracle starts from its logged stable, at least every such floor, but a new
+//! incarnation on another node knows only its own node's largest stable heard of, which may
+//! be lower (that node restarted and took over before hearing the current one), and a
+//! coordinator that restarted too could then read at a snapshot some versions of which were
+//! collected. So the oracle's `Reserve` carries its logged stable, which the configuration
+//! keeps; a new incarnation starts at least there, and under fail-over nodes collect only
+//! below it (collection lags by up to a block and a half of commits).
+//!
 //! # Garbage collection (not in the paper)
 //!
 //! DST's horizon announcements ([`crate::dst_occ`]), with "the lowest snapshot a read-only
@@ -141,7 +151,7 @@ use crate::common::lock_commit::scheme::{
 use crate::common::lock_commit::{
     Coord, Flavor, LockCommit, Locking, MsgOf, Mutant, ORACLE, Phase, RecordOf, Round,
 };
-use crate::common::membership::{self, Block};
+use crate::common::membership::{self, Block, Configuration};
 use crate::common::oracle::Oracle;
 use crate::common::replica::{self, DecisionLog};
 use crate::common::vclock::Deps;
@@ -312,6 +322,11 @@ pub struct GtsScheme {
     replayed_stable: Timestamp,
     /// At the oracle: fetches waiting for a timestamp block or a lease, in arrival order.
     awaiting_ts: Vec<TxnId>,
+    /// Under fail-over: the largest stable timestamp an oracle reported to the configuration
+    /// (`Timestamp::MAX` without fail-over). A new oracle incarnation starts at least there
+    /// and nodes collect garbage only below it, so that no snapshot the new oracle hands out
+    /// lies below what was collected.
+    config_stable: Timestamp,
     /// The largest stable timestamp this node has heard of; no read-only transaction it
     /// coordinates from now on reads below it.
     stable_seen: Timestamp,
@@ -364,7 +379,9 @@ impl GtsScheme {
     /// incarnation of its own from now on (see [`crate::common::oracle`], *Fail-over*).
     fn take_over_if_oracle<N: Node<GtsScheme>>(&mut self, ctx: &mut Ctx<'_, N>) {
         if self.fails_over && self.oracle_id == self.me && self.oracle.is_none() {
-            let stable = self.replayed_stable.max(self.stable_seen);
+            let stable = (self.replayed_stable)
+                .max(self.stable_seen)
+                .max(self.config_stable);
             let incarnation = ctx.now().0;
             let nodes = self.nodes.iter().copied();
             self.oracle = Some(Oracle::incarnation(incarnation, stable, nodes));
@@ -564,6 +581,11 @@ impl TimestampScheme for GtsScheme {
             fails_over,
             replayed_stable: Timestamp::ZERO,
             awaiting_ts: Vec::new(),
+            config_stable: if fails_over {
+                Timestamp::ZERO
+            } else {
+                Timestamp::MAX
+            },
             stable_seen: Timestamp::ZERO,
             oracle_floor: Timestamp::ZERO,
             horizons: Horizons::default(),
@@ -645,11 +667,13 @@ impl TimestampScheme for GtsScheme {
     fn configured<N: Node<GtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
-        oracle: NodeId,
+        config: &Configuration,
         blocks: &[Block],
         mut parts: Parts<'_, GtsTxn>,
         mail: &mut Mail<GtsMsg>,
     ) {
+        let oracle = config.oracle();
+        self.config_stable = self.config_stable.max(config.oracle_stable());
         let moved = oracle != self.oracle_id;
         self.oracle_id = oracle;
         if oracle != self.me {
@@ -696,8 +720,10 @@ impl TimestampScheme for GtsScheme {
         }
     }
 
-    fn reservation_wanted(&mut self) -> Option<u64> {
-        self.oracle.as_mut()?.wants_block()
+    fn reservation_wanted(&mut self) -> Option<(u64, Timestamp)> {
+        let oracle = self.oracle.as_mut()?;
+        let incarnation = oracle.wants_block()?;
+        Some((incarnation, oracle.logged_stable()))
     }
 
     fn handle<N: Node<GtsScheme>>(
@@ -805,9 +831,9 @@ impl TimestampScheme for GtsScheme {
         announce: bool,
     ) {
         let future = self.stable_seen;
-        let (me, nodes) = (self.me, &self.nodes);
+        let (me, nodes, cap) = (self.me, &self.nodes, self.config_stable);
         self.horizons
-            .collect(ctx, me, nodes, store, coord, future, announce);
+            .collect(ctx, me, nodes, store, coord, future, cap, announce);
     }
 
     /// The oracle's bound on the timestamps it issued, and its logged stable timestamp.

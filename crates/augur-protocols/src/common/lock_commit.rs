@@ -889,9 +889,9 @@ impl<F: Flavor> LockCommit<F> {
     /// Propose the block of timestamps the scheme's oracle wants, if it wants one.
     fn reserve_if_wanted(&mut self) {
         if self.membership.active()
-            && let Some(incarnation) = self.scheme.reservation_wanted()
+            && let Some((incarnation, stable)) = self.scheme.reservation_wanted()
         {
-            self.membership.propose_reserve(incarnation);
+            self.membership.propose_reserve(incarnation, stable);
         }
     }
 
@@ -1161,7 +1161,7 @@ impl<F: Flavor> LockCommit<F> {
         }
         let mut mail = MailOf::<F>::new();
         let (scheme, parts) = self.parts(ctx.now());
-        scheme.configured(ctx, config.oracle(), &change.blocks, parts, &mut mail);
+        scheme.configured(ctx, &config, &change.blocks, parts, &mut mail);
         self.deliver_mail(ctx, mail);
         self.reserve_if_wanted();
     }

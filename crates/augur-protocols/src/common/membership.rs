@@ -118,9 +118,14 @@ pub enum Command {
         epoch: Epoch,
     },
     /// The oracle `by`, in its incarnation `incarnation`, asks for the next block of
-    /// [`RESERVE_BLOCK`] timestamps: granted if `by` is the configuration's oracle (a
-    /// [`Block`]), ignored otherwise.
-    Reserve { by: NodeId, incarnation: u64 },
+    /// [`RESERVE_BLOCK`] timestamps, and says its stable timestamp reached `stable` (a value
+    /// it logged): granted, and `stable` kept, if `by` is the configuration's oracle (a
+    /// [`Block`]); ignored otherwise.
+    Reserve {
+        by: NodeId,
+        incarnation: u64,
+        stable: Timestamp,
+    },
 }
 
 /// How many timestamps a [`Command::Reserve`] reserves: an oracle that fails over goes
@@ -176,6 +181,9 @@ pub struct Configuration {
     /// The end of the last [`Block`] granted: every timestamp any oracle issued under
     /// fail-over is at or below it.
     reserved: Timestamp,
+    /// The largest stable timestamp an oracle reported with a reservation: safe to read at,
+    /// and where a new oracle starts at the least (nodes collect garbage only below it).
+    oracle_stable: Timestamp,
     /// The block the last command applied granted, for [`Membership`] to report.
     granted: Option<Block>,
 }
@@ -197,6 +205,7 @@ impl Configuration {
             latest_floor: Timestamp::ZERO,
             oracle: NodeId(0),
             reserved: Timestamp::ZERO,
+            oracle_stable: Timestamp::ZERO,
             granted: None,
         }
     }
@@ -204,6 +213,12 @@ impl Configuration {
     /// The node that runs the protocol's single-node service (GTS's timestamp oracle).
     pub fn oracle(&self) -> NodeId {
         self.oracle
+    }
+
+    /// The largest stable timestamp an oracle reported with a reservation (see
+    /// [`Command::Reserve`]).
+    pub fn oracle_stable(&self) -> Timestamp {
+        self.oracle_stable
     }
 
     pub fn partition_count(&self) -> usize {
@@ -374,8 +389,13 @@ impl Configuration {
                     changed.push(partition);
                 }
             }
-            Command::Reserve { by, incarnation } => {
+            Command::Reserve {
+                by,
+                incarnation,
+                stable,
+            } => {
                 if by == self.oracle {
+                    self.oracle_stable = self.oracle_stable.max(stable);
                     let after = self.reserved;
                     self.reserved = Timestamp(after.0.saturating_add(RESERVE_BLOCK));
                     self.granted = Some(Block {
@@ -657,12 +677,17 @@ impl Membership {
     }
 
     /// Propose that the configuration reserve the next block of timestamps for this node's
-    /// oracle incarnation `incarnation` (granted only while this node is the oracle).
-    pub fn propose_reserve(&mut self, incarnation: u64) {
+    /// oracle incarnation `incarnation`, whose stable timestamp reached `stable` (granted only
+    /// while this node is the oracle).
+    pub fn propose_reserve(&mut self, incarnation: u64, stable: Timestamp) {
         let by = self.me;
         if let Some(group) = self.group.as_mut() {
             self.counters.reserves_proposed += 1;
-            group.submit(Command::Reserve { by, incarnation });
+            group.submit(Command::Reserve {
+                by,
+                incarnation,
+                stable,
+            });
         }
     }
 

@@ -162,6 +162,11 @@ impl Oracle {
         Some(blocks.incarnation)
     }
 
+    /// The largest stable timestamp logged (hence possibly published).
+    pub fn logged_stable(&self) -> Timestamp {
+        self.logged
+    }
+
     /// Under fail-over: whether the restart bound is known, so that the nodes can be asked
     /// what they hold (always, without fail-over).
     pub fn bound_known(&self) -> bool {

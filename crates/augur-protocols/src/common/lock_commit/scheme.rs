@@ -80,7 +80,7 @@
 
 use super::{Coord, Msg, Mutant, Participant, Record, Timer};
 use crate::common::lock_sets::LockSets;
-use crate::common::membership::Block;
+use crate::common::membership::{Block, Configuration};
 use crate::common::replica::{DecisionLog, Writes};
 use crate::common::two_phase::GC_BATCH;
 use crate::common::vclock::Deps;
@@ -504,23 +504,24 @@ pub trait TimestampScheme: Send + Sized + 'static {
         Then::Nothing
     }
 
-    /// Under fail-over, the configuration changed: its oracle (the node that runs the scheme's
-    /// single-node service, if it has one) is `oracle`, and `blocks` were granted (see
+    /// Under fail-over, the configuration changed to `config` (its oracle runs the scheme's
+    /// single-node service, if it has one), and `blocks` were granted (see
     /// [`crate::common::membership::Block`]).
     fn configured<N: Node<Self>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
-        oracle: NodeId,
+        config: &Configuration,
         blocks: &[Block],
         parts: Parts<'_, Self::Txn>,
         mail: &mut Mail<Self::Msg>,
     ) {
-        let _ = (ctx, oracle, blocks, parts, mail);
+        let _ = (ctx, config, blocks, parts, mail);
     }
 
-    /// Under fail-over, after each of the scheme's handlers: the incarnation of this node's
-    /// oracle if it wants the configuration to reserve it another block of timestamps.
-    fn reservation_wanted(&mut self) -> Option<u64> {
+    /// Under fail-over, after each of the scheme's handlers: if this node's oracle wants the
+    /// configuration to reserve it another block of timestamps, its incarnation and the
+    /// stable timestamp it logged.
+    fn reservation_wanted(&mut self) -> Option<(u64, Timestamp)> {
         None
     }
 
@@ -628,7 +629,7 @@ impl Horizons {
     /// read, now and later (the oldest running one's timestamp, and `future`, the lowest
     /// snapshot one beginning from now on may read at); then keep, at every key, the newest
     /// version at or below the lowest announcement of every node (none from some node yet:
-    /// keep everything). The horizon collected below, if any.
+    /// keep everything), and at or below `cap`. The horizon collected below, if any.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn collect<M: HorizonMsg, N: Protocol<Msg = Msg<M>>, T>(
         &mut self,
@@ -638,6 +639,7 @@ impl Horizons {
         store: &mut MvStore<Timestamp>,
         coord: &FxHashMap<TxnId, Coord<T>>,
         future: Timestamp,
+        cap: Timestamp,
         announce: bool,
     ) -> Option<Timestamp> {
         let mine = coord
@@ -654,11 +656,7 @@ impl Horizons {
         if !nodes.iter().all(|n| self.0.contains_key(n)) {
             return None;
         }
-        let horizon = self
-            .0
-            .values()
-            .copied()
-            .fold(Timestamp::MAX, Timestamp::min);
+        let horizon = self.0.values().copied().fold(cap, Timestamp::min);
         store.collect_garbage(horizon, GC_BATCH);
         Some(horizon)
     }
