@@ -690,9 +690,8 @@ impl TimestampScheme for GtsScheme {
         if !moved {
             return;
         }
-        let mut again: Vec<GtsMsg> = parts
-            .coord
-            .iter()
+        // (txn, whether it waits for its commit timestamp rather than for a snapshot)
+        let mut again: Vec<(TxnId, bool)> = (parts.coord.iter())
             .filter_map(|(txn, t)| {
                 let fetching = t.scheme.fetched.is_none()
                     && matches!(
@@ -702,20 +701,16 @@ impl TimestampScheme for GtsScheme {
                             ..
                         }
                     );
-                if fetching {
-                    Some(GtsMsg::FetchTs { txn: *txn })
-                } else if t.awaiting_stable {
-                    Some(GtsMsg::FetchStable { txn: *txn })
-                } else {
-                    None
-                }
+                (fetching || t.awaiting_stable).then_some((*txn, fetching))
             })
             .collect();
-        again.sort_by_key(|m| match m {
-            GtsMsg::FetchTs { txn } | GtsMsg::FetchStable { txn } => *txn,
-            _ => unreachable!("only fetches are sent again"),
-        });
-        for msg in again {
+        again.sort();
+        for (txn, fetching) in again {
+            let msg = if fetching {
+                GtsMsg::FetchTs { txn }
+            } else {
+                GtsMsg::FetchStable { txn }
+            };
             self.deliver(ctx, &mut parts, oracle, msg, mail);
         }
     }
