@@ -109,14 +109,57 @@
 //!   The oracle ignores an entry it has already stabilised (and says so again) or queued.
 //! * **Oracle restart.** A published `StableVTS` never goes back: it is logged
 //!   (`Record::Stable`) before any reply, announcement or `Stabilized` that reveals it leaves.
-//!   The queues are volatile; a restarted oracle starts from the logged vector, asks every
-//!   node once (`AskHeld`) to install its outbox again, and the coordinators' resends cover a
-//!   lost question. No stable entry is lost: a coordinator forgets an entry only once the
+//!   The queues are volatile; a restarted oracle starts from the logged vector and asks every
+//!   node (`AskHeld`, again every `participant_timeout` until it answers) to report the vector
+//!   it heard of (`Heard`) and install its outbox again. No stable entry is lost: a coordinator forgets an entry only once the
 //!   oracle told it that it is stable, which was logged first. Stability needs no knowledge of
 //!   the other workers' pending entries, so a restarted oracle, unlike `gts`'s, need not wait
 //!   for every node before moving on.
 //! * **Participant restart.** Versions and their tags are replayed from the log; a checkpoint
 //!   writes the tag table before the versions.
+
+//! # Fail-over
+//!
+//! With the `failover` setting on (the default; `docs/architecture/availability.md`), `vts`
+//! fails over as `occ` does (the lock-and-2PC engine's leased masters, epochs, promotion and
+//! copies), and so does its oracle:
+//!
+//! * **The oracle moves with the configuration.** The configuration names it (at first the
+//!   `oracle` setting's node); when its node is evicted it moves to the next node still in
+//!   some in-sync set. A node that no longer runs it drops it (keeping its logged vector as
+//!   heard of); the new one starts an incarnation of its own ([`VectorOracle::take_over`]).
+//! * **Where a new oracle starts.** Every vector an oracle publishes is *closed*: with each
+//!   tag it admits, it admits the tag's predecessor and deps. So is the component-wise
+//!   maximum of closed vectors; so the new incarnation may start from any published vector
+//!   and merge any other at any time. It starts from the largest its node heard of and merges
+//!   the one each node reports (`AskHeld`, answered with `Heard` and the node's owed installs;
+//!   asked again every `participant_timeout` until answered; a node that learns of the move
+//!   reports at once, and sends the fetches that waited for the old oracle again). What it
+//!   must reach is how far each worker was told its tags are stable, since the worker forgot
+//!   those: `Stabilized` carries the whole logged vector, which the worker keeps as heard of,
+//!   so its report covers every tag it forgot. Until a worker reports, the entries that depend
+//!   on tags only it knew stable wait: while the old oracle's node is down, the vector's
+//!   entries that depend on that node's last tags stay out of it, and the other workers'
+//!   later ones queue behind them. Commits go on; read-only transactions read an older
+//!   snapshot, never a wrong one (`vts` promises no staleness bound).
+//! * **Garbage collection stays below every snapshot.** A node's announced read horizon is at
+//!   most the vector it heard of, and under fail-over it logs that vector ([`Record::Heard`])
+//!   before each announcement and in checkpoints. So a new incarnation on any node, restarted
+//!   or not, starts at or above every horizon its node announced, hence above the collection
+//!   horizon (the minimum of every node's), and no snapshot it hands out misses a version
+//!   collected or a tag forgotten.
+//! * **A deposed oracle** that has not yet learned of its eviction may go on answering fetches
+//!   and telling workers; its vectors are closed too, so a snapshot at one, or at the maximum
+//!   of one and the new oracle's, is consistent. A worker heeds `Stabilized` only from the
+//!   oracle its configuration names, and reports what it heard of to the next. No lease is
+//!   needed, unlike `gts`'s oracle, whose timestamps must follow the order of the fetches.
+//! * **Reads at a vector** are served only by a master in sync for the key's partition and
+//!   leased, as the engine's own reads ([`TimestampScheme::gated_read`]): an evicted node may
+//!   miss commits installed since. One that cannot serve refuses (`reconfigured`), and the
+//!   read-only transaction is retried.
+//! * **Copies carry tags.** A replica copied in gets, with the versions, each writer's tag,
+//!   logged before the versions: a version without its tag would count as visible to every
+//!   snapshot.
 //!
 //! # Garbage collection (not in the paper)
 //!
@@ -140,9 +183,10 @@
 //! (after validation); the stability rule; `INSTALL` after every write replica applied the
 //! commit (augur's replicas apply on the decision); the durable counter, outbox and logged
 //! vector, the resends and the restart question; the tag table; the per-node monotone
-//! vectors; garbage collection; and `occ`'s engine choices (replication, durability,
-//! termination; see [`crate::occ`]). The paper's optimisations (timestamp compression beyond
-//! the max per worker, a dedicated fetch thread, batching) are not modelled.
+//! vectors; garbage collection; the oracle's fail-over; and `occ`'s engine choices
+//! (replication, durability, termination; see [`crate::occ`]). The paper's optimisations
+//! (timestamp compression beyond the max per worker, a dedicated fetch thread, batching) are
+//! not modelled.
 //!
 //! # Mutants (`augur check --mutant`)
 //!
@@ -156,6 +200,7 @@ use crate::common::lock_commit::scheme::{
 use crate::common::lock_commit::{
     Coord, Flavor, LockCommit, Locking, MsgOf, Mutant, Record as LcRecord,
 };
+use crate::common::membership::{self, Block, Configuration};
 use crate::common::oracle::{LoggedVector, VectorOracle};
 use crate::common::replica::{DecisionLog, Writes};
 use crate::common::two_phase::GC_BATCH;
@@ -201,8 +246,13 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
     forms: INTERACTIVE_AND_ONE_SHOT,
 };
 
-/// The protocol settings `vts` accepts: `gts`'s oracle placement.
-pub const SETTINGS: &[SettingInfo] = &[ORACLE_SETTING];
+/// The protocol settings `vts` accepts: `gts`'s oracle placement, and fail-over's.
+pub const SETTINGS: &[SettingInfo] = &[
+    ORACLE_SETTING,
+    membership::FAILOVER_SETTING,
+    membership::LEASE_SETTING,
+    membership::SKEW_SETTING,
+];
 
 /// `vts` as a flavor of the lock-and-2PC engine.
 pub struct Vts;
@@ -213,6 +263,7 @@ impl Flavor for Vts {
     type Scheme = VtsScheme;
     /// Never used: nothing waits for a lock.
     const DEFAULT_LOCK_TIMEOUT: Duration = Duration::ZERO;
+    const FAILS_OVER: bool = true;
 }
 
 /// One node running `vts`.
@@ -238,10 +289,15 @@ pub enum VtsMsg {
     /// Coordinator → oracle: `INSTALL(⟨sender:t⟩, deps)`, once every write replica applied the
     /// commit tagged so.
     Install { t: u64, deps: Deps },
-    /// Oracle → node: its tags up to `up_to` are stable (logged at the oracle first).
-    Stabilized { up_to: u64 },
-    /// Restarted oracle → node: install every tag you still owe again.
+    /// Oracle → node: `at` is stable (logged at the oracle first), so are the node's tags up
+    /// to its entry there.
+    Stabilized { at: VClock },
+    /// Restarted (or, under fail-over, new) oracle → node: say which stable vector you heard
+    /// of, and install every tag you still owe again.
     AskHeld,
+    /// Node → oracle, in answer to `AskHeld` (or on learning of a new oracle): the largest
+    /// stable vector this node heard of.
+    Heard { at: VClock },
     /// Node → every node: no read-only transaction this node coordinates, now or later, reads
     /// at a vector below `at` (garbage collection keeps what they may read).
     HorizonVector { at: VClock },
@@ -263,9 +319,9 @@ impl CheckMessage for VtsMsg {
                 txn.map_or(Ok(()), |txn| at.txn_here(txn))?;
                 check_vector(at, v)
             }
-            VtsMsg::HorizonVector { at: v } => check_vector(at, v),
-            // Any counter is one the oracle may have stabilised.
-            VtsMsg::Stabilized { .. } => Ok(()),
+            VtsMsg::HorizonVector { at: v }
+            | VtsMsg::Stabilized { at: v }
+            | VtsMsg::Heard { at: v } => check_vector(at, v),
             VtsMsg::FetchStable { txn } => at.txn_of_sender(*txn),
             VtsMsg::AskHeld => Ok(()),
         }
@@ -467,6 +523,10 @@ pub enum Record {
     Tag { writer: TxnId, t: u64 },
     /// Oracle: `StableVTS` reached this and may have been published.
     Stable(VClock),
+    /// Any node, under fail-over (in checkpoints, and before each horizon announcement when it
+    /// moved): the largest stable vector it heard of. A new oracle incarnation on this node
+    /// starts at least there (see the module docs, *Fail-over*).
+    Heard(VClock),
 }
 
 impl From<Record> for LcRecord<Record> {
@@ -528,13 +588,18 @@ pub struct VtsScheme {
     nodes: Vec<NodeId>,
     /// How long a tag owed the oracle waits before it is acted on again.
     patience: Duration,
-    /// The oracle node (the `oracle` setting).
+    /// The oracle node: the `oracle` setting's, or under fail-over the configuration's.
     oracle_id: NodeId,
+    /// Fail-over is on: the oracle moves when its node is evicted, and this node keeps the
+    /// largest stable vector it heard of durably ([`Record::Heard`]).
+    fails_over: bool,
+    /// The last [`Record::Heard`] logged.
+    heard_logged: VClock,
     /// The counter of each writer whose versions this node stores.
     tags: Tags,
     /// This coordinator's `LocalTS` and the tags it owes the oracle.
     outbox: Outbox,
-    /// The oracle's state, at the oracle node only.
+    /// The oracle's state, at the oracle node only (under fail-over, the configuration's).
     vector_oracle: Option<VectorOracle>,
     /// The largest stable vector this node has heard of; no read-only transaction it
     /// coordinates from now on reads below it.
@@ -676,9 +741,32 @@ impl VtsScheme {
         };
         if oracle.install(from, t, deps) {
             oracle.stabilize();
-        } else if let Some(up_to) = oracle.logged_of(from).filter(|up_to| t <= *up_to) {
-            self.deliver(ctx, parts, from, VtsMsg::Stabilized { up_to }, mail);
+        } else if oracle.logged_of(from).is_some_and(|up_to| t <= up_to) {
+            let at = oracle.logged().clone();
+            self.deliver(ctx, parts, from, VtsMsg::Stabilized { at }, mail);
         }
+    }
+
+    /// The oracle asked (or moved): tell it the largest stable vector heard of here, and
+    /// install every tag owed again.
+    fn answer_oracle<N: Node<VtsScheme>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        parts: &mut Parts<'_, VtsTxn>,
+        mail: &mut Mail<VtsMsg>,
+    ) {
+        let at = self.stable_vector.clone();
+        let oracle = self.oracle_id;
+        self.deliver(ctx, parts, oracle, VtsMsg::Heard { at }, mail);
+        self.install_owed(ctx, parts, Duration::ZERO, mail);
+    }
+
+    /// The oracle told this node that `at` is stable: its tags up to its entry there are no
+    /// longer owed. The vector is kept as heard of, so that this node's knowledge always
+    /// covers the tags it forgot (a new oracle starts from it, see *Fail-over*).
+    fn stabilized(&mut self, at: &VClock) {
+        self.outbox.stabilized(at.get(self.me.0 as usize));
+        self.stable_vector.merge(at);
     }
 
     /// A stable vector arrived (for read-only `txn`'s `Begin`, or announced): a waiting
@@ -751,6 +839,8 @@ impl TimestampScheme for VtsScheme {
             me: env.id,
             patience: env.options.participant_timeout,
             oracle_id,
+            fails_over: membership::failover_on(env),
+            heard_logged: VClock::new(nodes.len()),
             tags: Tags::default(),
             outbox: Outbox::default(),
             vector_oracle: (env.id == oracle_id).then(|| VectorOracle::new(nodes.len())),
@@ -870,6 +960,58 @@ impl TimestampScheme for VtsScheme {
         }
     }
 
+    /// A read at a vector is served only by a leased master in sync (see *Fail-over*).
+    fn gated_read(msg: &VtsMsg) -> Option<(TxnId, u32, &Key)> {
+        match msg {
+            VtsMsg::ReadAt { txn, seq, key, .. } => Some((*txn, *seq, key)),
+            _ => None,
+        }
+    }
+
+    /// A copied partition's versions keep their tags, logged before them.
+    fn copied_tags<N: Node<VtsScheme>>(&mut self, ctx: &mut Ctx<'_, N>, tags: &[(TxnId, u64)]) {
+        for &(writer, t) in tags {
+            ctx.persist(Record::Tag { writer, t }.into());
+            self.tags.insert(writer, t);
+        }
+    }
+
+    /// The oracle moved (see *Fail-over*): a node that no longer runs it drops it, keeping
+    /// its logged vector as heard of; the new one takes over from the largest vector its node
+    /// heard of. Every node then sends the new oracle what waited for the old one: the
+    /// read-only transactions' fetches, the vector it heard of and its owed installs.
+    fn configured<N: Node<VtsScheme>>(
+        &mut self,
+        ctx: &mut Ctx<'_, N>,
+        config: &Configuration,
+        _: &[Block],
+        mut parts: Parts<'_, VtsTxn>,
+        mail: &mut Mail<VtsMsg>,
+    ) {
+        let oracle = config.oracle();
+        if oracle == self.oracle_id {
+            return;
+        }
+        self.oracle_id = oracle;
+        if oracle != self.me {
+            if let Some(old) = self.vector_oracle.take() {
+                self.stable_vector.merge(old.logged());
+            }
+        } else if self.vector_oracle.is_none() {
+            let start = &self.stable_vector;
+            self.vector_oracle = Some(VectorOracle::take_over(self.nodes.len(), start));
+        }
+        let mut waiting: Vec<TxnId> = (parts.coord.iter())
+            .filter(|(_, t)| t.awaiting_stable)
+            .map(|(txn, _)| *txn)
+            .collect();
+        waiting.sort_unstable();
+        for txn in waiting {
+            self.deliver(ctx, &mut parts, oracle, VtsMsg::FetchStable { txn }, mail);
+        }
+        self.answer_oracle(ctx, &mut parts, mail);
+    }
+
     fn handle<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
@@ -896,18 +1038,24 @@ impl TimestampScheme for VtsScheme {
                     self.deliver(ctx, &mut parts, txn.coordinator(), msg, mail);
                 }
             }
+            VtsMsg::Heard { at } => {
+                if let Some(oracle) = self.vector_oracle.as_mut() {
+                    oracle.heard(from, &at);
+                }
+            }
             // From the oracle only (a node that is not takes no part in its bookkeeping).
             _ if from != self.oracle_id => {}
-            VtsMsg::AskHeld => self.install_owed(ctx, &mut parts, Duration::ZERO, mail),
-            VtsMsg::Stabilized { up_to } => self.outbox.stabilized(up_to),
+            VtsMsg::AskHeld => self.answer_oracle(ctx, &mut parts, mail),
+            VtsMsg::Stabilized { at } => self.stabilized(&at),
             VtsMsg::StableVector { txn, at } => self.stable_vector_arrived(ctx, parts, txn, at),
         }
         Then::Nothing
     }
 
     /// The coordinator's overdue duties; at the oracle, log the stable vector if it moved,
-    /// tell the workers how far their tags are stable, ask every node to install again after
-    /// a restart, and, when `announce`, announce the vector to every node.
+    /// tell the workers how far their tags are stable, ask the nodes that have not answered
+    /// since a restart or take-over (every `patience`), and, when `announce`, announce the
+    /// vector to every node.
     fn tick<N: Node<VtsScheme>>(
         &mut self,
         ctx: &mut Ctx<'_, N>,
@@ -920,20 +1068,18 @@ impl TimestampScheme for VtsScheme {
         let Some(oracle) = self.vector_oracle.as_mut() else {
             return;
         };
-        let ask = oracle.take_restart();
+        let ask = oracle.to_ask(ctx.now(), patience);
         let stable = oracle.publish(ctx);
         let tell = oracle.to_tell();
-        for (node, up_to) in tell {
-            self.deliver(ctx, &mut parts, node, VtsMsg::Stabilized { up_to }, mail);
+        for node in tell {
+            let at = stable.clone();
+            self.deliver(ctx, &mut parts, node, VtsMsg::Stabilized { at }, mail);
         }
-        let nodes = self.nodes.clone();
-        if ask {
-            for &node in &nodes {
-                self.deliver(ctx, &mut parts, node, VtsMsg::AskHeld, mail);
-            }
+        for node in ask {
+            self.deliver(ctx, &mut parts, node, VtsMsg::AskHeld, mail);
         }
         if announce {
-            for node in nodes {
+            for node in self.nodes.clone() {
                 let at = stable.clone();
                 let msg = VtsMsg::StableVector { txn: None, at };
                 self.deliver(ctx, &mut parts, node, msg, mail);
@@ -960,6 +1106,12 @@ impl TimestampScheme for VtsScheme {
         }
         let latest = self.horizon_vectors.entry(me).or_insert(mine.clone());
         latest.merge(&mine);
+        if announce && self.fails_over && self.heard_logged != self.stable_vector {
+            // Durable before the horizon (at most this vector) leaves: a new oracle on this
+            // node, even after a restart, starts at or above every horizon it announced.
+            self.heard_logged = self.stable_vector.clone();
+            ctx.persist(Record::Heard(self.heard_logged.clone()).into());
+        }
         if announce {
             for &node in self.nodes.iter().filter(|n| **n != me) {
                 let msg = VtsMsg::HorizonVector { at: mine.clone() };
@@ -994,6 +1146,12 @@ impl TimestampScheme for VtsScheme {
                     oracle.replay_stable(&v);
                 }
             }
+            Record::Heard(v) => {
+                if v.len() == self.stable_vector.len() {
+                    self.stable_vector.merge(&v);
+                    self.heard_logged.merge(&v);
+                }
+            }
         }
     }
 
@@ -1006,8 +1164,12 @@ impl TimestampScheme for VtsScheme {
         }
     }
 
-    /// The counter and owed tags, and the versions' tags before the versions.
+    /// The counter and owed tags (under fail-over, with the stable vector heard of, which
+    /// covers the tags no longer owed), and the versions' tags before the versions.
     fn checkpoint(&self, emit: &mut dyn FnMut(LcRecord<Record>)) {
+        if self.fails_over {
+            emit(Record::Heard(self.stable_vector.clone()).into());
+        }
         self.outbox.checkpoint(&mut |r| emit(r.into()));
         self.tags.checkpoint(&mut |r| emit(r.into()));
         if let Some(oracle) = &self.vector_oracle {

@@ -317,11 +317,13 @@ pub enum Msg<M> {
     /// A replica out of sync → the partition's master: copy the partition to me.
     CatchUpAsk { partition: PartitionId },
     /// Master → that replica: the partition's committed versions at `epoch`, no transaction
-    /// prepared there.
+    /// prepared there, and the scheme's tag of each of their writers that has one
+    /// ([`TimestampScheme::version_tag`]: VTS's; none for the other schemes).
     CatchUpState {
         partition: PartitionId,
         epoch: Epoch,
         versions: Vec<KeyVersions>,
+        tags: Vec<(TxnId, u64)>,
     },
     /// The replica → the master: the copy is installed, durably.
     CatchUpDone {
@@ -462,11 +464,13 @@ impl<M: fmt::Debug> fmt::Debug for Msg<M> {
                 partition,
                 epoch,
                 versions,
+                tags,
             } => f
                 .debug_struct("CatchUpState")
                 .field("partition", partition)
                 .field("epoch", epoch)
                 .field("versions", versions)
+                .field("tags", tags)
                 .finish(),
             Msg::CatchUpDone { partition, epoch } => f
                 .debug_struct("CatchUpDone")
@@ -907,10 +911,13 @@ impl<F: Flavor> LockCommit<F> {
     }
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: MsgOf<F>) {
+        let gated = match &msg {
+            Msg::Read { .. } | Msg::Validate { .. } | Msg::Prepare { .. } => true,
+            Msg::Scheme(m) => F::Scheme::gated_read(m).is_some(),
+            _ => false,
+        };
         let msg = match msg {
-            Msg::Read { .. } | Msg::Validate { .. } | Msg::Prepare { .. }
-                if self.membership.active() =>
-            {
+            msg if gated && self.membership.active() => {
                 if let Msg::Prepare { txn, .. } = &msg
                     && self.prepare_seen(*txn)
                 {
@@ -1018,7 +1025,8 @@ impl<F: Flavor> LockCommit<F> {
                 partition,
                 epoch,
                 versions,
-            } => self.take_copy(ctx, from, partition, epoch, versions),
+                tags,
+            } => self.take_copy(ctx, from, (partition, epoch), versions, tags),
             Msg::CatchUpDone { partition, epoch } => {
                 let current = self.membership.config().epoch(partition);
                 if self.copies.taken(from, partition, epoch, current) {
@@ -1065,6 +1073,13 @@ impl<F: Flavor> LockCommit<F> {
                 writes,
                 ..
             } => (in_step(epochs, reads, writes), &epochs[..]),
+            Msg::Scheme(m) => match F::Scheme::gated_read(m) {
+                Some((_, _, key)) => {
+                    let partition = placement.partition_of(key);
+                    (config.is_in_sync(me, partition), &[][..])
+                }
+                None => return Gate::Pass,
+            },
             _ => return Gate::Pass,
         };
         if !in_sync {
@@ -1094,6 +1109,12 @@ impl<F: Flavor> LockCommit<F> {
             Msg::Validate { txn, .. } => {
                 let vote = Err(reason);
                 self.deliver(ctx, txn.coordinator(), Msg::Validated { txn, vote });
+            }
+            Msg::Scheme(m) => {
+                if let Some((txn, seq, _)) = F::Scheme::gated_read(&m) {
+                    let to = txn.coordinator();
+                    self.deliver(ctx, to, Msg::ReadRefused { txn, seq, reason });
+                }
             }
             _ => {}
         }
@@ -1244,10 +1265,18 @@ impl<F: Flavor> LockCommit<F> {
         let partition_of = |k: &Key| placement.partition_of(k);
         let versions = replica::partition_versions(&self.store, partition, &partition_of);
         ctx.charge(Work::reads(versions.len()));
+        let mut tags: Vec<(TxnId, u64)> = (versions.iter())
+            .flat_map(|(_, key_versions)| key_versions.iter())
+            .map(|(writer, _, _)| (*writer, self.scheme.version_tag(*writer)))
+            .filter(|(_, tag)| *tag > 0)
+            .collect();
+        tags.sort_unstable();
+        tags.dedup();
         let msg = Msg::CatchUpState {
             partition,
             epoch: out.epoch,
             versions,
+            tags,
         };
         ctx.send(out.to, msg);
     }
@@ -1258,9 +1287,9 @@ impl<F: Flavor> LockCommit<F> {
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         from: NodeId,
-        partition: PartitionId,
-        epoch: Epoch,
+        (partition, epoch): (PartitionId, Epoch),
         versions: Vec<KeyVersions>,
+        tags: Vec<(TxnId, u64)>,
     ) {
         if self.membership.config().is_in_sync(self.id(), partition)
             || !self.copies.asked(partition)
@@ -1277,6 +1306,8 @@ impl<F: Flavor> LockCommit<F> {
         self.stop_serving(ctx, Some(&[partition]));
         let emptied = self.drop_partition(partition);
         ctx.charge(Work::writes(versions.len()));
+        // The tags first, as at a commit: a torn log keeps at worst a tag no version carries.
+        self.scheme.copied_tags(ctx, &tags);
         for (key, key_versions) in versions {
             ctx.persist(
                 replica::Record::Versions {

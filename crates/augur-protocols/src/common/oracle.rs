@@ -371,6 +371,15 @@ pub struct LoggedVector(pub VClock);
 /// install it again (see `vts`'s module docs, "Failures"). Unlike `gts`'s stable timestamp, the
 /// vector needs nothing from workers that have not installed anything, so a restarted oracle
 /// goes on at once.
+///
+/// *Closed vectors.* Every vector the oracle publishes is *closed*: with each tag ⟨i:t⟩ it
+/// admits, it admits ⟨i:t−1⟩ and every dep of ⟨i:t⟩. Stabilising keeps a vector closed, and so
+/// does the component-wise maximum of two closed vectors (the union of two sets closed under
+/// deps is closed under deps). So an incarnation may start from, and merge at any time, any
+/// vector some oracle published: the largest one each node heard of, which a node reports
+/// ([`Self::heard`]) when an incarnation asks ([`Self::to_ask`]). That is how a new oracle
+/// incarnation under fail-over ([`Self::take_over`]) learns how far the workers were told
+/// their tags are stable (they forgot those tags), and why a restarted one asks too.
 #[derive(Debug)]
 pub struct VectorOracle {
     /// `StableVTS`.
@@ -381,8 +390,11 @@ pub struct VectorOracle {
     queues: Vec<BTreeMap<u64, Deps>>,
     /// Per worker, the stable counter it was last told of.
     told: Vec<u64>,
-    /// Whether this incarnation has yet to ask every node to install again (after a restart).
-    restarted: bool,
+    /// After a restart or a take-over: the nodes that have not yet said which stable vector
+    /// they heard of (and installed again what they owe).
+    unanswered: BTreeSet<NodeId>,
+    /// When the unanswered nodes were last asked (`None`: not yet).
+    asked: Option<Timestamp>,
 }
 
 impl VectorOracle {
@@ -393,8 +405,54 @@ impl VectorOracle {
             logged: VClock::new(nodes),
             queues: vec![BTreeMap::new(); nodes],
             told: vec![0; nodes],
-            restarted: false,
+            unanswered: BTreeSet::new(),
+            asked: None,
         }
+    }
+
+    /// A new incarnation under fail-over (see the type's docs): it starts from `start`, the
+    /// largest vector its node heard of (closed), and asks every node what it heard of.
+    pub fn take_over(nodes: usize, start: &VClock) -> VectorOracle {
+        let mut oracle = VectorOracle::new(nodes);
+        oracle.merge(start);
+        oracle.ask_everyone();
+        oracle
+    }
+
+    fn ask_everyone(&mut self) {
+        self.unanswered = (0..self.queues.len()).map(|i| NodeId(i as u32)).collect();
+        self.asked = None;
+    }
+
+    /// Raise `StableVTS` to at least `v`, a vector some oracle published (ignored if of
+    /// another cluster size), and drop the queued entries it covers.
+    fn merge(&mut self, v: &VClock) {
+        if v.len() != self.stable.len() {
+            return;
+        }
+        self.stable.merge(v);
+        for (i, queue) in self.queues.iter_mut().enumerate() {
+            let stable = self.stable.get(i);
+            *queue = queue.split_off(&(stable + 1));
+        }
+    }
+
+    /// `node` heard of the stable vector `v` (in answer to [`Self::to_ask`]): merge it, and
+    /// stabilise what that lets through.
+    pub fn heard(&mut self, node: NodeId, v: &VClock) {
+        self.unanswered.remove(&node);
+        self.merge(v);
+        self.stabilize();
+    }
+
+    /// After a restart or a take-over, the nodes to ask (again, every `patience`) for the
+    /// stable vector they heard of and to install what they owe, until each answered.
+    pub fn to_ask(&mut self, now: Timestamp, patience: Duration) -> Vec<NodeId> {
+        if self.unanswered.is_empty() || self.asked.is_some_and(|at| now.since(at) < patience) {
+            return Vec::new();
+        }
+        self.asked = Some(now);
+        self.unanswered.iter().copied().collect()
     }
 
     /// Replay of the record [`Self::publish`] logs (ignored if of another cluster size).
@@ -407,13 +465,10 @@ impl VectorOracle {
 
     /// After replay: if anything was logged, this is a restart and the queues were lost.
     pub fn recovered(&mut self) {
-        self.restarted = self.logged.entries().iter().any(|t| *t > 0);
+        if self.logged.entries().iter().any(|t| *t > 0) {
+            self.ask_everyone();
+        }
         self.told = self.logged.entries().to_vec();
-    }
-
-    /// Once after a restart: whether to ask every node to install its outbox again.
-    pub fn take_restart(&mut self) -> bool {
-        std::mem::take(&mut self.restarted)
     }
 
     /// `INSTALL(⟨worker:t⟩, deps)`; the caller then runs [`Self::stabilize`]. Whether it is new
@@ -482,6 +537,11 @@ impl VectorOracle {
         (i < self.logged.len()).then(|| self.logged.get(i))
     }
 
+    /// The largest vector logged (hence possibly published).
+    pub fn logged(&self) -> &VClock {
+        &self.logged
+    }
+
     /// A worker's stable counter, if the worker is one.
     pub fn stable_of(&self, worker: NodeId) -> Option<u64> {
         let i = worker.0 as usize;
@@ -489,14 +549,14 @@ impl VectorOracle {
     }
 
     /// After [`Self::publish`]: the workers whose stable counter moved since they were last
-    /// told, with it (they stop resending what it covers).
-    pub fn to_tell(&mut self) -> Vec<(NodeId, u64)> {
+    /// told (they are told the logged vector, and stop resending what it covers).
+    pub fn to_tell(&mut self) -> Vec<NodeId> {
         let mut tell = Vec::new();
         for (i, told) in self.told.iter_mut().enumerate() {
             let logged = self.logged.get(i);
             if logged > *told {
                 *told = logged;
-                tell.push((NodeId(i as u32), logged));
+                tell.push(NodeId(i as u32));
             }
         }
         tell

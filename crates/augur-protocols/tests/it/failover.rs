@@ -1,6 +1,6 @@
 //! Master fail-over scripted in the deterministic simulator (`clocksi-rep`, and `str` for the
 //! engine's speculative flavour, and the lock-commit engine's flavors that fail over: `occ`,
-//! `2pl`, `2pc-baseline`, `rc`, `dst-occ`, `dst-2pl`; fail-over on, their default;
+//! `2pl`, `2pc-baseline`, `rc`, `dst-occ`, `dst-2pl`, `gts`, `vts`; fail-over on, their default;
 //! `docs/architecture/availability.md`): a dead master replaced by its in-sync replica (and
 //! given its mastership back once it is in sync again), a
 //! partition that waits for its last in-sync replica rather than lose what only that replica
@@ -9,7 +9,7 @@
 //! claims at a dead master binding its successor's writers (and `no-failover-floor`, which
 //! lets a writer commit inside a claimed snapshot), `dst-2pl`'s read masters, which must
 //! be leased when a commit timestamp is fixed (and `no-read-lease`, which fixes it anyway),
-//! and `gts`'s oracle moving to another node when its node dies.
+//! and `gts`'s and `vts`'s oracles moving to another node when their node dies.
 //!
 //! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
 //! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
@@ -26,6 +26,7 @@ use augur_protocols::rc::RcNode;
 use augur_protocols::str::Str;
 use augur_protocols::two_pl::TwoPlNode;
 use augur_protocols::twopc_baseline::TwoPcBaseline;
+use augur_protocols::vts::VtsNode;
 use augur_runtime::sim::{SimConfig, Simulation};
 use augur_types::{AbortReason, Key, LatencyProfile, NodeId, PartitionId, Placement, Timestamp};
 use bytes::Bytes;
@@ -633,6 +634,43 @@ fn a_dead_gts_oracle_is_replaced_and_stable_moves_again_once_its_node_is_back() 
             ("wrote after".into(), Some("after".into())),
             ("read while n0 is down".into(), Some("before".into())),
             ("read once n0 is back".into(), Some("after".into())),
+        ]
+    );
+}
+
+/// `vts`'s oracle (n0, which also masters `x`) dies: n1 takes both over. Unlike `gts`'s, the
+/// new oracle needs nothing from the dead node to go on: it starts from the vector n1 heard
+/// of, which admits `before`, so the write after the crash, which depends on it, becomes
+/// stable and a read-only transaction sees it while n0 is down.
+#[test]
+fn a_dead_vts_oracle_is_replaced_and_the_vector_moves_on_without_its_node() {
+    let mut s = sim::<VtsNode>(None);
+    let log = Log::default();
+    spawn_writer(&mut s, 0, ms(0), "before", &log);
+    spawn_reader(&mut s, 2, ms(900), "read before the crash", &log);
+    s.run_until(ms(1000));
+    assert!(s.node(NodeId(0)).vector_oracle().is_some());
+    s.crash(NodeId(0));
+    spawn_writer(&mut s, 1, ms(1000), "after", &log);
+    spawn_reader(&mut s, 2, ms(4000), "read while n0 is down", &log);
+    s.run_until(ms(5000));
+    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 2]);
+    assert!(s.node(NodeId(1)).vector_oracle().is_some());
+    s.restart(NodeId(0));
+    spawn_reader(&mut s, 0, ms(7000), "read at n0 once it is back", &log);
+    s.run_until(ms(8000));
+    assert!(s.clients_done());
+    assert!(s.node(NodeId(0)).vector_oracle().is_none());
+    assert_eq!(s.node(NodeId(0)).tags_owed(), 0);
+    assert_eq!(s.node(NodeId(1)).tags_owed(), 0);
+    assert_eq!(
+        entries(&log),
+        vec![
+            ("wrote before".into(), Some("before".into())),
+            ("read before the crash".into(), Some("before".into())),
+            ("wrote after".into(), Some("after".into())),
+            ("read while n0 is down".into(), Some("after".into())),
+            ("read at n0 once it is back".into(), Some("after".into())),
         ]
     );
 }

@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 27;
+const CORPUS_LEN: usize = 29;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -163,6 +163,14 @@ fn corpus() -> Vec<Vec<u8>> {
         })),
         frame(vts::Msg::Scheme(VtsMsg::HorizonVector {
             at: VClock::from(vec![3, 0, 2]),
+        })),
+        // The oracle telling a worker the vector its tags are stable in, and a node telling a
+        // new oracle the vector it heard of (fail-over).
+        frame(vts::Msg::Scheme(VtsMsg::Stabilized {
+            at: VClock::from(vec![2, 1, 2]),
+        })),
+        frame(vts::Msg::Scheme(VtsMsg::Heard {
+            at: VClock::from(vec![2, 1, 1]),
         })),
         // Vector timestamps: an altered length byte must be refused, not compared.
         frame(walter::Msg::Propagate {
@@ -322,6 +330,14 @@ fn vts_vectors_of_another_length_and_deps_on_unknown_nodes_are_refused() {
         at: VClock::from(vec![5]),
     });
     assert!(stable.check(&at).is_err());
+    let told = vts::Msg::Scheme(VtsMsg::Stabilized {
+        at: VClock::from(vec![1, 1]),
+    });
+    assert!(told.check(&at).is_err());
+    let heard = vts::Msg::Scheme(VtsMsg::Heard {
+        at: VClock::from(vec![1, 1, 1, 1]),
+    });
+    assert!(heard.check(&at).is_err());
     let install = vts::Msg::Scheme(VtsMsg::Install { t: 1, deps: deps() });
     assert_eq!(install.check(&at), Ok(()));
     let mut unknown = Deps::new();

@@ -397,6 +397,22 @@ pub trait TimestampScheme: Send + Sized + 'static {
         0
     }
 
+    /// Whether `msg` is a read served at its key's master (VTS's reads at a vector), and
+    /// which: `(txn, seq, key)`. Under fail-over the engine admits it as it admits its own
+    /// reads (in sync for the key's partition and leased, else it waits for a lease or is
+    /// refused, `reconfigured`), since a node that is neither may miss commits made without
+    /// it.
+    fn gated_read(msg: &Self::Msg) -> Option<(TxnId, u32, &Key)> {
+        let _ = msg;
+        None
+    }
+
+    /// A copy of a partition arrived with `tags`, the [`Self::version_tag`] of each of its
+    /// versions' writers that has one: keep them durably, before the versions.
+    fn copied_tags<N: Node<Self>>(&mut self, ctx: &mut Ctx<'_, N>, tags: &[(TxnId, u64)]) {
+        let _ = (ctx, tags);
+    }
+
     /// A read-only read at a snapshot, at the master of its key.
     fn serve_snapshot_read<N: Node<Self>>(
         &mut self,
