@@ -15,7 +15,7 @@ use augur_runtime::wal::LogConfig;
 use augur_types::{LatencyProfile, NodeId, Placement};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -379,20 +379,98 @@ fn cluster_file(dir: &Scratch, n: &Node, token: Option<&str>) -> PathBuf {
 }
 
 /// Run `python` with `args` in clients/python (while this test's runtime goes on serving the
-/// node), at most five minutes.
+/// node), at most five minutes. A run still going then fails the test with what it had printed,
+/// read as it came (a stuck run's output never reaches its end), and every Python thread's
+/// stack: the run's own last words there or not tell a process stuck exiting after it answered
+/// from a client stuck waiting (one such run was lost, with nothing it printed kept).
 async fn run_python(python: &Path, args: &[&str], envs: &[(&str, &Path)]) -> Output {
     let mut command = tokio::process::Command::new(python);
     command
         .args(args)
         .current_dir(python_client_dir())
+        // Python prints every thread's stack on SIGABRT, which `abort` sends.
+        .env("PYTHONFAULTHANDLER", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .kill_on_drop(true);
     for (name, value) in envs {
         command.env(name, value);
     }
-    tokio::time::timeout(Duration::from_secs(300), command.output())
-        .await
-        .expect("the Python client's run took more than five minutes")
-        .unwrap()
+    let mut child = command.spawn().unwrap();
+    let (stdout, stdout_read) = keep_reading(child.stdout.take().unwrap());
+    let (stderr, stderr_read) = keep_reading(child.stderr.take().unwrap());
+    let read = async {
+        let _ = stdout_read.await;
+        let _ = stderr_read.await;
+    };
+    let took = |printed: &Printed| std::mem::take(&mut *printed.lock().unwrap());
+    let limit = tokio::time::Instant::now() + Duration::from_secs(300);
+    let state = match tokio::time::timeout_at(limit, child.wait()).await {
+        Ok(status) => {
+            let status = status.unwrap();
+            // Its output ends with it, unless a process it started still holds it.
+            if tokio::time::timeout_at(limit, read).await.is_ok() {
+                return Output {
+                    status,
+                    stdout: took(&stdout),
+                    stderr: took(&stderr),
+                };
+            }
+            format!("it had exited ({status}), but a process it started still holds its output")
+        }
+        Err(_) => {
+            abort(&mut child).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), read).await;
+            "it was still running, and was aborted: its threads' stacks end its standard error"
+                .to_string()
+        }
+    };
+    panic!(
+        "the Python client's run {args:?} took more than five minutes: {state}\n\
+         --- its standard output:\n{}\n--- its standard error:\n{}",
+        String::from_utf8_lossy(&took(&stdout)),
+        String::from_utf8_lossy(&took(&stderr)),
+    );
+}
+
+/// End a Python run that took too long, first asking it for every thread's stack (its fault
+/// handler prints them on SIGABRT; best effort, with the system's `kill`), then killing it.
+async fn abort(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = tokio::process::Command::new("kill")
+            .args(["-ABRT", &pid.to_string()])
+            .status()
+            .await;
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.start_kill();
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+}
+
+/// What a child printed on one of its pipes so far.
+type Printed = Arc<std::sync::Mutex<Vec<u8>>>;
+
+/// Read `pipe` to its end into the returned buffer, as it comes, on a task of its own (so that a
+/// full pipe never stops the child, and what it printed is there even if it never ends).
+fn keep_reading(
+    mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+) -> (Printed, tokio::task::JoinHandle<()>) {
+    use tokio::io::AsyncReadExt;
+    let printed = Printed::default();
+    let kept = printed.clone();
+    let reader = tokio::spawn(async move {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n @ 1..) = pipe.read(&mut chunk).await {
+            kept.lock().unwrap().extend_from_slice(&chunk[..n]);
+        }
+    });
+    (printed, reader)
 }
 
 fn text(output: &Output) -> (String, String) {
