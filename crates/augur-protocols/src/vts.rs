@@ -144,10 +144,11 @@
 //!   snapshot, never a wrong one (`vts` promises no staleness bound).
 //! * **Garbage collection stays below every snapshot.** A node's announced read horizon is at
 //!   most the vector it heard of, and under fail-over it logs that vector ([`Record::Heard`])
-//!   before each announcement and in checkpoints. So a new incarnation on any node, restarted
-//!   or not, starts at or above every horizon its node announced, hence above the collection
-//!   horizon (the minimum of every node's), and no snapshot it hands out misses a version
-//!   collected or a tag forgotten.
+//!   before each announcement and in checkpoints, and collects nothing above the vector it
+//!   logged. So a new incarnation on any node, restarted or not, starts at or above every
+//!   horizon its node announced and at or above what its node collected, hence above every
+//!   node's collection horizon (the minimum of every node's horizon), and no snapshot it
+//!   hands out misses a version collected or a tag forgotten.
 //! * **A deposed oracle** that has not yet learned of its eviction may go on answering fetches
 //!   and telling workers; its vectors are closed too, so a snapshot at one, or at the maximum
 //!   of one and the new oracle's, is consistent. A worker heeds `Stabilized` only from the
@@ -190,7 +191,7 @@
 //!
 //! # Mutants (`augur check --mutant`)
 //!
-//! None.
+//! See [`MUTANTS`].
 //!
 //! [`Locking::Optimistic`]: crate::common::lock_commit::Locking::Optimistic
 
@@ -240,7 +241,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_loss: true,
         tolerates_reordering: true,
     },
-    mutants: &[],
+    mutants: MUTANTS,
     settings: SETTINGS,
     speculation: None,
     forms: INTERACTIVE_AND_ONE_SHOT,
@@ -253,6 +254,12 @@ pub const SETTINGS: &[SettingInfo] = &[
     membership::LEASE_SETTING,
     membership::SKEW_SETTING,
 ];
+
+/// The mutants `vts` knows, with what each breaks.
+pub const MUTANTS: &[(&str, &str)] = &[(
+    "ungated-read-at",
+    "[scenario] under fail-over, a node serves reads at a vector whether or not it is in sync for the key's partition and leased (a deposed master that resumes after a pause answers a coordinator that has not yet learned of its eviction with the version its successor overwrote, though the reader's vector admits the overwrite: a fractured snapshot; tests/it/failover.rs; read committed, the level the checker holds vts to, allows it, so no random seed fails)",
+)];
 
 /// `vts` as a flavor of the lock-and-2PC engine.
 pub struct Vts;
@@ -1119,6 +1126,11 @@ impl TimestampScheme for VtsScheme {
             }
         }
         let mut horizon = mine;
+        if self.fails_over {
+            // Nor, here, above the vector logged as heard of: a new oracle on this node after
+            // a restart starts there, and must not start below what this node collected.
+            horizon.meet(&self.heard_logged);
+        }
         for node in &self.nodes {
             match self.horizon_vectors.get(node) {
                 Some(v) => horizon.meet(v),

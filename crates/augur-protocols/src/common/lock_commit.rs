@@ -196,6 +196,10 @@ pub enum Mutant {
     /// GTS under fail-over: the oracle issues timestamps whether or not its node holds a
     /// lease, so a deposed oracle may still issue below its successor.
     OracleWithoutLease,
+    /// VTS under fail-over: a node serves reads at a vector whether or not it is in sync for
+    /// the key's partition and leased, so a deposed master may answer from a store that
+    /// misses commits the vector admits.
+    UngatedReadAt,
 }
 
 impl Mutant {
@@ -215,6 +219,7 @@ impl Mutant {
             "no-read-lease" => Some(Mutant::NoReadLease),
             "read-at-global-ts" => Some(Mutant::ReadAtGlobalTs),
             "oracle-without-lease" => Some(Mutant::OracleWithoutLease),
+            "ungated-read-at" => Some(Mutant::UngatedReadAt),
             _ => None,
         }
     }
@@ -913,7 +918,9 @@ impl<F: Flavor> LockCommit<F> {
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: MsgOf<F>) {
         let gated = match &msg {
             Msg::Read { .. } | Msg::Validate { .. } | Msg::Prepare { .. } => true,
-            Msg::Scheme(m) => F::Scheme::gated_read(m).is_some(),
+            Msg::Scheme(m) => {
+                F::Scheme::gated_read(m).is_some() && self.mutant != Some(Mutant::UngatedReadAt)
+            }
             _ => false,
         };
         let msg = match msg {

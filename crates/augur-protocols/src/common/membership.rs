@@ -790,6 +790,16 @@ impl Membership {
             }
             return Vec::new();
         }
+        if self.desk.since.is_none() {
+            // Who leads decides how soon a silent node is evicted (after an election, not
+            // before the leases its predecessor may have granted ran out).
+            tracing::info!(
+                target: "augur::configuration",
+                "node {} leads the configuration group from now (configuration {})",
+                self.me.0,
+                self.config.version
+            );
+        }
         let since = *self.desk.since.get_or_insert(now);
         // Rounds a quorum never answered (this node was deposed meanwhile) are dropped.
         let lease = self.timing.lease;

@@ -9,7 +9,8 @@
 //! claims at a dead master binding its successor's writers (and `no-failover-floor`, which
 //! lets a writer commit inside a claimed snapshot), `dst-2pl`'s read masters, which must
 //! be leased when a commit timestamp is fixed (and `no-read-lease`, which fixes it anyway),
-//! and `gts`'s and `vts`'s oracles moving to another node when their node dies.
+//! `gts`'s and `vts`'s oracles moving to another node when their node dies, and `vts`'s reads at a
+//! vector, which a deposed master must not serve (and `ungated-read-at`, which serves them).
 //!
 //! Three nodes on one LAN, two replicas per partition (`ring`): partition 0 lives on n0
 //! (master) and n1, so n2, which holds no copy of it, still gives the configuration group its
@@ -673,6 +674,89 @@ fn a_dead_vts_oracle_is_replaced_and_the_vector_moves_on_without_its_node() {
             ("read at n0 once it is back".into(), Some("after".into())),
         ]
     );
+}
+
+/// `vts` under fail-over, five nodes (partition `p` on n`p` and n`p+1`), the oracle on n4, the
+/// configuration group's leader n0: `x` lives on n2 (master) and n3. `a` is written at once.
+/// From 1 s the leader's messages to n2 and to n1 are held back 10 s (neither learns of a
+/// configuration change), and n2 pauses; it is evicted and n3 masters `x`. `b` overwrites
+/// `a` at 2.8 s, at n3. A read-only transaction from n1 at 3 s fetches the stable vector
+/// (which admits `b`) and, n1 still taking n2 for `x`'s master, reads `x` there; n2 resumes
+/// at 3.5 s. Returns what that reader read (retrying after each abort, up to 3 s), if
+/// anything.
+fn vts_deposed_master_reads_at_a_vector(mutant: Option<&str>) -> Option<String> {
+    let options = ProtocolOptions {
+        mutant: mutant.map(str::to_string),
+        settings: [("oracle".to_string(), "4".to_string())].into(),
+        ..ProtocolOptions::default()
+    };
+    let mut s = sim_of::<VtsNode>(5, options);
+    let x = Key::numbered(2, 1);
+    let a = spawn_committed_write(&mut s, NodeId(3), ms(0), x.clone(), "a");
+    let b = spawn_committed_write(&mut s, NodeId(3), ms(2800), x.clone(), "b");
+    let read = Arc::new(Mutex::new(None));
+    let seen = read.clone();
+    s.spawn_client(NodeId(1), move |t| async move {
+        t.sleep(ms(3000)).await;
+        let session = Session::new(t);
+        let start = session.transport().now();
+        while session.transport().now() < start + ms(3000) {
+            let attempt = match session.begin(true).await {
+                Ok(mut txn) => match txn.read(&x).await {
+                    Ok(value) => txn.commit().await.map(|_| value),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            match attempt {
+                Ok(value) => {
+                    let value = value.map(|v| String::from_utf8_lossy(&v).to_string());
+                    *seen.lock().unwrap() = Some(value);
+                    return;
+                }
+                Err(TxnError::Aborted(_)) => session.transport().sleep(ms(50)).await,
+                Err(other) => panic!("the reader: {other}"),
+            }
+        }
+    });
+    s.run_until(ms(1000));
+    assert_eq!(s.node(NodeId(3)).leader(), Some(NodeId(0)));
+    assert!(s.node(NodeId(4)).vector_oracle().is_some());
+    s.slow_link(NodeId(0), NodeId(2), ms(10_000));
+    s.slow_link(NodeId(0), NodeId(1), ms(10_000));
+    s.pause(NodeId(2));
+    s.run_until(ms(3500));
+    assert_eq!(
+        s.node(NodeId(3)).master_of(PartitionId(2)),
+        Some(NodeId(3)),
+        "n2 was evicted"
+    );
+    s.resume(NodeId(2));
+    s.run_until(ms(9000));
+    assert!(s.clients_done());
+    assert!(a.lock().unwrap().is_some() && b.lock().unwrap().is_some());
+    read.lock().unwrap().take().flatten()
+}
+
+/// The deposed master's lease ran out during its pause, so it serves no read at a vector when
+/// it resumes (it waits for a lease, then refuses): the reader reads `b`, or nothing.
+#[test]
+fn a_deposed_vts_master_serves_no_read_at_a_vector() {
+    let read = vts_deposed_master_reads_at_a_vector(None);
+    assert_ne!(
+        read.as_deref(),
+        Some("a"),
+        "a deposed master served a stale read"
+    );
+}
+
+/// `ungated-read-at`: the deposed master answers from its store, which misses `b` though the
+/// reader's vector admits it (`b`'s tag is stable, so the reader's snapshot holds `b`'s write
+/// and not the version it read).
+#[test]
+fn without_the_gate_a_deposed_vts_master_returns_a_version_its_successor_overwrote() {
+    let read = vts_deposed_master_reads_at_a_vector(Some("ungated-read-at"));
+    assert_eq!(read.as_deref(), Some("a"));
 }
 
 /// `gts` under fail-over, five nodes (partition `p` on n`p` and n`p+1`), the oracle on n4, the
