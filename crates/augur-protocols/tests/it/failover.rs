@@ -594,6 +594,22 @@ fn without_the_read_lease_a_dst_2pl_reader_commits_above_a_writer_it_precedes() 
     assert_eq!(seen.reads, vec![Some("b".to_string()), None]);
 }
 
+/// The node running the oracle (n0, also `x`'s master) dies at 1 s, and n1 takes both over
+/// (`runs_oracle` tells whether a node runs it): `before` is written from n0 at once and read
+/// from n2 at 0.9 s; `after` is written from n1 from 1 s on, and `x` read from n2 at 4 s.
+fn oracle_node_dies<P: Protocol>(s: &mut Simulation<P>, log: &Log, runs_oracle: fn(&P) -> bool) {
+    spawn_writer(s, 0, ms(0), "before", log);
+    spawn_reader(s, 2, ms(900), "read before the crash", log);
+    s.run_until(ms(1000));
+    assert!(runs_oracle(s.node(NodeId(0))));
+    s.crash(NodeId(0));
+    spawn_writer(s, 1, ms(1000), "after", log);
+    spawn_reader(s, 2, ms(4000), "read while n0 is down", log);
+    s.run_until(ms(5000));
+    assert_eq!(masters_of_x(s), vec![Some(NodeId(1)); 2]);
+    assert!(runs_oracle(s.node(NodeId(1))));
+}
+
 /// `gts` under fail-over: n0 runs the oracle and masters partition 0, and dies. n1 takes over
 /// both: writes commit again within the lease (the new oracle issues from a block the
 /// configuration reserved for it, above everything n0 issued), and read-only transactions go
@@ -604,16 +620,7 @@ fn without_the_read_lease_a_dst_2pl_reader_commits_above_a_writer_it_precedes() 
 fn a_dead_gts_oracle_is_replaced_and_stable_moves_again_once_its_node_is_back() {
     let mut s = sim::<GtsNode>(None);
     let log = Log::default();
-    spawn_writer(&mut s, 0, ms(0), "before", &log);
-    spawn_reader(&mut s, 2, ms(900), "read before the crash", &log);
-    s.run_until(ms(1000));
-    assert!(s.node(NodeId(0)).oracle().is_some());
-    s.crash(NodeId(0));
-    spawn_writer(&mut s, 1, ms(1000), "after", &log);
-    spawn_reader(&mut s, 2, ms(4000), "read while n0 is down", &log);
-    s.run_until(ms(5000));
-    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 2]);
-    assert!(s.node(NodeId(1)).oracle().is_some());
+    oracle_node_dies(&mut s, &log, |n| n.oracle().is_some());
     let seen = log.lock().unwrap().clone();
     let (_, after_at, _) = seen.iter().find(|(w, ..)| w == "wrote after").unwrap();
     let took = *after_at - ms(1000);
@@ -647,16 +654,7 @@ fn a_dead_gts_oracle_is_replaced_and_stable_moves_again_once_its_node_is_back() 
 fn a_dead_vts_oracle_is_replaced_and_the_vector_moves_on_without_its_node() {
     let mut s = sim::<VtsNode>(None);
     let log = Log::default();
-    spawn_writer(&mut s, 0, ms(0), "before", &log);
-    spawn_reader(&mut s, 2, ms(900), "read before the crash", &log);
-    s.run_until(ms(1000));
-    assert!(s.node(NodeId(0)).vector_oracle().is_some());
-    s.crash(NodeId(0));
-    spawn_writer(&mut s, 1, ms(1000), "after", &log);
-    spawn_reader(&mut s, 2, ms(4000), "read while n0 is down", &log);
-    s.run_until(ms(5000));
-    assert_eq!(masters_of_x(&s), vec![Some(NodeId(1)); 2]);
-    assert!(s.node(NodeId(1)).vector_oracle().is_some());
+    oracle_node_dies(&mut s, &log, |n| n.vector_oracle().is_some());
     s.restart(NodeId(0));
     spawn_reader(&mut s, 0, ms(7000), "read at n0 once it is back", &log);
     s.run_until(ms(8000));
