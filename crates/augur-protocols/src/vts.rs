@@ -111,13 +111,14 @@
 //!   (`Record::Stable`) before any reply, announcement or `Stabilized` that reveals it leaves.
 //!   The queues are volatile; a restarted oracle starts from the logged vector and asks every
 //!   node (`AskHeld`, again every `participant_timeout` until it answers) to report the vector
-//!   it heard of (`Heard`) and install its outbox again. No stable entry is lost: a coordinator forgets an entry only once the
-//!   oracle told it that it is stable, which was logged first. Stability needs no knowledge of
+//!   it heard of (`Heard`) and install its outbox again. No stable entry is lost: a
+//!   coordinator forgets an entry only once the oracle told it that it is stable, which was
+//!   logged first. Stability needs no knowledge of
 //!   the other workers' pending entries, so a restarted oracle, unlike `gts`'s, need not wait
 //!   for every node before moving on.
 //! * **Participant restart.** Versions and their tags are replayed from the log; a checkpoint
 //!   writes the tag table before the versions.
-
+//!
 //! # Fail-over
 //!
 //! With the `failover` setting on (the default; `docs/architecture/availability.md`), `vts`
