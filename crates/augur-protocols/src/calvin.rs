@@ -86,7 +86,7 @@ use crate::common::dispatch::Entry;
 use crate::common::lock_sets::LockSets;
 use crate::common::locks::Policy;
 use crate::common::ordered::{self, Ordered, Schedule};
-use crate::common::sequencer;
+use crate::common::{horizons, sequencer};
 use crate::protocol_info::Engine;
 use crate::protocol_info::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
 use augur_contract::{NodeEnv, SerialResource, Work};
@@ -113,6 +113,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         sequencer::VOTERS_SETTING,
         sequencer::ORDERING_DELAY_SETTING,
         ordered::WORKERS,
+        horizons::LEFT_BEHIND_SETTING,
     ],
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,

@@ -76,7 +76,7 @@
 
 use crate::common::dispatch::Entry;
 use crate::common::ordered::{Ordered, Schedule};
-use crate::common::sequencer;
+use crate::common::{horizons, sequencer};
 use crate::protocol_info::Engine;
 use crate::protocol_info::{IsolationLevel, NetworkModel, Promise, ProtocolInfo};
 use augur_contract::forms::ONE_SHOT_AND_BLIND_WRITES;
@@ -99,7 +99,12 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         tolerates_reordering: true,
     },
     mutants: MUTANTS,
-    settings: sequencer::SETTINGS,
+    settings: &[
+        sequencer::EPOCH_SETTING,
+        sequencer::VOTERS_SETTING,
+        sequencer::ORDERING_DELAY_SETTING,
+        horizons::LEFT_BEHIND_SETTING,
+    ],
     speculation: None,
     forms: ONE_SHOT_AND_BLIND_WRITES,
 };

@@ -39,6 +39,9 @@
 //! * [`sequencer`]: transactions cut into batches per epoch and agreed in one order through
 //!   Raft (raft-rs), delivered once to every node (Calvin's sequencing layer, beneath `calvin`,
 //!   `s-smr` and `sparkle`).
+//! * [`horizons`]: how far every node of an order-then-execute cluster got, whom the cut of
+//!   the sequencer's log and of old versions waits for, and when a silent node is left behind
+//!   (it then catches up from a snapshot and a copy).
 //! * [`replicated`]: the node of active replication over optimistic atomic broadcast: every
 //!   node runs every one-shot request, optimistically delivered on arrival and committed in
 //!   the sequencer's final order by validating its reads (`oab-spec` forking instances over
@@ -52,6 +55,7 @@ pub mod coordinator;
 pub mod dispatch;
 pub mod failover;
 pub mod grouping;
+pub mod horizons;
 pub mod lock_commit;
 pub mod lock_sets;
 pub mod locks;

@@ -41,6 +41,7 @@ use crate::common::dispatch::{
     Submissions, ended_how,
 };
 use crate::common::grouping;
+use crate::common::horizons::Horizons;
 use crate::common::replica::{self, TxnIds};
 use crate::common::sequencer::{self, RaftMessage, Sequencer, SequencerRecord, SequencerTimer};
 use crate::common::speculative::{self, Access, Effects, Instance, Speculative};
@@ -256,8 +257,24 @@ pub enum Msg {
     /// How the transaction `txn` at `at` ended, for its submitter.
     Outcome { txn: TxnId, at: Timestamp, ran: Ran },
     /// Every partition of the sender is past `through` and will never run a position at or
-    /// below it again (it is logged).
-    Horizon { through: Timestamp },
+    /// below it again (it is logged); its versions below `collected` may be gone
+    /// (`common::horizons`).
+    Horizon {
+        through: Timestamp,
+        collected: Timestamp,
+    },
+    /// The sender was left behind: it asks for a copy of `partition` past `at_least`.
+    CopyAsk {
+        partition: PartitionId,
+        at_least: Timestamp,
+    },
+    /// `partition` as the sender has it through `through`: every key's newest version at or
+    /// below it (key, writer, position, value).
+    CopyOf {
+        partition: PartitionId,
+        through: Timestamp,
+        versions: Vec<CopiedVersion>,
+    },
     /// Reconnaissance of `txn` at its submitter reads `key`: its current committed value.
     ReconRead { txn: TxnId, key: Key },
     /// The answer to a [`Msg::ReconRead`].
@@ -306,6 +323,22 @@ impl CheckMessage for Msg {
                 nonzero(at, *pos)
             }
             Msg::Horizon { .. } => Ok(()),
+            Msg::CopyAsk { partition, .. } => replicas_both(at, *partition),
+            Msg::CopyOf {
+                partition,
+                through,
+                versions,
+            } => {
+                replicas_both(at, *partition)?;
+                for (key, _, pos, _) in versions {
+                    if at.placement.partition_of(key) != *partition || pos > through {
+                        return Err(at.bad(format!(
+                            "a copy of {partition} through {through} holds {key} at {pos}"
+                        )));
+                    }
+                }
+                Ok(())
+            }
             Msg::ReconRead { txn, key } => {
                 // Only a transaction's submitter reconnoitres it (and gets the answer).
                 if txn.coordinator() != at.from {
@@ -331,6 +364,17 @@ fn from_owner(at: &Inbound<'_>, key: &Key) -> Result<(), BadMessage> {
         return Err(at.bad(format!(
             "{} sent the value of {key}, which it does not replicate",
             at.from
+        )));
+    }
+    Ok(())
+}
+
+/// Only a replica of `partition` asks another for a copy of it, or sends one.
+fn replicas_both(at: &Inbound<'_>, partition: PartitionId) -> Result<(), BadMessage> {
+    if !at.placement.replicates(at.from, partition) || !at.placement.replicates(at.me, partition) {
+        return Err(at.bad(format!(
+            "a copy of {partition} between {} and {}, which do not both replicate it",
+            at.from, at.me
         )));
     }
     Ok(())
@@ -367,6 +411,8 @@ pub struct WorkerRun {
     progress: Progress,
     /// The instance it is a run of ([`Running::attempt`]).
     attempt: u32,
+    /// The partition's [`Part::generation`] when it was handed off.
+    generation: u64,
     /// Speculative schedules: the keys of its partition the worker read on its own (see
     /// [`RunAhead`]), in order, and what its lock requests did to other transactions.
     reads: Reads,
@@ -525,7 +571,17 @@ pub enum Record {
         partition: PartitionId,
         at: Timestamp,
     },
+    /// `partition`'s state through `through` was replaced by a copy (this node was left
+    /// behind): every version at or below it dropped, `versions` put in its place.
+    Copied {
+        partition: PartitionId,
+        through: Timestamp,
+        versions: Vec<CopiedVersion>,
+    },
 }
+
+/// One version of a copy: key, writer, position, value.
+pub type CopiedVersion = (Key, TxnId, Timestamp, Option<Value>);
 
 impl From<SequencerRecord> for Record {
     fn from(r: SequencerRecord) -> Record {
@@ -588,6 +644,9 @@ struct Counters {
     confirmation_waits: u64,
     committed_before_final_values: u64,
     fast_reads: u64,
+    copies_asked: u64,
+    copies_given: u64,
+    partitions_copied: u64,
 }
 
 /// One partition this node replicates.
@@ -607,6 +666,14 @@ struct Part<S> {
     pulling: bool,
     /// The speculative state ([`Schedule::SPECULATIVE`] schedules only).
     spec: Option<SharedSpeculative>,
+    /// This node was left behind on it (`common::horizons`): it runs nothing and waits for a
+    /// copy from another replica past this position.
+    copying: Option<Timestamp>,
+    /// How many copies were asked for (the replica asked next rotates).
+    copy_asks: usize,
+    /// Bumped when the partition's runs are thrown away for a copy: a worker's result from an
+    /// earlier generation is dropped.
+    generation: u64,
 }
 
 impl<S> Part<S> {
@@ -621,6 +688,52 @@ impl<S> Part<S> {
         self.spec
             .as_ref()
             .and_then(|spec| lock(spec).first_pending())
+    }
+}
+
+/// A partition's speculative state as it starts ([`Schedule::SPECULATIVE`] schedules only).
+fn fresh_speculative<S: Schedule>(
+    mutant: Option<Mutant>,
+    mode: SpeculativeMode,
+) -> Option<SharedSpeculative> {
+    S::SPECULATIVE.then(|| {
+        let broken = match mutant {
+            Some(Mutant::Speculative(m)) => Some(m),
+            _ => None,
+        };
+        Arc::new(Mutex::new(Speculative::configured(broken, mode.switches)))
+    })
+}
+
+/// Replace `partition`'s versions at or below `through` in `store` by `versions` (a copy):
+/// versions above it, which this node ran itself, stay.
+fn replace_through(
+    store: &mut MvStore<()>,
+    placement: &Placement,
+    partition: PartitionId,
+    through: Timestamp,
+    versions: &[CopiedVersion],
+) {
+    let keys: Vec<Key> = store
+        .iter()
+        .map(|(key, _)| key)
+        .filter(|key| placement.partition_of(key) == partition)
+        .cloned()
+        .collect();
+    for key in keys {
+        let entry = store.entry(&key);
+        let above: Vec<(TxnId, Timestamp, Option<Value>)> = entry
+            .versions()
+            .filter(|v| v.ts > through)
+            .map(|v| (v.writer, v.ts, v.value.clone()))
+            .collect();
+        entry.clear();
+        for (writer, ts, value) in above {
+            entry.put_committed(writer, ts, value);
+        }
+    }
+    for (key, writer, ts, value) in versions {
+        store.entry(key).put_committed(*writer, *ts, value.clone());
     }
 }
 
@@ -752,8 +865,8 @@ pub struct Ordered<S: Schedule> {
     blind: BlindWrites,
     /// The last position delivered.
     delivered: Timestamp,
-    /// The latest horizon each node announced.
-    horizons: FxHashMap<NodeId, Timestamp>,
+    /// How far each node announced it got, and the cut ([`Horizons`]).
+    horizons: Horizons,
     ticks: u64,
     counters: Counters,
 }
@@ -793,13 +906,10 @@ impl<S: Schedule> Ordered<S> {
                     done_above: BTreeSet::new(),
                     scheduling: false,
                     pulling: false,
-                    spec: S::SPECULATIVE.then(|| {
-                        let broken = match mutant {
-                            Some(Mutant::Speculative(m)) => Some(m),
-                            _ => None,
-                        };
-                        Arc::new(Mutex::new(Speculative::configured(broken, mode.switches)))
-                    }),
+                    spec: fresh_speculative::<S>(mutant, mode),
+                    copying: None,
+                    copy_asks: 0,
+                    generation: 0,
                 };
                 (*p, part)
             })
@@ -822,7 +932,7 @@ impl<S: Schedule> Ordered<S> {
             recons: FxHashMap::default(),
             blind: BlindWrites::default(),
             delivered: Timestamp::ZERO,
-            horizons: FxHashMap::default(),
+            horizons: Horizons::new(env),
             ticks: 0,
             counters: Counters::default(),
         }
@@ -835,6 +945,9 @@ impl<S: Schedule> Ordered<S> {
     /// Every position at or below this is done by partition `p` here.
     fn frontier(&self, p: PartitionId) -> Timestamp {
         let part = &self.parts[&p];
+        if part.copying.is_some() {
+            return part.durable;
+        }
         let done = match part.pending.keys().next() {
             Some(at) => Timestamp(at.0 - 1),
             None => self.delivered,
@@ -1156,6 +1269,14 @@ impl<S: Schedule> Ordered<S> {
     }
 
     fn on_recon_read(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, key: Key) {
+        let p = self.env.placement.partition_of(&key);
+        if self
+            .parts
+            .get(&p)
+            .is_some_and(|part| part.copying.is_some())
+        {
+            return; // its store is stale: the submitter asks another replica
+        }
         let value = reading(&self.store)
             .read_at(&key, Timestamp::MAX)
             .and_then(|v| v.value.clone());
@@ -1167,6 +1288,7 @@ impl<S: Schedule> Ordered<S> {
     /// Hand every transaction of the delivered batches to the schedules of the local
     /// partitions it touches.
     fn take(&mut self, ctx: &mut Ctx<'_, Self>, batches: Vec<sequencer::Batch<Entry>>) {
+        self.copy_if_skipped(ctx);
         let placement = Arc::clone(&self.env.placement);
         let mut woken = BTreeSet::new();
         for batch in batches {
@@ -1197,6 +1319,11 @@ impl<S: Schedule> Ordered<S> {
                         && !part.done_above.contains(&at)
                         && !part.pending.contains_key(&at)
                     {
+                        if part.copying.is_some() {
+                            // Handed to the schedule once the copy is in.
+                            part.pending.insert(at, Arc::clone(&entry));
+                            continue;
+                        }
                         part.schedule.deliver(at, &entry, &placement);
                         part.pending.insert(at, Arc::clone(&entry));
                         if let Some(spec) = &part.spec {
@@ -1247,6 +1374,9 @@ impl<S: Schedule> Ordered<S> {
     fn schedule(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
         let part = self.parts.get_mut(&p).expect("local");
         part.scheduling = false;
+        if part.copying.is_some() {
+            return;
+        }
         let mut work = Work::on(part.schedule.schedule_on());
         let ready = part.schedule.ready(&mut work);
         self.start_all(ctx, p, ready, &mut work);
@@ -1303,8 +1433,14 @@ impl<S: Schedule> Ordered<S> {
         at: Timestamp,
         mut worker: Option<Box<WorkerRun>>,
     ) {
-        if !self.parts.contains_key(&p) {
+        let Some(part) = self.parts.get(&p) else {
             return;
+        };
+        if worker
+            .as_ref()
+            .is_some_and(|w| w.generation != part.generation)
+        {
+            return; // run before the partition was copied: its state is gone
         }
         if let Some(worker) = &mut worker {
             // Its lock requests may have preempted others, even if it was aborted since.
@@ -1411,6 +1547,7 @@ impl<S: Schedule> Ordered<S> {
             Step::Handoff(mut run) => {
                 self.counters.handed_off += 1;
                 let ahead = self.run_ahead(p, at, &entry, attempt);
+                let generation = self.parts[&p].generation;
                 ctx.offload(move || {
                     let (mut reads, mut effects, mut work) = Default::default();
                     let progress = match &ahead {
@@ -1427,6 +1564,7 @@ impl<S: Schedule> Ordered<S> {
                         run,
                         progress,
                         attempt,
+                        generation,
                         reads,
                         effects,
                     });
@@ -2306,6 +2444,11 @@ impl<S: Schedule> Ordered<S> {
             return;
         };
         let before = Timestamp(at.0 - 1);
+        // A copying partition's store is stale; below the cut, the version read may be gone
+        // (only a node left behind asks that far back, and it copies instead).
+        if part.copying.is_some() || before < self.horizons.collected() {
+            return;
+        }
         let read = || {
             reading(&self.store)
                 .read_at(&key, before)
@@ -2391,7 +2534,7 @@ impl<S: Schedule> Ordered<S> {
         let owner = self.env.placement.partition_of(&key);
         let me = self.me();
         for node in self.env.placement.replicas(owner) {
-            let past = self.horizons.get(node).is_some_and(|h| *h >= at);
+            let past = self.horizons.of(*node) >= at;
             if *node != me && (past || !only_past) {
                 let msg = Msg::NeedValue {
                     at,
@@ -2416,18 +2559,13 @@ impl<S: Schedule> Ordered<S> {
         self.offers.prune_through(self.local_frontier());
         let frontier = self.local_frontier();
         self.confirmations = self.confirmations.split_off(&frontier.next());
-        let horizon = self
-            .env
-            .placement
-            .nodes()
-            .map(|n| self.horizons.get(&n).copied().unwrap_or(Timestamp::ZERO))
-            .min()
-            .unwrap_or(Timestamp::ZERO);
+        let horizon = self.horizons.watermark(ctx.now());
         writing(&self.store).collect_garbage(horizon, GC_BATCH);
         // A sibling's confirmation names transactions not final at its partition.
         self.final_inputs = self.final_inputs.split_off(&horizon.next());
-        // Every batch wholly at or below the horizon is done and logged at every node: none
-        // will ask for it again, so the sequencer's log may drop it.
+        // Every batch wholly at or below the horizon is done and logged at every node not left
+        // behind: none will ask for it again (one left behind gets a snapshot), so the
+        // sequencer's log may drop it.
         self.seq
             .compact_through(dispatch::batch_of(horizon).saturating_sub(1));
         if !self.ticks.is_multiple_of(ANNOUNCE_EVERY) {
@@ -2450,15 +2588,185 @@ impl<S: Schedule> Ordered<S> {
         }
         let through = self.local_frontier();
         let me = self.me();
-        self.raise_horizon(me, through);
+        self.horizons.heard(me, through, ctx.now());
+        let collected = self.horizons.collected();
         for node in self.env.placement.nodes().filter(|n| *n != me) {
-            ctx.send(node, Msg::Horizon { through });
+            ctx.send(node, Msg::Horizon { through, collected });
+        }
+        self.ask_copies(ctx);
+    }
+
+    // ----- Catching up (`common::horizons`) -----
+
+    /// The sequencer skipped batches this node never ran (it installed a snapshot): every
+    /// partition not past them is copied.
+    fn copy_if_skipped(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let cut = self.seq.compacted();
+        let Some(past) = dispatch::position(cut.saturating_add(1), 0) else {
+            return;
+        };
+        let skipped = Timestamp(past.0 - 1);
+        if cut == 0 {
+            return;
+        }
+        let behind: Vec<PartitionId> = self
+            .parts
+            .iter()
+            .filter(|(p, part)| part.copying.is_none() && self.frontier(**p) < skipped)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in behind {
+            self.begin_copy(ctx, p, skipped);
         }
     }
 
-    fn raise_horizon(&mut self, node: NodeId, through: Timestamp) {
-        let h = self.horizons.entry(node).or_insert(Timestamp::ZERO);
-        *h = (*h).max(through);
+    /// `from` announced how far it got and what it collected: a partition of this node not
+    /// past that was left behind (the versions it would need may be gone), and is copied.
+    fn heard_horizon(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        through: Timestamp,
+        collected: Timestamp,
+    ) {
+        self.horizons.heard(from, through, ctx.now());
+        let behind: Vec<PartitionId> = self
+            .parts
+            .iter()
+            .filter(|(p, part)| part.copying.is_none() && self.frontier(**p) < collected)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in behind {
+            self.begin_copy(ctx, p, collected);
+        }
+    }
+
+    /// Throw partition `p`'s runs away and ask for a copy past `at_least`. What was delivered
+    /// stays pending, for after the copy.
+    fn begin_copy(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, at_least: Timestamp) {
+        let part = self.parts.get_mut(&p).expect("local");
+        tracing::info!(
+            "{p} was left behind at {} (the cluster is past {at_least}): copying it from a replica",
+            part.durable
+        );
+        part.copying = Some(at_least);
+        part.generation += 1;
+        part.running.clear();
+        part.schedule = S::new(&self.env, p);
+        part.spec = fresh_speculative::<S>(self.mutant, self.mode);
+        self.ask_copy(ctx, p);
+    }
+
+    /// Ask the next replica of `p` for a copy, the furthest first.
+    fn ask_copy(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
+        let sources = self.horizons.furthest_first(self.env.placement.replicas(p));
+        let part = self.parts.get_mut(&p).expect("local");
+        let (Some(at_least), false) = (part.copying, sources.is_empty()) else {
+            return;
+        };
+        let source = sources[part.copy_asks % sources.len()];
+        part.copy_asks += 1;
+        self.counters.copies_asked += 1;
+        ctx.send(
+            source,
+            Msg::CopyAsk {
+                partition: p,
+                at_least,
+            },
+        );
+    }
+
+    /// Ask again for every copy still awaited (each announcement tick).
+    fn ask_copies(&mut self, ctx: &mut Ctx<'_, Self>) {
+        let copying: Vec<PartitionId> = self
+            .parts
+            .iter()
+            .filter(|(_, part)| part.copying.is_some())
+            .map(|(p, _)| *p)
+            .collect();
+        for p in copying {
+            self.ask_copy(ctx, p);
+        }
+    }
+
+    /// A replica of `p` left behind asks for a copy past `at_least`: sent if this node is past
+    /// it (else the asker tries another replica).
+    fn give_copy(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        p: PartitionId,
+        at_least: Timestamp,
+    ) {
+        let Some(part) = self.parts.get(&p) else {
+            return;
+        };
+        let through = self.frontier(p);
+        if part.copying.is_some() || through < at_least {
+            return;
+        }
+        let store = reading(&self.store);
+        let versions: Vec<CopiedVersion> = store
+            .iter()
+            .filter(|(key, _)| self.env.placement.partition_of(key) == p)
+            .filter_map(|(key, entry)| {
+                let v = entry.read_at(through)?;
+                Some((key.clone(), v.writer, v.ts, v.value.clone()))
+            })
+            .collect();
+        drop(store);
+        self.counters.copies_given += 1;
+        ctx.send(
+            from,
+            Msg::CopyOf {
+                partition: p,
+                through,
+                versions,
+            },
+        );
+    }
+
+    /// A copy of `p` through `through` came: if it is the one awaited, log it, put it in
+    /// place, and hand what was delivered after it to a fresh schedule.
+    fn take_copy(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        p: PartitionId,
+        through: Timestamp,
+        versions: Vec<CopiedVersion>,
+    ) {
+        let Some(part) = self.parts.get_mut(&p) else {
+            return;
+        };
+        if part.copying.is_none_or(|at_least| through < at_least) {
+            return;
+        }
+        replace_through(
+            &mut writing(&self.store),
+            &self.env.placement,
+            p,
+            through,
+            &versions,
+        );
+        ctx.persist(Record::Copied {
+            partition: p,
+            through,
+            versions,
+        });
+        part.copying = None;
+        part.durable = part.durable.max(through);
+        part.done_above = part.done_above.split_off(&through.next());
+        part.pending = part.pending.split_off(&through.next());
+        let placement = Arc::clone(&self.env.placement);
+        for (at, entry) in &part.pending {
+            part.schedule.deliver(*at, entry, &placement);
+            if let Some(spec) = &part.spec {
+                lock(spec).begin(*at);
+            }
+        }
+        self.counters.partitions_copied += 1;
+        tracing::info!("{p} copied through {through}: it runs the order from there");
+        self.wake(ctx, p);
     }
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
@@ -2477,7 +2785,18 @@ impl<S: Schedule> Ordered<S> {
             } => self.take_offer(ctx, at, key, instance, value),
             Msg::Confirmation { at, confirmation } => self.take_confirmation(ctx, at, confirmation),
             Msg::Outcome { txn, at, ran } => self.on_outcome(ctx, txn, at, ran),
-            Msg::Horizon { through } => self.raise_horizon(from, through),
+            Msg::Horizon { through, collected } => {
+                self.heard_horizon(ctx, from, through, collected)
+            }
+            Msg::CopyAsk {
+                partition,
+                at_least,
+            } => self.give_copy(ctx, from, partition, at_least),
+            Msg::CopyOf {
+                partition,
+                through,
+                versions,
+            } => self.take_copy(ctx, partition, through, versions),
             Msg::ReconRead { txn, key } => self.on_recon_read(ctx, from, txn, key),
             Msg::ReconValue { txn, key, value } => self.on_recon_value(ctx, txn, key, value),
         }
@@ -2540,6 +2859,22 @@ impl<S: Schedule> Protocol for Ordered<S> {
                 Record::Through { partition, at } => {
                     if let Some(part) = node.parts.get_mut(&partition) {
                         part.durable = part.durable.max(at);
+                    }
+                }
+                Record::Copied {
+                    partition,
+                    through,
+                    versions,
+                } => {
+                    replace_through(
+                        &mut writing(&node.store),
+                        &env.placement,
+                        partition,
+                        through,
+                        &versions,
+                    );
+                    if let Some(part) = node.parts.get_mut(&partition) {
+                        part.durable = part.durable.max(through);
                     }
                 }
                 Record::Sequencer(_) | Record::Kit(_) => {}
@@ -2614,6 +2949,13 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("inbox_positions", self.inbox.len() as u64),
             ("offered_positions", self.offers.len() as u64),
             ("reconnaissances_open", self.recons.len() as u64),
+            (
+                "partitions_copying",
+                self.parts
+                    .values()
+                    .filter(|part| part.copying.is_some())
+                    .count() as u64,
+            ),
         ]
     }
 
@@ -2644,6 +2986,9 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("values_pulled", c.values_pulled),
             ("sibling_waits", c.waits),
             ("runs_handed_off", c.handed_off),
+            ("copies_asked", c.copies_asked),
+            ("copies_given", c.copies_given),
+            ("partitions_copied", c.partitions_copied),
         ];
         counters.extend(s.named());
         if S::SPECULATIVE {

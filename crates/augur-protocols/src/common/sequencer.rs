@@ -45,31 +45,38 @@
 //!
 //! A Raft message arrives as prost-encoded bytes. [`RaftMessage::check`] decodes it and refuses
 //! one that does not come from the node that sent it, is not addressed to this node, is of a
-//! kind only a node sends itself, or carries a snapshot (this sequencer never sends one). Before
-//! stepping a message, the sequencer also refuses what raft-rs would treat as a broken invariant
-//! (a heartbeat committing past this node's log, an append rewriting committed entries). Should
+//! kind only a node sends itself, or carries a snapshot whose data is not a delivery state.
+//! Before stepping a message, the sequencer also refuses what raft-rs would treat as a broken
+//! invariant (a heartbeat committing past this node's log, an append rewriting committed
+//! entries, a snapshot naming another group). Should
 //! a message still make raft-rs panic, the panic is caught and the Raft instance is rebuilt
 //! from the node's durable Raft state, exactly as after a crash of the node.
 //!
-//! # Compaction
+//! # Compaction and snapshots
 //!
 //! The executor above the sequencer says how far the log may be cut
-//! ([`Sequencer::compact_through`]): `common::ordered` cuts below the position every node of
-//! the cluster announced done and logged, so no node ever needs an entry that was cut. A node
-//! therefore never needs a Raft snapshot (the executors' state is spread over the partitions
-//! and rebuilt from each node's own log), and none is ever sent. A leader may still *think* a
-//! follower needs one: its view of the follower is the last acknowledgement it received, and
-//! when acknowledgements were lost (a partition, a stalled node) it probes from there, below
-//! its own cut, where raft-rs asks for a snapshot. The sequencer sends an empty append at the
-//! cut instead; the follower, which holds the log up to it, answers how far it matches, and
-//! replication goes on from there. Symmetrically, a follower answers an append that starts
-//! below its commit index with that index, as raft-rs does, even when it has cut the entries
-//! the append carries. (Before both, such a follower was left without entries for good once
-//! the leader had cut past its stale view: the nemesis caught it after a partition.) A cut
-//! keeps the index and term of its last entry (raft-rs's snapshot metadata, with no data) and the once-only delivery
-//! state as of that entry, so a restart replays only the entries above the cut and skips the
-//! same batches every other node skipped. A node that stays down holds every other node's
-//! log back until it returns, as in any Raft deployment that never ships snapshots.
+//! ([`Sequencer::compact_through`]): `common::ordered` and `common::replicated` cut below the
+//! position every node they still wait for announced done and logged (`common::horizons`). A
+//! cut keeps the index and term of its last entry (raft-rs's snapshot metadata) and the
+//! once-only delivery state as of that entry, so a restart replays only the entries above the
+//! cut and skips the same batches every other node skipped.
+//!
+//! A node the executors stopped waiting for (silent longer than `left_behind_ms`: it is down,
+//! paused or cut off) no longer holds the log back, so when it returns its log may end below
+//! the leader's cut. raft-rs then asks for a snapshot, and the leader sends the cut itself: its
+//! index and term, the group, and the delivery state as data (raft-rs's own snapshot would be
+//! of everything committed, with no data). The follower installs it ([`SequencerRecord::Compacted`],
+//! logged before anything that depends on it leaves) and delivers from the entry after it; the
+//! batches it skipped are never delivered there, and the executor, seeing the cut above what
+//! it has done ([`Sequencer::compacted`]), copies its partitions' state from a replica instead.
+//!
+//! A leader also asks for a snapshot when its view of a follower is stale (acknowledgements
+//! lost, it probes from the last one it saw) though the follower holds the log up to the cut.
+//! raft-rs's follower ignores a snapshot below what it committed and answers with its commit
+//! index, so replication goes on from there. Symmetrically, a follower answers an append that
+//! starts below its commit index with that index, as raft-rs does, even when it has cut the
+//! entries the append carries. (Before both, such a follower was left without entries for good
+//! once the leader had cut past its stale view: the nemesis caught it after a partition.)
 //!
 //! # Left out
 //!
@@ -103,9 +110,6 @@ pub const DEFAULT_EPOCH: Duration = Duration::from_millis(10);
 /// with a 200 ms delay). 0, the default, delivers at once.
 pub const ORDERING_DELAY_MS: &str = "ordering_delay_ms";
 
-/// The settings of every protocol built on the sequencer. A voter count above the cluster's
-/// node count means every node votes.
-pub const SETTINGS: &[SettingInfo] = &[EPOCH_SETTING, VOTERS_SETTING, ORDERING_DELAY_SETTING];
 /// The ordering delay setting.
 pub const ORDERING_DELAY_SETTING: SettingInfo = SettingInfo {
     name: ORDERING_DELAY_MS,
@@ -238,6 +242,11 @@ pub struct Delivered {
 }
 
 impl Delivered {
+    /// Whether batch `seq` was delivered (or abandoned).
+    fn has(&self, seq: u64) -> bool {
+        seq < self.low || self.above.contains(&seq)
+    }
+
     /// Whether batch `seq` (whose origin abandoned every number below `floor`) is new, noting
     /// it delivered if so.
     fn first_time(&mut self, seq: u64, floor: u64) -> bool {
@@ -264,15 +273,17 @@ pub struct SequencerCounters {
     pub batches_skipped: u64,
     pub raft_messages_refused: u64,
     pub raft_restarts: u64,
-    /// Snapshots raft-rs asked to send a follower, sent as a probe at the cut instead.
-    pub snapshots_replaced: u64,
+    /// Snapshots of the cut sent to followers whose log ends below it.
+    pub snapshots_sent: u64,
+    /// Snapshots installed here: the log jumped past entries this node never delivered.
+    pub snapshots_installed: u64,
     /// Entries cut from the log ([`Sequencer::compact_through`]).
     pub entries_compacted: u64,
 }
 
 impl SequencerCounters {
     /// The counters as a node reports them (`augur bench`, `node_stats`).
-    pub fn named(&self) -> [(&'static str, u64); 8] {
+    pub fn named(&self) -> [(&'static str, u64); 9] {
         [
             ("batches_proposed", self.batches_proposed),
             ("batches_reproposed", self.batches_reproposed),
@@ -280,7 +291,8 @@ impl SequencerCounters {
             ("batches_skipped", self.batches_skipped),
             ("raft_messages_refused", self.raft_messages_refused),
             ("raft_restarts", self.raft_restarts),
-            ("raft_snapshots_replaced", self.snapshots_replaced),
+            ("raft_snapshots_sent", self.snapshots_sent),
+            ("raft_snapshots_installed", self.snapshots_installed),
             ("raft_entries_compacted", self.entries_compacted),
         ]
     }
@@ -410,6 +422,7 @@ fn sent_between_nodes(kind: MessageType) -> bool {
         kind,
         MsgPropose
             | MsgAppend
+            | MsgSnapshot
             | MsgAppendResponse
             | MsgRequestVote
             | MsgRequestVoteResponse
@@ -439,7 +452,7 @@ impl RaftMessage {
     }
 
     /// The message's shape: decodable, from the sender to this node, of a kind nodes send each
-    /// other, no snapshot, a bounded number of entries.
+    /// other, a snapshot only as the sequencer sends one, a bounded number of entries.
     pub fn check(&self, inbound: &Inbound<'_>) -> Result<(), BadMessage> {
         let m = self.decode().map_err(|e| inbound.bad(e))?;
         if m.from != raft_id(inbound.from) || m.to != raft_id(inbound.me) {
@@ -465,8 +478,20 @@ impl RaftMessage {
         {
             return Err(inbound.bad(format!("Raft entry of kind {}", e.entry_type)));
         }
-        if m.snapshot.is_some() {
-            return Err(inbound.bad("Raft snapshot (never sent by the sequencer)".into()));
+        match (&m.snapshot, kind) {
+            (Some(snapshot), MessageType::MsgSnapshot) => {
+                if snapshot.get_metadata().index == 0 {
+                    return Err(inbound.bad("Raft snapshot of index 0".into()));
+                }
+                if postcard::from_bytes::<BTreeMap<NodeId, Delivered>>(&snapshot.data).is_err() {
+                    return Err(inbound.bad("Raft snapshot with undecodable data".into()));
+                }
+            }
+            (None, MessageType::MsgSnapshot) => {
+                return Err(inbound.bad("MsgSnapshot without a snapshot".into()));
+            }
+            (Some(_), _) => return Err(inbound.bad(format!("{kind:?} carrying a snapshot"))),
+            (None, _) => {}
         }
         if m.entries.len() > MAX_APPEND_ENTRIES {
             return Err(inbound.bad(format!("{} Raft entries in one message", m.entries.len())));
@@ -812,6 +837,13 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                 }
                 true
             }
+            // A snapshot may not change the group: raft-rs would take its members as given.
+            Some(MessageType::MsgSnapshot) => m.snapshot.as_ref().is_some_and(|snapshot| {
+                same_members(
+                    snapshot.get_metadata().get_conf_state(),
+                    &self.group.conf_state(),
+                )
+            }),
             _ => true,
         }
     }
@@ -913,6 +945,9 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         let mut out = Vec::new();
         while self.raft.has_ready() {
             let mut ready = self.raft.ready();
+            if ready.snapshot().get_metadata().index > 0 {
+                self.install(ctx, ready.snapshot());
+            }
             self.confirmed
                 .extend(ready.take_read_states().into_iter().map(|r| r.request_ctx));
             self.send(ctx, ready.take_messages());
@@ -982,16 +1017,26 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
                 }
                 m.from = me;
             }
-            // No follower needs a snapshot: the log is cut only below what every node
-            // delivered. raft-rs asks for one when its view of a follower is older than the cut
-            // (the follower's acknowledgements were lost, and the leader probes from the last
-            // one it saw), or when forged messages confused that view. Probe the follower at
-            // the cut instead: one that holds the entries up to it (every honest follower)
-            // answers with how far its log matches, and the leader goes on from there.
+            // raft-rs asks for a snapshot when its view of a follower is below the cut: the
+            // follower was left behind (see *Compaction*), or its acknowledgements were lost
+            // and the leader probes from the last one it saw. raft-rs's own snapshot would be
+            // of everything committed, with no data; send the cut instead, with the delivery
+            // state as of it. A follower holding the log up to the cut ignores it and answers
+            // how far it committed; one whose log ends below installs it. Reported finished at
+            // once: the follower's answer (or, if the snapshot is lost, its refusal of the next
+            // append) moves the leader on.
             if MessageType::from_i32(m.msg_type) == Some(MessageType::MsgSnapshot) {
-                self.counters.snapshots_replaced += 1;
-                self.raft.report_snapshot(m.to, SnapshotStatus::Failure);
-                m = self.probe_at_cut(m);
+                let status = if self.compacted == 0 {
+                    SnapshotStatus::Failure
+                } else {
+                    SnapshotStatus::Finish
+                };
+                self.raft.report_snapshot(m.to, status);
+                if self.compacted == 0 {
+                    continue;
+                }
+                self.counters.snapshots_sent += 1;
+                m = self.snapshot_at_cut(m);
             }
             if let Some(to) = node_of(m.to) {
                 ctx.send(to, RaftMessage(m.encode_to_vec()).into());
@@ -999,19 +1044,70 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
         }
     }
 
-    /// An empty append in place of the snapshot `m`: the entry before it is the last one cut,
-    /// with its term (raft-rs's snapshot would be of everything committed).
-    fn probe_at_cut(&self, m: Message) -> Message {
+    /// The snapshot of the cut in place of raft-rs's snapshot `m`: the last index cut, its
+    /// term, the group, and as data which batches were delivered through it.
+    fn snapshot_at_cut(&self, m: Message) -> Message {
+        let mut snapshot = raft::eraftpb::Snapshot {
+            data: postcard::to_stdvec(&self.delivered_when_compacted).unwrap_or_default(),
+            ..Default::default()
+        };
+        let meta = snapshot.mut_metadata();
+        meta.index = self.compacted;
+        meta.term = self.storage.term(self.compacted).unwrap_or(0);
+        meta.set_conf_state(self.group.conf_state());
         Message {
-            msg_type: MessageType::MsgAppend as i32,
+            msg_type: MessageType::MsgSnapshot as i32,
             to: m.to,
             from: m.from,
             term: m.term,
-            index: self.compacted,
-            log_term: self.storage.term(self.compacted).unwrap_or(0),
-            commit: self.raft.raft.raft_log.committed,
+            snapshot: Some(snapshot),
             ..Message::default()
         }
+    }
+
+    /// Install `snapshot`, which raft-rs restored (this node's log ended below it): log it as
+    /// this node's own cut, drop the log, and deliver from the entry after it on. The batches
+    /// it covers are never delivered here; the executor above learns of the jump from
+    /// [`Sequencer::compacted`] and catches up by other means.
+    fn install<P: Protocol>(&mut self, ctx: &mut Ctx<'_, P>, snapshot: &raft::eraftpb::Snapshot)
+    where
+        P::Record: From<SequencerRecord>,
+    {
+        let meta = snapshot.get_metadata();
+        let (index, term) = (meta.index, meta.term);
+        // Checked on arrival ([`RaftMessage::check`]).
+        let delivered: BTreeMap<NodeId, Delivered> =
+            postcard::from_bytes(&snapshot.data).unwrap_or_default();
+        ctx.persist(
+            SequencerRecord::Compacted {
+                index,
+                term,
+                delivered: delivered.clone(),
+            }
+            .into(),
+        );
+        if cut(&self.storage, self.group.conf_state(), index, term).is_err() {
+            return;
+        }
+        self.counters.snapshots_installed += 1;
+        self.counters.entries_compacted += index.saturating_sub(self.compacted);
+        self.compacted = index;
+        self.applied = self.applied.max(index);
+        // This node's batches the snapshot covers were committed (or abandoned) there.
+        if let Some(mine) = delivered.get(&self.group.me) {
+            self.in_flight.retain(|seq, _| !mine.has(*seq));
+        }
+        self.delivered = delivered.clone();
+        self.delivered_when_compacted = delivered;
+        tracing::info!(
+            "sequencer: installed a snapshot of the log through {index} (term {term}): this node was left behind"
+        );
+    }
+
+    /// The last log index cut (0 if none): every batch at or below it is either delivered here
+    /// or, after a snapshot was installed, never will be.
+    pub fn compacted(&self) -> u64 {
+        self.compacted
     }
 
     /// Deliver committed entries: each batch once, in log order (empty entries are a new
@@ -1112,6 +1208,19 @@ impl<T: Clone + Serialize + DeserializeOwned> Sequencer<T> {
     }
 }
 
+/// Whether two Raft configurations name the same voters and learners.
+fn same_members(a: &ConfState, b: &ConfState) -> bool {
+    let sorted = |ids: &[u64]| {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids
+    };
+    sorted(&a.voters) == sorted(&b.voters)
+        && sorted(&a.learners) == sorted(&b.learners)
+        && a.voters_outgoing.is_empty()
+        && a.learners_next.is_empty()
+}
+
 /// Append `entries` to `storage`, refusing what raft-rs would panic on (entries that overlap
 /// a cut, or leave a gap).
 fn append(storage: &MemStorage, entries: &[Entry]) -> Result<(), String> {
@@ -1143,7 +1252,9 @@ fn cut(storage: &MemStorage, conf: ConfState, index: u64, term: u64) -> Result<(
     let last = storage
         .last_index()
         .map_err(|e| format!("sequencer log: {e}"))?;
-    let kept = if last > index {
+    // Entries above the cut stay if the log matches it there (Raft's log matching); a log that
+    // does not (a snapshot installed over a stale one) is dropped whole.
+    let kept = if last > index && storage.term(index).ok() == Some(term) {
         let context = raft::GetEntriesContext::empty(false);
         storage
             .entries(index + 1, last + 1, None, context)

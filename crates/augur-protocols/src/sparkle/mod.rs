@@ -125,8 +125,8 @@
 
 use crate::common::dispatch::Entry;
 use crate::common::ordered::{self, Exchange, Ordered, Schedule, SpeculativeMode};
-use crate::common::sequencer;
 use crate::common::speculative::Switches;
+use crate::common::{horizons, sequencer};
 use crate::protocol_info::{
     Engine, IsolationLevel, NetworkModel, Promise, ProtocolInfo, SettingInfo,
 };
@@ -195,6 +195,7 @@ pub const INFO: ProtocolInfo = ProtocolInfo {
         sequencer::VOTERS_SETTING,
         sequencer::ORDERING_DELAY_SETTING,
         ordered::WORKERS,
+        horizons::LEFT_BEHIND_SETTING,
         WINDOW,
         VARIANT,
         READ_ONLY,

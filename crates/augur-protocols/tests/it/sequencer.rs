@@ -483,3 +483,68 @@ fn a_follower_that_cut_what_the_leader_resends_still_catches_up() {
         }
     }
 }
+
+/// A follower down while the others cut their logs past everything it holds (as they do once
+/// it is left behind, `common::horizons`) cannot be sent the entries it lacks: the leader sends
+/// it a snapshot of the cut, which it installs, and it delivers the order from the entry after
+/// the cut on, skipping what it covers. Before, it was probed at the cut for ever and never
+/// delivered again.
+#[test]
+fn a_follower_whose_log_ends_below_the_cut_installs_a_snapshot_and_delivers_from_there() {
+    for seed in 1..=4 {
+        let mut s = sim(seed, 3, &[("compact_lag", "100")]);
+        let all = [0, 1, 2];
+        s.run_until(Duration::from_millis(1000));
+        let follower = all
+            .into_iter()
+            .find(|n| leader(&s, &[*n]).is_none())
+            .expect("a follower");
+        s.crash(NodeId(follower));
+        s.run_until(Duration::from_millis(2500));
+        let up: Vec<u32> = all.into_iter().filter(|n| *n != follower).collect();
+        let order_at_restart = agreed(&s, &up).len();
+        s.restart(NodeId(follower));
+        s.run_until(Duration::from_millis(4000));
+        let order = agreed(&s, &up);
+        let seq = &s.node(NodeId(follower)).seq;
+        assert!(
+            seq.counters().snapshots_installed >= 1,
+            "seed {seed}: no snapshot installed: {}",
+            seq.status()
+        );
+        let sent: u64 = up
+            .iter()
+            .map(|n| s.node(NodeId(*n)).seq.counters().snapshots_sent)
+            .sum();
+        assert!(sent >= 1, "seed {seed}: no snapshot sent");
+        // After the restart it replays its own log, then jumps over what the snapshot covers,
+        // then delivers the rest of the order: one stretch of the order, one gap, the rest.
+        let again = delivered(&s, follower);
+        let at: Vec<usize> = again
+            .iter()
+            .map(|item| {
+                order
+                    .iter()
+                    .position(|o| o == item)
+                    .expect("every item the restarted node delivers is in the order")
+            })
+            .collect();
+        let gaps = at.windows(2).filter(|w| w[1] != w[0] + 1).count();
+        assert_eq!(
+            gaps, 1,
+            "seed {seed}: the restarted node's items are not two stretches"
+        );
+        assert!(
+            at.last().copied().unwrap_or(0) + 150 > order.len()
+                && order.len() > order_at_restart + 200,
+            "seed {seed}: delivered up to {:?} of {}",
+            at.last(),
+            order.len()
+        );
+        // Its own items after the restart are ordered too.
+        assert!(again.iter().any(|(n, inc, _)| *n == follower && *inc == 1));
+        for n in all {
+            assert_eq!(s.node(NodeId(n)).seq.counters().raft_messages_refused, 0);
+        }
+    }
+}
