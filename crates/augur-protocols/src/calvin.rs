@@ -128,6 +128,10 @@ const MUTANTS: &[(&str, &str)] = &[
         "unvalidated-recon",
         "a transaction that reads or writes outside its predicted footprint goes on without the locks instead of aborting and being reconnoitred again",
     ),
+    (
+        "answer-below-floor",
+        "a replica answers a sibling's value before its floor (a copy brought only the newest versions through it, or collection ran below it), where the version read may be missing: a stale or absent value (caught under `left_behind_ms=500` by its own test)",
+    ),
 ];
 
 /// A `calvin` node.

@@ -15,6 +15,18 @@
 //! it replicates has a replica that is not silent, one that can be copied from later. The cut
 //! never moves back ([`Horizons::collected`]): a node heard again after it was left behind
 //! holds back only what follows.
+//!
+//! # Known hole (why it is off by default)
+//!
+//! The sweep of `calvin`, `s-smr` and `sparkle` under every fault with `left_behind_ms=500`
+//! finds clusters that stop committing (about one seed in twenty; the histories stay correct).
+//! A node copies each partition on its own, each through its source's frontier, so its
+//! partitions restart at different positions; a partition that restarts below another copied
+//! past a position then waits for that partition's value there, which no replica still runs
+//! or holds (each refuses below its floor, where the version may be gone). The fix designed
+//! (not built): catch the whole node up at one position (the highest its partitions reached,
+//! at least the cut), every partition copied through exactly it, with an explicit refusal
+//! from a source whose floor is above it, which raises it.
 
 use crate::protocol_info::SettingInfo;
 use augur_contract::NodeEnv;
@@ -24,16 +36,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The setting for how long a node may go unheard, in milliseconds, before the others stop
-/// keeping the log and old versions for it.
+/// keeping the log and old versions for it; `off` (the default) waits for every node.
 pub const LEFT_BEHIND_MS: &str = "left_behind_ms";
-/// [`LEFT_BEHIND_MS`] when it is not given.
-pub const DEFAULT_LEFT_BEHIND: Duration = Duration::from_secs(10);
-/// The left-behind setting.
+/// The left-behind setting. Off by default: see *Known hole* in the module docs.
 pub const LEFT_BEHIND_SETTING: SettingInfo = SettingInfo {
     name: LEFT_BEHIND_MS,
-    values: &["500", "1000", "2000", "5000", "10000", "30000", "60000"],
-    default: "10000",
-    doc: "milliseconds a node may go unheard before the others stop keeping the sequencer's log and old versions for it; it then catches up from a Raft snapshot and a copy of its partitions",
+    values: &[
+        "off", "500", "1000", "2000", "5000", "10000", "30000", "60000",
+    ],
+    default: "off",
+    doc: "milliseconds a node may go unheard before the others stop keeping the sequencer's log and old versions for it (it then catches up from a Raft snapshot and a copy of its partitions); off, the default, waits for every node. Experimental: a cluster can stall after a node was left behind (docs/architecture/protocols.md, Compaction)",
 };
 
 /// Every node's announced horizon, when each was last heard, and the cut so far.
@@ -41,7 +53,8 @@ pub const LEFT_BEHIND_SETTING: SettingInfo = SettingInfo {
 pub struct Horizons {
     me: NodeId,
     placement: Arc<Placement>,
-    left_behind: Duration,
+    /// `None`: nobody is ever left behind.
+    left_behind: Option<Duration>,
     /// Per node: its latest horizon, and when it was last heard (this node's start for a node
     /// not heard yet, so that a cluster starting up waits for everyone that long).
     heard: FxHashMap<NodeId, (Timestamp, Timestamp)>,
@@ -57,7 +70,7 @@ impl Horizons {
             .settings
             .get(LEFT_BEHIND_MS)
             .and_then(|v| v.parse().ok())
-            .map_or(DEFAULT_LEFT_BEHIND, Duration::from_millis);
+            .map(Duration::from_millis);
         Horizons {
             me: env.id,
             placement: Arc::clone(&env.placement),
@@ -81,13 +94,16 @@ impl Horizons {
 
     /// The nodes left behind at `now` (see the module docs), in id order.
     pub fn left_behind(&mut self, now: Timestamp) -> Vec<NodeId> {
+        let Some(left_behind) = self.left_behind else {
+            return Vec::new();
+        };
         let silent: Vec<NodeId> = self
             .placement
             .nodes()
             .filter(|n| *n != self.me)
             .filter(|n| {
                 let (_, at) = *self.heard.entry(*n).or_insert((Timestamp::ZERO, now));
-                now.0.saturating_sub(at.0) > self.left_behind.as_micros() as u64
+                now.0.saturating_sub(at.0) > left_behind.as_micros() as u64
             })
             .collect();
         silent

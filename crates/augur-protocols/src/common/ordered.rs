@@ -30,8 +30,14 @@
 //! * **Failures.** A run's writes are logged (`Applied`) before its outcome leaves, and every few
 //!   ticks how far each partition got (`Through`); a restarted node rebuilds its store from them,
 //!   the sequencer delivers every batch again, and what is done is skipped. Versions are kept
-//!   until every node announced (`Horizon`) it is past them, so a sibling's value can always be
-//!   answered from them.
+//!   until every node not left behind announced (`Horizon`) it is past them, so a sibling's
+//!   value can always be answered from them.
+//! * **Catching up.** A node unheard for `left_behind_ms` is left behind ([`Horizons`]): the
+//!   log and the versions are cut without it. Once back, it learns it was (the sequencer
+//!   installed a snapshot past what it ran, or a `Horizon` says versions it needs are gone),
+//!   throws away the runs of each partition not past the cut, and asks a replica that is
+//!   (`CopyAsk`) for the partition's newest versions through its frontier (`CopyOf`), logged as
+//!   one `Copied` record; then it runs what was delivered after that position.
 //!
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
@@ -322,7 +328,15 @@ impl CheckMessage for Msg {
                 at.txn_here(*txn)?;
                 nonzero(at, *pos)
             }
-            Msg::Horizon { .. } => Ok(()),
+            Msg::Horizon { through, collected } => {
+                // A node never collects past its own horizon.
+                if collected > through {
+                    return Err(at.bad(format!(
+                        "a horizon of {through} collected through {collected}"
+                    )));
+                }
+                Ok(())
+            }
             Msg::CopyAsk { partition, .. } => replicas_both(at, *partition),
             Msg::CopyOf {
                 partition,
@@ -578,6 +592,12 @@ pub enum Record {
         through: Timestamp,
         versions: Vec<CopiedVersion>,
     },
+    /// `partition`'s versions before `at` may be missing here (a checkpoint of a store
+    /// collected or copied through it): no value before it is answered.
+    Floor {
+        partition: PartitionId,
+        at: Timestamp,
+    },
 }
 
 /// One version of a copy: key, writer, position, value.
@@ -604,6 +624,8 @@ enum Mutant {
     /// a local key it holds no lock on from the store, a remote one as absent, and applies
     /// writes outside the footprint (`calvin`).
     UnvalidatedRecon,
+    /// A replica answers a sibling's value below its floor and the cut (`calvin`).
+    AnswerBelowFloor,
     /// The outcome of a speculatively committed run is reported at once, before its final
     /// commit, which may instead come from a later instance (`sparkle`).
     EarlyFinalCommit,
@@ -671,6 +693,10 @@ struct Part<S> {
     copying: Option<Timestamp>,
     /// How many copies were asked for (the replica asked next rotates).
     copy_asks: usize,
+    /// Versions of the partition before this position may be missing here (a copy brought
+    /// only the newest through it, or garbage collection ran below it before a checkpoint):
+    /// no value before it is answered from them.
+    floor: Timestamp,
     /// Bumped when the partition's runs are thrown away for a copy: a worker's result from an
     /// earlier generation is dropped.
     generation: u64,
@@ -876,6 +902,7 @@ impl<S: Schedule> Ordered<S> {
         let mutant = match env.options.mutant.as_deref() {
             Some("no-sibling-wait") => Some(Mutant::NoSiblingWait),
             Some("unvalidated-recon") => Some(Mutant::UnvalidatedRecon),
+            Some("answer-below-floor") => Some(Mutant::AnswerBelowFloor),
             Some("early-final-commit") => Some(Mutant::EarlyFinalCommit),
             Some("no-lan-check") => Some(Mutant::NoLanCheck),
             Some("local-grouping") => Some(Mutant::LocalGrouping),
@@ -909,6 +936,7 @@ impl<S: Schedule> Ordered<S> {
                     spec: fresh_speculative::<S>(mutant, mode),
                     copying: None,
                     copy_asks: 0,
+                    floor: Timestamp::ZERO,
                     generation: 0,
                 };
                 (*p, part)
@@ -2444,15 +2472,22 @@ impl<S: Schedule> Ordered<S> {
             return;
         };
         let before = Timestamp(at.0 - 1);
-        // A copying partition's store is stale; below the cut, the version read may be gone
-        // (only a node left behind asks that far back, and it copies instead).
-        if part.copying.is_some() || before < self.horizons.collected() {
+        // A copying partition's store is stale.
+        if part.copying.is_some() {
             return;
         }
-        let read = || {
-            reading(&self.store)
-                .read_at(&key, before)
-                .and_then(|v| v.value.clone())
+        // Below the floor (a copy's position, or the cut collection ran to) a key keeps only
+        // its newest version at or below the floor and the newer ones: a version found at or
+        // below `before` is still the newest there, but finding none says nothing (the one
+        // before may be gone), and is left to a replica that knows.
+        let below_floor = before < self.horizons.collected().max(part.floor)
+            && self.mutant != Some(Mutant::AnswerBelowFloor);
+        let read = || -> Option<Option<Value>> {
+            match reading(&self.store).read_at(&key, before) {
+                Some(v) => Some(v.value.clone()),
+                None if below_floor => None,
+                None => Some(None),
+            }
         };
         // Speculative schedules answer only once every earlier transaction here is final.
         let settled = if S::SPECULATIVE {
@@ -2461,7 +2496,10 @@ impl<S: Schedule> Ordered<S> {
             self.frontier(p)
         };
         let value = if settled >= at {
-            read()
+            match read() {
+                Some(v) => v,
+                None => return,
+            }
         } else if S::SPECULATIVE {
             return;
         } else {
@@ -2470,7 +2508,10 @@ impl<S: Schedule> Ordered<S> {
             };
             match &running.entry.footprint {
                 // Its locks are held: the value before `at` is settled.
-                Some(fp) if fp.reads.contains(&key) => read(),
+                Some(fp) if fp.reads.contains(&key) => match read() {
+                    Some(v) => v,
+                    None => return,
+                },
                 _ => match running
                     .run
                     .as_ref()
@@ -2602,13 +2643,14 @@ impl<S: Schedule> Ordered<S> {
     /// partition not past them is copied.
     fn copy_if_skipped(&mut self, ctx: &mut Ctx<'_, Self>) {
         let cut = self.seq.compacted();
-        let Some(past) = dispatch::position(cut.saturating_add(1), 0) else {
-            return;
-        };
-        let skipped = Timestamp(past.0 - 1);
         if cut == 0 {
             return;
         }
+        // The last position of the last batch cut.
+        let Some(after) = dispatch::position(cut.saturating_add(1), 0) else {
+            return;
+        };
+        let skipped = Timestamp(after.0 - 1);
         let behind: Vec<PartitionId> = self
             .parts
             .iter()
@@ -2646,8 +2688,9 @@ impl<S: Schedule> Ordered<S> {
     fn begin_copy(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, at_least: Timestamp) {
         let part = self.parts.get_mut(&p).expect("local");
         tracing::info!(
-            "{p} was left behind at {} (the cluster is past {at_least}): copying it from a replica",
-            part.durable
+            "{p} was left behind in batch {} (the cluster is past batch {}): copying it from a replica",
+            dispatch::batch_of(part.durable),
+            dispatch::batch_of(at_least)
         );
         part.copying = Some(at_least);
         part.generation += 1;
@@ -2754,6 +2797,7 @@ impl<S: Schedule> Ordered<S> {
             versions,
         });
         part.copying = None;
+        part.floor = part.floor.max(through);
         part.durable = part.durable.max(through);
         part.done_above = part.done_above.split_off(&through.next());
         part.pending = part.pending.split_off(&through.next());
@@ -2765,7 +2809,10 @@ impl<S: Schedule> Ordered<S> {
             }
         }
         self.counters.partitions_copied += 1;
-        tracing::info!("{p} copied through {through}: it runs the order from there");
+        tracing::info!(
+            "{p} copied through batch {}: it runs the order from there",
+            dispatch::batch_of(through)
+        );
         self.wake(ctx, p);
     }
 
@@ -2875,6 +2922,12 @@ impl<S: Schedule> Protocol for Ordered<S> {
                     );
                     if let Some(part) = node.parts.get_mut(&partition) {
                         part.durable = part.durable.max(through);
+                        part.floor = part.floor.max(through);
+                    }
+                }
+                Record::Floor { partition, at } => {
+                    if let Some(part) = node.parts.get_mut(&partition) {
+                        part.floor = part.floor.max(at);
                     }
                 }
                 Record::Sequencer(_) | Record::Kit(_) => {}
@@ -2904,6 +2957,10 @@ impl<S: Schedule> Protocol for Ordered<S> {
             emit(Record::Through {
                 partition: *p,
                 at: part.durable,
+            });
+            emit(Record::Floor {
+                partition: *p,
+                at: part.floor.max(self.horizons.collected()),
             });
         }
     }

@@ -468,3 +468,54 @@ fn sparkle_speculative_confirmation_commits_before_the_final_values() {
         }
     }
 }
+
+// ----- A node left behind (`common::horizons`) -----
+
+/// `calvin` with `left_behind_ms=500`. n1 (a follower of the sequencer; replica of p0 and p1)
+/// crashes at 300 ms, after `S` wrote `a` and `b`; a client of n0 then swaps them 40 times.
+/// Unheard for half a second, n1 is left behind: n0 and n2 cut their logs and collect old
+/// versions without it. Restarted at 2.5 s, n1's log ends below the leader's cut, so it
+/// installs a snapshot of the cut and copies p0 and p1 from their other replicas instead of
+/// running what it missed; then it runs the order from there like the others. A client of n1
+/// reads both keys at the end: 40 swaps leave them as `S` wrote them, and every replica of
+/// every partition holds the same state.
+#[test]
+fn calvin_a_node_left_behind_installs_a_snapshot_and_copies_its_partitions() {
+    let mut options = ProtocolOptions::default();
+    options
+        .settings
+        .insert("left_behind_ms".into(), "500".into());
+    let mut s = common::traced_sim_with::<Calvin>("lan", 1, 3, 2, options, one_shot::procedures());
+    let o = Observed::default();
+    let mut calls = vec![Call::put("S", &[(&a(), "a0"), (&b(), "b0")])];
+    for i in 0..40 {
+        let name: &'static str = Box::leak(format!("X{i}").into_boxed_str());
+        calls.push(Call::swap(name, &a(), &b()));
+    }
+    spawn_one_shot_client(&mut s, 0, ms(200), calls, &o);
+    spawn_one_shot_client(&mut s, 1, ms(3500), vec![Call::get("R", &[&a(), &b()])], &o);
+    s.run_until(ms(300));
+    assert!(o.committed("S"));
+    s.crash(NodeId(1));
+    s.run_until(ms(2500));
+    assert!(o.committed("X39"), "the swaps commit while n1 is down");
+    let cut_while_down = counter(&s, 0, "raft_entries_compacted");
+    assert!(cut_while_down > 0, "n0 cut its log without n1");
+    s.restart(NodeId(1));
+    s.run_until(ms(4000));
+    assert_eq!(counter(&s, 1, "raft_snapshots_installed"), 1);
+    assert_eq!(counter(&s, 1, "partitions_copied"), 2);
+    assert!(counter(&s, 0, "raft_snapshots_sent") >= 1);
+    assert_eq!(o.reads("R"), vec![some("a0"), some("b0")]);
+    assert!(o.committed("R"));
+    for (p, nodes) in [(0, [0, 1]), (1, [1, 2])] {
+        let digest = |n: u32| {
+            s.node(NodeId(n))
+                .state_digests()
+                .into_iter()
+                .find(|(q, _)| q.0 == p)
+                .map(|(_, d)| d)
+        };
+        assert_eq!(digest(nodes[0]), digest(nodes[1]), "p{p}'s replicas differ");
+    }
+}
