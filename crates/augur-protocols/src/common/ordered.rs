@@ -32,12 +32,13 @@
 //!   the sequencer delivers every batch again, and what is done is skipped. Versions are kept
 //!   until every node not left behind announced (`Horizon`) it is past them, so a sibling's
 //!   value can always be answered from them.
-//! * **Catching up.** A node unheard for `left_behind_ms` is left behind ([`Horizons`]): the
-//!   log and the versions are cut without it. Once back, it learns it was (the sequencer
-//!   installed a snapshot past what it ran, or a `Horizon` says versions it needs are gone),
-//!   throws away the runs of each partition not past the cut, and asks a replica that is
-//!   (`CopyAsk`) for the partition's newest versions through its frontier (`CopyOf`), logged as
-//!   one `Copied` record; then it runs what was delivered after that position.
+//! * **Catching up** (experimental, off by default: [`Horizons`], *Known hole*). A node unheard
+//!   for `left_behind_ms` is left behind: the log and the versions are cut without it. Once
+//!   back, it learns it was (the sequencer installed a snapshot past what it ran, a `Horizon`
+//!   says versions it needs are gone, or every replica of a value it waits for says so,
+//!   `ValueGone`), throws away every partition's runs, and asks replicas past one position
+//!   (`CopyAsk`) for each partition's newest versions through it (`CopyOf`), logged together
+//!   as one `Copied` record; then it runs what was delivered after that position.
 //!
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
@@ -269,10 +270,10 @@ pub enum Msg {
         through: Timestamp,
         collected: Timestamp,
     },
-    /// The sender was left behind: it asks for a copy of `partition` past `at_least`.
+    /// The sender was left behind: it asks for a copy of `partition` through `at`.
     CopyAsk {
         partition: PartitionId,
-        at_least: Timestamp,
+        at: Timestamp,
     },
     /// `partition` as the sender has it through `through`: every key's newest version at or
     /// below it (key, writer, position, value).
@@ -280,6 +281,18 @@ pub enum Msg {
         partition: PartitionId,
         through: Timestamp,
         versions: Vec<CopiedVersion>,
+    },
+    /// The value of `key` before `at` cannot be answered here: it is below this node's floor
+    /// and no version was found (it may be gone).
+    ValueGone {
+        at: Timestamp,
+        key: Key,
+        floor: Timestamp,
+    },
+    /// No copy of `partition` below `floor` can be given here (versions below it may be gone).
+    CopyRefused {
+        partition: PartitionId,
+        floor: Timestamp,
     },
     /// Reconnaissance of `txn` at its submitter reads `key`: its current committed value.
     ReconRead { txn: TxnId, key: Key },
@@ -320,6 +333,10 @@ impl CheckMessage for Msg {
                 }
                 Ok(())
             }
+            Msg::ValueGone { at: pos, key, .. } => {
+                from_owner(at, key)?;
+                nonzero(at, *pos)
+            }
             Msg::NeedValue { at: pos, key } => {
                 at.key_here(key)?;
                 nonzero(at, *pos)
@@ -337,7 +354,9 @@ impl CheckMessage for Msg {
                 }
                 Ok(())
             }
-            Msg::CopyAsk { partition, .. } => replicas_both(at, *partition),
+            Msg::CopyAsk { partition, .. } | Msg::CopyRefused { partition, .. } => {
+                replicas_both(at, *partition)
+            }
             Msg::CopyOf {
                 partition,
                 through,
@@ -585,12 +604,12 @@ pub enum Record {
         partition: PartitionId,
         at: Timestamp,
     },
-    /// `partition`'s state through `through` was replaced by a copy (this node was left
-    /// behind): every version at or below it dropped, `versions` put in its place.
+    /// Every partition's state through `through` was replaced by a copy (this node was left
+    /// behind): every version at or below it dropped, each partition's copied versions put in
+    /// its place.
     Copied {
-        partition: PartitionId,
         through: Timestamp,
-        versions: Vec<CopiedVersion>,
+        partitions: Vec<(PartitionId, Vec<CopiedVersion>)>,
     },
     /// `partition`'s versions before `at` may be missing here (a checkpoint of a store
     /// collected or copied through it): no value before it is answered.
@@ -893,6 +912,13 @@ pub struct Ordered<S: Schedule> {
     delivered: Timestamp,
     /// How far each node announced it got, and the cut ([`Horizons`]).
     horizons: Horizons,
+    /// This node was left behind and copies every partition through this position: the
+    /// copies received so far.
+    catching_up: Option<Timestamp>,
+    copies: BTreeMap<PartitionId, Vec<CopiedVersion>>,
+    /// Per value awaited, the replicas that answered it is gone ([`Msg::ValueGone`]), and the
+    /// highest floor they named.
+    gone: BTreeMap<(Timestamp, Key), (BTreeSet<NodeId>, Timestamp)>,
     ticks: u64,
     counters: Counters,
 }
@@ -961,6 +987,9 @@ impl<S: Schedule> Ordered<S> {
             blind: BlindWrites::default(),
             delivered: Timestamp::ZERO,
             horizons: Horizons::new(env),
+            catching_up: None,
+            copies: BTreeMap::new(),
+            gone: BTreeMap::new(),
             ticks: 0,
             counters: Counters::default(),
         }
@@ -2498,7 +2527,11 @@ impl<S: Schedule> Ordered<S> {
         let value = if settled >= at {
             match read() {
                 Some(v) => v,
-                None => return,
+                None => {
+                    let floor = self.horizons.collected().max(part.floor);
+                    ctx.send(from, Msg::ValueGone { at, key, floor });
+                    return;
+                }
             }
         } else if S::SPECULATIVE {
             return;
@@ -2597,6 +2630,8 @@ impl<S: Schedule> Ordered<S> {
         self.submissions.forget_before(cutoff);
         self.blind.forget_before(cutoff);
         self.inbox.prune_through(self.local_frontier());
+        let frontier = self.local_frontier();
+        self.gone.retain(|(at, _), _| *at > frontier);
         self.offers.prune_through(self.local_frontier());
         let frontier = self.local_frontier();
         self.confirmations = self.confirmations.split_off(&frontier.next());
@@ -2639,8 +2674,8 @@ impl<S: Schedule> Ordered<S> {
 
     // ----- Catching up (`common::horizons`) -----
 
-    /// The sequencer skipped batches this node never ran (it installed a snapshot): every
-    /// partition not past them is copied.
+    /// The sequencer skipped batches this node never ran (it installed a snapshot): the node
+    /// catches up past them.
     fn copy_if_skipped(&mut self, ctx: &mut Ctx<'_, Self>) {
         let cut = self.seq.compacted();
         if cut == 0 {
@@ -2650,20 +2685,11 @@ impl<S: Schedule> Ordered<S> {
         let Some(after) = dispatch::position(cut.saturating_add(1), 0) else {
             return;
         };
-        let skipped = Timestamp(after.0 - 1);
-        let behind: Vec<PartitionId> = self
-            .parts
-            .iter()
-            .filter(|(p, part)| part.copying.is_none() && self.frontier(**p) < skipped)
-            .map(|(p, _)| *p)
-            .collect();
-        for p in behind {
-            self.begin_copy(ctx, p, skipped);
-        }
+        self.catch_up_if_behind(ctx, Timestamp(after.0 - 1));
     }
 
-    /// `from` announced how far it got and what it collected: a partition of this node not
-    /// past that was left behind (the versions it would need may be gone), and is copied.
+    /// `from` announced how far it got and what it collected: a node with a partition not
+    /// past that was left behind (versions it would need may be gone), and catches up.
     fn heard_horizon(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
@@ -2672,80 +2698,137 @@ impl<S: Schedule> Ordered<S> {
         collected: Timestamp,
     ) {
         self.horizons.heard(from, through, ctx.now());
-        let behind: Vec<PartitionId> = self
-            .parts
-            .iter()
-            .filter(|(p, part)| part.copying.is_none() && self.frontier(**p) < collected)
-            .map(|(p, _)| *p)
-            .collect();
-        for p in behind {
-            self.begin_copy(ctx, p, collected);
+        self.catch_up_if_behind(ctx, collected);
+    }
+
+    /// Catch the node up past `at_least` if a partition of it is not past it (or raise the
+    /// position of a catch-up under way to it).
+    fn catch_up_if_behind(&mut self, ctx: &mut Ctx<'_, Self>, at_least: Timestamp) {
+        let behind = match self.catching_up {
+            Some(at) => at < at_least,
+            None => self.parts.keys().any(|p| self.frontier(*p) < at_least),
+        };
+        if behind {
+            self.catch_up(ctx, at_least);
         }
     }
 
-    /// Throw partition `p`'s runs away and ask for a copy past `at_least`. What was delivered
-    /// stays pending, for after the copy.
-    fn begin_copy(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId, at_least: Timestamp) {
-        let part = self.parts.get_mut(&p).expect("local");
-        tracing::info!(
-            "{p} was left behind in batch {} (the cluster is past batch {}): copying it from a replica",
-            dispatch::batch_of(part.durable),
-            dispatch::batch_of(at_least)
-        );
-        part.copying = Some(at_least);
-        part.generation += 1;
-        part.running.clear();
-        part.schedule = S::new(&self.env, p);
-        part.spec = fresh_speculative::<S>(self.mutant, self.mode);
-        self.ask_copy(ctx, p);
+    /// A replica of `key`'s partition cannot answer its value before `at` (it is below its
+    /// floor): once every other replica said so, nobody will, and the node catches up past the
+    /// highest floor.
+    fn value_gone(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        at: Timestamp,
+        key: Key,
+        floor: Timestamp,
+    ) {
+        if at <= self.local_frontier() || self.catching_up.is_some() {
+            return;
+        }
+        let owner = self.env.placement.partition_of(&key);
+        let me = self.me();
+        let (said, highest) = self.gone.entry((at, key)).or_default();
+        said.insert(from);
+        *highest = (*highest).max(floor);
+        let highest = *highest;
+        let all = self
+            .env
+            .placement
+            .replicas(owner)
+            .iter()
+            .all(|n| *n == me || said.contains(n));
+        if all {
+            self.catch_up(ctx, highest);
+        }
     }
 
-    /// Ask the next replica of `p` for a copy, the furthest first.
+    /// Throw every partition's runs away and ask for a copy of each through one position: at
+    /// least `at_least`, and as far as any partition here got (so that none restarts below
+    /// another, whose values it might need where nobody runs them any more). What was
+    /// delivered stays pending, for after the copies.
+    fn catch_up(&mut self, ctx: &mut Ctx<'_, Self>, at_least: Timestamp) {
+        let furthest = self
+            .parts
+            .keys()
+            .map(|p| self.frontier(*p))
+            .max()
+            .unwrap_or(Timestamp::ZERO);
+        let at = at_least
+            .max(furthest)
+            .max(self.catching_up.unwrap_or(Timestamp::ZERO));
+        tracing::info!(
+            "left behind in batch {} (the cluster is past batch {}): copying every partition through batch {}",
+            dispatch::batch_of(self.local_frontier()),
+            dispatch::batch_of(at_least),
+            dispatch::batch_of(at)
+        );
+        self.catching_up = Some(at);
+        self.copies.clear();
+        for (p, part) in self.parts.iter_mut() {
+            if part.copying.is_none() {
+                part.generation += 1;
+                part.running.clear();
+                part.schedule = S::new(&self.env, *p);
+                part.spec = fresh_speculative::<S>(self.mutant, self.mode);
+            }
+            part.copying = Some(at);
+        }
+        self.ask_copies(ctx);
+    }
+
+    /// Ask the next replica of `p` for its copy, the furthest first.
     fn ask_copy(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
-        let sources = self.horizons.furthest_first(self.env.placement.replicas(p));
-        let part = self.parts.get_mut(&p).expect("local");
-        let (Some(at_least), false) = (part.copying, sources.is_empty()) else {
+        let Some(at) = self.catching_up else {
             return;
         };
+        let sources = self.horizons.furthest_first(self.env.placement.replicas(p));
+        if sources.is_empty() {
+            return;
+        }
+        let part = self.parts.get_mut(&p).expect("local");
         let source = sources[part.copy_asks % sources.len()];
         part.copy_asks += 1;
         self.counters.copies_asked += 1;
-        ctx.send(
-            source,
-            Msg::CopyAsk {
-                partition: p,
-                at_least,
-            },
-        );
+        ctx.send(source, Msg::CopyAsk { partition: p, at });
     }
 
-    /// Ask again for every copy still awaited (each announcement tick).
+    /// Ask for every copy still awaited (at once, then each announcement tick).
     fn ask_copies(&mut self, ctx: &mut Ctx<'_, Self>) {
-        let copying: Vec<PartitionId> = self
+        if self.catching_up.is_none() {
+            return;
+        }
+        let awaited: Vec<PartitionId> = self
             .parts
-            .iter()
-            .filter(|(_, part)| part.copying.is_some())
-            .map(|(p, _)| *p)
+            .keys()
+            .filter(|p| !self.copies.contains_key(p))
+            .copied()
             .collect();
-        for p in copying {
+        for p in awaited {
             self.ask_copy(ctx, p);
         }
     }
 
-    /// A replica of `p` left behind asks for a copy past `at_least`: sent if this node is past
-    /// it (else the asker tries another replica).
-    fn give_copy(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        from: NodeId,
-        p: PartitionId,
-        at_least: Timestamp,
-    ) {
+    /// A replica of `p` catching up asks for a copy through `at`: sent if this node is past
+    /// it and still has every version it needs (else the asker tries another replica, or, told
+    /// this node's floor, catches up further).
+    fn give_copy(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, p: PartitionId, at: Timestamp) {
         let Some(part) = self.parts.get(&p) else {
             return;
         };
-        let through = self.frontier(p);
-        if part.copying.is_some() || through < at_least {
+        if part.copying.is_some() || self.frontier(p) < at {
+            return;
+        }
+        let floor = self.horizons.collected().max(part.floor);
+        if at < floor {
+            ctx.send(
+                from,
+                Msg::CopyRefused {
+                    partition: p,
+                    floor,
+                },
+            );
             return;
         }
         let store = reading(&self.store);
@@ -2753,7 +2836,7 @@ impl<S: Schedule> Ordered<S> {
             .iter()
             .filter(|(key, _)| self.env.placement.partition_of(key) == p)
             .filter_map(|(key, entry)| {
-                let v = entry.read_at(through)?;
+                let v = entry.read_at(at)?;
                 Some((key.clone(), v.writer, v.ts, v.value.clone()))
             })
             .collect();
@@ -2763,14 +2846,15 @@ impl<S: Schedule> Ordered<S> {
             from,
             Msg::CopyOf {
                 partition: p,
-                through,
+                through: at,
                 versions,
             },
         );
     }
 
-    /// A copy of `p` through `through` came: if it is the one awaited, log it, put it in
-    /// place, and hand what was delivered after it to a fresh schedule.
+    /// A copy of `p` through `through` came: kept if it is one awaited; once every partition
+    /// has its copy, they are logged as one record, put in place, and what was delivered after
+    /// the position goes to fresh schedules.
     fn take_copy(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
@@ -2778,42 +2862,48 @@ impl<S: Schedule> Ordered<S> {
         through: Timestamp,
         versions: Vec<CopiedVersion>,
     ) {
-        let Some(part) = self.parts.get_mut(&p) else {
-            return;
-        };
-        if part.copying.is_none_or(|at_least| through < at_least) {
+        if self.catching_up != Some(through) || !self.parts.contains_key(&p) {
             return;
         }
-        replace_through(
-            &mut writing(&self.store),
-            &self.env.placement,
-            p,
-            through,
-            &versions,
-        );
-        ctx.persist(Record::Copied {
-            partition: p,
-            through,
-            versions,
-        });
-        part.copying = None;
-        part.floor = part.floor.max(through);
-        part.durable = part.durable.max(through);
-        part.done_above = part.done_above.split_off(&through.next());
-        part.pending = part.pending.split_off(&through.next());
-        let placement = Arc::clone(&self.env.placement);
-        for (at, entry) in &part.pending {
-            part.schedule.deliver(*at, entry, &placement);
-            if let Some(spec) = &part.spec {
-                lock(spec).begin(*at);
+        self.copies.insert(p, versions);
+        if self.copies.len() < self.parts.len() {
+            return;
+        }
+        let partitions: Vec<(PartitionId, Vec<CopiedVersion>)> =
+            std::mem::take(&mut self.copies).into_iter().collect();
+        {
+            let mut store = writing(&self.store);
+            for (p, versions) in &partitions {
+                replace_through(&mut store, &self.env.placement, *p, through, versions);
             }
         }
-        self.counters.partitions_copied += 1;
+        ctx.persist(Record::Copied {
+            through,
+            partitions,
+        });
+        self.catching_up = None;
+        let placement = Arc::clone(&self.env.placement);
+        let ps: Vec<PartitionId> = self.parts.keys().copied().collect();
+        for p in ps {
+            let part = self.parts.get_mut(&p).expect("local");
+            part.copying = None;
+            part.floor = part.floor.max(through);
+            part.durable = part.durable.max(through);
+            part.done_above = part.done_above.split_off(&through.next());
+            part.pending = part.pending.split_off(&through.next());
+            for (at, entry) in &part.pending {
+                part.schedule.deliver(*at, entry, &placement);
+                if let Some(spec) = &part.spec {
+                    lock(spec).begin(*at);
+                }
+            }
+            self.wake(ctx, p);
+        }
+        self.counters.partitions_copied += self.parts.len() as u64;
         tracing::info!(
-            "{p} copied through batch {}: it runs the order from there",
+            "copied every partition through batch {}: running the order from there",
             dispatch::batch_of(through)
         );
-        self.wake(ctx, p);
     }
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
@@ -2835,10 +2925,13 @@ impl<S: Schedule> Ordered<S> {
             Msg::Horizon { through, collected } => {
                 self.heard_horizon(ctx, from, through, collected)
             }
-            Msg::CopyAsk {
-                partition,
-                at_least,
-            } => self.give_copy(ctx, from, partition, at_least),
+            Msg::CopyAsk { partition, at } => self.give_copy(ctx, from, partition, at),
+            Msg::ValueGone { at, key, floor } => self.value_gone(ctx, from, at, key, floor),
+            Msg::CopyRefused { floor, .. } => {
+                if self.catching_up.is_some() {
+                    self.catch_up(ctx, floor);
+                }
+            }
             Msg::CopyOf {
                 partition,
                 through,
@@ -2909,20 +3002,21 @@ impl<S: Schedule> Protocol for Ordered<S> {
                     }
                 }
                 Record::Copied {
-                    partition,
                     through,
-                    versions,
+                    partitions,
                 } => {
-                    replace_through(
-                        &mut writing(&node.store),
-                        &env.placement,
-                        partition,
-                        through,
-                        &versions,
-                    );
-                    if let Some(part) = node.parts.get_mut(&partition) {
-                        part.durable = part.durable.max(through);
-                        part.floor = part.floor.max(through);
+                    for (partition, versions) in partitions {
+                        replace_through(
+                            &mut writing(&node.store),
+                            &env.placement,
+                            partition,
+                            through,
+                            &versions,
+                        );
+                        if let Some(part) = node.parts.get_mut(&partition) {
+                            part.durable = part.durable.max(through);
+                            part.floor = part.floor.max(through);
+                        }
                     }
                 }
                 Record::Floor { partition, at } => {
