@@ -404,7 +404,8 @@ fn from_owner(at: &Inbound<'_>, key: &Key) -> Result<(), BadMessage> {
 
 /// Only a replica of `partition` asks another for a copy of it, or sends one.
 fn replicas_both(at: &Inbound<'_>, partition: PartitionId) -> Result<(), BadMessage> {
-    if !at.placement.replicates(at.from, partition) || !at.placement.replicates(at.me, partition) {
+    at.partition_here(partition)?;
+    if !at.placement.replicates(at.from, partition) {
         return Err(at.bad(format!(
             "a copy of {partition} between {} and {}, which do not both replicate it",
             at.from, at.me
@@ -2724,7 +2725,13 @@ impl<S: Schedule> Ordered<S> {
         key: Key,
         floor: Timestamp,
     ) {
-        if at <= self.local_frontier() || self.catching_up.is_some() {
+        // A floor past what the sender announced is not believed (a forged one would send this
+        // node after a position nobody reaches); an honest sender announces it soon, and the
+        // value is asked for again.
+        if at <= self.local_frontier()
+            || self.catching_up.is_some()
+            || floor > self.horizons.of(from)
+        {
             return;
         }
         let owner = self.env.placement.partition_of(&key);
@@ -2928,7 +2935,8 @@ impl<S: Schedule> Ordered<S> {
             Msg::CopyAsk { partition, at } => self.give_copy(ctx, from, partition, at),
             Msg::ValueGone { at, key, floor } => self.value_gone(ctx, from, at, key, floor),
             Msg::CopyRefused { floor, .. } => {
-                if self.catching_up.is_some() {
+                // As for `ValueGone`: a floor past what the sender announced is not believed.
+                if self.catching_up.is_some() && floor <= self.horizons.of(from) {
                     self.catch_up(ctx, floor);
                 }
             }
