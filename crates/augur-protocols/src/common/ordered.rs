@@ -708,9 +708,6 @@ struct Part<S> {
     pulling: bool,
     /// The speculative state ([`Schedule::SPECULATIVE`] schedules only).
     spec: Option<SharedSpeculative>,
-    /// This node was left behind on it (`common::horizons`): it runs nothing and waits for a
-    /// copy from another replica past this position.
-    copying: Option<Timestamp>,
     /// How many copies were asked for (the replica asked next rotates).
     copy_asks: usize,
     /// Versions of the partition before this position may be missing here (a copy brought
@@ -961,7 +958,6 @@ impl<S: Schedule> Ordered<S> {
                     scheduling: false,
                     pulling: false,
                     spec: fresh_speculative::<S>(mutant, mode),
-                    copying: None,
                     copy_asks: 0,
                     floor: Timestamp::ZERO,
                     generation: 0,
@@ -1003,7 +999,7 @@ impl<S: Schedule> Ordered<S> {
     /// Every position at or below this is done by partition `p` here.
     fn frontier(&self, p: PartitionId) -> Timestamp {
         let part = &self.parts[&p];
-        if part.copying.is_some() {
+        if self.catching_up.is_some() {
             return part.durable;
         }
         let done = match part.pending.keys().next() {
@@ -1327,12 +1323,7 @@ impl<S: Schedule> Ordered<S> {
     }
 
     fn on_recon_read(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, key: Key) {
-        let p = self.env.placement.partition_of(&key);
-        if self
-            .parts
-            .get(&p)
-            .is_some_and(|part| part.copying.is_some())
-        {
+        if self.catching_up.is_some() {
             return; // its store is stale: the submitter asks another replica
         }
         let value = reading(&self.store)
@@ -1348,6 +1339,7 @@ impl<S: Schedule> Ordered<S> {
     fn take(&mut self, ctx: &mut Ctx<'_, Self>, batches: Vec<sequencer::Batch<Entry>>) {
         self.copy_if_skipped(ctx);
         let placement = Arc::clone(&self.env.placement);
+        let catching_up = self.catching_up.is_some();
         let mut woken = BTreeSet::new();
         for batch in batches {
             let mut entries: Vec<(usize, Entry)> = match self.arrange(&batch.items) {
@@ -1377,8 +1369,8 @@ impl<S: Schedule> Ordered<S> {
                         && !part.done_above.contains(&at)
                         && !part.pending.contains_key(&at)
                     {
-                        if part.copying.is_some() {
-                            // Handed to the schedule once the copy is in.
+                        if catching_up {
+                            // Handed to the schedule once the copies are in.
                             part.pending.insert(at, Arc::clone(&entry));
                             continue;
                         }
@@ -1432,7 +1424,7 @@ impl<S: Schedule> Ordered<S> {
     fn schedule(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
         let part = self.parts.get_mut(&p).expect("local");
         part.scheduling = false;
-        if part.copying.is_some() {
+        if self.catching_up.is_some() {
             return;
         }
         let mut work = Work::on(part.schedule.schedule_on());
@@ -2502,16 +2494,16 @@ impl<S: Schedule> Ordered<S> {
             return;
         };
         let before = Timestamp(at.0 - 1);
-        // A copying partition's store is stale.
-        if part.copying.is_some() {
+        // A store catching up is stale.
+        if self.catching_up.is_some() {
             return;
         }
         // Below the floor (a copy's position, or the cut collection ran to) a key keeps only
         // its newest version at or below the floor and the newer ones: a version found at or
         // below `before` is still the newest there, but finding none says nothing (the one
         // before may be gone), and is left to a replica that knows.
-        let below_floor = before < self.horizons.collected().max(part.floor)
-            && self.mutant != Some(Mutant::AnswerBelowFloor);
+        let floor = self.horizons.collected().max(part.floor);
+        let below_floor = before < floor && self.mutant != Some(Mutant::AnswerBelowFloor);
         let read = || -> Option<Option<Value>> {
             match reading(&self.store).read_at(&key, before) {
                 Some(v) => Some(v.value.clone()),
@@ -2529,7 +2521,6 @@ impl<S: Schedule> Ordered<S> {
             match read() {
                 Some(v) => v,
                 None => {
-                    let floor = self.horizons.collected().max(part.floor);
                     ctx.send(from, Msg::ValueGone { at, key, floor });
                     return;
                 }
@@ -2771,17 +2762,17 @@ impl<S: Schedule> Ordered<S> {
             dispatch::batch_of(at_least),
             dispatch::batch_of(at)
         );
-        self.catching_up = Some(at);
-        self.copies.clear();
-        for (p, part) in self.parts.iter_mut() {
-            if part.copying.is_none() {
+        // A catch-up under way already threw the runs away.
+        if self.catching_up.is_none() {
+            for (p, part) in self.parts.iter_mut() {
                 part.generation += 1;
                 part.running.clear();
                 part.schedule = S::new(&self.env, *p);
                 part.spec = fresh_speculative::<S>(self.mutant, self.mode);
             }
-            part.copying = Some(at);
         }
+        self.catching_up = Some(at);
+        self.copies.clear();
         self.ask_copies(ctx);
     }
 
@@ -2824,7 +2815,7 @@ impl<S: Schedule> Ordered<S> {
         let Some(part) = self.parts.get(&p) else {
             return;
         };
-        if part.copying.is_some() || self.frontier(p) < at {
+        if self.catching_up.is_some() || self.frontier(p) < at {
             return;
         }
         let floor = self.horizons.collected().max(part.floor);
@@ -2893,7 +2884,6 @@ impl<S: Schedule> Ordered<S> {
         let ps: Vec<PartitionId> = self.parts.keys().copied().collect();
         for p in ps {
             let part = self.parts.get_mut(&p).expect("local");
-            part.copying = None;
             part.floor = part.floor.max(through);
             part.durable = part.durable.max(through);
             part.done_above = part.done_above.split_off(&through.next());
@@ -3110,10 +3100,11 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("reconnaissances_open", self.recons.len() as u64),
             (
                 "partitions_copying",
-                self.parts
-                    .values()
-                    .filter(|part| part.copying.is_some())
-                    .count() as u64,
+                if self.catching_up.is_some() {
+                    self.parts.len() as u64
+                } else {
+                    0
+                },
             ),
         ]
     }
