@@ -814,9 +814,12 @@ impl<P: Protocol> Simulation<P> {
         if let Some(input) = input {
             self.traced(node, || input);
         }
+        let sim_ms = self.now_us / 1000;
         let n = &mut self.nodes[node.0 as usize];
         let incarnation = n.incarnation;
         let mut ctx = Ctx::new(node, now, &mut n.rng, &mut effects);
+        // Every node's log lines in one stream: say whose they are, and when (simulated ms).
+        let _span = tracing::info_span!("node", id = node.0, ms = sim_ms).entered();
         f(&mut n.protocol, &mut ctx);
         Some((incarnation, effects))
     }

@@ -36,9 +36,11 @@
 //!   for `left_behind_ms` is left behind: the log and the versions are cut without it. Once
 //!   back, it learns it was (the sequencer installed a snapshot past what it ran, a `Horizon`
 //!   says versions it needs are gone, or every replica of a value it waits for says so,
-//!   `ValueGone`), throws away every partition's runs, and asks replicas past one position
-//!   (`CopyAsk`) for each partition's newest versions through it (`CopyOf`), logged together
-//!   as one `Copied` record; then it runs what was delivered after that position.
+//!   `ValueGone`), throws away the runs of every partition not past one position, and asks
+//!   replicas past it (`CopyAsk`) for those partitions' newest versions through it (`CopyOf`),
+//!   logged together as one `Copied` record; then they run what was delivered after it. The
+//!   partitions already past it run on meanwhile: their replicas may need their values to get
+//!   there.
 //!
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
@@ -717,6 +719,9 @@ struct Part<S> {
     /// Bumped when the partition's runs are thrown away for a copy: a worker's result from an
     /// earlier generation is dropped.
     generation: u64,
+    /// The partition is not past the node's catch-up position ([`Ordered::catching_up`]): its
+    /// runs were thrown away, and it waits for a copy through that position.
+    copying: bool,
 }
 
 impl<S> Part<S> {
@@ -910,8 +915,8 @@ pub struct Ordered<S: Schedule> {
     delivered: Timestamp,
     /// How far each node announced it got, and the cut ([`Horizons`]).
     horizons: Horizons,
-    /// This node was left behind and copies every partition through this position: the
-    /// copies received so far.
+    /// This node was left behind and copies the partitions not past this position through
+    /// it (the `copying` ones): the copies received so far.
     catching_up: Option<Timestamp>,
     copies: BTreeMap<PartitionId, Vec<CopiedVersion>>,
     /// Per value awaited, the replicas that answered it is gone ([`Msg::ValueGone`]), and the
@@ -961,6 +966,7 @@ impl<S: Schedule> Ordered<S> {
                     copy_asks: 0,
                     floor: Timestamp::ZERO,
                     generation: 0,
+                    copying: false,
                 };
                 (*p, part)
             })
@@ -999,7 +1005,7 @@ impl<S: Schedule> Ordered<S> {
     /// Every position at or below this is done by partition `p` here.
     fn frontier(&self, p: PartitionId) -> Timestamp {
         let part = &self.parts[&p];
-        if self.catching_up.is_some() {
+        if part.copying {
             return part.durable;
         }
         let done = match part.pending.keys().next() {
@@ -1323,7 +1329,8 @@ impl<S: Schedule> Ordered<S> {
     }
 
     fn on_recon_read(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, txn: TxnId, key: Key) {
-        if self.catching_up.is_some() {
+        let p = self.env.placement.partition_of(&key);
+        if self.parts.get(&p).is_some_and(|part| part.copying) {
             return; // its store is stale: the submitter asks another replica
         }
         let value = reading(&self.store)
@@ -1339,7 +1346,6 @@ impl<S: Schedule> Ordered<S> {
     fn take(&mut self, ctx: &mut Ctx<'_, Self>, batches: Vec<sequencer::Batch<Entry>>) {
         self.copy_if_skipped(ctx);
         let placement = Arc::clone(&self.env.placement);
-        let catching_up = self.catching_up.is_some();
         let mut woken = BTreeSet::new();
         for batch in batches {
             let mut entries: Vec<(usize, Entry)> = match self.arrange(&batch.items) {
@@ -1369,7 +1375,7 @@ impl<S: Schedule> Ordered<S> {
                         && !part.done_above.contains(&at)
                         && !part.pending.contains_key(&at)
                     {
-                        if catching_up {
+                        if part.copying {
                             // Handed to the schedule once the copies are in.
                             part.pending.insert(at, Arc::clone(&entry));
                             continue;
@@ -1424,7 +1430,7 @@ impl<S: Schedule> Ordered<S> {
     fn schedule(&mut self, ctx: &mut Ctx<'_, Self>, p: PartitionId) {
         let part = self.parts.get_mut(&p).expect("local");
         part.scheduling = false;
-        if self.catching_up.is_some() {
+        if part.copying {
             return;
         }
         let mut work = Work::on(part.schedule.schedule_on());
@@ -2494,8 +2500,8 @@ impl<S: Schedule> Ordered<S> {
             return;
         };
         let before = Timestamp(at.0 - 1);
-        // A store catching up is stale.
-        if self.catching_up.is_some() {
+        // A partition waiting for its copy is stale.
+        if part.copying {
             return;
         }
         // Below the floor (a copy's position, or the cut collection ran to) a key keeps only
@@ -2696,11 +2702,12 @@ impl<S: Schedule> Ordered<S> {
     /// Catch the node up past `at_least` if a partition of it is not past it (or raise the
     /// position of a catch-up under way to it).
     fn catch_up_if_behind(&mut self, ctx: &mut Ctx<'_, Self>, at_least: Timestamp) {
-        let behind = match self.catching_up {
-            Some(at) => at < at_least,
-            None => self.parts.keys().any(|p| self.frontier(*p) < at_least),
-        };
-        if behind {
+        let raised = self.catching_up.is_some_and(|at| at < at_least);
+        let behind = self
+            .parts
+            .iter()
+            .any(|(p, part)| !part.copying && self.frontier(*p) < at_least);
+        if raised || behind {
             self.catch_up(ctx, at_least);
         }
     }
@@ -2719,10 +2726,7 @@ impl<S: Schedule> Ordered<S> {
         // A floor past what the sender announced is not believed (a forged one would send this
         // node after a position nobody reaches); an honest sender announces it soon, and the
         // value is asked for again.
-        if at <= self.local_frontier()
-            || self.catching_up.is_some()
-            || floor > self.horizons.of(from)
-        {
+        if at <= self.local_frontier() || floor > self.horizons.of(from) {
             return;
         }
         let owner = self.env.placement.partition_of(&key);
@@ -2742,37 +2746,48 @@ impl<S: Schedule> Ordered<S> {
         }
     }
 
-    /// Throw every partition's runs away and ask for a copy of each through one position: at
-    /// least `at_least`, and as far as any partition here got (so that none restarts below
-    /// another, whose values it might need where nobody runs them any more). What was
-    /// delivered stays pending, for after the copies.
+    /// Catch up through one position, at least `at_least` (and any position a catch-up under
+    /// way has): throw away the runs of every partition not past it and ask for a copy of each
+    /// through it. One position for all, so that no copied partition restarts below another
+    /// copied past it (whose versions in between the copy dropped here); the partitions past it
+    /// run on, for their replicas may need their values to get there. What was delivered stays
+    /// pending, for after the copies.
     fn catch_up(&mut self, ctx: &mut Ctx<'_, Self>, at_least: Timestamp) {
-        let furthest = self
+        let at = at_least.max(self.catching_up.unwrap_or(Timestamp::ZERO));
+        let behind: Vec<PartitionId> = self
             .parts
-            .keys()
-            .map(|p| self.frontier(*p))
-            .max()
-            .unwrap_or(Timestamp::ZERO);
-        let at = at_least
-            .max(furthest)
-            .max(self.catching_up.unwrap_or(Timestamp::ZERO));
+            .iter()
+            .filter(|(p, part)| !part.copying && self.frontier(**p) < at)
+            .map(|(p, _)| *p)
+            .collect();
+        if self.catching_up == Some(at) && behind.is_empty() {
+            return;
+        }
+        for p in &behind {
+            let part = self.parts.get_mut(p).expect("local");
+            part.generation += 1;
+            part.running.clear();
+            part.schedule = S::new(&self.env, *p);
+            part.spec = fresh_speculative::<S>(self.mutant, self.mode);
+            part.copying = true;
+        }
+        if self.catching_up != Some(at) {
+            // The copies so far are through a lower position.
+            self.copies.clear();
+        }
+        self.catching_up = Some(at);
+        let copying: Vec<PartitionId> = self
+            .parts
+            .iter()
+            .filter(|(_, part)| part.copying)
+            .map(|(p, _)| *p)
+            .collect();
         tracing::info!(
-            "left behind in batch {} (the cluster is past batch {}): copying every partition through batch {}",
+            "left behind in batch {} (the cluster is past batch {}): copying {copying:?} through batch {}",
             dispatch::batch_of(self.local_frontier()),
             dispatch::batch_of(at_least),
             dispatch::batch_of(at)
         );
-        // A catch-up under way already threw the runs away.
-        if self.catching_up.is_none() {
-            for (p, part) in self.parts.iter_mut() {
-                part.generation += 1;
-                part.running.clear();
-                part.schedule = S::new(&self.env, *p);
-                part.spec = fresh_speculative::<S>(self.mutant, self.mode);
-            }
-        }
-        self.catching_up = Some(at);
-        self.copies.clear();
         self.ask_copies(ctx);
     }
 
@@ -2789,6 +2804,7 @@ impl<S: Schedule> Ordered<S> {
         let source = sources[part.copy_asks % sources.len()];
         part.copy_asks += 1;
         self.counters.copies_asked += 1;
+        tracing::debug!("asking n{} for partition {p} through {at}", source.0);
         ctx.send(source, Msg::CopyAsk { partition: p, at });
     }
 
@@ -2799,9 +2815,9 @@ impl<S: Schedule> Ordered<S> {
         }
         let awaited: Vec<PartitionId> = self
             .parts
-            .keys()
-            .filter(|p| !self.copies.contains_key(p))
-            .copied()
+            .iter()
+            .filter(|(p, part)| part.copying && !self.copies.contains_key(p))
+            .map(|(p, _)| *p)
             .collect();
         for p in awaited {
             self.ask_copy(ctx, p);
@@ -2815,11 +2831,21 @@ impl<S: Schedule> Ordered<S> {
         let Some(part) = self.parts.get(&p) else {
             return;
         };
-        if self.catching_up.is_some() || self.frontier(p) < at {
+        if part.copying || self.frontier(p) < at {
+            tracing::debug!(
+                "no copy of partition {p} through {at} for n{}: copying {}, at {}",
+                from.0,
+                part.copying,
+                self.frontier(p)
+            );
             return;
         }
         let floor = self.horizons.collected().max(part.floor);
         if at < floor {
+            tracing::debug!(
+                "copy of partition {p} through {at} refused to n{}: floor {floor}",
+                from.0
+            );
             ctx.send(
                 from,
                 Msg::CopyRefused {
@@ -2851,8 +2877,8 @@ impl<S: Schedule> Ordered<S> {
     }
 
     /// A copy of `p` through `through` came: kept if it is one awaited; once every partition
-    /// has its copy, they are logged as one record, put in place, and what was delivered after
-    /// the position goes to fresh schedules.
+    /// copying has its copy, they are logged as one record, put in place, and what was
+    /// delivered after the position goes to their fresh schedules.
     fn take_copy(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
@@ -2860,11 +2886,12 @@ impl<S: Schedule> Ordered<S> {
         through: Timestamp,
         versions: Vec<CopiedVersion>,
     ) {
-        if self.catching_up != Some(through) || !self.parts.contains_key(&p) {
+        let awaited = self.parts.get(&p).is_some_and(|part| part.copying);
+        if self.catching_up != Some(through) || !awaited {
             return;
         }
         self.copies.insert(p, versions);
-        if self.copies.len() < self.parts.len() {
+        if self.copies.len() < self.copying_count() {
             return;
         }
         let partitions: Vec<(PartitionId, Vec<CopiedVersion>)> =
@@ -2875,15 +2902,16 @@ impl<S: Schedule> Ordered<S> {
                 replace_through(&mut store, &self.env.placement, *p, through, versions);
             }
         }
+        let copied: Vec<PartitionId> = partitions.iter().map(|(p, _)| *p).collect();
         ctx.persist(Record::Copied {
             through,
             partitions,
         });
         self.catching_up = None;
         let placement = Arc::clone(&self.env.placement);
-        let ps: Vec<PartitionId> = self.parts.keys().copied().collect();
-        for p in ps {
-            let part = self.parts.get_mut(&p).expect("local");
+        for p in &copied {
+            let part = self.parts.get_mut(p).expect("local");
+            part.copying = false;
             part.floor = part.floor.max(through);
             part.durable = part.durable.max(through);
             part.done_above = part.done_above.split_off(&through.next());
@@ -2894,13 +2922,18 @@ impl<S: Schedule> Ordered<S> {
                     lock(spec).begin(*at);
                 }
             }
-            self.wake(ctx, p);
+            self.wake(ctx, *p);
         }
-        self.counters.partitions_copied += self.parts.len() as u64;
+        self.counters.partitions_copied += copied.len() as u64;
         tracing::info!(
-            "copied every partition through batch {}: running the order from there",
+            "copied {copied:?} through batch {}: running the order from there",
             dispatch::batch_of(through)
         );
+    }
+
+    /// How many partitions wait for their copy.
+    fn copying_count(&self) -> usize {
+        self.parts.values().filter(|part| part.copying).count()
     }
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
@@ -3098,14 +3131,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("inbox_positions", self.inbox.len() as u64),
             ("offered_positions", self.offers.len() as u64),
             ("reconnaissances_open", self.recons.len() as u64),
-            (
-                "partitions_copying",
-                if self.catching_up.is_some() {
-                    self.parts.len() as u64
-                } else {
-                    0
-                },
-            ),
+            ("partitions_copying", self.copying_count() as u64),
         ]
     }
 
