@@ -6,7 +6,7 @@
 use crate::BadInput;
 use crate::cluster::{Cluster, ClusterFile, NodeEntry, OptionsFile, SecurityFile};
 use anyhow::Context;
-use augur_protocols::registry;
+use augur_protocols::registry::{self, ProtocolInfo};
 use augur_runtime::tcp::generate_pki;
 use augur_types::{LatencyProfile, Layout, NodeId, Placement};
 use std::io::Write;
@@ -105,6 +105,16 @@ pub struct InitOptions<'a> {
     pub emulate_latency: bool,
 }
 
+/// Replicas per partition when none is given: every node for a protocol that replicates the
+/// whole database to each, else three (or fewer nodes).
+pub fn default_replication(info: &ProtocolInfo, nodes: usize) -> usize {
+    if info.full_replication() {
+        nodes
+    } else {
+        nodes.min(3)
+    }
+}
+
 /// `augur cluster init`: a TLS loopback cluster in `dir` (see the module docs). Returns the
 /// path of the cluster file, checked by loading it back.
 pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
@@ -127,12 +137,7 @@ pub fn init(options: &InitOptions<'_>) -> anyhow::Result<PathBuf> {
         .into());
     }
     let info = registry::info(protocol).map_err(|e| BadInput(e.to_string()))?;
-    // A protocol that replicates the whole database to every node defaults to it.
-    let replication = replication.unwrap_or(if info.full_replication() {
-        nodes
-    } else {
-        nodes.min(3)
-    });
+    let replication = replication.unwrap_or(default_replication(info, nodes));
     if nodes == 0 {
         return Err(BadInput("--nodes must be at least 1".into()).into());
     }

@@ -1,6 +1,6 @@
 //! How far every node of an order-then-execute cluster got, and how far the log and the old
-//! versions may therefore be cut: the part of `common::ordered` and `common::replicated` that
-//! decides whom they wait for.
+//! versions may therefore be cut: the part of `common::ordered` that decides whom it waits
+//! for.
 //!
 //! Each node announces every few ticks its *horizon*: the position every one of its partitions
 //! is past and has logged, so it never runs a position at or below it again. The log and the
@@ -8,7 +8,8 @@
 //!
 //! A node that stays silent (it is down, paused, or cut off) would hold that cut back for as
 //! long as it is away: every other node's log and every overwritten version would grow without
-//! bound. So a node unheard for longer than [`LEFT_BEHIND_MS`] is *left behind*: the cut moves
+//! bound. So a node unheard for longer than [`LEFT_BEHIND_MS`] ([`LEFT_BEHIND_DEFAULT`] unless
+//! set) is *left behind*: the cut moves
 //! on without it ([`Horizons::watermark`]). When it returns, its log ends below the cut, and the
 //! sequencer's leader sends it a snapshot of the cut; its partitions are then copied from a
 //! replica that is past the cut, not run again. A node is left behind only if every partition
@@ -16,22 +17,25 @@
 //! never moves back ([`Horizons::collected`]): a node heard again after it was left behind
 //! holds back only what follows.
 //!
-//! # Known hole (why it is off by default)
+//! # Where a node left behind restarts
 //!
-//! A node catches up whole: every partition is copied through one position (at least the
-//! cut, and as far as any of its partitions got), so that none restarts below another whose
-//! values it needs. A replica below whose floor (a copy's position, or its cut) a value is
-//! asked answers that it is gone (`ValueGone`) unless it finds a version there, and a node told
-//! so by every replica catches up past the highest floor; a copy asked below a source's floor
-//! is refused with it (`CopyRefused`), which raises the position. Still, the sweep of
-//! `calvin`, `s-smr` and `sparkle` under every fault with `left_behind_ms=500` (100 seeds of
-//! three workloads on `lan` and `3dc`: 1,800 runs) finds three clusters that stop committing,
-//! all `calvin` on `bank` over `lan` (seeds 23, 38 and 56; the histories stay correct). The
-//! likeliest cause, seen in seed 23's log but not confirmed: both replicas of a partition
-//! left behind at once, neither can give the other a copy, while the values they need are
-//! below a third node's floor. Closing it needs a partition's state rebuilt from both (or a
-//! copy source that serves below its floor from its log); until then the setting is off by
-//! default, and a node that stays down holds every log back, as before.
+//! The node catches up through one *position*: at least the cut it learnt of (from the
+//! snapshot, a `Horizon`'s `collected`, or every replica of a value it waits for answering
+//! `ValueGone` with its floor), raised by any floor a source refuses a copy with. Its
+//! partitions not past the position throw their runs away and are copied through it, all
+//! through the same one, so that none restarts below another copied past it (the copy keeps
+//! only each key's newest version through the position). Its partitions already past the
+//! position run on: other replicas may need their values to get there, and a node that stopped
+//! answering while it waited for its copies could wait for ever on them (a node whose one
+//! partition lagged while the other ran ahead stalled a `calvin` cluster that way).
+//!
+//! A copy can always be had: a node is left behind only while every partition it replicates
+//! has a replica heard recently, whose announced horizon the cut then counts, so for every
+//! partition some replica is past the cut, and every position above derives from a cut or a
+//! floor (itself a cut or a copy position). The sweep of `calvin`, `s-smr` and `sparkle` under
+//! every fault with `left_behind_ms=500` (200 seeds of three workloads on `lan` and `3dc`)
+//! passes, as does a `nemesis` of killed `calvin` node processes (a test); CI sweeps the
+//! setting at 500 ms, where it is taken often.
 
 use crate::protocol_info::SettingInfo;
 use augur_contract::NodeEnv;
@@ -41,16 +45,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The setting for how long a node may go unheard, in milliseconds, before the others stop
-/// keeping the log and old versions for it; `off` (the default) waits for every node.
+/// keeping the log and old versions for it; `off` waits for every node for ever.
 pub const LEFT_BEHIND_MS: &str = "left_behind_ms";
-/// The left-behind setting. Off by default: see *Known hole* in the module docs.
+/// How long a node may go unheard unless the setting says otherwise: a restart takes far less
+/// (it then runs the log again), a dead machine far more.
+pub const LEFT_BEHIND_DEFAULT: Duration = Duration::from_secs(10);
+/// The left-behind setting.
 pub const LEFT_BEHIND_SETTING: SettingInfo = SettingInfo {
     name: LEFT_BEHIND_MS,
     values: &[
         "off", "500", "1000", "2000", "5000", "10000", "30000", "60000",
     ],
-    default: "off",
-    doc: "milliseconds a node may go unheard before the others stop keeping the sequencer's log and old versions for it (it then catches up from a Raft snapshot and a copy of its partitions); off, the default, waits for every node. Experimental: a cluster can stall after a node was left behind (docs/architecture/protocols.md, Compaction)",
+    default: "10000",
+    doc: "milliseconds a node may go unheard before the others stop keeping the sequencer's log and old versions for it (it then catches up from a Raft snapshot and a copy of its partitions from a live replica); off waits for every node, however long it is down",
 };
 
 /// Every node's announced horizon, when each was last heard, and the cut so far.
@@ -68,14 +75,12 @@ pub struct Horizons {
 
 impl Horizons {
     /// Nobody heard yet, at `now` (this node's start). The registry accepts only the values
-    /// [`LEFT_BEHIND_SETTING`] lists.
+    /// [`LEFT_BEHIND_SETTING`] lists (`off` is the one that does not parse as milliseconds).
     pub fn new(env: &NodeEnv) -> Self {
-        let left_behind = env
-            .options
-            .settings
-            .get(LEFT_BEHIND_MS)
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_millis);
+        let left_behind = match env.options.settings.get(LEFT_BEHIND_MS) {
+            None => Some(LEFT_BEHIND_DEFAULT),
+            Some(v) => v.parse().ok().map(Duration::from_millis),
+        };
         Horizons {
             me: env.id,
             placement: Arc::clone(&env.placement),

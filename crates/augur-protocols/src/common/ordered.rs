@@ -32,9 +32,8 @@
 //!   the sequencer delivers every batch again, and what is done is skipped. Versions are kept
 //!   until every node not left behind announced (`Horizon`) it is past them, so a sibling's
 //!   value can always be answered from them.
-//! * **Catching up** (experimental, off by default: [`Horizons`], *Known hole*). A node unheard
-//!   for `left_behind_ms` is left behind: the log and the versions are cut without it. Once
-//!   back, it learns it was (the sequencer installed a snapshot past what it ran, a `Horizon`
+//! * **Catching up** ([`Horizons`]). A node unheard for `left_behind_ms` (10 s by default) is
+//!   left behind: the log and the versions are cut without it. Once back, it learns it was (the sequencer installed a snapshot past what it ran, a `Horizon`
 //!   says versions it needs are gone, or every replica of a value it waits for says so,
 //!   `ValueGone`), throws away the runs of every partition not past one position, and asks
 //!   replicas past it (`CopyAsk`) for those partitions' newest versions through it (`CopyOf`),
@@ -751,6 +750,12 @@ fn fresh_speculative<S: Schedule>(
         };
         Arc::new(Mutex::new(Speculative::configured(broken, mode.switches)))
     })
+}
+
+/// Partitions for a log line: `p0, p2`.
+fn partition_list(partitions: &[PartitionId]) -> String {
+    let names: Vec<String> = partitions.iter().map(ToString::to_string).collect();
+    names.join(", ")
 }
 
 /// Replace `partition`'s versions at or below `through` in `store` by `versions` (a copy):
@@ -2783,9 +2788,10 @@ impl<S: Schedule> Ordered<S> {
             .map(|(p, _)| *p)
             .collect();
         tracing::info!(
-            "left behind in batch {} (the cluster is past batch {}): copying {copying:?} through batch {}",
+            "left behind in batch {} (the cluster is past batch {}): copying {} through batch {}",
             dispatch::batch_of(self.local_frontier()),
             dispatch::batch_of(at_least),
+            partition_list(&copying),
             dispatch::batch_of(at)
         );
         self.ask_copies(ctx);
@@ -2926,7 +2932,8 @@ impl<S: Schedule> Ordered<S> {
         }
         self.counters.partitions_copied += copied.len() as u64;
         tracing::info!(
-            "copied {copied:?} through batch {}: running the order from there",
+            "copied {} through batch {}: running the order from there",
+            partition_list(&copied),
             dispatch::batch_of(through)
         );
     }

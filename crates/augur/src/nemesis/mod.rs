@@ -113,7 +113,8 @@ pub struct NemesisArgs {
     /// empty and acknowledged commits are lost.
     #[arg(long, value_name = "HOW")]
     pub sabotage: Option<String>,
-    /// A workload setting, `KEY=VALUE` (repeatable).
+    /// A workload setting, `KEY=VALUE`, or a protocol setting, `protocol.KEY=VALUE`, written
+    /// to the cluster file's `[options.settings]` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
 }
@@ -288,7 +289,12 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
         .into());
     }
     layout(&args.placement)?;
-    let settings = parse_settings(&args.set)?;
+    let (settings, protocol_settings) = parse_settings(&args.set)?;
+    let replication = args
+        .replication
+        .unwrap_or(crate::provision::default_replication(info, args.nodes));
+    info.validate_for_cluster(&protocol_settings, args.nodes, replication)
+        .map_err(|e| BadInput(e.to_string()))?;
     if let Some(how) = &args.sabotage
         && how != "memory-only"
     {
@@ -345,6 +351,7 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
             // Each workload meets a schedule of its own.
             seed: args.seed.wrapping_add(index as u64),
             settings: &settings,
+            protocol_settings: &protocol_settings,
             faults: &faults,
             network,
             dir: &dir,
@@ -371,15 +378,23 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
     }
 }
 
-fn parse_settings(set: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut settings = BTreeMap::new();
+/// Settings as `--set` gives them: the workload's, and the protocol's (`protocol.` removed).
+type Settings = BTreeMap<String, String>;
+
+fn parse_settings(set: &[String]) -> anyhow::Result<(Settings, Settings)> {
+    let mut workload = BTreeMap::new();
+    let mut protocol = BTreeMap::new();
     for kv in set {
         let Some((k, v)) = kv.split_once('=') else {
             return Err(BadInput(format!("--set {kv}: expected KEY=VALUE")).into());
         };
-        settings.insert(k.trim().to_string(), v.trim().to_string());
+        let (k, v) = (k.trim().to_string(), v.trim().to_string());
+        match k.strip_prefix("protocol.") {
+            Some(pk) => protocol.insert(pk.to_string(), v),
+            None => workload.insert(k, v),
+        };
     }
-    Ok(settings)
+    Ok((workload, protocol))
 }
 
 /// One workload's run on a fresh cluster.
@@ -388,7 +403,8 @@ struct Run<'a> {
     info: &'static ProtocolInfo,
     workload: &'a str,
     seed: u64,
-    settings: &'a BTreeMap<String, String>,
+    settings: &'a Settings,
+    protocol_settings: &'a Settings,
     faults: &'a [FaultKind],
     network: Network,
     dir: &'a Path,
@@ -672,6 +688,11 @@ impl Run<'_> {
         }
         // A dead participant is given up on quickly, so that faults cost seconds, not minutes.
         file.options.participant_timeout_ms = Some(500);
+        for (k, v) in self.protocol_settings {
+            file.options
+                .settings
+                .insert(k.clone(), toml::Value::String(v.clone()));
+        }
         std::fs::write(&path, toml::to_string(&file)?)?;
         let cluster = Cluster::load(&path)?;
         let addrs = (0..args.nodes)
