@@ -5,7 +5,9 @@
 //! handlers themselves.
 
 use augur_contract::inbound::{CheckMessage, Inbound, check_request};
+use augur_protocols::common::dispatch::Body as RequestBody;
 use augur_protocols::common::vclock::{Deps, VClock};
+use augur_protocols::common::{ordered, replicated};
 use augur_protocols::dst_occ::DstMsg;
 use augur_protocols::gts::GtsMsg;
 use augur_protocols::vts::VtsMsg;
@@ -24,7 +26,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// How many frames [`corpus`] holds.
-const CORPUS_LEN: usize = 29;
+const CORPUS_LEN: usize = 37;
 
 fn placement() -> Placement {
     Placement::ring(LatencyProfile::named("lan").unwrap(), 3, 2).unwrap()
@@ -194,6 +196,46 @@ fn corpus() -> Vec<Vec<u8>> {
             applied: VClock::from(vec![4, 1, 2]),
             low: VClock::from(vec![3, 1, 2]),
         }),
+        // The order-then-execute executors (`calvin`, `s-smr`, `sparkle` share one message
+        // type): a sibling's value and the ask for it, a horizon, and a node left behind
+        // catching up (a copy naming a partition outside the cluster, or a key outside the
+        // partition, must be refused, not indexed).
+        frame(ordered::Msg::Value {
+            at: ts,
+            key: key.clone(),
+            value: Some(Bytes::from_static(b"v")),
+        }),
+        frame(ordered::Msg::NeedValue {
+            at: ts,
+            key: key.clone(),
+        }),
+        frame(ordered::Msg::Horizon {
+            through: Timestamp(2_000),
+            collected: ts,
+        }),
+        frame(ordered::Msg::CopyAsk {
+            partition: PartitionId(2),
+            at: ts,
+        }),
+        frame(ordered::Msg::CopyOf {
+            partition: PartitionId(2),
+            through: ts,
+            versions: vec![(key.clone(), txn, Timestamp(900), None)],
+        }),
+        frame(ordered::Msg::ValueGone {
+            at: ts,
+            key: key.clone(),
+            floor: Timestamp(900),
+        }),
+        frame(ordered::Msg::CopyRefused {
+            partition: PartitionId(2),
+            floor: ts,
+        }),
+        // The replicated executors (`oab-spec`, `sm-rep`): an optimistic copy of a request.
+        frame(replicated::Msg::Optimistic(replicated::Request {
+            txn,
+            body: RequestBody::Writes(writes.clone()),
+        })),
         encode_frame(&Body::<()>::Request(ClientRequest {
             client: ClientId(3),
             id: RequestId(9),
@@ -248,6 +290,8 @@ fn decode_everywhere(frame: &[u8], placement: &Placement) {
     take_off_the_wire::<vts::Msg>(frame, placement);
     take_off_the_wire::<walter::Msg>(frame, placement);
     take_off_the_wire::<rococo::Msg>(frame, placement);
+    take_off_the_wire::<ordered::Msg>(frame, placement);
+    take_off_the_wire::<replicated::Msg>(frame, placement);
 }
 
 proptest! {
