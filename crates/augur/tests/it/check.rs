@@ -252,6 +252,24 @@ fn a_replica_answering_from_below_its_copy_is_caught() {
     assert_eq!(first_failure(&run(&format!("1..{seed}"), None)), None);
 }
 
+/// Two seeds where a node was left behind with one partition far behind its replicas and the
+/// other ahead of them: when catching up made every partition of the node wait for a copy
+/// through a position past the one ahead, that partition stopped answering the values its
+/// replicas needed to get there, and every client stopped committing. Both pass now that a
+/// node's partitions already past the position run on.
+#[test]
+fn a_node_left_behind_with_a_partition_ahead_catches_up_without_stalling_the_cluster() {
+    for seed in ["38", "95"] {
+        let mut a = args("calvin", "bank", seed, None, "ring");
+        a.latency = "lan".into();
+        a.clients = 4;
+        a.duration = 10.0;
+        a.set = vec!["protocol.left_behind_ms=500".to_string()];
+        let config = a.validate().expect("valid arguments");
+        assert_eq!(first_failure(&config), None, "seed {seed}");
+    }
+}
+
 fn every_mutant_is_caught_over(placement: &str) {
     use augur_protocols::registry::{MASKED, SCENARIO_ONLY, UNPROVEN};
     for p in PROTOCOLS {
