@@ -291,17 +291,7 @@ impl CheckArgs {
         let placement = Placement::build(layout, profile, self.nodes, replication)
             .map_err(|e| bad(e.to_string()))?;
         let placement = Arc::new(placement);
-        let mut given = BTreeMap::new();
-        let mut protocol_settings = BTreeMap::new();
-        for kv in &self.set {
-            let Some((k, v)) = kv.split_once('=') else {
-                return Err(bad(format!("--set expects KEY=VALUE, got '{kv}'")));
-            };
-            match k.strip_prefix("protocol.") {
-                Some(pk) => protocol_settings.insert(pk.to_string(), v.to_string()),
-                None => given.insert(k.to_string(), v.to_string()),
-            };
-        }
+        let (given, protocol_settings) = split_settings(&self.set).map_err(bad)?;
         info.validate_for_cluster(
             &protocol_settings,
             placement.node_count(),
@@ -331,6 +321,26 @@ impl CheckArgs {
             placement,
         })
     }
+}
+
+/// `--set KEY=VALUE` arguments split into the workload's settings and the protocol's (given as
+/// `protocol.KEY=VALUE`, returned without the prefix); an argument without `=` is refused.
+pub fn split_settings(
+    set: &[String],
+) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>), String> {
+    let mut workload = BTreeMap::new();
+    let mut protocol = BTreeMap::new();
+    for kv in set {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(format!("--set expects KEY=VALUE, got '{kv}'"));
+        };
+        let (k, v) = (k.trim(), v.trim().to_string());
+        match k.strip_prefix("protocol.") {
+            Some(pk) => protocol.insert(pk.to_string(), v),
+            None => workload.insert(k.to_string(), v),
+        };
+    }
+    Ok((workload, protocol))
 }
 
 /// A workload's settings as the string map a history header carries.

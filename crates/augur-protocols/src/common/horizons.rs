@@ -9,12 +9,11 @@
 //! A node that stays silent (it is down, paused, or cut off) would hold that cut back for as
 //! long as it is away: every other node's log and every overwritten version would grow without
 //! bound. So a node unheard for longer than [`LEFT_BEHIND_MS`] ([`LEFT_BEHIND_DEFAULT`] unless
-//! set) is *left behind*: the cut moves
-//! on without it ([`Horizons::watermark`]). When it returns, its log ends below the cut, and the
-//! sequencer's leader sends it a snapshot of the cut; its partitions are then copied from a
-//! replica that is past the cut, not run again. A node is left behind only if every partition
-//! it replicates has a replica that is not silent, one that can be copied from later. The cut
-//! never moves back ([`Horizons::collected`]): a node heard again after it was left behind
+//! set) is *left behind*: the cut moves on without it ([`Horizons::watermark`]). When it
+//! returns, its log ends below the cut, and the sequencer's leader sends it a snapshot of the
+//! cut; its partitions are then copied from a replica that is past the cut, not run again. A
+//! node is left behind only if every partition it replicates has a replica that is not silent,
+//! one that can be copied from later. The cut never moves back ([`Horizons::collected`]): a node heard again after it was left behind
 //! holds back only what follows.
 //!
 //! # Where a node left behind restarts

@@ -33,13 +33,13 @@
 //!   until every node not left behind announced (`Horizon`) it is past them, so a sibling's
 //!   value can always be answered from them.
 //! * **Catching up** ([`Horizons`]). A node unheard for `left_behind_ms` (10 s by default) is
-//!   left behind: the log and the versions are cut without it. Once back, it learns it was (the sequencer installed a snapshot past what it ran, a `Horizon`
-//!   says versions it needs are gone, or every replica of a value it waits for says so,
-//!   `ValueGone`), throws away the runs of every partition not past one position, and asks
-//!   replicas past it (`CopyAsk`) for those partitions' newest versions through it (`CopyOf`),
-//!   logged together as one `Copied` record; then they run what was delivered after it. The
-//!   partitions already past it run on meanwhile: their replicas may need their values to get
-//!   there.
+//!   left behind: the log and the versions are cut without it. Once back, it learns it was
+//!   (the sequencer installed a snapshot past what it ran, a `Horizon` says versions it needs
+//!   are gone, or every replica of a value it waits for says so, `ValueGone`), throws away the
+//!   runs of every partition not past one position, and asks replicas past it (`CopyAsk`) for
+//!   those partitions' newest versions through it (`CopyOf`), logged together as one `Copied`
+//!   record; then they run what was delivered after it. The partitions already past it run on
+//!   meanwhile: their replicas may need their values to get there.
 //!
 //! The decisions behind them are in `docs/architecture/protocols.md` ("Order-then-execute").
 
@@ -2781,12 +2781,7 @@ impl<S: Schedule> Ordered<S> {
             self.copies.clear();
         }
         self.catching_up = Some(at);
-        let copying: Vec<PartitionId> = self
-            .parts
-            .iter()
-            .filter(|(_, part)| part.copying)
-            .map(|(p, _)| *p)
-            .collect();
+        let copying: Vec<PartitionId> = self.copying().collect();
         tracing::info!(
             "left behind in batch {} (the cluster is past batch {}): copying {} through batch {}",
             dispatch::batch_of(self.local_frontier()),
@@ -2816,14 +2811,9 @@ impl<S: Schedule> Ordered<S> {
 
     /// Ask for every copy still awaited (at once, then each announcement tick).
     fn ask_copies(&mut self, ctx: &mut Ctx<'_, Self>) {
-        if self.catching_up.is_none() {
-            return;
-        }
         let awaited: Vec<PartitionId> = self
-            .parts
-            .iter()
-            .filter(|(p, part)| part.copying && !self.copies.contains_key(p))
-            .map(|(p, _)| *p)
+            .copying()
+            .filter(|p| !self.copies.contains_key(p))
             .collect();
         for p in awaited {
             self.ask_copy(ctx, p);
@@ -2897,7 +2887,7 @@ impl<S: Schedule> Ordered<S> {
             return;
         }
         self.copies.insert(p, versions);
-        if self.copies.len() < self.copying_count() {
+        if self.copies.len() < self.copying().count() {
             return;
         }
         let partitions: Vec<(PartitionId, Vec<CopiedVersion>)> =
@@ -2938,9 +2928,12 @@ impl<S: Schedule> Ordered<S> {
         );
     }
 
-    /// How many partitions wait for their copy.
-    fn copying_count(&self) -> usize {
-        self.parts.values().filter(|part| part.copying).count()
+    /// The partitions waiting for their copy (none unless catching up).
+    fn copying(&self) -> impl Iterator<Item = PartitionId> + '_ {
+        self.parts
+            .iter()
+            .filter(|(_, part)| part.copying)
+            .map(|(p, _)| *p)
     }
 
     fn handle(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
@@ -3138,7 +3131,7 @@ impl<S: Schedule> Protocol for Ordered<S> {
             ("inbox_positions", self.inbox.len() as u64),
             ("offered_positions", self.offers.len() as u64),
             ("reconnaissances_open", self.recons.len() as u64),
-            ("partitions_copying", self.copying_count() as u64),
+            ("partitions_copying", self.copying().count() as u64),
         ]
     }
 

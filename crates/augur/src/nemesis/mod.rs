@@ -30,7 +30,9 @@ mod network;
 mod processes;
 
 use crate::BadInput;
-use crate::check::{CHECK_SPECULATION, check_recorded, flatten_settings, write_history};
+use crate::check::{
+    CHECK_SPECULATION, check_recorded, flatten_settings, split_settings, write_history,
+};
 use crate::cluster::{Cluster, ClusterFile};
 use crate::interrupt;
 use augur_client::{
@@ -289,7 +291,7 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
         .into());
     }
     layout(&args.placement)?;
-    let (settings, protocol_settings) = parse_settings(&args.set)?;
+    let (settings, protocol_settings) = split_settings(&args.set).map_err(BadInput)?;
     let replication = args
         .replication
         .unwrap_or(crate::provision::default_replication(info, args.nodes));
@@ -378,33 +380,14 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Settings as `--set` gives them: the workload's, and the protocol's (`protocol.` removed).
-type Settings = BTreeMap<String, String>;
-
-fn parse_settings(set: &[String]) -> anyhow::Result<(Settings, Settings)> {
-    let mut workload = BTreeMap::new();
-    let mut protocol = BTreeMap::new();
-    for kv in set {
-        let Some((k, v)) = kv.split_once('=') else {
-            return Err(BadInput(format!("--set {kv}: expected KEY=VALUE")).into());
-        };
-        let (k, v) = (k.trim().to_string(), v.trim().to_string());
-        match k.strip_prefix("protocol.") {
-            Some(pk) => protocol.insert(pk.to_string(), v),
-            None => workload.insert(k, v),
-        };
-    }
-    Ok((workload, protocol))
-}
-
 /// One workload's run on a fresh cluster.
 struct Run<'a> {
     args: &'a NemesisArgs,
     info: &'static ProtocolInfo,
     workload: &'a str,
     seed: u64,
-    settings: &'a Settings,
-    protocol_settings: &'a Settings,
+    settings: &'a BTreeMap<String, String>,
+    protocol_settings: &'a BTreeMap<String, String>,
     faults: &'a [FaultKind],
     network: Network,
     dir: &'a Path,
