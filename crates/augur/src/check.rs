@@ -323,11 +323,12 @@ impl CheckArgs {
     }
 }
 
+/// Settings by name, as `--set` gives them.
+pub type Settings = BTreeMap<String, String>;
+
 /// `--set KEY=VALUE` arguments split into the workload's settings and the protocol's (given as
 /// `protocol.KEY=VALUE`, returned without the prefix); an argument without `=` is refused.
-pub fn split_settings(
-    set: &[String],
-) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>), String> {
+pub fn split_settings(set: &[String]) -> Result<(Settings, Settings), String> {
     let mut workload = BTreeMap::new();
     let mut protocol = BTreeMap::new();
     for kv in set {

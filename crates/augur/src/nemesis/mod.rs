@@ -31,7 +31,7 @@ mod processes;
 
 use crate::BadInput;
 use crate::check::{
-    CHECK_SPECULATION, check_recorded, flatten_settings, split_settings, write_history,
+    CHECK_SPECULATION, Settings, check_recorded, flatten_settings, split_settings, write_history,
 };
 use crate::cluster::{Cluster, ClusterFile};
 use crate::interrupt;
@@ -386,8 +386,8 @@ struct Run<'a> {
     info: &'static ProtocolInfo,
     workload: &'a str,
     seed: u64,
-    settings: &'a BTreeMap<String, String>,
-    protocol_settings: &'a BTreeMap<String, String>,
+    settings: &'a Settings,
+    protocol_settings: &'a Settings,
     faults: &'a [FaultKind],
     network: Network,
     dir: &'a Path,
