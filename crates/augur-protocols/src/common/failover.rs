@@ -1,5 +1,5 @@
 //! The data path's half of fail-over, shared by the engines that follow a configuration
-//! (`two_phase` and `lock_commit`; [`super::membership`] is the configuration's half): the
+//! (`two_phase`, `lock_commit` and `sss`; [`super::membership`] is the configuration's half): the
 //! requests a node in sync keeps while it waits for a lease ([`LeaseWaiters`]), and the copies
 //! of partitions to replicas out of sync, at either end ([`Copies`]; *Catch-up and rejoin* in
 //! `docs/architecture/availability.md`).
@@ -12,6 +12,20 @@ use super::membership::{Configuration, Epoch};
 use augur_types::{NodeId, PartitionId, Timestamp, TxnId};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// What a node does with a read, prepare or validation under fail-over.
+pub enum Gate {
+    /// Serve it now.
+    Pass,
+    /// Not in sync on one of its partitions at the epoch it was sent at: refuse it (the
+    /// coordinator retries under the configuration it learns meanwhile).
+    Refuse,
+    /// In sync, but not leased (yet): wait for the next grant ([`LeaseWaiters`]).
+    AwaitLease,
+    /// A prepare on a partition being copied to a replica: wait for the copy to end
+    /// ([`Copies`]).
+    AwaitCopy,
+}
 
 /// Reads (`R`) and prepares (`H`) that reached this node while it held no lease, though the
 /// configuration has it serve them. They wait for the next grant (the node asks at every

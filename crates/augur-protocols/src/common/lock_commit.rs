@@ -80,11 +80,11 @@ pub use scheme::{
 use crate::common::coordinator::{
     ByReplica, InteractiveCoordinator, Pending, ReadInFlight, Reads, ReadsAt, serve_interactive,
 };
-use crate::common::failover::{Copies, LeaseWaiters};
+use crate::common::failover::{Copies, Gate, LeaseWaiters};
 use crate::common::lock_sets::{LockSets, reads_unchanged};
 use crate::common::locks::{LOCK_TIMEOUT, Policy, parse_lock_timeout};
 use crate::common::membership::{
-    Epoch, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
+    Epoch, Epochs, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
 };
 use crate::common::replica::{self, DecisionLog, KeyVersions, TxnIds, Writes};
 use crate::common::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
@@ -153,11 +153,6 @@ pub trait Flavor: Send + 'static {
     /// `failover` settings. Off: the placement's replicas and masters for good.
     const FAILS_OVER: bool = false;
 }
-
-/// The partitions a participant takes part in for a request, each with the epoch the
-/// coordinator's configuration gave it (under fail-over, a participant in sync at another
-/// epoch refuses the request).
-pub type Epochs = Vec<(PartitionId, Epoch)>;
 
 /// The mutants the engine knows; a flavor offers those its [`ProtocolInfo`] lists (a scheme
 /// is given the one the node runs).
@@ -799,19 +794,6 @@ pub struct LockCommit<F: Flavor> {
     lease_waiters: LeaseWaiters<MsgOf<F>, MsgOf<F>>,
 }
 
-/// What a node in sync does with a read, prepare or validation under fail-over.
-enum Gate {
-    /// Serve it now.
-    Pass,
-    /// Not in sync on one of its partitions at the epoch it was sent at: refuse it (the
-    /// coordinator retries under the configuration it learns meanwhile).
-    Refuse,
-    /// In sync, but not leased (yet): wait for the next grant.
-    AwaitLease,
-    /// A prepare on a partition being copied to a replica: wait for the copy to end.
-    AwaitCopy,
-}
-
 /// The keys of a transaction's `reads`, then of its `writes`.
 fn keys<'a>(
     reads: &'a [(Key, Option<TxnId>)],
@@ -1057,16 +1039,9 @@ impl<F: Flavor> LockCommit<F> {
         let config = self.membership.config();
         let placement = &self.env.placement;
         let me = self.id();
-        // In sync at every epoch given, and an epoch given for every key's partition (a
-        // request that names fewer, forged or malformed, is refused rather than trusted).
         let in_step = |epochs: &Epochs, reads: &[(Key, Option<TxnId>)], writes: &[_]| {
-            epochs
-                .iter()
-                .all(|(p, e)| config.is_in_sync(me, *p) && config.epoch(*p) == *e)
-                && keys(reads, writes).all(|key| {
-                    let partition = placement.partition_of(key);
-                    epochs.iter().any(|(p, _)| *p == partition)
-                })
+            let needed = keys(reads, writes).map(|key| placement.partition_of(key));
+            config.in_step(me, epochs, needed)
         };
         let (in_sync, prepared_on) = match msg {
             Msg::Read { key, .. } => {
@@ -1405,15 +1380,7 @@ impl<F: Flavor> LockCommit<F> {
             return Epochs::new();
         }
         let (placement, config) = (&self.env.placement, self.membership.config());
-        let mut partitions: Vec<PartitionId> = keys(reads, writes)
-            .map(|k| placement.partition_of(k))
-            .collect();
-        partitions.sort();
-        partitions.dedup();
-        partitions
-            .into_iter()
-            .map(|p| (p, config.epoch(p)))
-            .collect()
+        config.epochs_of(keys(reads, writes).map(|k| placement.partition_of(k)))
     }
 
     /// Every write replica applied `txn`'s commit at `ts`: what the scheme owes then (GTS

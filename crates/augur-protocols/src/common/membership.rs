@@ -54,6 +54,11 @@ use std::time::Duration;
 /// A partition's configuration number: raised by every change to its entry.
 pub type Epoch = u64;
 
+/// The partitions a request depends on, each with the epoch its sender saw: a node not in sync
+/// there at that epoch refuses the request (*Epochs on the data path* in
+/// `docs/architecture/availability.md`).
+pub type Epochs = Vec<(PartitionId, Epoch)>;
+
 /// The setting that turns fail-over off (`failover=off`): the placement's masters for good.
 /// On by default.
 pub const FAILOVER: &str = "failover";
@@ -291,6 +296,29 @@ impl Configuration {
             .iter()
             .min_by_key(|n| (placement.one_way(from, **n), n.0))
             .expect("an in-sync set is never empty")
+    }
+
+    /// The current epochs of `partitions`, ascending, each once.
+    pub fn epochs_of(&self, partitions: impl IntoIterator<Item = PartitionId>) -> Epochs {
+        let mut epochs: Epochs = partitions.into_iter().map(|p| (p, self.epoch(p))).collect();
+        epochs.sort_unstable();
+        epochs.dedup();
+        epochs
+    }
+
+    /// Whether `me` is in sync at every epoch of `epochs`, and `epochs` names every partition
+    /// of `needed` (a request that names fewer, forged or malformed, is refused rather than
+    /// trusted).
+    pub fn in_step(
+        &self,
+        me: NodeId,
+        epochs: &[(PartitionId, Epoch)],
+        mut needed: impl Iterator<Item = PartitionId>,
+    ) -> bool {
+        epochs
+            .iter()
+            .all(|(p, e)| self.is_in_sync(me, *p) && self.epoch(*p) == *e)
+            && needed.all(|partition| epochs.iter().any(|(p, _)| *p == partition))
     }
 
     /// Every in-sync replica of `partitions`, each once, in node order.
@@ -642,6 +670,11 @@ impl Membership {
     /// How long a lease lasts: the longest a request may wait here for one.
     pub fn lease_duration(&self) -> Duration {
         self.timing.lease
+    }
+
+    /// The bound on the difference between two nodes' clocks that leases assume.
+    pub fn skew_bound(&self) -> Duration {
+        self.timing.skew
     }
 
     /// Who masters `partition` in this node's configuration, when the configuration can

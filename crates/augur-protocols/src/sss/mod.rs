@@ -180,12 +180,17 @@ mod nlog;
 mod queue;
 
 use crate::common::coordinator::{
-    ByReplica, InteractiveCoordinator, Pending, ReadInFlight, serve_interactive,
+    ByReplica, InteractiveCoordinator, Pending, ReadInFlight, ReadsAt, serve_interactive,
 };
+use crate::common::failover::{Gate, LeaseWaiters};
 use crate::common::locks::{
     Acquire, LOCK_TIMEOUT, LOCK_TIMEOUT_VALUES, LockManager, LockMode, Policy, parse_lock_timeout,
 };
+use crate::common::membership::{
+    self, Command, Epochs, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
+};
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
+use crate::common::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
 use crate::common::vclock::VClock;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
@@ -193,7 +198,7 @@ use crate::protocol_info::{Promise, SettingInfo};
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
-use augur_types::{AbortReason, ClientReply, ClientRequest, Key, NodeId};
+use augur_types::{AbortReason, ClientReply, ClientRequest, Key, NodeId, PartitionId};
 use augur_types::{RequestError, Timestamp, TxnId, Value};
 use nlog::NLog;
 use queue::{EntryKind, KeyQueue};
@@ -251,6 +256,9 @@ pub const SETTINGS: &[SettingInfo] = &[
         default: "20ms",
         doc: "starvation control (§III-E): once a writer has been held this long at a node, read-only transactions that have not read there yet wait until it is acknowledged before they read there",
     },
+    membership::FAILOVER_SETTING,
+    membership::LEASE_SETTING,
+    membership::SKEW_SETTING,
 ];
 
 /// The name of the admission-control threshold setting.
@@ -294,6 +302,10 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "vc-validation",
         "validation compares vector-clock entries as Algorithm 1 prints it, instead of the version read",
     ),
+    (
+        "ungated-ro-read",
+        "under fail-over, read-only reads are served and handed to the client without a lease or membership of the in-sync set, so a deposed replica that resumes returns a version its partition overwrote after evicting it (the scenario test in failover.rs)",
+    ),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,6 +319,7 @@ enum Mutant {
     NoDependencyWait,
     NoAntiDependencies,
     VcValidation,
+    UngatedRoRead,
 }
 
 impl Mutant {
@@ -321,6 +334,7 @@ impl Mutant {
             "no-dependency-wait" => Mutant::NoDependencyWait,
             "no-anti-dependencies" => Mutant::NoAntiDependencies,
             "vc-validation" => Mutant::VcValidation,
+            "ungated-ro-read" => Mutant::UngatedRoRead,
             _ => return None,
         })
     }
@@ -391,6 +405,9 @@ pub enum Msg {
         age: Timestamp,
         reads: Vec<(Key, Option<TxnId>)>,
         writes: Writes,
+        /// Under fail-over, the partitions read or written at the epochs the coordinator's
+        /// configuration gave them (empty without fail-over).
+        epochs: Epochs,
     },
     /// Participant → coordinator: yes with the participant's clock and the transactions
     /// `txn` depends on that this node does not know final, or no with the reason.
@@ -432,6 +449,20 @@ pub enum Msg {
     Subscribe { ro: TxnId },
     /// Participant → coordinator: what became of this prepared transaction?
     QueryOutcome { txn: TxnId },
+    /// The configuration group and the leases (fail-over).
+    Membership(MembershipMsg),
+}
+
+impl From<MembershipMsg> for Msg {
+    fn from(msg: MembershipMsg) -> Self {
+        Msg::Membership(msg)
+    }
+}
+
+impl From<RaftMessage> for Msg {
+    fn from(msg: RaftMessage) -> Self {
+        Msg::Membership(MembershipMsg::Raft(msg))
+    }
 }
 
 impl CheckMessage for Msg {
@@ -470,10 +501,12 @@ impl CheckMessage for Msg {
                 vc,
                 reads,
                 writes,
+                epochs,
                 ..
             } => {
                 at.txn_of_sender(*txn)?;
                 clock(vc)?;
+                epochs.iter().try_for_each(|(p, _)| at.partition_here(*p))?;
                 reads.iter().try_for_each(|(key, _)| at.key_here(key))?;
                 writes.iter().try_for_each(|(key, _)| at.key_here(key))
             }
@@ -512,6 +545,7 @@ impl CheckMessage for Msg {
             Msg::Released { txn } | Msg::Finalize { txn, .. } => at.txn_of_sender(*txn),
             Msg::Remove { ro } => at.txn_of_sender(*ro),
             Msg::Subscribe { ro } => at.txn_here(*ro),
+            Msg::Membership(m) => m.check(at),
         }
     }
 }
@@ -531,6 +565,24 @@ pub enum Timer {
     Finalize(TxnId, u64),
     /// Reads delayed by starvation control are due.
     Admission,
+    /// A committing transaction's write replica left the in-sync set: its acknowledgement is
+    /// no longer needed once every lease granted before that ran out (see *Fail-over* in the
+    /// module docs).
+    Settled(TxnId),
+    /// The configuration group's timers (fail-over).
+    Membership(MembershipTimer),
+}
+
+impl From<MembershipTimer> for Timer {
+    fn from(timer: MembershipTimer) -> Self {
+        Timer::Membership(timer)
+    }
+}
+
+impl From<SequencerTimer> for Timer {
+    fn from(timer: SequencerTimer) -> Self {
+        Timer::Membership(MembershipTimer::Raft(timer))
+    }
 }
 
 /// A finalization round of a committed update transaction (see "Finality" in the module
@@ -581,6 +633,12 @@ impl From<crate::common::replica::Record<Decision>> for Record {
     }
 }
 
+impl From<SequencerRecord> for Record {
+    fn from(record: SequencerRecord) -> Record {
+        Record::Kit(crate::common::replica::Record::Membership(record))
+    }
+}
+
 /// Counters `augur bench` reads (see [`Protocol::counters`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct Counters {
@@ -603,6 +661,12 @@ struct Counters {
     finalize_rounds_withdrawn: u64,
     /// Committed updates that had to wait for a transaction they depend on to be final.
     updates_awaited_dependencies: u64,
+    /// Read-only transactions ended `Reconfigured`: a replica they read at left the in-sync
+    /// set, or their coordinator held no lease at the commit (fail-over).
+    ro_reconfigured: u64,
+    /// Write replicas a committing update stopped waiting for because they left the in-sync
+    /// set (fail-over).
+    acks_given_up: u64,
 }
 
 /// A transaction this node coordinates.
@@ -618,6 +682,10 @@ struct Coord {
     excluded: Vec<TxnId>,
     /// Read-only transactions: the nodes read from, and the nodes subscribed to its end.
     notify: BTreeSet<NodeId>,
+    /// Read-only transactions under fail-over: the replica whose answer each read used, with
+    /// the key's partition (a reader whose holds lived at a replica that left the in-sync set
+    /// ends `Reconfigured`).
+    answered_by: Vec<(PartitionId, NodeId)>,
     pending: Option<Pending>,
     /// The key being read (to send it again).
     read: ReadInFlight,
@@ -637,6 +705,7 @@ impl Coord {
             propagated: BTreeSet::new(),
             excluded: Vec::new(),
             notify: BTreeSet::new(),
+            answered_by: Vec::new(),
             pending: None,
             read: ReadInFlight::default(),
             begun: now,
@@ -656,6 +725,11 @@ enum Phase {
         vc: VClock,
         /// The transactions it depends on that some voter did not know final.
         after: BTreeSet<TxnId>,
+        /// The partitions prepared on, at the epochs the prepares carried (empty without
+        /// fail-over): a move of one aborts the attempt.
+        epochs: Epochs,
+        /// The partitions written.
+        written: Vec<PartitionId>,
     },
     Committing {
         decision: Decision,
@@ -676,6 +750,11 @@ enum Phase {
         awaiting: BTreeSet<TxnId>,
         /// Rounds withdrawn so far (each doubles the next round's patience).
         withdrawals: u32,
+        /// The partitions written (empty when unknown: taken up after a restart).
+        written: Vec<PartitionId>,
+        /// Under fail-over, after a write replica left the in-sync set: not final before this
+        /// time on this node's clock (see *Fail-over* in the module docs).
+        settle_at: Option<Timestamp>,
     },
 }
 
@@ -764,6 +843,11 @@ pub struct Sss {
     coord: FxHashMap<TxnId, Coord>,
     ids: TxnIds,
     decided: DecisionLog<Decision>,
+    /// The configuration, the group that agrees on it, and this node's lease (fail-over).
+    membership: Membership,
+    /// Reads and prepares that arrived, with their senders, while this node, in sync, held no
+    /// lease.
+    lease_waiters: LeaseWaiters<(NodeId, Msg), (NodeId, Msg)>,
     counters: Counters,
 }
 
@@ -816,16 +900,19 @@ impl Sss {
             coord: FxHashMap::default(),
             ids: TxnIds::new(env.id),
             decided: DecisionLog::default(),
+            membership: restore_membership(env, Vec::new()),
+            lease_waiters: LeaseWaiters::default(),
             counters: Counters::default(),
         }
     }
 
     // ----- coordinator: client requests -----
 
-    /// Send the transaction's current read to every replica of its key (again, if resent).
-    /// Send the read in flight numbered `seq` to every replica of its key.
+    /// Send the read in flight numbered `seq` to every in-sync replica of its key (every
+    /// replica, without fail-over).
     fn send_read(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32) {
-        let placement = self.env.placement.clone();
+        let placement = &self.env.placement;
+        let config = self.membership.config();
         let Some(t) = self.coord.get_mut(&txn) else {
             return;
         };
@@ -835,7 +922,7 @@ impl Sss {
         let ro = t.read_only.then(|| RoRead {
             excluded: t.excluded.clone(),
         });
-        let replicas = placement.replicas(placement.partition_of(&key));
+        let replicas = config.in_sync(placement.partition_of(&key));
         if t.read_only {
             t.notify.extend(replicas.iter().copied());
         }
@@ -851,7 +938,14 @@ impl Sss {
         ctx.set_timer(self.env.options.participant_timeout, Timer::Read(txn, seq));
     }
 
-    fn read_reply(&mut self, ctx: &mut Ctx<'_, Self>, txn: TxnId, seq: u32, answer: ReadAnswer) {
+    fn read_reply(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        from: NodeId,
+        txn: TxnId,
+        seq: u32,
+        answer: ReadAnswer,
+    ) {
         let ReadAnswer {
             value,
             version,
@@ -866,9 +960,41 @@ impl Sss {
         if !t.read.awaits(seq) || t.pending.is_none() || !matches!(t.phase, Phase::Executing) {
             return; // a slower replica, or an answer to a read sent again
         }
+        let partition = t
+            .read
+            .waiting()
+            .map(|key| self.env.placement.partition_of(key));
+        if t.read_only && self.membership.active() && self.mutant != Some(Mutant::UngatedRoRead) {
+            // A reader's value reaches its client only from a replica in sync, and only while
+            // this node holds a lease (see *Fail-over* in the module docs): an answer that
+            // comes without waits for the next grant, for a lease's duration at most (the
+            // read is sent again meanwhile if it must).
+            if partition.is_none_or(|p| !self.membership.config().is_in_sync(from, p)) {
+                return;
+            }
+            let now = ctx.now();
+            if !self.membership.serving(now) {
+                let reply = Msg::ReadReply {
+                    txn,
+                    seq,
+                    answer: ReadAnswer {
+                        value,
+                        version,
+                        vc,
+                        propagated,
+                        too_old,
+                        excluded,
+                    },
+                };
+                return self.lease_waiters.wait_read(now, (from, reply));
+            }
+        }
         let Some(key) = t.read.answered(seq) else {
             return;
         };
+        if let Some(partition) = partition.filter(|_| t.read_only && self.membership.active()) {
+            t.answered_by.push((partition, from));
+        }
         let pending = t.pending.take().expect("checked");
         t.last_active = ctx.now();
         if too_old {
@@ -972,6 +1098,7 @@ impl Sss {
             write_replicas,
             vc,
             after,
+            written,
             ..
         } = std::mem::replace(&mut t.phase, Phase::Executing)
         else {
@@ -1037,6 +1164,8 @@ impl Sss {
             decided_at: ctx.now(),
             awaiting,
             withdrawals: 0,
+            written,
+            settle_at: None,
         };
         self.external_commit_if_final(ctx, txn);
     }
@@ -1047,14 +1176,17 @@ impl Sss {
             acked,
             held_us: longest,
             withdrawals,
+            write_replicas,
             ..
         }) = self.coord.get_mut(&txn).map(|t| &mut t.phase)
         else {
             return;
         };
         let patience = self.finalize_timeout * (1 << (*withdrawals).min(6));
-        if round != current.number || !acked.insert(from) {
-            return; // an acknowledgement of a withdrawn round, or a repeated one
+        if round != current.number || !write_replicas.contains(&from) || !acked.insert(from) {
+            // An acknowledgement of a withdrawn round, a repeated one, or one from a replica
+            // no longer waited for (it left the in-sync set).
+            return;
         }
         *longest = (*longest).max(held_us);
         if acked.len() == 1 {
@@ -1125,7 +1257,7 @@ impl Sss {
         else {
             return;
         };
-        if round.number != number || acked.len() == write_replicas.len() {
+        if round.number != number || write_replicas.iter().all(|n| acked.contains(n)) {
             return;
         }
         round.number = ctx.now().0.max(number + 1);
@@ -1180,12 +1312,16 @@ impl Sss {
             awaiting,
             acked,
             write_replicas,
+            settle_at,
             ..
         }) = self.coord.get(&txn).map(|t| &t.phase)
         else {
             return;
         };
-        if !awaiting.is_empty() || acked.len() < write_replicas.len() {
+        if !awaiting.is_empty()
+            || !write_replicas.iter().all(|n| acked.contains(n))
+            || settle_at.is_some_and(|at| ctx.now() < at)
+        {
             return;
         }
         let t = self.coord.remove(&txn).expect("present");
@@ -1550,20 +1686,40 @@ impl Sss {
         self.wake_parked(ctx);
     }
 
-    /// Apply every ready transaction at the head of `CommitQ` (A2:L27–33).
+    /// Apply every ready transaction at the head of `CommitQ` (A2:L27–33), passing over the
+    /// undecided ones whose coordinator was evicted (see *Fail-over* in the module docs).
     fn apply_ready(&mut self, ctx: &mut Ctx<'_, Self>) {
+        use std::ops::Bound::{Excluded, Unbounded};
         let mut applied = false;
-        while let Some((&(position, txn), &ready)) = self.commit_q.first_key_value() {
-            if !ready {
+        let mut passed: Option<(u64, TxnId)> = None;
+        loop {
+            let next = match passed {
+                None => self.commit_q.first_key_value(),
+                Some(after) => self.commit_q.range((Excluded(after), Unbounded)).next(),
+            };
+            let Some((&(position, txn), &ready)) = next else {
+                break;
+            };
+            if ready {
+                self.commit_q.remove(&(position, txn));
+                self.apply(ctx, txn);
+                applied = true;
+            } else if self.coordinator_evicted(txn) {
+                passed = Some((position, txn));
+            } else {
                 break;
             }
-            self.commit_q.remove(&(position, txn));
-            self.apply(ctx, txn);
-            applied = true;
         }
         if applied {
             self.wake_parked(ctx);
         }
+    }
+
+    /// Whether `txn`'s coordinator is in no in-sync set (evicted, under fail-over): an
+    /// undecided `txn` it coordinates may stay undecided until it restarts, and holds back
+    /// no other transaction's internal commit meanwhile.
+    fn coordinator_evicted(&self, txn: TxnId) -> bool {
+        self.membership.active() && !(self.membership.config()).in_any_sync_set(txn.coordinator())
     }
 
     /// The internal commit of `txn` here, then its pre-commit.
@@ -1879,6 +2035,16 @@ impl Sss {
         if self.removed.contains_key(&read.txn) {
             return;
         }
+        if self.membership.active() && !self.is(Mutant::UngatedRoRead) {
+            let partition = self.env.placement.partition_of(&read.key);
+            if !self.membership.config().is_in_sync(self.id(), partition)
+                || !self.membership.serving(ctx.now())
+            {
+                // Deposed, or its lease ran out while the read waited here: the coordinator
+                // sends the read again, to the replicas in sync then.
+                return;
+            }
+        }
         // Starvation control (§III-E): a reader not yet in the key's queue backs off for a
         // while when a writer of the key has been held too long, instead of holding it longer
         // still. The delay is bounded (it is not a wait for the writer): a delayed reader may
@@ -2051,6 +2217,188 @@ impl Sss {
     }
 }
 
+// ----- fail-over -----
+
+impl Sss {
+    /// Whether this node serves `msg` (a read or a prepare) now: in sync on its partitions (at
+    /// the epochs a prepare carries) and leased.
+    fn gate(&self, now: Timestamp, msg: &Msg) -> Gate {
+        let config = self.membership.config();
+        let placement = &self.env.placement;
+        let me = self.id();
+        let in_step = match msg {
+            Msg::Read { key, .. } => config.is_in_sync(me, placement.partition_of(key)),
+            Msg::Prepare {
+                epochs,
+                reads,
+                writes,
+                ..
+            } => {
+                let keys = (reads.iter().map(|(k, _)| k)).chain(writes.iter().map(|(k, _)| k));
+                config.in_step(me, epochs, keys.map(|k| placement.partition_of(k)))
+            }
+            _ => return Gate::Pass,
+        };
+        if !in_step {
+            Gate::Refuse
+        } else if !self.membership.serving(now) {
+            Gate::AwaitLease
+        } else {
+            Gate::Pass
+        }
+    }
+
+    /// Refuse a read or prepare this node does not serve: a prepare is voted down
+    /// (`Reconfigured`); a read gets no answer (another in-sync replica answers it, or the
+    /// coordinator sends a read-only read again and gives up on an update's).
+    fn refuse_request(&mut self, ctx: &mut Ctx<'_, Self>, msg: Msg) {
+        if let Msg::Prepare { txn, .. } = msg {
+            self.refuse(ctx, txn, AbortReason::Reconfigured);
+        }
+    }
+
+    /// After the configuration group ran: with a lease now, serve what waited for one (each
+    /// is gated again); without, refuse what waited a lease's duration.
+    fn run_lease_waiters(&mut self, ctx: &mut Ctx<'_, Self>) {
+        if self.lease_waiters.is_empty() {
+            return;
+        }
+        let now = ctx.now();
+        if self.membership.serving(now) {
+            let (reads, prepares) = self.lease_waiters.take_all();
+            for (from, msg) in reads.into_iter().chain(prepares) {
+                self.on_message(ctx, from, msg);
+            }
+            return;
+        }
+        let patience = self.membership.lease_duration();
+        let (reads, prepares) = self.lease_waiters.take_late(now, patience);
+        for (_, msg) in reads.into_iter().chain(prepares) {
+            self.refuse_request(ctx, msg);
+        }
+    }
+
+    /// The configuration changed (`change`; see *Fail-over* in the module docs):
+    ///
+    /// * attempts voting on a partition whose epoch moved abort;
+    /// * read-only transactions coordinated here that used an answer of a replica now out of
+    ///   the key's in-sync set (its holds are no longer counted on), and all of them if this
+    ///   node was evicted, end `Reconfigured`;
+    /// * readers coordinated by an evicted node leave the queues here;
+    /// * committing updates stop waiting for the acknowledgement of a write replica out of
+    ///   every in-sync set of the partitions they wrote, and become final no sooner than a
+    ///   lease and the skew bound from now;
+    /// * `CommitQ` passes over the undecided transactions of evicted coordinators.
+    fn reconfigure(&mut self, ctx: &mut Ctx<'_, Self>, change: Reconfiguration) {
+        let me = self.id();
+        let now = ctx.now();
+        let config = self.membership.config().clone();
+        let evicted: Vec<NodeId> = (change.commands.iter())
+            .filter_map(|c| match c {
+                Command::Evict { node, .. } => Some(*node),
+                _ => None,
+            })
+            .collect();
+        let evicted_me = evicted.contains(&me);
+        let mut overtaken: Vec<TxnId> = (self.coord.iter())
+            .filter(|(_, t)| match &t.phase {
+                Phase::Voting { epochs, .. } => {
+                    epochs.iter().any(|(p, _)| change.changed.contains(p))
+                }
+                Phase::Executing => {
+                    t.read_only
+                        && (evicted_me
+                            || (t.answered_by.iter()).any(|(p, n)| !config.is_in_sync(*n, *p)))
+                }
+                Phase::Committing { .. } => false,
+            })
+            .map(|(txn, _)| *txn)
+            .collect();
+        overtaken.sort();
+        for txn in overtaken {
+            if self.coord.get(&txn).is_some_and(|t| t.read_only) {
+                self.counters.ro_reconfigured += 1;
+            }
+            self.abort(ctx, txn, AbortReason::Reconfigured);
+        }
+        let mut gone: Vec<TxnId> = (self.readers.keys())
+            .filter(|ro| evicted.contains(&ro.coordinator()))
+            .copied()
+            .collect();
+        gone.sort();
+        for ro in gone {
+            self.remove_reader(ctx, ro);
+        }
+        self.give_up_acks(ctx, &config, now);
+        self.apply_ready(ctx);
+        // Reads parked for partitions this node left are dropped (gated again).
+        self.wake_parked(ctx);
+    }
+
+    /// Committing updates stop waiting for write replicas in no in-sync set of the partitions
+    /// they wrote (of any partition, for those taken up after a restart): no reader's holds
+    /// there count any more, so the update becomes final no sooner than a lease and the skew
+    /// bound from now, when every read-only coordinator that did not learn of the change
+    /// holds no lease and hands its client nothing.
+    fn give_up_acks(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        config: &membership::Configuration,
+        now: Timestamp,
+    ) {
+        let wait = self.membership.lease_duration() + self.membership.skew_bound();
+        let mut settling = Vec::new();
+        let mut dropped_acks = Vec::new();
+        for (txn, t) in self.coord.iter_mut() {
+            let Phase::Committing {
+                write_replicas,
+                acked,
+                written,
+                settle_at,
+                ..
+            } = &mut t.phase
+            else {
+                continue;
+            };
+            let counts = |n: &NodeId| {
+                if written.is_empty() {
+                    config.in_any_sync_set(*n)
+                } else {
+                    written.iter().any(|p| config.is_in_sync(*n, *p))
+                }
+            };
+            let (kept, dropped): (Vec<NodeId>, Vec<NodeId>) =
+                write_replicas.iter().partition(|n| counts(n));
+            if dropped.is_empty() {
+                continue;
+            }
+            *write_replicas = kept;
+            acked.retain(|n| write_replicas.contains(n));
+            *settle_at = Some(
+                now.saturating_add(wait)
+                    .max(settle_at.unwrap_or(Timestamp::ZERO)),
+            );
+            self.counters.acks_given_up += dropped.len() as u64;
+            settling.push(*txn);
+            dropped_acks.extend(dropped.into_iter().map(|n| (*txn, n)));
+        }
+        dropped_acks.sort();
+        for (txn, node) in dropped_acks {
+            self.decided.acknowledge(ctx, txn, node);
+        }
+        settling.sort();
+        for txn in settling {
+            ctx.set_timer(wait, Timer::Settled(txn));
+        }
+    }
+}
+
+/// A node's membership, from its durable group records (none for a new node).
+fn restore_membership(env: &NodeEnv, records: Vec<SequencerRecord>) -> Membership {
+    Membership::restore(env, Promotion::InSync, true, records)
+        .unwrap_or_else(|e| panic!("the configuration group cannot start: {e}"))
+}
+
 mod reads;
 
 impl InteractiveCoordinator for Sss {
@@ -2096,15 +2444,45 @@ impl InteractiveCoordinator for Sss {
                 let err = RequestError::Invalid("a read-only transaction cannot write".into());
                 return pending.answer(ctx, ClientReply::Rejected(err));
             }
+            if !self.membership.serving(ctx.now()) && self.mutant != Some(Mutant::UngatedRoRead) {
+                // Deposed, or paused past its lease: the holds of its reads may be gone (see
+                // *Fail-over* in the module docs).
+                self.counters.ro_reconfigured += 1;
+                self.end_read_only(ctx, txn);
+                return pending.answer(ctx, ClientReply::Aborted(AbortReason::Reconfigured));
+            }
             let commit_ts = Timestamp(t.vc.get(self.me));
             self.end_read_only(ctx, txn);
             return pending.answer(ctx, ClientReply::Committed { commit_ts });
         }
-        // Every replica of every key read or written takes part (A1:L13).
+        // Every in-sync replica of every key read or written takes part (A1:L13).
+        let placement = &self.env.placement;
+        let config = self.membership.config();
+        let active = self.membership.active();
+        // Every epoch is zero for good without fail-over: nothing to check, nothing to send.
+        let epochs_of = |reads: &[(Key, Option<TxnId>)], writes: &Writes| {
+            if !active {
+                return Epochs::new();
+            }
+            let keys = (reads.iter().map(|(k, _)| k)).chain(writes.iter().map(|(k, _)| k));
+            config.epochs_of(keys.map(|k| placement.partition_of(k)))
+        };
+        let epochs = epochs_of(&t.reads, &writes);
+        let mut written: Vec<PartitionId> = (writes.iter())
+            .map(|(k, _)| placement.partition_of(k))
+            .collect();
+        written.sort_unstable();
+        written.dedup();
         let ByReplica {
             parts,
             write_replicas,
-        } = ByReplica::group(&self.env.placement, &t.reads, writes);
+        } = ByReplica::group_among(
+            placement,
+            &|p| config.in_sync(p),
+            ReadsAt::EveryReplica,
+            &t.reads,
+            writes,
+        );
         if parts.is_empty() {
             let commit_ts = Timestamp(t.vc.get(self.me));
             self.coord.remove(&txn);
@@ -2115,6 +2493,8 @@ impl InteractiveCoordinator for Sss {
         let participants: Vec<NodeId> = parts.keys().copied().collect();
         for (node, (reads, writes)) in parts {
             let vc = t.vc.clone();
+            // A participant hears of its own partitions only.
+            let epochs = epochs_of(&reads, &writes);
             ctx.send(
                 node,
                 Msg::Prepare {
@@ -2123,6 +2503,7 @@ impl InteractiveCoordinator for Sss {
                     age: t.age,
                     reads,
                     writes,
+                    epochs,
                 },
             );
         }
@@ -2132,6 +2513,8 @@ impl InteractiveCoordinator for Sss {
             write_replicas,
             vc: t.vc.clone(),
             after: BTreeSet::new(),
+            epochs,
+            written,
         };
         ctx.set_timer(self.env.options.participant_timeout, Timer::Votes(txn));
     }
@@ -2162,10 +2545,16 @@ impl Protocol for Sss {
     }
 
     fn recover(env: &NodeEnv, records: &mut dyn Iterator<Item = Record>) -> Self {
+        use crate::common::replica::Record as Kit;
         let mut s = Sss::empty(env);
+        let mut group = Vec::new();
         for record in records {
-            s.replay(record);
+            match record {
+                Record::Kit(Kit::Membership(record)) => group.push(record),
+                record => s.replay(record),
+            }
         }
+        s.membership = restore_membership(env, group);
         s.node_vc.merge(s.nlog.most_recent());
         s.resume_committing();
         s
@@ -2214,9 +2603,11 @@ impl Protocol for Sss {
             });
         }
         self.decided.checkpoint(emit);
+        self.membership.checkpoint(emit);
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Self>) {
+        self.membership.on_start(ctx);
         // Transactions recovered committing start a fresh round (numbered by the clock, so
         // above any round of before the crash) and ask again about every transaction they
         // depend on.
@@ -2262,15 +2653,37 @@ impl Protocol for Sss {
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Self>, from: NodeId, msg: Msg) {
+        let gated = match &msg {
+            Msg::Read { ro, .. } => ro.is_none() || !self.is(Mutant::UngatedRoRead),
+            Msg::Prepare { .. } => true,
+            _ => false,
+        };
+        if gated && self.membership.active() {
+            if let Msg::Prepare { txn, .. } = &msg
+                && (self.participants.contains_key(txn) || self.aborted.contains_key(txn))
+            {
+                return; // a copy of a prepare already taken, or one after the abort (T9)
+            }
+            let now = ctx.now();
+            match self.gate(now, &msg) {
+                Gate::Pass => {}
+                Gate::Refuse | Gate::AwaitCopy => return self.refuse_request(ctx, msg),
+                Gate::AwaitLease if matches!(msg, Msg::Prepare { .. }) => {
+                    return self.lease_waiters.wait_prepare(now, (from, msg));
+                }
+                Gate::AwaitLease => return self.lease_waiters.wait_read(now, (from, msg)),
+            }
+        }
         match msg {
             Msg::Read { txn, seq, key, ro } => self.serve_read(ctx, from, txn, seq, key, ro),
-            Msg::ReadReply { txn, seq, answer } => self.read_reply(ctx, txn, seq, answer),
+            Msg::ReadReply { txn, seq, answer } => self.read_reply(ctx, from, txn, seq, answer),
             Msg::Prepare {
                 txn,
                 vc,
                 age,
                 reads,
                 writes,
+                epochs: _,
             } => self.prepare(ctx, txn, (vc, age), reads, writes),
             Msg::Vote { txn, vote } => self.vote(ctx, from, txn, vote),
             Msg::Decide {
@@ -2297,6 +2710,12 @@ impl Protocol for Sss {
             Msg::Remove { ro } => self.remove_reader(ctx, ro),
             Msg::Subscribe { ro } => self.subscribe(ctx, from, ro),
             Msg::QueryOutcome { txn } => self.query_outcome(ctx, from, txn),
+            Msg::Membership(msg) => {
+                if let Some(change) = self.membership.on_message(ctx, from, msg) {
+                    self.reconfigure(ctx, change);
+                }
+                self.run_lease_waiters(ctx);
+            }
         }
     }
 
@@ -2328,6 +2747,13 @@ impl Protocol for Sss {
             Timer::Locks(txn) => self.lock_timeout(ctx, txn),
             Timer::Finalize(txn, round) => self.withdraw_round(ctx, txn, round),
             Timer::Admission => self.wake_parked(ctx),
+            Timer::Settled(txn) => self.external_commit_if_final(ctx, txn),
+            Timer::Membership(timer) => {
+                if let Some(change) = self.membership.on_timer(ctx, timer) {
+                    self.reconfigure(ctx, change);
+                }
+                self.run_lease_waiters(ctx);
+            }
         }
     }
 
@@ -2348,7 +2774,12 @@ impl Protocol for Sss {
             ("update_latency_us", c.update_latency_us),
             ("precommit_hold_us", c.precommit_hold_us),
             ("decided_to_external_us", c.decided_to_external_us),
+            ("ro_reconfigured", c.ro_reconfigured),
+            ("acks_given_up", c.acks_given_up),
         ]
+        .into_iter()
+        .chain(self.membership.counters())
+        .collect()
     }
 
     fn leftovers(&self) -> Vec<(&'static str, u64)> {
@@ -2372,7 +2803,19 @@ impl Protocol for Sss {
                     .filter(|(_, e)| !e.meta.is_empty())
                     .count() as u64,
             ),
+            ("lease_waiters", self.lease_waiters.len()),
         ]
+        .into_iter()
+        .chain(self.membership.leftovers())
+        .collect()
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.membership.leader()
+    }
+
+    fn master_of(&self, partition: PartitionId) -> Option<NodeId> {
+        self.membership.master_of(partition)
     }
 }
 
@@ -2408,6 +2851,8 @@ impl Sss {
                         decided_at: Timestamp::ZERO,
                         awaiting: BTreeSet::new(),
                         withdrawals: 0,
+                        written: Vec::new(),
+                        settle_at: None,
                     },
                 ),
             );
