@@ -896,8 +896,15 @@ impl ProtocolVisitor for RunSeed<'_> {
                 .and_then(|()| replicas_hold_the_serial_state(&sim, replayed.as_ref()))
         } else {
             let stuck = clients - done.load(Ordering::SeqCst);
+            // What the nodes keep then is where to look first.
+            let kept = leftovers(&sim, &config.placement);
+            let kept = if kept.is_empty() {
+                "nothing".to_string()
+            } else {
+                kept.join("; ")
+            };
             Err(format!(
-                "{stuck} of {clients} clients did not commit within {LIVENESS_DEADLINE:?} after the faults ended"
+                "{stuck} of {clients} clients did not commit within {LIVENESS_DEADLINE:?} after the faults ended (nodes keep: {kept})"
             ))
         };
         (
@@ -1080,7 +1087,21 @@ fn current_master<P: Protocol>(
 /// `Err` names, per node, what the protocol still keeps for transactions ([`Protocol::leftovers`])
 /// once the cluster has been left alone after its clients stopped.
 fn quiescent<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Result<(), String> {
-    let left: Vec<String> = placement
+    let left = leftovers(sim, placement);
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "not quiescent {QUIESCENCE:?} after the clients stopped: {}",
+            left.join("; ")
+        ))
+    }
+}
+
+/// What each node still keeps for transactions ([`Protocol::leftovers`]), one entry per node
+/// that keeps something.
+fn leftovers<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Vec<String> {
+    placement
         .nodes()
         .filter_map(|node| {
             let kept: Vec<String> = sim
@@ -1092,15 +1113,7 @@ fn quiescent<P: Protocol>(sim: &Simulation<P>, placement: &Placement) -> Result<
                 .collect();
             (!kept.is_empty()).then(|| format!("node {}: {}", node.0, kept.join(", ")))
         })
-        .collect();
-    if left.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "not quiescent {QUIESCENCE:?} after the clients stopped: {}",
-            left.join("; ")
-        ))
-    }
+        .collect()
 }
 
 fn spawn_client<P: Protocol>(
