@@ -181,10 +181,16 @@
 //! `sss` has no master: every replica of a key serves its reads and votes on its writes. It
 //! follows the configuration agreed through Raft (`common::membership`;
 //! `docs/architecture/availability.md` and, for this engine,
-//! `docs/architecture/sss-failover.md`) as the other engines do, on by default (`failover=off`
-//! keeps the placement's replicas for good). A dead or silent replica is evicted once its lease
+//! `docs/architecture/sss-failover.md`) as the other engines do, when `failover=on` (off: the
+//! placement's replicas for good). A dead or silent replica is evicted once its lease
 //! has surely run out, and its partitions go on with their other in-sync replicas; the master
 //! the configuration names is only the replica `augur check`'s `master-crash` aims at.
+//!
+//! **Off by default** (`failover=on` turns it on), unlike the other engines: `sss` does not
+//! copy a replica that comes back into the in-sync set yet, so every failure, a pause of a
+//! second included, would take a replica out of its partitions' in-sync sets for good, and
+//! after a second failure a partition waits for its last in-sync replica, as it does
+//! without fail-over.
 //!
 //! * **The data path follows the in-sync sets.** Reads go to the key's in-sync replicas, and
 //!   prepares to every in-sync replica of every key read or written, with the epochs of the
@@ -242,7 +248,7 @@ use crate::common::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
 use crate::common::vclock::VClock;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
-use crate::protocol_info::{Promise, SettingInfo};
+use crate::protocol_info::{Promise, SettingInfo, switch};
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, NodeEnv, Protocol, Work};
 use augur_storage::MvStore;
@@ -304,10 +310,20 @@ pub const SETTINGS: &[SettingInfo] = &[
         default: "20ms",
         doc: "starvation control (§III-E): once a writer has been held this long at a node, read-only transactions that have not read there yet wait until it is acknowledged before they read there",
     },
-    membership::FAILOVER_SETTING,
+    FAILOVER_SETTING,
     membership::LEASE_SETTING,
     membership::SKEW_SETTING,
 ];
+
+/// The fail-over switch, off by default for `sss` (unlike the engines that copy a replica back
+/// into the in-sync set): until `sss` copies, every failure takes a replica out of its
+/// partitions' in-sync sets for good, and a second failure stops a partition as it does
+/// without fail-over (see *Fail-over* in the module docs).
+const FAILOVER_SETTING: SettingInfo = SettingInfo {
+    default: "off",
+    doc: "on: a dead or silent replica is evicted under leases agreed through Raft and its partitions go on with their other in-sync replicas (docs/architecture/sss-failover.md); off by default until a replica that comes back is copied back into the in-sync set",
+    ..membership::FAILOVER_SETTING
+};
 
 /// The name of the admission-control threshold setting.
 pub const ADMISSION_THRESHOLD: &str = "admission_threshold";
@@ -2469,9 +2485,12 @@ impl Sss {
     }
 }
 
-/// A node's membership, from its durable group records (none for a new node).
+/// A node's membership, from its durable group records (none for a new node): a
+/// configuration group only when `failover=on` is asked for (off by default, see
+/// [`FAILOVER_SETTING`]).
 fn restore_membership(env: &NodeEnv, records: Vec<SequencerRecord>) -> Membership {
-    Membership::restore(env, Promotion::InSync, true, records)
+    let asked = (env.options.settings.get(membership::FAILOVER)).and_then(|v| switch(v));
+    Membership::restore(env, Promotion::InSync, asked == Some(true), records)
         .unwrap_or_else(|e| panic!("the configuration group cannot start: {e}"))
 }
 

@@ -39,11 +39,12 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Three nodes on a LAN, two replicas per partition, fail-over on (the default), running
-/// `mutant` if given.
+/// Three nodes on a LAN, two replicas per partition, fail-over on (the default of every
+/// protocol here but `sss`, which is asked for it), running `mutant` if given.
 fn sim<P: Protocol>(mutant: Option<&str>) -> Simulation<P> {
     let options = ProtocolOptions {
         mutant: mutant.map(str::to_string),
+        settings: [("failover".to_string(), "on".to_string())].into(),
         ..ProtocolOptions::default()
     };
     sim_of(3, options)
@@ -289,13 +290,12 @@ fn dead_master_is_replaced<P: Protocol>() {
 /// `x`'s master n0 dies at 1 s: it is evicted within the lease and the skew bound of its last
 /// renewal, n1 masters partition 0 from then on, and a write from n1 commits soon after.
 fn dead_master_is_evicted<P: Protocol>(s: &mut Simulation<P>, log: &Log) {
-    let mut s = s;
-    spawn_writer(&mut s, 0, ms(0), "before", log);
+    spawn_writer(s, 0, ms(0), "before", log);
     s.run_until(ms(1000));
-    assert_eq!(masters_of_x(&s), vec![Some(NodeId(0)); 3]);
+    assert_eq!(masters_of_x(s), vec![Some(NodeId(0)); 3]);
     s.crash(NodeId(0));
-    spawn_writer(&mut s, 1, ms(1000), "after", log);
-    spawn_reader(&mut s, 2, ms(4000), "read", log);
+    spawn_writer(s, 1, ms(1000), "after", log);
+    spawn_reader(s, 2, ms(4000), "read", log);
     s.run_until(ms(6000));
     assert_eq!(masters_of_x(s), vec![Some(NodeId(1)); 2]);
     let seen = log.lock().unwrap().clone();
