@@ -87,7 +87,7 @@ use crate::common::membership::{
     Epoch, Epochs, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
 };
 use crate::common::replica::{self, DecisionLog, KeyVersions, TxnIds, Writes};
-use crate::common::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
+use crate::common::sequencer::SequencerRecord;
 use crate::common::vclock::Deps;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, ProtocolInfo};
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
@@ -332,17 +332,7 @@ pub enum Msg<M> {
     },
 }
 
-impl<M> From<MembershipMsg> for Msg<M> {
-    fn from(msg: MembershipMsg) -> Self {
-        Msg::Membership(msg)
-    }
-}
-
-impl<M> From<RaftMessage> for Msg<M> {
-    fn from(msg: RaftMessage) -> Self {
-        Msg::Membership(MembershipMsg::Raft(msg))
-    }
-}
+crate::common::membership::carried_in_membership_variants!(Msg<M>, Timer);
 
 impl<M> Msg<M> {
     /// The decision to abort `txn` (it also releases what a participant holds for it).
@@ -568,18 +558,6 @@ pub enum Timer {
     /// A coordinator held a transaction's commit timestamp back until its clock caught up
     /// ([`TimestampScheme::fix_not_before`]): go on validating or deciding.
     Hold(TxnId),
-}
-
-impl From<MembershipTimer> for Timer {
-    fn from(timer: MembershipTimer) -> Self {
-        Timer::Membership(timer)
-    }
-}
-
-impl From<SequencerTimer> for Timer {
-    fn from(timer: SequencerTimer) -> Self {
-        Timer::Membership(MembershipTimer::Raft(timer))
-    }
 }
 
 /// What a node writes to its log and rebuilds from: the engine's records, and the scheme's

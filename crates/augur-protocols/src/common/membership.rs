@@ -51,6 +51,42 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The conversions of an engine that follows the configuration: its message type (`$msg`,
+/// with its type parameters) and its timer type (`$timer`) each carry the group's in a
+/// `Membership` variant, which [`Membership`]'s handlers hand back through `From`.
+macro_rules! carried_in_membership_variants {
+    ($msg:ident $(<$($param:ident),*>)?, $timer:ident) => {
+        impl $(<$($param),*>)? From<$crate::common::membership::MembershipMsg>
+            for $msg $(<$($param),*>)?
+        {
+            fn from(msg: $crate::common::membership::MembershipMsg) -> Self {
+                Self::Membership(msg)
+            }
+        }
+
+        impl $(<$($param),*>)? From<$crate::common::sequencer::RaftMessage>
+            for $msg $(<$($param),*>)?
+        {
+            fn from(msg: $crate::common::sequencer::RaftMessage) -> Self {
+                Self::Membership($crate::common::membership::MembershipMsg::Raft(msg))
+            }
+        }
+
+        impl From<$crate::common::membership::MembershipTimer> for $timer {
+            fn from(timer: $crate::common::membership::MembershipTimer) -> Self {
+                Self::Membership(timer)
+            }
+        }
+
+        impl From<$crate::common::sequencer::SequencerTimer> for $timer {
+            fn from(timer: $crate::common::sequencer::SequencerTimer) -> Self {
+                Self::Membership($crate::common::membership::MembershipTimer::Raft(timer))
+            }
+        }
+    };
+}
+pub(crate) use carried_in_membership_variants;
+
 /// A partition's configuration number: raised by every change to its entry.
 pub type Epoch = u64;
 

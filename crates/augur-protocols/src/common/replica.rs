@@ -37,7 +37,7 @@
 //! coordinators time out), session floors, and STR's speculative state.
 
 use super::membership::{Epoch, MembershipMsg, MembershipTimer};
-use super::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
+use super::sequencer::SequencerRecord;
 use augur_contract::Protocol;
 use augur_contract::inbound::{BadMessage, CheckMessage, Inbound};
 use augur_contract::{Ctx, Work};
@@ -198,17 +198,7 @@ pub enum Msg<D, R> {
     },
 }
 
-impl<D, R> From<MembershipMsg> for Msg<D, R> {
-    fn from(msg: MembershipMsg) -> Self {
-        Msg::Membership(msg)
-    }
-}
-
-impl<D, R> From<RaftMessage> for Msg<D, R> {
-    fn from(msg: RaftMessage) -> Self {
-        Msg::Membership(MembershipMsg::Raft(msg))
-    }
-}
+super::membership::carried_in_membership_variants!(Msg<D, R>, Timer);
 
 /// The shape of each message as its sender builds it: reads go to a replica of the key, prepares
 /// to the master of each partition, a partition's slaves hear only from its master, answers go
@@ -318,18 +308,6 @@ pub enum Timer {
     CommitTimeout(TxnId),
     /// The configuration group's ([`super::membership`]).
     Membership(MembershipTimer),
-}
-
-impl From<MembershipTimer> for Timer {
-    fn from(timer: MembershipTimer) -> Self {
-        Timer::Membership(timer)
-    }
-}
-
-impl From<SequencerTimer> for Timer {
-    fn from(timer: SequencerTimer) -> Self {
-        Timer::Membership(MembershipTimer::Raft(timer))
-    }
 }
 
 /// Whether a replica may serve a read now ([`Replica::admit_read`]).

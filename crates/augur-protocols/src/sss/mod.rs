@@ -244,7 +244,7 @@ use crate::common::membership::{
     self, Command, Epochs, Membership, MembershipMsg, MembershipTimer, Promotion, Reconfiguration,
 };
 use crate::common::replica::{DecisionLog, TxnIds, Writes};
-use crate::common::sequencer::{RaftMessage, SequencerRecord, SequencerTimer};
+use crate::common::sequencer::SequencerRecord;
 use crate::common::vclock::VClock;
 use crate::protocol_info::Engine;
 use crate::protocol_info::{INTERACTIVE_AND_ONE_SHOT, IsolationLevel, NetworkModel, ProtocolInfo};
@@ -521,17 +521,7 @@ pub enum Msg {
     Membership(MembershipMsg),
 }
 
-impl From<MembershipMsg> for Msg {
-    fn from(msg: MembershipMsg) -> Self {
-        Msg::Membership(msg)
-    }
-}
-
-impl From<RaftMessage> for Msg {
-    fn from(msg: RaftMessage) -> Self {
-        Msg::Membership(MembershipMsg::Raft(msg))
-    }
-}
+membership::carried_in_membership_variants!(Msg, Timer);
 
 impl CheckMessage for Msg {
     fn check(&self, at: &Inbound<'_>) -> Result<(), BadMessage> {
@@ -640,18 +630,6 @@ pub enum Timer {
     Settled(TxnId),
     /// The configuration group's timers (fail-over).
     Membership(MembershipTimer),
-}
-
-impl From<MembershipTimer> for Timer {
-    fn from(timer: MembershipTimer) -> Self {
-        Timer::Membership(timer)
-    }
-}
-
-impl From<SequencerTimer> for Timer {
-    fn from(timer: SequencerTimer) -> Self {
-        Timer::Membership(MembershipTimer::Raft(timer))
-    }
 }
 
 /// A finalization round of a committed update transaction (see "Finality" in the module
