@@ -296,6 +296,19 @@ impl ProtocolInfo {
             .any(|s| s.name == crate::common::membership::FAILOVER)
     }
 
+    /// Whether masters fail over in a run with protocol `settings`: the protocol takes the
+    /// `failover` setting and it is on, as given or by the protocol's default (off for `sss`).
+    pub fn fails_over_with(&self, settings: &BTreeMap<String, String>) -> bool {
+        use crate::common::membership::FAILOVER;
+        let Some(setting) = self.settings.iter().find(|s| s.name == FAILOVER) else {
+            return false;
+        };
+        let value = settings
+            .get(FAILOVER)
+            .map_or(setting.default, String::as_str);
+        switch(value).unwrap_or(false)
+    }
+
     pub fn all_settings(&self) -> impl Iterator<Item = &'static SettingInfo> {
         self.settings.iter().chain(RUNTIME_SETTINGS)
     }

@@ -324,7 +324,8 @@ pub fn run(args: &NemesisArgs) -> anyhow::Result<()> {
             .into());
         }
     };
-    let faults = parse_faults(&args.faults, use_netns, info.fails_over()).map_err(BadInput)?;
+    let fails_over = info.fails_over_with(&protocol_settings);
+    let faults = parse_faults(&args.faults, use_netns, fails_over).map_err(BadInput)?;
     let out = &args.out;
     std::fs::create_dir_all(out)?;
 
