@@ -991,6 +991,36 @@ impl Sss {
         seq: u32,
         answer: ReadAnswer,
     ) {
+        let Some(t) = self.coord.get_mut(&txn) else {
+            return;
+        };
+        if !t.read.awaits(seq) || t.pending.is_none() || !matches!(t.phase, Phase::Executing) {
+            return; // a slower replica, or an answer to a read sent again
+        }
+        if t.read_only && self.membership.active() && self.mutant != Some(Mutant::UngatedRoRead) {
+            // A reader's value reaches its client only from a replica in sync, and only while
+            // this node holds a lease (see *Fail-over* in the module docs): an answer that
+            // comes without waits for the next grant, for a lease's duration at most (the
+            // read is sent again meanwhile if it must).
+            let partition = t
+                .read
+                .waiting()
+                .map(|key| self.env.placement.partition_of(key));
+            let Some(partition) =
+                partition.filter(|p| self.membership.config().is_in_sync(from, *p))
+            else {
+                return;
+            };
+            let now = ctx.now();
+            if !self.membership.serving(now) {
+                let reply = Msg::ReadReply { txn, seq, answer };
+                return self.lease_waiters.wait_read(now, (from, reply));
+            }
+            t.answered_by.push((partition, from));
+        }
+        let Some(key) = t.read.answered(seq) else {
+            return;
+        };
         let ReadAnswer {
             value,
             version,
@@ -999,47 +1029,6 @@ impl Sss {
             too_old,
             excluded,
         } = answer;
-        let Some(t) = self.coord.get_mut(&txn) else {
-            return;
-        };
-        if !t.read.awaits(seq) || t.pending.is_none() || !matches!(t.phase, Phase::Executing) {
-            return; // a slower replica, or an answer to a read sent again
-        }
-        let partition = t
-            .read
-            .waiting()
-            .map(|key| self.env.placement.partition_of(key));
-        if t.read_only && self.membership.active() && self.mutant != Some(Mutant::UngatedRoRead) {
-            // A reader's value reaches its client only from a replica in sync, and only while
-            // this node holds a lease (see *Fail-over* in the module docs): an answer that
-            // comes without waits for the next grant, for a lease's duration at most (the
-            // read is sent again meanwhile if it must).
-            if partition.is_none_or(|p| !self.membership.config().is_in_sync(from, p)) {
-                return;
-            }
-            let now = ctx.now();
-            if !self.membership.serving(now) {
-                let reply = Msg::ReadReply {
-                    txn,
-                    seq,
-                    answer: ReadAnswer {
-                        value,
-                        version,
-                        vc,
-                        propagated,
-                        too_old,
-                        excluded,
-                    },
-                };
-                return self.lease_waiters.wait_read(now, (from, reply));
-            }
-        }
-        let Some(key) = t.read.answered(seq) else {
-            return;
-        };
-        if let Some(partition) = partition.filter(|_| t.read_only && self.membership.active()) {
-            t.answered_by.push((partition, from));
-        }
         let pending = t.pending.take().expect("checked");
         t.last_active = ctx.now();
         if too_old {
