@@ -4,6 +4,7 @@
 
 #![cfg(target_os = "linux")]
 
+use crate::wait_within;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,23 +82,13 @@ fn wait_until_gone(out: &Path, within: Duration) {
 fn sigterm_ends_the_run_writes_what_was_measured_and_stops_the_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let mut bench = start_bench(&out);
+    let bench = start_bench(&out);
     wait_for_nodes(&out);
     // Into the measurement window of the first protocol.
     std::thread::sleep(Duration::from_secs(3));
     // SAFETY: sending a signal to a child process we own.
     unsafe { libc::kill(bench.id() as i32, libc::SIGTERM) };
-    let started = Instant::now();
-    let output = loop {
-        if bench.try_wait().unwrap().is_some() {
-            break bench.wait_with_output().unwrap();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "bench still running"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let output = wait_within(bench, Duration::from_secs(20));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("interrupted"), "{stderr}");
     // Partial reports are not a finished run: the status says the run was cut short.

@@ -1,14 +1,8 @@
 //! The `augur` command as a user meets it: bad input is refused with the valid choices and exit
 //! status 2, and a short benchmark writes the documented `summary.json`.
 
+use crate::{CHILD_LIMIT, augur, output_within};
 use std::process::Command;
-
-fn augur(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args(args)
-        .output()
-        .expect("augur runs")
-}
 
 #[test]
 fn bad_names_exit_2_and_list_the_valid_choices() {
@@ -904,34 +898,35 @@ fn a_tcp_bench_loses_no_message_while_the_nodes_links_come_up() {
 /// many late links the nodes reported.
 fn late_links_in_a_tcp_bench() -> usize {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args([
-            "bench",
-            "--runtime",
-            "tcp",
-            "--protocol",
-            "2pc-baseline",
-            "--workload",
-            "ycsb-t",
-            "--nodes",
-            "3",
-            "--replication",
-            "2",
-            "--clients",
-            "2",
-            "--latency",
-            "lan",
-            "--duration",
-            "1",
-            "--warmup",
-            "1",
-            "--out",
-        ])
-        .arg(dir.path())
-        // The node processes inherit it: their links' reports are logged at info.
-        .env("RUST_LOG", "warn,augur::node=info,augur_runtime::tcp=info")
-        .output()
-        .expect("augur runs");
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args([
+                "bench",
+                "--runtime",
+                "tcp",
+                "--protocol",
+                "2pc-baseline",
+                "--workload",
+                "ycsb-t",
+                "--nodes",
+                "3",
+                "--replication",
+                "2",
+                "--clients",
+                "2",
+                "--latency",
+                "lan",
+                "--duration",
+                "1",
+                "--warmup",
+                "1",
+                "--out",
+            ])
+            .arg(dir.path())
+            // The node processes inherit it: their links' reports are logged at info.
+            .env("RUST_LOG", "warn,augur::node=info,augur_runtime::tcp=info"),
+        CHILD_LIMIT,
+    );
     assert!(
         out.status.success(),
         "{}",

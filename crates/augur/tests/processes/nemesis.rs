@@ -4,18 +4,20 @@
 //! runs, for every protocol, in network namespaces.) And nodes killed for longer than
 //! `left_behind_ms` catch up from a copy of their partitions.
 
+use crate::{CHILD_LIMIT, output_within};
 use std::process::Command;
 
 #[test]
 fn the_nemesis_catches_a_cluster_that_loses_acknowledged_commits() {
     let out = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args(["nemesis", "--workload", "list-append", "--faults", "kill"])
-        .args(["--duration", "3", "--network", "loopback"])
-        .args(["--sabotage", "memory-only", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(["nemesis", "--workload", "list-append", "--faults", "kill"])
+            .args(["--duration", "3", "--network", "loopback"])
+            .args(["--sabotage", "memory-only", "--out"])
+            .arg(out.path()),
+        CHILD_LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
@@ -35,21 +37,22 @@ fn the_nemesis_catches_a_cluster_that_loses_acknowledged_commits() {
 #[test]
 fn nodes_left_behind_by_a_kill_catch_up_from_a_copy() {
     let out = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args(["nemesis", "--protocol", "calvin", "--workload", "bank"])
-        .args(["--set", "protocol.left_behind_ms=500", "--faults", "kill"])
-        .args([
-            "--duration",
-            "5",
-            "--seed",
-            "1",
-            "--network",
-            "loopback",
-            "--out",
-        ])
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(["nemesis", "--protocol", "calvin", "--workload", "bank"])
+            .args(["--set", "protocol.left_behind_ms=500", "--faults", "kill"])
+            .args([
+                "--duration",
+                "5",
+                "--seed",
+                "1",
+                "--network",
+                "loopback",
+                "--out",
+            ])
+            .arg(out.path()),
+        CHILD_LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
@@ -66,11 +69,12 @@ fn nodes_left_behind_by_a_kill_catch_up_from_a_copy() {
 #[test]
 fn the_nemesis_refuses_bad_input() {
     let run = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_augur"))
-            .arg("nemesis")
-            .args(args)
-            .output()
-            .unwrap();
+        let output = output_within(
+            Command::new(env!("CARGO_BIN_EXE_augur"))
+                .arg("nemesis")
+                .args(args),
+            CHILD_LIMIT,
+        );
         (
             output.status.code(),
             String::from_utf8_lossy(&output.stderr).to_string(),

@@ -3,16 +3,9 @@
 //! (`scripts/postgres.sh start` prints one); otherwise it says SKIPPED, and fails instead when
 //! `AUGUR_REQUIRE_PG` is set (CI sets it).
 
+use crate::augur;
 use augur_types::history::{History, Op};
 use std::collections::HashMap;
-use std::process::Command;
-
-fn augur(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args(args)
-        .output()
-        .expect("augur runs")
-}
 
 fn pg_url(test: &str) -> Option<String> {
     match std::env::var("AUGUR_PG_URL") {

@@ -15,6 +15,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::{CHILD_LIMIT, output_within, wait_within};
+
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `n` distinct loopback addresses that were free a moment ago. Every listener is held until
@@ -29,6 +31,8 @@ fn free_addrs(n: usize) -> Vec<SocketAddr> {
 /// `GET /metrics` of the node whose metrics address is `addr`.
 fn scrape(addr: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
+    // A node that accepts and never answers must fail the test, not hang it.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let mut response = String::new();
@@ -249,6 +253,8 @@ async fn read_all(
 /// Send `bytes` to `addr` on a fresh connection and check the node closes it.
 fn assert_dropped(addr: SocketAddr, bytes: &[u8]) {
     let mut s = TcpStream::connect(addr).unwrap();
+    // A node that accepts and never answers must fail the test, not hang it.
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(bytes).unwrap();
     let mut buf = [0u8; 256];
@@ -495,12 +501,13 @@ fn get_put_and_txn_from_the_command_line() {
     let mut cluster = Cluster::start(3, 3);
     let path = cluster.path.clone();
     let augur = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_augur"))
-            .args(args)
-            .arg("--cluster")
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out = output_within(
+            Command::new(env!("CARGO_BIN_EXE_augur"))
+                .args(args)
+                .arg("--cluster")
+                .arg(&path),
+            CHILD_LIMIT,
+        );
         (
             out.status.code().unwrap(),
             String::from_utf8_lossy(&out.stdout).to_string(),
@@ -549,16 +556,17 @@ fn bench_drives_a_running_cluster_and_checks_it() {
     let cluster = Cluster::start(3, 3);
     let out = cluster.dir.path().join("bench");
     let run = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_augur"))
-            .args(["bench", "--workload", "bank", "--check", "--duration", "2"])
-            .args(["--warmup", "0.5", "--clients", "2"])
-            .arg("--cluster")
-            .arg(&cluster.path)
-            .arg("--out")
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap()
+        output_within(
+            Command::new(env!("CARGO_BIN_EXE_augur"))
+                .args(["bench", "--workload", "bank", "--check", "--duration", "2"])
+                .args(["--warmup", "0.5", "--clients", "2"])
+                .arg("--cluster")
+                .arg(&cluster.path)
+                .arg("--out")
+                .arg(&out)
+                .args(extra),
+            CHILD_LIMIT,
+        )
     };
     let output = run(&[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -584,14 +592,15 @@ fn bench_drives_a_running_cluster_and_checks_it() {
     let output = run(&[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    let output = Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args(["bench", "--workload", "synthetic-str", "--duration", "1"])
-        .arg("--cluster")
-        .arg(&cluster.path)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = output_within(
+        Command::new(env!("CARGO_BIN_EXE_augur"))
+            .args(["bench", "--workload", "synthetic-str", "--duration", "1"])
+            .arg("--cluster")
+            .arg(&cluster.path)
+            .arg("--out")
+            .arg(&out),
+        CHILD_LIMIT,
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
@@ -625,7 +634,7 @@ fn a_bench_goes_on_through_a_node_death() {
     std::thread::sleep(Duration::from_secs(2));
     let path = cluster.path.clone();
     cluster.spawn(1, &path);
-    let output = bench.wait_with_output().unwrap();
+    let output = wait_within(bench, CHILD_LIMIT);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let summary: serde_json::Value =
@@ -810,7 +819,7 @@ fn the_shell_reads_a_pipe_without_prompts() {
         .unwrap()
         .write_all(b"put k v\nget k\nbogus\ncommit\n")
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = wait_within(child, CHILD_LIMIT);
     // A script learns from the exit status that some of its commands failed.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
@@ -849,11 +858,12 @@ fn the_shell_connects_again_when_its_node_dies() {
     // blocking window, docs/architecture/availability.md), and the read below would wait.
     for node in ["1", "2"] {
         let seen = (0..100).any(|_| {
-            let out = Command::new(env!("CARGO_BIN_EXE_augur"))
-                .args(["get", "k", "--node", node, "--cluster"])
-                .arg(&cluster.path)
-                .output()
-                .unwrap();
+            let out = output_within(
+                Command::new(env!("CARGO_BIN_EXE_augur"))
+                    .args(["get", "k", "--node", node, "--cluster"])
+                    .arg(&cluster.path),
+                CHILD_LIMIT,
+            );
             out.stdout == b"v\n" || {
                 std::thread::sleep(Duration::from_millis(20));
                 false
@@ -875,7 +885,7 @@ fn the_shell_connects_again_when_its_node_dies() {
     );
     assert!(said[2].starts_with("connected to node n"), "{said:?}");
     assert_eq!(said[3], "\"v\"", "{said:?}");
-    let out = child.wait_with_output().unwrap();
+    let out = wait_within(child, CHILD_LIMIT);
     // The failed command still counts for the exit status.
     assert_eq!(out.status.code(), Some(1));
 }
@@ -911,13 +921,15 @@ fn the_python_client_transfers_and_reads_back_over_grpc() {
         "/../../clients/python/examples/transfer.py"
     );
     let run = |node: &str, amount: &str| {
-        let out = Command::new(&python)
-            .arg(example)
-            .arg("--cluster")
-            .arg(&cluster.path)
-            .args(["--node", node, "--amount", amount])
-            .output()
-            .unwrap();
+        let out = output_within(
+            Command::new(&python)
+                .args(["-X", "faulthandler"])
+                .arg(example)
+                .arg("--cluster")
+                .arg(&cluster.path)
+                .args(["--node", node, "--amount", amount]),
+            CHILD_LIMIT,
+        );
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).to_string(),
@@ -941,11 +953,12 @@ fn the_python_client_transfers_and_reads_back_over_grpc() {
     );
     // What the Python client wrote, the Rust client reads.
     let augur_get = |key: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_augur"))
-            .args(["get", key, "--cluster"])
-            .arg(&cluster.path)
-            .output()
-            .unwrap();
+        let out = output_within(
+            Command::new(env!("CARGO_BIN_EXE_augur"))
+                .args(["get", key, "--cluster"])
+                .arg(&cluster.path),
+            CHILD_LIMIT,
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     assert_eq!(augur_get("acct:alice"), "45");
@@ -958,12 +971,12 @@ fn the_python_client_transfers_and_reads_back_over_grpc() {
     // Node 0 dies: a `Cluster` told to start there moves to another node, and its transfer
     // commits once the partitions node 0 mastered have failed over.
     cluster.kill(0);
-    let moved = Command::new(&python)
-        .arg("-c")
-        .arg(FOLLOWING_TRANSFER)
-        .arg(&cluster.path)
-        .output()
-        .unwrap();
+    let moved = output_within(
+        Command::new(&python)
+            .args(["-X", "faulthandler", "-c", FOLLOWING_TRANSFER])
+            .arg(&cluster.path),
+        CHILD_LIMIT,
+    );
     let (out, err) = (
         String::from_utf8_lossy(&moved.stdout),
         String::from_utf8_lossy(&moved.stderr),
