@@ -1,7 +1,7 @@
 //! The `augur` command as a user meets it: bad input is refused with the valid choices and exit
 //! status 2, and a short benchmark writes the documented `summary.json`.
 
-use crate::{CHILD_LIMIT, augur, output_within};
+use crate::{augur, output_bounded};
 use std::process::Command;
 
 #[test]
@@ -898,7 +898,7 @@ fn a_tcp_bench_loses_no_message_while_the_nodes_links_come_up() {
 /// many late links the nodes reported.
 fn late_links_in_a_tcp_bench() -> usize {
     let dir = tempfile::tempdir().unwrap();
-    let out = output_within(
+    let out = output_bounded(
         Command::new(env!("CARGO_BIN_EXE_augur"))
             .args([
                 "bench",
@@ -925,7 +925,6 @@ fn late_links_in_a_tcp_bench() -> usize {
             .arg(dir.path())
             // The node processes inherit it: their links' reports are logged at info.
             .env("RUST_LOG", "warn,augur::node=info,augur_runtime::tcp=info"),
-        CHILD_LIMIT,
     );
     assert!(
         out.status.success(),

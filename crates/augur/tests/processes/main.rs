@@ -17,22 +17,19 @@ pub const CHILD_LIMIT: Duration = Duration::from_secs(300);
 
 /// `augur ARGS`, run to completion within [`CHILD_LIMIT`].
 pub fn augur(args: &[&str]) -> Output {
-    output_within(
-        Command::new(env!("CARGO_BIN_EXE_augur")).args(args),
-        CHILD_LIMIT,
-    )
+    output_bounded(Command::new(env!("CARGO_BIN_EXE_augur")).args(args))
 }
 
 /// Run `command` to completion like `Command::output` (no input; what it prints is captured),
-/// but for at most `limit` (see [`wait_within`]).
-pub fn output_within(command: &mut Command, limit: Duration) -> Output {
+/// but for at most [`CHILD_LIMIT`] (see [`wait_within`]).
+pub fn output_bounded(command: &mut Command) -> Output {
     let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
-    wait_within(child, limit)
+    wait_within(child, CHILD_LIMIT)
 }
 
 /// Wait for `child` like `Child::wait_with_output`, but for at most `limit`: a child still

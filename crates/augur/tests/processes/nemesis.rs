@@ -4,19 +4,18 @@
 //! runs, for every protocol, in network namespaces.) And nodes killed for longer than
 //! `left_behind_ms` catch up from a copy of their partitions.
 
-use crate::{CHILD_LIMIT, output_within};
+use crate::output_bounded;
 use std::process::Command;
 
 #[test]
 fn the_nemesis_catches_a_cluster_that_loses_acknowledged_commits() {
     let out = tempfile::tempdir().unwrap();
-    let output = output_within(
+    let output = output_bounded(
         Command::new(env!("CARGO_BIN_EXE_augur"))
             .args(["nemesis", "--workload", "list-append", "--faults", "kill"])
             .args(["--duration", "3", "--network", "loopback"])
             .args(["--sabotage", "memory-only", "--out"])
             .arg(out.path()),
-        CHILD_LIMIT,
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -37,7 +36,7 @@ fn the_nemesis_catches_a_cluster_that_loses_acknowledged_commits() {
 #[test]
 fn nodes_left_behind_by_a_kill_catch_up_from_a_copy() {
     let out = tempfile::tempdir().unwrap();
-    let output = output_within(
+    let output = output_bounded(
         Command::new(env!("CARGO_BIN_EXE_augur"))
             .args(["nemesis", "--protocol", "calvin", "--workload", "bank"])
             .args(["--set", "protocol.left_behind_ms=500", "--faults", "kill"])
@@ -51,7 +50,6 @@ fn nodes_left_behind_by_a_kill_catch_up_from_a_copy() {
                 "--out",
             ])
             .arg(out.path()),
-        CHILD_LIMIT,
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -69,11 +67,10 @@ fn nodes_left_behind_by_a_kill_catch_up_from_a_copy() {
 #[test]
 fn the_nemesis_refuses_bad_input() {
     let run = |args: &[&str]| {
-        let output = output_within(
+        let output = output_bounded(
             Command::new(env!("CARGO_BIN_EXE_augur"))
                 .arg("nemesis")
                 .args(args),
-            CHILD_LIMIT,
         );
         (
             output.status.code(),
